@@ -1,0 +1,186 @@
+"""`tinynas ...`: a thin command-line face over the library."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from tinynas import __version__
+from tinynas.cost import BudgetError, estimate
+from tinynas.measure import MeasureError
+from tinynas.space import Architecture, SpecError
+from tinynas.targets import TargetError, builtin_targets, kib, resolve_target
+
+log = logging.getLogger("tinynas")
+
+EXPECTED_ERRORS = (SpecError, TargetError, BudgetError, MeasureError, FileNotFoundError)
+
+
+def _parse_input(text: str) -> tuple[int, int]:
+    try:
+        length, channels = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise SpecError(f"--input must look like 400x8 (samples x channels), got {text!r}") from None
+    return length, channels
+
+
+def _cmd_targets(args: argparse.Namespace) -> int:
+    targets = builtin_targets()
+    if args.json:
+        print(json.dumps({key: t.to_dict() for key, t in targets.items()}, indent=2))
+        return 0
+    print(f"{'target':<22}{'RAM':>11}{'flash':>12}{'MAC budget':>14}  core")
+    for target in targets.values():
+        print(f"{target.name:<22}{kib(target.ram_bytes):>11}{kib(target.flash_bytes):>12}"
+              f"{target.mac_budget:>14,}  {target.core}")
+    print("\nMAC budget = CoreMark x 10^4. Add your own with --target FILE.toml or --ram/--flash/--macs.")
+    return 0
+
+
+def _architecture_from_args(args: argparse.Namespace) -> Architecture:
+    if args.arch:
+        path = Path(args.arch)
+        try:
+            return Architecture.from_json(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise SpecError(f"cannot read architecture file {path}: {exc.strerror}") from None
+    missing = [flag for flag, value in (("--input", args.input), ("--classes", args.classes),
+                                        ("--k", args.k), ("--c", args.c)) if value is None]
+    if missing:
+        raise SpecError(f"give --arch FILE.json or all of --input, --classes, --k, --c (missing {', '.join(missing)})")
+    length, channels = _parse_input(args.input)
+    return Architecture(length, channels, args.classes, args.k, args.c, kernel_size=args.kernel,
+                        growth=args.growth, channel_multiple=args.channel_multiple)
+
+
+def _optional_target(args: argparse.Namespace):
+    if args.target is None and args.ram is None and args.flash is None and args.macs is None:
+        return None
+    return resolve_target(args.target, ram=args.ram, flash=args.flash, macs=args.macs)
+
+
+def _cmd_cost(args: argparse.Namespace) -> int:
+    arch = _architecture_from_args(args)
+    cost = estimate(arch, args.abi)
+    host = estimate(arch, "lp64")
+    target = _optional_target(args)
+    result = {"architecture": arch.to_dict(), "name": arch.name(), **cost.to_dict(),
+              "filters": list(arch.filters), "host64": {
+                  "arena_head_bytes": host.arena_head_bytes, "arena_tail_bytes": host.arena_tail_bytes,
+                  "arena_bytes": host.arena_bytes}}
+    if target is not None:
+        result["target"] = target.to_dict()
+        result["violations"] = cost.violations(target)
+        result["fits"] = not result["violations"]
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{arch.name()} on {arch.input_length}x{arch.input_channels}, {arch.classes} classes, "
+          f"filters {list(arch.filters)}")
+    print(f"  MACs        {cost.macs:,}")
+    print(f"  params      {cost.params:,}")
+    print(f"  flash       {cost.flash_bytes:,} B ({kib(cost.flash_bytes)}) int8 .tflite")
+    print(f"  peak RAM    {cost.peak_ram_bytes:,} B ({kib(cost.peak_ram_bytes)}) TFLM arena on {cost.abi}: "
+          f"head {cost.arena_head_bytes:,} + tail {cost.arena_tail_bytes:,}")
+    print(f"  (64-bit host arena, what `tinynas measure` sees: {host.arena_bytes:,} B)")
+    if target is not None:
+        verdict = "fits" if result["fits"] else "does NOT fit: " + "; ".join(result["violations"])
+        print(f"  target {target.name}: {verdict}")
+    return 0
+
+
+def _cmd_measure(args: argparse.Namespace) -> int:
+    from tinynas.measure import measure_model
+
+    result = measure_model(args.model)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return 0
+    print(f"{args.model}")
+    print(f"  flash  {result.flash_bytes:,} B ({kib(result.flash_bytes)})")
+    if result.arena_bytes is None:
+        print(f"  arena  {result.arena_source}")
+    else:
+        print(f"  arena  {result.arena_bytes:,} B ({kib(result.arena_bytes)}): head {result.arena_head_bytes:,}"
+              f" + tail {result.arena_tail_bytes:,} (TFLite Micro, this 64-bit host)")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from tinynas.demo import run_demo
+
+    summary = run_demo(Path(args.out), target_name=args.target, epochs=args.epochs, seed=args.seed)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `tinynas` command."""
+    parser = argparse.ArgumentParser(prog="tinynas", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"tinynas {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    targets = sub.add_parser("targets", help="list built-in target microcontrollers")
+    targets.add_argument("--json", action="store_true")
+    targets.set_defaults(func=_cmd_targets)
+
+    cost = sub.add_parser("cost", help="analytic MACs, params, flash and arena of an architecture")
+    cost.add_argument("--arch", help="architecture JSON file (instead of the flags below)")
+    cost.add_argument("--input", help="window shape, samples x channels, e.g. 400x8")
+    cost.add_argument("--classes", type=int)
+    cost.add_argument("--k", type=int, help="stem filters")
+    cost.add_argument("--c", type=int, help="cells")
+    cost.add_argument("--kernel", type=int, default=3)
+    cost.add_argument("--growth", default="half", help="half (n + ceil(n/2)), double or none")
+    cost.add_argument("--channel-multiple", type=int, default=1, help="round channels up to a multiple")
+    cost.add_argument("--abi", default="ilp32", choices=["ilp32", "lp64"],
+                      help="TFLM struct sizes: ilp32 = 32-bit MCU (default), lp64 = 64-bit host")
+    _add_target_flags(cost)
+    cost.add_argument("--json", action="store_true")
+    cost.set_defaults(func=_cmd_cost)
+
+    measure = sub.add_parser("measure", help="measure an exported .tflite (flash, TFLite Micro arena)")
+    measure.add_argument("model", help="path to a .tflite file")
+    measure.add_argument("--json", action="store_true")
+    measure.set_defaults(func=_cmd_measure)
+
+    demo = sub.add_parser("demo", help="small end-to-end run on synthetic vibration data")
+    demo.add_argument("--out", default="tinynas-demo", help="output folder (default: tinynas-demo)")
+    demo.add_argument("--target", default="STM32C011F6P6")
+    demo.add_argument("--epochs", type=int, default=15)
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--json", action="store_true")
+    demo.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def _add_target_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", help="built-in target name or a .toml file")
+    parser.add_argument("--ram", help="RAM budget, e.g. 6KiB (overrides the target's)")
+    parser.add_argument("--flash", help="flash budget, e.g. 32KiB")
+    parser.add_argument("--macs", help="MAC budget, e.g. 1.14M")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `tinynas` console script."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(message)s", stream=sys.stderr)
+    try:
+        return args.func(args)
+    except EXPECTED_ERRORS as exc:
+        message = str(exc) if not isinstance(exc, FileNotFoundError) else f"no such file: {exc.filename}"
+        print(f"tinynas: error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tinynas: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

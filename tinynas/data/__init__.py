@@ -1,0 +1,1 @@
+"""Labelled windows and where they come from (synthetic generators, public data sets, recordings)."""

@@ -1,0 +1,162 @@
+"""Real measurements of an exported int8 model: TFLite Micro arena, LiteRT accuracy and latency."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tinynas.quiet import captured_fd, quiet_environment
+from tinynas.space import SpecError
+
+MEASURE_ARENA_BYTES = 4 << 20
+"""Arena handed to TFLite Micro when measuring; what it reports is what the model used."""
+
+_TOTALS = re.compile(r"Arena allocation (total|head|tail) (\d+) bytes")
+_CATEGORY = re.compile(
+    r"'([^']+)' used (\d+) bytes with alignment overhead \(requested (\d+) bytes for (\d+)")
+
+
+class MeasureError(RuntimeError):
+    """A model that cannot be loaded or run by the measuring runtime."""
+
+
+def tflite_micro_available() -> bool:
+    """True when the `tflite-micro` Python interpreter is importable (x86_64 hosts)."""
+    try:
+        from tflite_micro.python.tflite_micro import runtime  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class ArenaMeasurement:
+    """TFLite Micro's own account of the tensor arena a model needs (on this host's ABI)."""
+
+    arena_bytes: int
+    arena_head_bytes: int
+    arena_tail_bytes: int
+    categories: dict[str, int] = field(default_factory=dict)
+
+
+def measure_arena(tflite: bytes) -> ArenaMeasurement:
+    """Allocate `tflite` in TFLite Micro's recording allocator and read back head/tail/total."""
+    try:
+        from tflite_micro.python.tflite_micro import runtime
+    except Exception as exc:
+        raise MeasureError(
+            "tflite-micro is not installed (pip install --pre tflite-micro; x86_64 only)") from exc
+    # The recording allocator prints from C++ (MicroPrintf -> stderr), so capture the descriptor.
+    with captured_fd(2) as printed:
+        try:
+            interpreter = runtime.Interpreter.from_bytes(bytes(tflite), arena_size=MEASURE_ARENA_BYTES)
+        except Exception as exc:
+            failure = exc
+        else:
+            failure = None
+            interpreter.print_allocations()
+            del interpreter
+    if failure is not None:
+        raise MeasureError(f"TFLite Micro could not allocate the model: {failure}") from None
+    totals = {kind: int(value) for kind, value in _TOTALS.findall(printed.text)}
+    if set(totals) != {"total", "head", "tail"}:
+        raise MeasureError("TFLite Micro printed no arena allocation figures")
+    categories = {name: int(used) for name, used, _req, _count in _CATEGORY.findall(printed.text)}
+    return ArenaMeasurement(totals["total"], totals["head"], totals["tail"], categories)
+
+
+@dataclass(frozen=True)
+class InterpreterResult:
+    """Predictions of the int8 model on some windows, as run by LiteRT."""
+
+    predictions: np.ndarray
+    logits: np.ndarray
+    seconds_per_window: float
+
+
+def _litert_interpreter(tflite: bytes):
+    quiet_environment()
+    from ai_edge_litert.interpreter import Interpreter
+
+    with captured_fd(2):
+        interpreter = Interpreter(model_content=bytes(tflite), num_threads=1)
+        interpreter.allocate_tensors()
+    return interpreter
+
+
+def run_int8(tflite: bytes, windows: np.ndarray) -> InterpreterResult:
+    """Quantize float `windows` (n, T, C) with the model's input params and run them one by one."""
+    interpreter = _litert_interpreter(tflite)
+    (inp,) = interpreter.get_input_details()
+    (out,) = interpreter.get_output_details()
+    expected = tuple(int(d) for d in inp["shape"][1:])
+    windows = np.asarray(windows, dtype=np.float32)
+    if windows.ndim != 3 or (1, *windows.shape[1:]) != expected:
+        raise SpecError(
+            f"windows have shape {windows.shape[1:]} but the model expects {expected[1:]}")
+    if not np.isfinite(windows).all():
+        raise SpecError("windows contain NaN or inf")
+    in_scale, in_zero = inp["quantization"]
+    out_scale, out_zero = out["quantization"]
+    info = np.iinfo(np.int8)
+    quantized = np.clip(np.round(windows / in_scale) + in_zero, info.min, info.max).astype(np.int8)
+    logits = np.empty((len(windows), int(out["shape"][-1])), dtype=np.float32)
+    started = time.perf_counter()
+    for i, window in enumerate(quantized):
+        interpreter.set_tensor(inp["index"], window[None, None])
+        interpreter.invoke()
+        raw = interpreter.get_tensor(out["index"])[0].astype(np.float32)
+        logits[i] = (raw - out_zero) * out_scale
+    elapsed = time.perf_counter() - started
+    return InterpreterResult(logits.argmax(axis=1), logits, elapsed / max(len(windows), 1))
+
+
+@dataclass(frozen=True)
+class ModelMeasurement:
+    """Everything `tinynas measure` reports about an exported model."""
+
+    flash_bytes: int
+    arena_bytes: int | None
+    arena_head_bytes: int | None
+    arena_tail_bytes: int | None
+    arena_source: str
+    int8_accuracy: float | None = None
+    seconds_per_window: float | None = None
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict."""
+        return asdict(self)
+
+
+def measure_model(path: str | Path, windows: np.ndarray | None = None,
+                  labels: np.ndarray | None = None) -> ModelMeasurement:
+    """Measure an exported .tflite: flash, TFLM arena (when installed), int8 accuracy/latency."""
+    path = Path(path)
+    try:
+        tflite = path.read_bytes()
+    except OSError as exc:
+        raise MeasureError(f"cannot read {path}: {exc.strerror}") from None
+    if len(tflite) < 8 or tflite[4:8] != b"TFL3":
+        raise MeasureError(f"{path} is not a TFLite flatbuffer (no TFL3 identifier)")
+    arena: ArenaMeasurement | None = None
+    if tflite_micro_available():
+        arena = measure_arena(tflite)
+    accuracy = latency = None
+    if windows is not None:
+        result = run_int8(tflite, windows)
+        latency = result.seconds_per_window
+        if labels is not None:
+            accuracy = float(np.mean(result.predictions == np.asarray(labels)))
+    return ModelMeasurement(
+        flash_bytes=len(tflite),
+        arena_bytes=arena.arena_bytes if arena else None,
+        arena_head_bytes=arena.arena_head_bytes if arena else None,
+        arena_tail_bytes=arena.arena_tail_bytes if arena else None,
+        arena_source="tflite-micro" if arena else "unavailable (install tflite-micro)",
+        int8_accuracy=accuracy,
+        seconds_per_window=latency,
+    )

@@ -1,0 +1,152 @@
+"""Target microcontrollers: RAM, flash and MAC budgets as data (built-in boards in `boards/*.toml`)."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+MACS_PER_COREMARK = 10_000
+"""The method's convention: a target's MAC budget is its CoreMark score x 10^4."""
+
+
+class TargetError(ValueError):
+    """A target that does not exist or whose budget is impossible."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A budget every candidate must fit: arena RAM, model flash and MACs per inference."""
+
+    name: str
+    ram_bytes: int
+    flash_bytes: int
+    mac_budget: int
+    coremark: float | None = None
+    core: str = ""
+    clock_mhz: float | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for field_name in ("ram_bytes", "flash_bytes", "mac_budget"):
+            value = getattr(self, field_name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise TargetError(f"target {self.name!r}: {field_name} must be a positive integer, got {value!r}")
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict."""
+        return {"name": self.name, "ram_bytes": self.ram_bytes, "flash_bytes": self.flash_bytes,
+                "mac_budget": self.mac_budget, "coremark": self.coremark, "core": self.core,
+                "clock_mhz": self.clock_mhz, "source": self.source}
+
+
+def _from_mapping(data: dict, origin: str) -> Target:
+    if "name" not in data:
+        raise TargetError(f"{origin}: missing 'name'")
+    known = {"name", "ram_bytes", "flash_bytes", "mac_budget", "coremark", "core", "clock_mhz", "source"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise TargetError(f"{origin}: unknown key(s) {', '.join(unknown)}")
+    for key in ("ram_bytes", "flash_bytes"):
+        if key not in data:
+            raise TargetError(f"{origin}: missing '{key}'")
+    mac_budget = data.get("mac_budget")
+    if mac_budget is None:
+        if data.get("coremark") is None:
+            raise TargetError(f"{origin}: give 'mac_budget' or 'coremark'")
+        mac_budget = int(round(float(data["coremark"]) * MACS_PER_COREMARK))
+    return Target(name=str(data["name"]), ram_bytes=data["ram_bytes"], flash_bytes=data["flash_bytes"],
+                  mac_budget=mac_budget, coremark=data.get("coremark"), core=data.get("core", ""),
+                  clock_mhz=data.get("clock_mhz"), source=data.get("source", ""))
+
+
+def load_target_file(path: str | Path) -> Target:
+    """Read a target from a TOML file (keys as in `tinynas/boards/*.toml`)."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise TargetError(f"cannot read target file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise TargetError(f"target file {path} is not valid TOML: {exc}") from None
+    return _from_mapping(data, str(path))
+
+
+def builtin_targets() -> dict[str, Target]:
+    """The boards shipped with tinynas, keyed by file stem (e.g. 'stm32f030f4p6')."""
+    boards = resources.files("tinynas") / "boards"
+    found = {}
+    for entry in sorted(boards.iterdir(), key=lambda item: item.name):
+        if entry.name.endswith(".toml"):
+            data = tomllib.loads(entry.read_text(encoding="utf-8"))
+            found[entry.name[:-5]] = _from_mapping(data, f"built-in board {entry.name}")
+    return found
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def get_target(name: str) -> Target:
+    """A built-in target by name (case and punctuation ignored) or a path to a TOML file."""
+    if name.endswith(".toml") or Path(name).is_file():
+        return load_target_file(name)
+    wanted = _normalise(name)
+    for key, target in builtin_targets().items():
+        if wanted in (_normalise(key), _normalise(target.name)):
+            return target
+    known = ", ".join(target.name for target in builtin_targets().values())
+    raise TargetError(f"unknown target {name!r}; built-in targets: {known} (or give a .toml file)")
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)(i?b?)\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str | int, what: str = "size") -> int:
+    """Parse '4096', '4k', '4KiB', '1.5M' (binary multiples) into bytes."""
+    if isinstance(text, int):
+        return text
+    match = _SIZE.match(str(text))
+    if not match:
+        raise TargetError(f"cannot read {what} {text!r}: use bytes or a number with k/M (e.g. 4096, 4k, 4KiB)")
+    number, prefix, _ = match.groups()
+    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[prefix.lower()]
+    return int(float(number) * scale)
+
+
+def parse_count(text: str | int, what: str = "count") -> int:
+    """Parse '1060000', '1.06M', '500k' (decimal multiples) into an integer."""
+    if isinstance(text, int):
+        return text
+    match = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)\s*$", str(text), re.IGNORECASE)
+    if not match:
+        raise TargetError(f"cannot read {what} {text!r}: use a number, optionally with k/M/G")
+    number, prefix = match.groups()
+    scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}[prefix.lower()]
+    return int(round(float(number) * scale))
+
+
+def resolve_target(name: str | None = None, *, ram: str | int | None = None,
+                   flash: str | int | None = None, macs: str | int | None = None) -> Target:
+    """Target from a name/file, with any of RAM, flash or MAC budget overridden by flags."""
+    if name is None and None in (ram, flash, macs):
+        raise TargetError("give --target NAME, or all of --ram, --flash and --macs")
+    base = get_target(name) if name is not None else None
+    return Target(
+        name=base.name if base else "custom",
+        ram_bytes=parse_size(ram, "RAM") if ram is not None else base.ram_bytes,
+        flash_bytes=parse_size(flash, "flash") if flash is not None else base.flash_bytes,
+        mac_budget=parse_count(macs, "MAC budget") if macs is not None else base.mac_budget,
+        coremark=base.coremark if base else None,
+        core=base.core if base else "",
+        clock_mhz=base.clock_mhz if base else None,
+        source=(base.source if base else "command-line budget")
+        + (" (budget overridden on the command line)" if base and (ram or flash or macs) else ""),
+    )
+
+
+def kib(nbytes: int) -> str:
+    """Bytes shown to people: KiB with one decimal."""
+    return f"{nbytes / 1024:.1f} KiB"
