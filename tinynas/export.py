@@ -90,6 +90,20 @@ def c_array_source(tflite: bytes, symbol: str = "tinynas_model") -> tuple[str, s
     return source, header
 
 
+def io_quantization(tflite: bytes) -> dict[str, dict]:
+    """Shape, dtype, scale and zero point of the model's input and output, read by LiteRT."""
+    from tinynas.litert import litert_interpreter
+
+    interpreter = litert_interpreter(tflite)
+    described = {}
+    for role, (detail,) in (("input", interpreter.get_input_details()),
+                            ("output", interpreter.get_output_details())):
+        scale, zero_point = detail["quantization"]
+        described[role] = {"shape": [int(d) for d in detail["shape"]], "dtype": detail["dtype"].__name__,
+                           "scale": float(scale), "zero_point": int(zero_point)}
+    return described
+
+
 def tool_versions() -> dict[str, str]:
     """Versions of the tools that shaped an exported model, for the model card."""
     from importlib import metadata
@@ -125,6 +139,7 @@ def write_export(out_dir: str | os.PathLike, architecture: Architecture, tflite:
     atomic_write_text(paths.c_path, source)
     atomic_write_text(paths.header_path, header)
     full_card = {"architecture": architecture.to_dict(), "name": architecture.name(),
-                 "digest": architecture.digest(), **card, "tools": tool_versions()}
+                 "digest": architecture.digest(), "quantization": io_quantization(tflite),
+                 **card, "tools": tool_versions()}
     atomic_write_text(paths.card_path, json.dumps(full_card, indent=2, sort_keys=True) + "\n")
     return paths

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynas.quiet import captured_fd, quiet_environment
+from tinynas.litert import litert_interpreter
+from tinynas.quiet import captured_fd
 from tinynas.space import SpecError
 
 MEASURE_ARENA_BYTES = 4 << 20
@@ -78,19 +79,9 @@ class InterpreterResult:
     seconds_per_window: float
 
 
-def _litert_interpreter(tflite: bytes):
-    quiet_environment()
-    from ai_edge_litert.interpreter import Interpreter
-
-    with captured_fd(2):
-        interpreter = Interpreter(model_content=bytes(tflite), num_threads=1)
-        interpreter.allocate_tensors()
-    return interpreter
-
-
 def run_int8(tflite: bytes, windows: np.ndarray) -> InterpreterResult:
     """Quantize float `windows` (n, T, C) with the model's input params and run them one by one."""
-    interpreter = _litert_interpreter(tflite)
+    interpreter = litert_interpreter(tflite)
     (inp,) = interpreter.get_input_details()
     (out,) = interpreter.get_output_details()
     expected = tuple(int(d) for d in inp["shape"][1:])

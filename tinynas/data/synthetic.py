@@ -27,13 +27,17 @@ class SyntheticSet:
 def vibration(windows_per_class: int = 60, length: int = 512, sample_rate_hz: float = 12_000.0,
               shaft_rpm: float = 1797.0, noise: float = 0.5, seed: int = 0) -> SyntheticSet:
     """Bearing vibration: shaft harmonics and noise, plus decaying resonance impulses at the
-    defect rate of each fault class (inner race impulses are modulated by the shaft rotation)."""
+    defect rate of each fault class, each fault ringing in its own band (inner race impulses
+    are also modulated by the shaft rotation)."""
     if windows_per_class < 1 or length < 8:
         raise ValueError("need at least one window per class and a length of at least 8 samples")
     rng = np.random.default_rng(seed)
     shaft_hz = shaft_rpm / 60.0
     t = np.arange(length) / sample_rate_hz
     rates = {"inner_race": BPFI_ORDER, "outer_race": BPFO_ORDER, "ball": 2 * BSF_ORDER}
+    # Each defect excites the housing through a different path: its own resonance band.
+    resonances = {"inner_race": (3000.0, 3400.0), "outer_race": (2000.0, 2400.0),
+                  "ball": (4200.0, 4600.0)}
     x = np.empty((len(VIBRATION_CLASSES) * windows_per_class, length, 1), dtype=np.float32)
     y = np.repeat(np.arange(len(VIBRATION_CLASSES)), windows_per_class)
     for i, label in enumerate(y):
@@ -43,7 +47,7 @@ def vibration(windows_per_class: int = 60, length: int = 512, sample_rate_hz: fl
                      for a, h, p in zip((0.3, 0.15, 0.08), (1, 2, 3), phase))
         if name != "normal":
             rate = rates[name] * shaft_hz * rng.uniform(0.98, 1.02)
-            resonance = rng.uniform(2500, 3500)
+            resonance = rng.uniform(*resonances[name])
             start = rng.uniform(0, 1 / rate)
             for hit in np.arange(start, t[-1], 1 / rate):
                 after = t - hit

@@ -1,0 +1,68 @@
+"""Shared fixtures: a tiny trained model, built once per test session."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def tflite_micro_or_skip():
+    """Skip the calling test when tflite-micro (x86_64-only pre-release) is not installed."""
+    from tinynas.measure import tflite_micro_available
+
+    if not tflite_micro_available():
+        pytest.skip("tflite-micro is not installed (pip install --pre tflite-micro)")
+
+
+def c_compiler_or_skip() -> str:
+    """Path of a C compiler, or skip."""
+    for name in ("cc", "gcc", "clang"):
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.skip("no C compiler (cc) on PATH")
+
+
+@pytest.fixture(scope="session")
+def vibration_split():
+    """Small synthetic vibration set, split 60/20/20 per class."""
+    from tinynas.data.synthetic import vibration
+    from tinynas.demo import stratified_split
+
+    data = vibration(windows_per_class=40, seed=3)
+    train, val, test = stratified_split(data.y, (0.6, 0.2, 0.2), seed=3)
+    return data, train, val, test
+
+
+@pytest.fixture(scope="session")
+def trained_tiny(vibration_split):
+    """A(3,3) trained for a few epochs on the synthetic vibration set."""
+    from tinynas.space import Architecture
+    from tinynas.train import Fidelity, fit
+
+    data, train, val, _ = vibration_split
+    arch = Architecture(512, 1, len(data.class_names), k=3, c=3)
+    result = fit(arch, data.x[train], data.y[train], data.x[val], data.y[val],
+                 Fidelity(epochs=12, batch_size=16, learning_rate=3e-3), seed=0)
+    return arch, result
+
+
+@pytest.fixture(scope="session")
+def exported_tiny(trained_tiny, vibration_split, tmp_path_factory):
+    """The tiny trained model converted to int8 and written with its C array and card."""
+    from tinynas.export import convert_int8, write_export
+
+    arch, result = trained_tiny
+    data, train, _, _ = vibration_split
+    tflite = convert_int8(result.model, data.x[train])
+    out = tmp_path_factory.mktemp("export")
+    paths = write_export(out, arch, tflite, {"note": "test"})
+    return arch, tflite, paths
+

@@ -1,0 +1,62 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import tflite_micro_or_skip
+
+
+def tinynas(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tinynas.cli", *args], capture_output=True, text=True)
+
+
+def test_cost_json_is_clean_and_complete():
+    run = tinynas("cost", "--input", "400x8", "--classes", "26", "--k", "4", "--c", "3", "--json")
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    for key in ("macs", "params", "flash_bytes", "peak_ram_bytes"):
+        assert isinstance(result[key], int) and result[key] > 0
+
+
+def test_cost_from_architecture_file_with_target(tmp_path):
+    from tinynas.space import Architecture
+
+    path = tmp_path / "arch.json"
+    path.write_text(Architecture(512, 1, 10, k=2, c=1).to_json())
+    run = tinynas("cost", "--arch", str(path), "--target", "STM32F030F4P6", "--json")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["fits"] is True
+
+
+@pytest.mark.parametrize("args, message", [
+    (("cost", "--input", "400x8", "--classes", "26", "--k", "0", "--c", "3"), "k (stem filters) must be >= 1"),
+    (("cost", "--input", "400by8", "--classes", "26", "--k", "1", "--c", "3"), "--input must look like 400x8"),
+    (("cost", "--input", "16x1", "--classes", "2", "--k", "1", "--c", "5"), "too many for 16 samples"),
+    (("cost", "--input", "400x8", "--classes", "26", "--k", "1", "--c", "1", "--target", "nope"), "unknown target"),
+    (("cost", "--input", "400x8", "--classes", "26", "--k", "1", "--c", "1", "--ram", "-3", "--flash", "1k",
+      "--macs", "1k"), "cannot read RAM"),
+    (("measure", "does-not-exist.tflite"), "cannot read"),
+])
+def test_errors_are_one_line(args, message):
+    run = tinynas(*args)
+    assert run.returncode == 2
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tinynas: error:") and message in lines[0], run.stderr
+
+
+def test_targets_lists_method_boards():
+    run = tinynas("targets", "--json")
+    assert run.returncode == 0
+    names = {t["name"] for t in json.loads(run.stdout).values()}
+    assert {"STM32F030F4P6", "STM32C011F6P6", "LSM6DSO16IS"} <= names
+
+
+def test_measure_json_keys(exported_tiny):
+    tflite_micro_or_skip()
+    _, tflite, paths = exported_tiny
+    run = tinynas("measure", str(paths.tflite_path), "--json")
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["flash_bytes"] == len(tflite)
+    assert result["arena_bytes"] == result["arena_head_bytes"] + result["arena_tail_bytes"]

@@ -1,0 +1,71 @@
+import subprocess
+import sys
+
+import pytest
+
+from tinynas.cost import ILP32, LP64, BudgetError, check_space_fits, estimate, estimate_arena, macs, params
+from tinynas.space import Architecture
+from tinynas.targets import Target, get_target
+
+
+def test_macs_follow_the_method_formula():
+    arch = Architecture(512, 1, 10, k=2, c=1)
+    # stem: 1*3*512*2, cell: 2*3*256*3, dense: 3*10
+    assert macs(arch) == 3072 + 4608 + 30
+
+
+def test_params_count_conv_bn_and_dense():
+    arch = Architecture(512, 1, 10, k=2, c=1)
+    # stem 1*3*2 + BN 4*2, cell 2*3*3 + BN 4*3, dense 3*10 + 10
+    assert params(arch) == 6 + 8 + 18 + 12 + 40
+
+
+def test_macs_equal_what_the_keras_model_implies():
+    arch = Architecture(400, 8, 26, k=5, c=4, kernel_size=5)
+    model = arch.to_keras(seed=0)
+    implied = 0
+    for layer in model.layers:
+        kind = type(layer).__name__
+        if kind == "Conv2D":
+            kernel = layer.kernel.shape  # (1, K, C_in, C_out)
+            t_out = layer.output.shape[2]
+            implied += kernel[1] * kernel[2] * kernel[3] * t_out
+        elif kind == "Dense":
+            implied += layer.kernel.shape[0] * layer.kernel.shape[1]
+    assert macs(arch) == implied
+    assert params(arch) == model.count_params()
+
+
+def test_head_matches_hand_plan_for_small_net():
+    # 512x1 input, k=2, c=1: op0 keeps input (512 B) and stem out (1024 B) alive together.
+    assert estimate_arena(Architecture(512, 1, 10, k=2, c=1), LP64).head_bytes == 1536
+
+
+def test_32_bit_tail_is_smaller_than_64_bit():
+    arch = Architecture(400, 8, 26, k=8, c=5)
+    host, mcu = estimate_arena(arch, LP64), estimate_arena(arch, ILP32)
+    assert host.head_bytes == mcu.head_bytes
+    assert mcu.tail_bytes < host.tail_bytes
+    assert mcu.required_bytes >= mcu.total_bytes
+
+
+def test_violations_name_each_budget():
+    arch = Architecture(400, 8, 26, k=8, c=5)
+    tight = Target("tiny", ram_bytes=1024, flash_bytes=1024, mac_budget=1000)
+    problems = estimate(arch).violations(tight)
+    assert [p.split()[0] for p in problems] == ["RAM", "flash", "MACs"]
+    assert estimate(arch).fits(get_target("nRF52840"))
+
+
+def test_impossible_budget_is_one_line_error():
+    with pytest.raises(BudgetError, match="cannot hold even the smallest network A\\(1,0\\)") as info:
+        check_space_fits(get_target("STM32F030F4P6"), 4000, 8, 26)
+    assert "\n" not in str(info.value)
+    check_space_fits(get_target("STM32F030F4P6"), 512, 1, 10)
+
+
+def test_cost_model_runs_without_tensorflow():
+    code = ("import sys; from tinynas.cost import estimate; from tinynas.space import Architecture;"
+            "estimate(Architecture(400, 8, 26, k=4, c=3));"
+            "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,65 @@
+import pytest
+
+from tinynas.targets import (MACS_PER_COREMARK, TargetError, builtin_targets, get_target, load_target_file,
+                             parse_size, resolve_target)
+
+
+def test_method_targets_are_built_in_with_method_budgets():
+    f030 = get_target("STM32F030F4P6")
+    assert (f030.ram_bytes, f030.flash_bytes, f030.mac_budget) == (4096, 16384, 106 * MACS_PER_COREMARK)
+    c011 = get_target("stm32c011f6p6")
+    assert (c011.ram_bytes, c011.flash_bytes, c011.mac_budget) == (6144, 32768, 1_140_000)
+    ispu = get_target("LSM6DSO16IS")
+    assert (ispu.ram_bytes, ispu.flash_bytes) == (8192, 32768)
+
+
+def test_popular_boards_are_built_in():
+    names = {t.name for t in builtin_targets().values()}
+    assert {"nRF52840", "RP2040", "ESP32-S3"} <= names
+    assert all(t.source for t in builtin_targets().values())
+
+
+def test_unknown_target_lists_the_known_ones():
+    with pytest.raises(TargetError, match="unknown target 'stm32h7'.*STM32F030F4P6"):
+        get_target("stm32h7")
+
+
+def test_user_target_file(tmp_path):
+    path = tmp_path / "board.toml"
+    path.write_text('name = "MyBoard"\nram_bytes = 10240\nflash_bytes = 65536\ncoremark = 50\n')
+    board = load_target_file(path)
+    assert board.mac_budget == 500_000
+    assert get_target(str(path)) == board
+
+
+@pytest.mark.parametrize("text, message", [
+    ('name = "x"\nram_bytes = 0\nflash_bytes = 10\nmac_budget = 5\n', "ram_bytes must be a positive integer"),
+    ('name = "x"\nram_bytes = 10\nflash_bytes = 10\n', "give 'mac_budget' or 'coremark'"),
+    ('name = "x"\nram_bytes = 10\nflash_bytes = 10\nmac_budget = 5\nspeed = 3\n', "unknown key"),
+    ('name = "x\n', "not valid TOML"),
+])
+def test_bad_target_files_give_one_line_errors(tmp_path, text, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(TargetError, match=message) as info:
+        load_target_file(path)
+    assert "\n" not in str(info.value).strip()
+
+
+def test_command_line_budgets():
+    custom = resolve_target(ram="6KiB", flash="32k", macs="1.5M")
+    assert (custom.ram_bytes, custom.flash_bytes, custom.mac_budget) == (6144, 32768, 1_500_000)
+    overridden = resolve_target("STM32F030F4P6", ram="8k")
+    assert overridden.ram_bytes == 8192 and overridden.flash_bytes == 16384
+    with pytest.raises(TargetError, match="give --target NAME, or all of"):
+        resolve_target(ram="4k")
+    with pytest.raises(TargetError, match="must be a positive integer"):
+        resolve_target(ram="0", flash="1k", macs="1k")
+
+
+def test_parse_size():
+    assert parse_size("4096") == 4096
+    assert parse_size("4KiB") == 4096
+    assert parse_size("1.5M") == 1572864
+    with pytest.raises(TargetError, match="cannot read"):
+        parse_size("four kilobytes")

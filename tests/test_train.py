@@ -1,0 +1,39 @@
+import numpy as np
+import pytest
+
+from tinynas.space import Architecture, SpecError
+from tinynas.train import Fidelity, fit
+
+ARCH = Architecture(64, 2, 3, k=2, c=1)
+
+
+def _data(n=24, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 3
+    x = rng.normal(size=(n, 64, 2)).astype(np.float32) + y[:, None, None]
+    return x, y
+
+
+def test_fit_keeps_best_weights_and_reports_curves():
+    x, y = _data()
+    result = fit(ARCH, x[:18], y[:18], x[18:], y[18:], Fidelity(epochs=3, batch_size=8))
+    assert len(result.val_loss) == 3 and len(result.train_loss) == 3
+    assert result.best_val_loss == min(result.val_loss)
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda x, y: (x[:, :32], y), "have shape \\(32, 2\\) but the model expects \\(64, 2\\)"),
+    (lambda x, y: (np.where(x > 2, np.nan, x), y), "NaN or inf"),
+    (lambda x, y: (x, y + 5), "labels must lie in 0..2"),
+    (lambda x, y: (x, y[:-1]), "windows but"),
+])
+def test_bad_training_data_is_rejected_in_one_line(mutate, message):
+    x, y = _data()
+    bad_x, bad_y = mutate(x, y)
+    with pytest.raises(SpecError, match=message):
+        fit(ARCH, bad_x, bad_y, x, y, Fidelity(epochs=1))
+
+
+def test_bad_fidelity():
+    with pytest.raises(SpecError, match="invalid fidelity"):
+        Fidelity(epochs=0)
