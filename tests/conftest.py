@@ -13,15 +13,17 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
-def tflite_micro_or_skip():
-    """Skip the calling test when tflite-micro (x86_64-only pre-release) is not installed."""
+@pytest.fixture(scope="session")
+def tflite_micro():
+    """Skip the requesting test when tflite-micro (x86_64-only pre-release) is not installed."""
     from tinynas.measure import tflite_micro_available
 
     if not tflite_micro_available():
         pytest.skip("tflite-micro is not installed (pip install --pre tflite-micro)")
 
 
-def c_compiler_or_skip() -> str:
+@pytest.fixture(scope="session")
+def c_compiler() -> str:
     """Path of a C compiler, or skip."""
     for name in ("cc", "gcc", "clang"):
         found = shutil.which(name)
@@ -32,13 +34,13 @@ def c_compiler_or_skip() -> str:
 
 @pytest.fixture(scope="session")
 def vibration_split():
-    """Small synthetic vibration set, split 60/20/20 per class."""
+    """Small synthetic vibration set, split by recording 60/20/20 per class."""
+    from tinynas.data.splits import group_split
     from tinynas.data.synthetic import vibration
-    from tinynas.demo import stratified_split
 
     data = vibration(windows_per_class=40, seed=3)
-    train, val, test = stratified_split(data.y, (0.6, 0.2, 0.2), seed=3)
-    return data, train, val, test
+    split = group_split(data, (0.6, 0.2, 0.2), seed=3)
+    return data, split.train, split.val, split.test
 
 
 @pytest.fixture(scope="session")

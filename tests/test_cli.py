@@ -4,7 +4,6 @@ import sys
 
 import pytest
 
-from conftest import tflite_micro_or_skip
 
 
 def tinynas(*args: str) -> subprocess.CompletedProcess:
@@ -52,8 +51,7 @@ def test_targets_lists_method_boards():
     assert {"STM32F030F4P6", "STM32C011F6P6", "LSM6DSO16IS"} <= names
 
 
-def test_measure_json_keys(exported_tiny):
-    tflite_micro_or_skip()
+def test_measure_json_keys(exported_tiny, tflite_micro):
     _, tflite, paths = exported_tiny
     run = tinynas("measure", str(paths.tflite_path), "--json")
     assert run.returncode == 0, run.stderr

@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from conftest import tflite_micro_or_skip
 from tinynas.calibration import calibration_windows, random_architectures, randomized_model
 from tinynas.cost import LP64, estimate, estimate_arena
 from tinynas.export import convert_int8
@@ -12,8 +11,7 @@ ARCHITECTURES = 32
 
 
 @pytest.fixture(scope="module")
-def converted():
-    tflite_micro_or_skip()
+def converted(tflite_micro):
     from tinynas.measure import measure_arena
 
     rows = []

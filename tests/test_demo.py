@@ -2,39 +2,23 @@ import json
 
 import pytest
 
-from tinynas.demo import frontier, run_demo, stratified_split
-from tinynas.targets import get_target
+from tinynas.demo import run_demo
+from tinynas.train import Fidelity
 
-
-def test_frontier_only_holds_fitting_architectures():
-    from tinynas.cost import estimate
-
-    target = get_target("STM32F030F4P6")
-    options = frontier(512, 1, 4, target)
-    assert options
-    for arch in options:
-        assert estimate(arch).fits(target)
-        bigger = arch.__class__(arch.input_length, arch.input_channels, arch.classes, arch.k + 1, arch.c)
-        assert not estimate(bigger).fits(target)
-
-
-def test_stratified_split_is_disjoint_and_keeps_every_class():
-    import numpy as np
-
-    labels = np.repeat(np.arange(4), 10)
-    train, val, test = stratified_split(labels, (0.6, 0.2, 0.2), seed=1)
-    assert not set(train) & set(val) and not set(train) & set(test) and not set(val) & set(test)
-    assert len(train) + len(val) + len(test) == 40
-    for part in (train, val, test):
-        assert set(labels[part]) == {0, 1, 2, 3}
+EXPECTED_FILES = ("journal.sqlite", "best.json", "model.tflite", "model.c", "model.h", "card.json",
+                  "report.md", "trials.png")
 
 
 @pytest.mark.slow
-def test_demo_writes_every_file(tmp_path):
-    card = run_demo(tmp_path, epochs=2)
-    for name in ("model.tflite", "model.c", "model.h", "card.json"):
-        assert (tmp_path / name).stat().st_size > 0
-    saved = json.loads((tmp_path / "card.json").read_text())
-    assert saved["int8_test_accuracy"] == card["int8_test_accuracy"]
-    assert saved["flash_bytes"] == (tmp_path / "model.tflite").stat().st_size
-    assert saved["cost_estimate"]["peak_ram_bytes"] <= get_target("STM32C011F6P6").ram_bytes
+def test_demo_runs_a_search_and_writes_every_file(tmp_path):
+    result = run_demo(tmp_path, budget_seconds=60, fidelity=Fidelity(2, 16, 3e-3),
+                      final_fidelity=Fidelity(3, 16, 3e-3))
+    for name in EXPECTED_FILES:
+        assert (tmp_path / name).stat().st_size > 0, name
+    card = json.loads((tmp_path / "card.json").read_text())
+    assert card["int8_test_accuracy"] == result.card["int8_test_accuracy"]
+    assert 0.0 <= card["int8_test_accuracy"] <= 1.0
+    assert card["search"]["trained"] >= 1
+    assert card["flash_bytes"] == (tmp_path / "model.tflite").stat().st_size
+    assert card["cost_estimate"]["peak_ram_bytes"] <= card["target"]["ram_bytes"]
+    assert "int8" in (tmp_path / "report.md").read_text()

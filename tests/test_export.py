@@ -4,7 +4,6 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import c_compiler_or_skip
 from tinynas.export import c_array_source, convert_int8
 from tinynas.measure import run_int8
 from tinynas.space import SpecError, as_model_input
@@ -48,8 +47,8 @@ def test_names_are_stripped_and_buffers_aligned(exported_tiny):
             assert start % 16 == 0, f"buffer {i} starts at {start}"
 
 
-def test_c_array_compiles_and_matches_the_tflite_bytes(exported_tiny, tmp_path):
-    compiler = c_compiler_or_skip()
+def test_c_array_compiles_and_matches_the_tflite_bytes(exported_tiny, tmp_path, c_compiler):
+    compiler = c_compiler
     _, tflite, paths = exported_tiny
     first = ", ".join(f"0x{b:02x}" for b in tflite[:16])
     (tmp_path / "main.c").write_text(f"""

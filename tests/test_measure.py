@@ -1,14 +1,12 @@
 import numpy as np
 import pytest
 
-from conftest import tflite_micro_or_skip
 from tinynas.cost import LP64, estimate_arena
 from tinynas.measure import MeasureError, measure_arena, measure_model, run_int8
 from tinynas.space import SpecError
 
 
-def test_measure_reports_flash_arena_and_accuracy(exported_tiny, vibration_split):
-    tflite_micro_or_skip()
+def test_measure_reports_flash_arena_and_accuracy(exported_tiny, vibration_split, tflite_micro):
     arch, tflite, paths = exported_tiny
     data, _, _, test = vibration_split
     result = measure_model(paths.tflite_path, data.x[test], data.y[test])
@@ -19,8 +17,7 @@ def test_measure_reports_flash_arena_and_accuracy(exported_tiny, vibration_split
     assert result.seconds_per_window > 0
 
 
-def test_measure_arena_lists_tflm_categories(exported_tiny):
-    tflite_micro_or_skip()
+def test_measure_arena_lists_tflm_categories(exported_tiny, tflite_micro):
     _, tflite, _ = exported_tiny
     arena = measure_arena(tflite)
     assert arena.categories["NodeAndRegistration struct"] > 0

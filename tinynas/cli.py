@@ -5,18 +5,22 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 from pathlib import Path
 
 from tinynas import __version__
 from tinynas.cost import BudgetError, estimate
+from tinynas.data.windows import DataError
+from tinynas.journal import JournalError
 from tinynas.measure import MeasureError
 from tinynas.space import Architecture, SpecError
 from tinynas.targets import TargetError, builtin_targets, kib, resolve_target
 
 log = logging.getLogger("tinynas")
 
-EXPECTED_ERRORS = (SpecError, TargetError, BudgetError, MeasureError, FileNotFoundError)
+EXPECTED_ERRORS = (SpecError, TargetError, BudgetError, MeasureError, DataError, JournalError,
+                   FileNotFoundError)
 
 
 def _parse_input(text: str) -> tuple[int, int]:
@@ -109,12 +113,48 @@ def _cmd_measure(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_result(result, as_json: bool) -> None:
+    card = result.card
+    if as_json:
+        print(json.dumps({"out_dir": str(result.out_dir), "winner": result.winner.architecture.to_dict(),
+                          "name": result.winner.architecture.name(), **card}, indent=2))
+        return
+    print(f"{result.winner.architecture.name()}: int8 test accuracy {card['int8_test_accuracy']:.3f} "
+          f"(float {card['float_test_accuracy']:.3f}); flash {kib(card['flash_bytes'])}, "
+          f"RAM {kib(card['cost_estimate']['peak_ram_bytes'])}; files in {result.out_dir}/")
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    from tinynas.data.spec import load_windows
+    from tinynas.progress import Progress
+    from tinynas.study import Study, parse_duration
+    from tinynas.train import Fidelity
+
+    target = resolve_target(args.target, ram=args.ram, flash=args.flash, macs=args.macs)
+    windows = load_windows(args.data)
+    fidelity = None
+    if args.epochs or args.batch_size or args.learning_rate:
+        from tinynas.search import STRATEGIES
+
+        base = STRATEGIES[args.strategy].default_fidelity
+        fidelity = Fidelity(args.epochs or base.epochs, args.batch_size or base.batch_size,
+                            args.learning_rate or base.learning_rate)
+    final = Fidelity(args.final_epochs, 16, 0.01)
+    study = Study(args.out, windows, target, strategy=args.strategy, budget_seconds=parse_duration(args.budget),
+                  seed=args.seed, fidelity=fidelity, final_fidelity=final, workers=args.workers,
+                  threads_per_worker=args.threads, resume=args.resume, data_spec=args.data, progress=Progress())
+    _print_result(study.run(), args.json)
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from tinynas.demo import run_demo
+    from tinynas.progress import Progress
+    from tinynas.study import parse_duration
 
-    summary = run_demo(Path(args.out), target_name=args.target, epochs=args.epochs, seed=args.seed)
-    if args.json:
-        print(json.dumps(summary, indent=2))
+    result = run_demo(Path(args.out), budget_seconds=parse_duration(args.budget), seed=args.seed,
+                      resume=args.resume, progress=Progress())
+    _print_result(result, args.json)
     return 0
 
 
@@ -149,11 +189,28 @@ def build_parser() -> argparse.ArgumentParser:
     measure.add_argument("--json", action="store_true")
     measure.set_defaults(func=_cmd_measure)
 
-    demo = sub.add_parser("demo", help="small end-to-end run on synthetic vibration data")
+    search = sub.add_parser("search", help="search architectures for a data set and target, export the winner")
+    search.add_argument("--data", required=True, help="data spec, e.g. synthetic:vibration or synthetic:emg")
+    _add_target_flags(search)
+    search.add_argument("--budget", default="30m", help="wall-time budget of the search, e.g. 90s, 30m, 2h")
+    search.add_argument("--strategy", default="paper", choices=["paper", "greedy", "random"])
+    search.add_argument("--out", required=True, help="output folder (journal, best.json, model, report)")
+    search.add_argument("--resume", action="store_true", help="continue the search journaled in --out")
+    search.add_argument("--seed", type=int, default=0)
+    search.add_argument("--workers", type=int, default=1, help="candidates trained in parallel")
+    search.add_argument("--threads", type=int, default=1, help="TensorFlow threads per worker")
+    search.add_argument("--epochs", type=int, help="epochs per candidate (strategy default: paper 100)")
+    search.add_argument("--batch-size", type=int)
+    search.add_argument("--learning-rate", type=float)
+    search.add_argument("--final-epochs", type=int, default=100, help="epochs of the winner's final training")
+    search.add_argument("--json", action="store_true", help="print the model card as JSON on stdout")
+    search.set_defaults(func=_cmd_search)
+
+    demo = sub.add_parser("demo", help="a complete small search on built-in synthetic vibration data")
     demo.add_argument("--out", default="tinynas-demo", help="output folder (default: tinynas-demo)")
-    demo.add_argument("--target", default="STM32C011F6P6")
-    demo.add_argument("--epochs", type=int, default=15)
+    demo.add_argument("--budget", default="5m")
     demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--resume", action="store_true")
     demo.add_argument("--json", action="store_true")
     demo.set_defaults(func=_cmd_demo)
     return parser
@@ -171,15 +228,23 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(message)s", stream=sys.stderr)
+    from tinynas.study import StudyError
+
+    # systemd stops services with SIGTERM: stop like Ctrl-C, journal intact.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         return args.func(args)
-    except EXPECTED_ERRORS as exc:
+    except (*EXPECTED_ERRORS, StudyError) as exc:
         message = str(exc) if not isinstance(exc, FileNotFoundError) else f"no such file: {exc.filename}"
         print(f"tinynas: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("tinynas: interrupted", file=sys.stderr)
+        print("tinynas: interrupted; the journal is intact (continue with --resume)", file=sys.stderr)
         return 130
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -50,8 +50,11 @@ def _check(arch: Architecture, x: np.ndarray, y: np.ndarray, what: str) -> None:
 
 
 def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray,
-        y_val: np.ndarray, fidelity: Fidelity = Fidelity(), seed: int = 0) -> TrainResult:
-    """Train `arch` from scratch and keep the weights of the epoch with the lowest validation loss."""
+        y_val: np.ndarray, fidelity: Fidelity = Fidelity(), seed: int = 0, callbacks=()) -> TrainResult:
+    """Train `arch` from scratch and keep the weights of the epoch with the lowest validation loss.
+
+    `callbacks` are extra Keras callbacks (health monitoring, fault injection).
+    """
     from tinynas.quiet import import_tensorflow
 
     x_train, x_val = np.asarray(x_train, np.float32), np.asarray(x_val, np.float32)
@@ -69,7 +72,7 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
                                             restore_best_weights=True)
     history = model.fit(as_model_input(x_train), y_train, validation_data=(as_model_input(x_val), y_val),
                         epochs=fidelity.epochs, batch_size=fidelity.batch_size, shuffle=True,
-                        verbose=0, callbacks=[best, tf.keras.callbacks.TerminateOnNaN()])
+                        verbose=0, callbacks=[*callbacks, best, tf.keras.callbacks.TerminateOnNaN()])
     curves = history.history
     return TrainResult(model, [float(v) for v in curves.get("val_loss", [])],
                        [float(v) for v in curves.get("val_accuracy", [])],

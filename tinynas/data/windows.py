@@ -1,0 +1,133 @@
+"""`Windows`: the one type for a labelled set of windows, validated once at the boundary."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+
+class DataError(ValueError):
+    """Windows that cannot be used: wrong shapes, NaN/inf, empty classes, bad files."""
+
+
+@dataclass(frozen=True, eq=False)
+class Windows:
+    """Windows `x` (n, T, C) float32 with labels `y`, recording groups and their provenance.
+
+    `groups` names the recording (or session, or file) each window was cut from: splits keep
+    a group on one side so that correlated windows never leak between train and test.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    groups: np.ndarray
+    class_names: tuple[str, ...]
+    sample_rate_hz: float
+    channel_names: tuple[str, ...] = ()
+    provenance: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        x = np.asarray(self.x)
+        if x.ndim != 3:
+            raise DataError(f"windows must have shape (n, T, C), got {x.shape}")
+        n, length, channels = x.shape
+        if n == 0:
+            raise DataError("no windows")
+        if length < 1 or channels < 1:
+            raise DataError(f"windows have an empty axis: shape {x.shape}")
+        y = np.asarray(self.y)
+        groups = np.asarray(self.groups)
+        if y.shape != (n,):
+            raise DataError(f"{n} windows but labels have shape {y.shape}")
+        if groups.shape != (n,):
+            raise DataError(f"{n} windows but groups have shape {groups.shape}")
+        if not np.issubdtype(y.dtype, np.integer):
+            raise DataError(f"labels must be integers, got {y.dtype}")
+        classes = len(self.class_names)
+        if classes < 2:
+            raise DataError(f"need at least 2 classes, got {classes}")
+        if y.min() < 0 or y.max() >= classes:
+            raise DataError(f"labels must lie in 0..{classes - 1}, found {y.min()}..{y.max()}")
+        counts = np.bincount(y, minlength=classes)
+        empty = [self.class_names[i] for i in np.flatnonzero(counts == 0)]
+        if empty:
+            raise DataError(f"class(es) with no windows: {', '.join(empty)}")
+        bad = ~np.isfinite(x)
+        if bad.any():
+            where = np.argwhere(bad)[0]
+            raise DataError(f"{int(bad.sum())} NaN/inf value(s), first in window {where[0]} "
+                            f"at sample {where[1]}, channel {where[2]}")
+        if self.channel_names and len(self.channel_names) != channels:
+            raise DataError(f"{len(self.channel_names)} channel names for {channels} channels")
+        if not self.sample_rate_hz > 0:
+            raise DataError(f"sample rate must be positive, got {self.sample_rate_hz}")
+        object.__setattr__(self, "x", np.ascontiguousarray(x, dtype=np.float32))
+        object.__setattr__(self, "y", y.astype(np.int64))
+        object.__setattr__(self, "groups", groups.astype(str))
+        object.__setattr__(self, "class_names", tuple(self.class_names))
+        object.__setattr__(self, "channel_names", tuple(self.channel_names))
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    @property
+    def window_length(self) -> int:
+        """Samples per window (T)."""
+        return self.x.shape[1]
+
+    @property
+    def channels(self) -> int:
+        """Channels per sample (C)."""
+        return self.x.shape[2]
+
+    @property
+    def classes(self) -> int:
+        """Number of classes."""
+        return len(self.class_names)
+
+    def subset(self, indices: np.ndarray) -> "Windows":
+        """The windows at `indices` (same classes, rate and provenance)."""
+        indices = np.asarray(indices, dtype=int)
+        return Windows(self.x[indices], self.y[indices], self.groups[indices], self.class_names,
+                       self.sample_rate_hz, self.channel_names, self.provenance)
+
+    def digest(self) -> str:
+        """Content hash (windows, labels, groups): identifies the data a study ran on."""
+        sha = hashlib.sha256()
+        for array in (self.x, self.y, self.groups.astype("U")):
+            sha.update(np.ascontiguousarray(array).tobytes())
+        sha.update("\x1f".join(self.class_names).encode())
+        return sha.hexdigest()[:16]
+
+    def save(self, path: str | Path) -> None:
+        """Write an .npz (atomically) that `Windows.load` reads back exactly."""
+        import io
+        import json
+
+        from tinynas.atomic import atomic_write_bytes
+
+        buffer = io.BytesIO()
+        np.savez(buffer, x=self.x, y=self.y, groups=self.groups,
+                 meta=np.array(json.dumps({"class_names": self.class_names,
+                                           "sample_rate_hz": self.sample_rate_hz,
+                                           "channel_names": self.channel_names,
+                                           "provenance": self.provenance})))
+        atomic_write_bytes(path, buffer.getvalue())
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Windows":
+        """Read windows written by `save`."""
+        import json
+
+        try:
+            with np.load(path, allow_pickle=False) as archive:
+                meta = json.loads(str(archive["meta"]))
+                return cls(archive["x"], archive["y"], archive["groups"], tuple(meta["class_names"]),
+                           meta["sample_rate_hz"], tuple(meta["channel_names"]), meta["provenance"])
+        except (OSError, KeyError, ValueError) as exc:
+            if isinstance(exc, DataError):
+                raise
+            raise DataError(f"cannot read windows from {path}: {exc}") from None

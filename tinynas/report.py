@@ -1,0 +1,94 @@
+"""The human report of a study: report.md with every trial, and a PNG of accuracy vs RAM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tinynas.atomic import atomic_write_bytes, atomic_write_text
+from tinynas.targets import Target, kib
+from tinynas.trial import Trial, TrialState
+
+
+def plot_trials(path: Path, trials: list[Trial], winner: Trial, target: Target) -> None:
+    """Validation accuracy vs estimated peak RAM of every trial; budget line; winner marked."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4.5), dpi=110)
+    trained = [t for t in trials if t.state is TrialState.COMPLETE]
+    failed = [t for t in trials if t.state is TrialState.FAILED]
+    infeasible = [t for t in trials if t.state is TrialState.INFEASIBLE]
+    ram = lambda t: t.costs.get("peak_ram_bytes", 0) / 1024  # noqa: E731
+    if trained:
+        axes.scatter([ram(t) for t in trained], [t.best_val_accuracy for t in trained], s=28,
+                     c=[t.architecture.c for t in trained], cmap="viridis", label="trained (colour = cells)")
+    if failed:
+        axes.scatter([ram(t) for t in failed], [0.0] * len(failed), marker="x", color="crimson", label="failed")
+    if infeasible:
+        axes.scatter([ram(t) for t in infeasible], [0.0] * len(infeasible), marker="|", color="grey",
+                     label="infeasible (not trained)")
+    axes.axvline(target.ram_bytes / 1024, color="black", linestyle="--", linewidth=1,
+                 label=f"{target.name} RAM {kib(target.ram_bytes)}")
+    if winner.best_val_accuracy is not None:
+        axes.scatter([ram(winner)], [winner.best_val_accuracy], marker="*", s=260, color="orange",
+                     edgecolor="black", zorder=5, label=f"winner {winner.architecture.name()}")
+    axes.set_xlabel("estimated peak RAM, 32-bit TFLM arena (KiB)")
+    axes.set_ylabel("best validation accuracy")
+    axes.set_ylim(-0.05, 1.05)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=7, loc="lower right")
+    axes.set_title(f"{len(trials)} candidates: {len(trained)} trained, {len(infeasible)} infeasible")
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    plt.close(figure)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: dict, target: Target) -> None:
+    """Write report.md and trials.png into `out_dir`."""
+    out_dir = Path(out_dir)
+    plot_trials(out_dir / "trials.png", trials, winner, target)
+    search = card["search"]
+    lines = [
+        f"# tinynas search: {winner.architecture.name()} for {target.name}",
+        "",
+        f"- data: `{card['data']['spec'] or 'in-memory windows'}`, {card['data']['windows']} windows "
+        f"of {card['input']['shape'][0]}x{card['input']['shape'][1]}, {len(card['classes'])} classes",
+        f"- split: {card['split']['protocol']} ({card['split']['train']}/{card['split']['val']}/"
+        f"{card['split']['test']} windows)",
+        f"- target: {target.name}: RAM {kib(target.ram_bytes)}, flash {kib(target.flash_bytes)}, "
+        f"{target.mac_budget:,} MACs",
+        f"- strategy `{search['strategy']}`, seed {search['seed']}: {search['candidates']} candidates, "
+        f"{search['trained']} trained, {search['infeasible']} infeasible, {search['failed']} failed, "
+        f"{search['interrupted']} interrupted; {search['seconds']:.0f} s of a {search['budget_seconds']:.0f} s budget",
+        f"- winner: trial {winner.number} {winner.architecture.name()} filters "
+        f"{list(winner.architecture.filters)}, search val loss {winner.score:.4f}",
+        f"- final training: {card['final_training']['epochs']} epochs, lr {card['final_training']['learning_rate']}"
+        f" ({card['final_training']['seconds']:.0f} s)",
+        f"- test accuracy: float {card['float_test_accuracy']:.3f}, **int8 {card['int8_test_accuracy']:.3f}** "
+        f"(LiteRT, {card['split']['test']} held-out windows)",
+        f"- cost: {card['cost_estimate']['macs']:,} MACs, flash {kib(card['flash_bytes'])} (.tflite), "
+        f"peak RAM {kib(card['cost_estimate']['peak_ram_bytes'])} (32-bit TFLM arena estimate)",
+    ]
+    if "measured_arena_host64" in card:
+        measured = card["measured_arena_host64"]
+        lines.append(f"- TFLite Micro arena on this 64-bit host: {measured['arena_bytes']:,} B "
+                     f"(estimate {card['host64_estimate']['arena_bytes']:,} B)")
+    lines += ["", "![trials](trials.png)", "",
+              "| # | architecture | state | val loss | val acc | RAM | flash | MACs | s | note |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for t in trials:
+        loss = f"{t.score:.4f}" if t.score is not None else ""
+        accuracy = f"{t.best_val_accuracy:.3f}" if t.best_val_accuracy is not None else ""
+        note = "; ".join(t.violations) or t.error
+        if t.number == winner.number:
+            note = "winner"
+        lines.append(f"| {t.number} | {t.architecture.name()} | {t.state.value} | {loss} | {accuracy} | "
+                     f"{kib(t.costs.get('peak_ram_bytes', 0))} | {kib(t.costs.get('flash_bytes', 0))} | "
+                     f"{t.costs.get('macs', 0):,} | {t.seconds:.1f} | {note} |")
+    atomic_write_text(out_dir / "report.md", "\n".join(lines) + "\n")

@@ -1,0 +1,24 @@
+"""Search strategies behind one ask/tell interface (`base.Strategy`)."""
+
+from __future__ import annotations
+
+from tinynas.search.base import Proposal, SearchSpace, Strategy
+from tinynas.search.greedy import GreedyStrategy
+from tinynas.search.paper import PaperStrategy
+from tinynas.search.random_search import RandomStrategy
+
+STRATEGIES: dict[str, type[Strategy]] = {
+    cls.name: cls for cls in (PaperStrategy, GreedyStrategy, RandomStrategy)
+}
+
+
+def make_strategy(name: str, space: SearchSpace, **kwargs) -> Strategy:
+    """Instantiate a strategy by name ('paper', 'greedy', 'random')."""
+    try:
+        cls = STRATEGIES[name]
+    except KeyError:
+        raise ValueError(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}") from None
+    return cls(space, **kwargs)
+
+
+__all__ = ["STRATEGIES", "Proposal", "SearchSpace", "Strategy", "make_strategy"]

@@ -1,0 +1,359 @@
+"""One search run: data, target budget, strategy, time budget, journal, resume, final export.
+
+The study is the only place that sees the clock and the disk. For every proposal of the
+strategy it decides feasibility with the cost model (infeasible candidates are journaled and
+never trained), hands feasible ones to the worker pool, journals every state change in SQLite
+and keeps `best.json` (atomic) pointing at the best candidate so far. `resume` replays the
+journal through a fresh strategy: finished trials are answered from the journal, an
+interrupted one is retried once, and the search continues from there.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tinynas.atomic import atomic_write_text
+from tinynas.cost import check_space_fits, estimate
+from tinynas.data.splits import Split, group_split
+from tinynas.data.windows import Windows
+from tinynas.journal import Journal
+from tinynas.progress import Progress
+from tinynas.search import SearchSpace, make_strategy
+from tinynas.space import Architecture
+from tinynas.targets import Target, kib
+from tinynas.train import Fidelity
+from tinynas.trial import Trial, TrialState
+from tinynas.worker import Job, JobResult, WorkerPool
+
+log = logging.getLogger(__name__)
+
+FINAL_FIDELITY = Fidelity(epochs=100, batch_size=16, learning_rate=0.01)
+"""The method's final training of the winner: 100 epochs, lr 0.01, batch 16, best-val weights."""
+MAX_ATTEMPTS = 2
+"""A trial interrupted by a crash or power cut is retried once, then recorded as failed."""
+
+
+class StudyError(RuntimeError):
+    """A study that cannot start or continue (wrong folder, mismatched resume, nothing finished)."""
+
+
+@dataclass
+class StudyResult:
+    """What a finished study produced."""
+
+    winner: Trial
+    card: dict
+    out_dir: Path
+    trials: list[Trial] = field(default_factory=list)
+
+
+def parse_duration(text: str | float | int) -> float:
+    """'90s', '30m', '1h30m', '2h' or plain seconds -> seconds."""
+    if isinstance(text, (int, float)):
+        seconds = float(text)
+    else:
+        import re
+
+        cleaned = str(text).strip().lower()
+        parts = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?", cleaned)
+        if not cleaned or parts is None:
+            raise StudyError(f"cannot read duration {text!r}: use e.g. 90s, 30m, 1h30m")
+        hours, minutes, secs = (float(p) if p else 0.0 for p in parts.groups())
+        seconds = hours * 3600 + minutes * 60 + secs
+    if not seconds > 0:
+        raise StudyError(f"the time budget must be positive, got {text!r}")
+    return seconds
+
+
+class Study:
+    """A resumable search of one data set under one target and time budget."""
+
+    def __init__(self, out_dir: str | Path, windows: Windows, target: Target, *, strategy: str = "paper",
+                 budget_seconds: float = 1800.0, seed: int = 0, fidelity: Fidelity | None = None,
+                 final_fidelity: Fidelity = FINAL_FIDELITY, workers: int = 1, threads_per_worker: int = 1,
+                 resume: bool = False, data_spec: str = "", progress: Progress | None = None,
+                 fault_for: Callable[[Architecture], str | None] | None = None,
+                 max_jobs_per_worker: int | None = None) -> None:
+        self.out_dir = Path(out_dir)
+        self.windows = windows
+        self.target = target
+        self.strategy_name = strategy
+        self.budget_seconds = budget_seconds
+        self.seed = seed
+        self.fidelity = fidelity
+        self.final_fidelity = final_fidelity
+        self.workers = workers
+        self.threads_per_worker = threads_per_worker
+        self.resume = resume
+        self.data_spec = data_spec
+        self.progress = progress or Progress(interactive=False)
+        self.fault_for = fault_for
+        self.max_jobs_per_worker = max_jobs_per_worker
+        self.space = SearchSpace(windows.window_length, windows.channels, windows.classes)
+        self.split: Split = group_split(windows, seed=seed)
+
+    # ---- set-up -------------------------------------------------------------------------
+    def _settings(self, strategy) -> dict:
+        return {"data_digest": self.windows.digest(), "target": self.target.to_dict(),
+                "strategy": self.strategy_name, "seed": self.seed, "fidelity": asdict(strategy.fidelity),
+                "space": asdict(self.space)}
+
+    def _open_journal(self) -> Journal:
+        path = self.out_dir / "journal.sqlite"
+        exists = path.exists()
+        if self.resume and not exists:
+            raise StudyError(f"nothing to resume: {path} does not exist")
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        journal = Journal(path)
+        if exists and not self.resume and journal.trials():
+            count = len(journal.trials())
+            journal.close()
+            raise StudyError(f"{self.out_dir} already holds a search ({count} trials): "
+                             f"pass --resume to continue it or choose another --out")
+        return journal
+
+    # ---- the search ---------------------------------------------------------------------
+    def run(self) -> StudyResult:
+        """Search until the strategy finishes or the budget runs out, then export the winner."""
+        check_space_fits(self.target, self.windows.window_length, self.windows.channels, self.windows.classes)
+        strategy = make_strategy(self.strategy_name, self.space, seed=self.seed, fidelity=self.fidelity,
+                                 is_feasible=lambda arch: estimate(arch).fits(self.target))
+        journal = self._open_journal()
+        try:
+            settings = self._settings(strategy)
+            stored = journal.get_meta("settings")
+            if stored is not None and stored != settings:
+                changed = sorted(key for key in settings if stored.get(key) != settings[key])
+                raise StudyError(f"cannot resume: {', '.join(changed)} differ from the journal's search")
+            journal.set_meta("settings", settings)
+            journal.set_meta("data_spec", self.data_spec)
+            journal.set_meta("split", self.split.describe())
+            data_path = self.out_dir / "windows.npz"
+            if not data_path.exists() or Windows.load(data_path).digest() != self.windows.digest():
+                self.windows.save(data_path)
+            self._search(strategy, journal, data_path)
+            return self._finish(journal, data_path)
+        finally:
+            journal.close()
+
+    def _search(self, strategy, journal: Journal, data_path: Path) -> None:
+        elapsed_before = float(journal.get_meta("search_seconds") or 0.0)
+        started = time.monotonic()
+        deadline = started + max(0.0, self.budget_seconds - elapsed_before)
+        known = {self._key(t.architecture, t.fidelity): t for t in journal.trials()}
+        numbers = iter(range(max((t.number for t in known.values()), default=0) + 1, 1 << 62))
+        running: dict[int, Trial] = {}
+        best: Trial | None = self._best(strategy, journal.trials())
+        pool = WorkerPool(self.workers, self.threads_per_worker,
+                          **({"max_jobs": self.max_jobs_per_worker} if self.max_jobs_per_worker else {}))
+
+        def elapsed() -> float:
+            return elapsed_before + time.monotonic() - started
+
+        def record(trial: Trial) -> None:
+            known[self._key(trial.architecture, trial.fidelity)] = trial
+            journal.put(trial)
+
+        def launch(trial: Trial) -> None:
+            trial = trial.evolve(state=TrialState.RUNNING, attempts=trial.attempts + 1)
+            record(trial)
+            running[trial.number] = trial
+            pool.submit(self._job(trial, "train", data_path))
+
+        if self.resume and known:
+            self.progress.event(f"resuming: {len(known)} trials in the journal, "
+                                f"{elapsed_before:.0f} s of {self.budget_seconds:.0f} s used")
+        try:
+            while True:
+                if time.monotonic() >= deadline:
+                    self.progress.event("time budget used up: stopping the search with the best so far")
+                    break
+                while pool.idle() and not strategy.finished:
+                    proposal = strategy.ask()
+                    if proposal is None:
+                        break
+                    key = self._key(proposal.architecture, proposal.fidelity)
+                    previous = known.get(key)
+                    if previous is not None and previous.state.finished:
+                        strategy.tell(previous)  # replay: answered from the journal, not retrained
+                        continue
+                    if previous is not None:
+                        if previous.attempts >= MAX_ATTEMPTS:
+                            failed = previous.evolve(state=TrialState.FAILED,
+                                                     error=f"interrupted {previous.attempts} times")
+                            record(failed)
+                            strategy.tell(failed)
+                            continue
+                        self.progress.event(f"retrying interrupted trial {previous.number} "
+                                            f"{previous.architecture.name()}")
+                        launch(previous)
+                        continue
+                    trial = self._decide(next(numbers), proposal)
+                    record(trial)
+                    if trial.state is TrialState.INFEASIBLE:
+                        strategy.tell(trial)
+                        continue
+                    launch(trial)
+                if not running:
+                    if strategy.finished:
+                        break
+                    raise StudyError(f"strategy {strategy.name} is waiting but no candidate is running")
+                for result in pool.wait(timeout=min(1.0, max(0.0, deadline - time.monotonic()))):
+                    trial = self._complete(running.pop(result.job_id), result)
+                    record(trial)
+                    strategy.tell(trial)
+                    journal.set_meta("search_seconds", elapsed())
+                    new_best = self._best(strategy, list(known.values()))
+                    self._announce(trial, new_best is not best and new_best is trial)
+                    if new_best is not None and new_best is not best:
+                        best = new_best
+                        self._write_best(best, strategy)
+                self._show_progress(len(known), best, deadline, elapsed)
+        finally:
+            for trial in running.values():
+                record(trial.evolve(state=TrialState.INTERRUPTED, error="stopped while training"))
+            journal.set_meta("search_seconds", elapsed())
+            journal.set_meta("peak_worker_memory", pool.peak_memory)
+            pool.close()
+            self.progress.close()
+
+    # ---- helpers ------------------------------------------------------------------------
+    @staticmethod
+    def _key(arch: Architecture, fidelity: Fidelity) -> tuple[str, str]:
+        return arch.digest(), json.dumps(asdict(fidelity), sort_keys=True)
+
+    def _decide(self, number: int, proposal) -> Trial:
+        cost = estimate(proposal.architecture)
+        violations = tuple(cost.violations(self.target))
+        state = TrialState.INFEASIBLE if violations else TrialState.FEASIBLE
+        return Trial(number, proposal.architecture, proposal.fidelity, state, costs=cost.to_dict(),
+                     violations=violations)
+
+    def _job(self, trial: Trial, kind: str, data_path: Path, fidelity: Fidelity | None = None) -> Job:
+        fault = self.fault_for(trial.architecture) if self.fault_for and kind == "train" else None
+        return Job(trial.number, kind, trial.architecture.to_json(), asdict(fidelity or trial.fidelity),
+                   self.seed, str(data_path), tuple(int(i) for i in self.split.train),
+                   tuple(int(i) for i in self.split.val),
+                   tuple(int(i) for i in self.split.test) if kind == "final" else (), fault)
+
+    @staticmethod
+    def _complete(trial: Trial, result: JobResult) -> Trial:
+        common = dict(val_loss=tuple(result.val_loss), val_accuracy=tuple(result.val_accuracy),
+                      seconds=round(result.seconds, 3))
+        if result.ok:
+            return trial.evolve(state=TrialState.COMPLETE, score=min(result.val_loss), error="", **common)
+        return trial.evolve(state=TrialState.FAILED, score=None, error=result.error, **common)
+
+    @staticmethod
+    def _best(strategy, trials: list[Trial]) -> Trial | None:
+        complete = [t for t in trials if t.state is TrialState.COMPLETE
+                    and math.isfinite(strategy.objective(t))]
+        if not complete:
+            return None
+        # Lowest objective; ties go to the later candidate (the method prefers the larger c).
+        return min(reversed(sorted(complete, key=lambda t: t.number)), key=strategy.objective)
+
+    def _write_best(self, best: Trial, strategy) -> None:
+        payload = {"trial": best.number, "name": best.architecture.name(),
+                   "architecture": best.architecture.to_dict(), "score": best.score,
+                   "objective": strategy.objective(best), "best_val_accuracy": best.best_val_accuracy,
+                   "costs": best.costs, "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        atomic_write_text(self.out_dir / "best.json", json.dumps(payload, indent=2) + "\n")
+
+    def _announce(self, trial: Trial, is_best: bool) -> None:
+        arch = trial.architecture
+        if trial.state is TrialState.COMPLETE:
+            text = (f"trial {trial.number} {arch.name()}: val loss {trial.score:.4f}, "
+                    f"val acc {trial.best_val_accuracy:.3f}, RAM {kib(trial.costs['peak_ram_bytes'])}, "
+                    f"{trial.seconds:.1f} s" + ("  <- best so far" if is_best else ""))
+        else:
+            text = f"trial {trial.number} {arch.name()} failed: {trial.error}"
+        self.progress.event(text)
+
+    def _show_progress(self, count: int, best: Trial | None, deadline: float, elapsed) -> None:
+        left = max(0.0, deadline - time.monotonic())
+        total = elapsed() + left
+        best_text = (f"best {best.architecture.name()} loss {best.score:.3f}" if best else "no result yet")
+        self.progress.update(elapsed() / total if total else None,
+                             f"candidate {count} | {best_text} | {left / 60:.1f} min left")
+
+    # ---- final stage --------------------------------------------------------------------
+    def _finish(self, journal: Journal, data_path: Path) -> StudyResult:
+        from tinynas.export import write_export
+        from tinynas.measure import measure_arena, run_int8, tflite_micro_available
+        from tinynas.report import write_report
+
+        strategy = make_strategy(self.strategy_name, self.space, seed=self.seed, fidelity=self.fidelity,
+                                 is_feasible=lambda arch: True)
+        trials = journal.trials()
+        winner = self._best(strategy, trials)
+        if winner is None:
+            raise StudyError("no candidate finished training within the budget: give a longer --budget")
+        self.progress.event(f"final training of {winner.architecture.name()} "
+                            f"({self.final_fidelity.epochs} epochs, lr {self.final_fidelity.learning_rate})")
+        started = time.monotonic()
+        result, fidelity = self._final_training(winner, data_path)
+        test = self.split.test
+        int8 = run_int8(result.tflite, self.windows.x[test])
+        int8_accuracy = float(np.mean(int8.predictions == self.windows.y[test]))
+        counts = {state.value: sum(t.state is state for t in trials) for state in TrialState}
+        cost = estimate(winner.architecture)
+        card = {
+            "classes": list(self.windows.class_names),
+            "input": {"shape": [self.windows.window_length, self.windows.channels],
+                      "model_input_shape": list(winner.architecture.model_input_shape),
+                      "sample_rate_hz": self.windows.sample_rate_hz,
+                      "channel_names": list(self.windows.channel_names)},
+            "target": self.target.to_dict(),
+            "cost_estimate": cost.to_dict(),
+            "host64_estimate": estimate(winner.architecture, "lp64").to_dict(),
+            "flash_bytes": len(result.tflite),
+            "float_test_accuracy": result.float_test_accuracy,
+            "int8_test_accuracy": int8_accuracy,
+            "int8_seconds_per_window": int8.seconds_per_window,
+            "data": {"spec": self.data_spec, "digest": self.windows.digest(), "windows": len(self.windows),
+                     "provenance": self.windows.provenance},
+            "split": self.split.describe(),
+            "search": {"strategy": self.strategy_name, "seed": self.seed,
+                       "seconds": round(float(journal.get_meta("search_seconds") or 0.0), 1),
+                       "budget_seconds": self.budget_seconds, "winner_trial": winner.number,
+                       "winner_val_loss": winner.score, "candidates": len(trials),
+                       "trained": counts["complete"] + counts["failed"], "infeasible": counts["infeasible"],
+                       "failed": counts["failed"], "interrupted": counts["interrupted"],
+                       "peak_worker_memory_bytes": journal.get_meta("peak_worker_memory") or {}},
+            "final_training": {**asdict(fidelity), "seconds": round(time.monotonic() - started, 1),
+                               "best_val_loss": min(result.val_loss)},
+        }
+        if tflite_micro_available():
+            arena = measure_arena(result.tflite)
+            card["measured_arena_host64"] = {"arena_bytes": arena.arena_bytes,
+                                             "arena_head_bytes": arena.arena_head_bytes,
+                                             "arena_tail_bytes": arena.arena_tail_bytes}
+        write_export(self.out_dir, winner.architecture, result.tflite, card)
+        journal.set_meta("finished", True)
+        write_report(self.out_dir, trials, winner, card, self.target)
+        self.progress.event(f"winner {winner.architecture.name()}: int8 test accuracy {int8_accuracy:.3f} "
+                            f"(float {result.float_test_accuracy:.3f}) on {len(test)} held-out windows; "
+                            f"flash {kib(len(result.tflite))}, RAM {kib(cost.peak_ram_bytes)}")
+        return StudyResult(winner, card, self.out_dir, trials)
+
+    def _final_training(self, winner: Trial, data_path: Path) -> tuple[JobResult, Fidelity]:
+        """Retrain the winner with the final recipe; if that diverges, fall back to its search recipe."""
+        with WorkerPool(1, max(self.threads_per_worker, self.workers)) as pool:
+            for fidelity in (self.final_fidelity, winner.fidelity):
+                pool.submit(self._job(winner, "final", data_path, fidelity))
+                results: list[JobResult] = []
+                while not results:
+                    results = pool.wait(timeout=5.0)
+                if results[0].ok:
+                    return results[0], fidelity
+                self.progress.event(f"final training failed ({results[0].error}); retrying with the search recipe")
+        raise StudyError(f"final training of {winner.architecture.name()} failed: {results[0].error}")

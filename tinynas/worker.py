@@ -1,0 +1,316 @@
+"""Long-lived worker processes that keep TensorFlow imported and train candidates.
+
+The parent (the study) never imports TensorFlow. Each worker imports it once, sets its thread
+counts once, and trains candidates sent over a pipe until it is recycled: after
+`max_jobs` candidates or once its private memory passes `private_limit_bytes` (Keras keeps
+~20 MB of caches per model that `clear_session` does not return). A worker that dies
+(segfault, the kernel's OOM killer) fails only the candidate it was training.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import math
+import multiprocessing
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait as wait_for
+from typing import Any
+
+DEFAULT_MAX_JOBS = 10
+DEFAULT_PRIVATE_LIMIT_BYTES = 400 << 20
+FAULTS = ("nan", "diverge")
+"""Faults a job can inject, for tests and fault studies: 'nan' poisons a weight with NaN at the
+start of the second epoch (a numeric blow-up mid-training); 'diverge' multiplies the learning
+rate by 1e7."""
+
+
+def memory_bytes(pid: int | str = "self") -> dict[str, int]:
+    """Resident memory of a process from /proc (Linux): rss, private (anonymous) and file-backed."""
+    fields = {"VmRSS": "rss", "RssAnon": "private", "RssFile": "file"}
+    found = {}
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                key, _, value = line.partition(":")
+                if key in fields:
+                    found[fields[key]] = int(value.split()[0]) * 1024
+    except OSError:
+        pass
+    return found
+
+
+@dataclass(frozen=True)
+class Job:
+    """A unit of work for a worker: train a candidate, or train and export the winner."""
+
+    job_id: int
+    kind: str  # "train" or "final"
+    architecture: str  # canonical JSON
+    fidelity: dict[str, Any]
+    seed: int
+    data_path: str
+    train: tuple[int, ...]
+    val: tuple[int, ...]
+    test: tuple[int, ...] = ()
+    fault: str | None = None
+
+
+@dataclass
+class JobResult:
+    """What came back: curves and timing, or an error in one line; the export for a final job."""
+
+    job_id: int
+    ok: bool
+    val_loss: list[float] = field(default_factory=list)
+    val_accuracy: list[float] = field(default_factory=list)
+    train_loss: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str = ""
+    tflite: bytes | None = None
+    float_test_accuracy: float | None = None
+    memory: dict[str, int] = field(default_factory=dict)
+    retiring: bool = False
+
+
+def _die_with_parent() -> None:
+    # Linux: if the study is killed (even with SIGKILL), the kernel kills its workers too.
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _release_memory() -> None:
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _PoisonWeights(tf):
+    """Keras callback that sets the stem's first weight to NaN when epoch 2 begins."""
+
+    class PoisonWeights(tf.keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 1:
+                kernel = self.model.get_layer("stem_conv").kernel
+                values = kernel.numpy()
+                values.flat[0] = float("nan")
+                kernel.assign(values)
+
+    return PoisonWeights()
+
+
+def _run(job: Job, tf, cache: dict) -> JobResult:
+    from tinynas.data.windows import Windows
+    from tinynas.space import Architecture, as_model_input
+    from tinynas.train import Fidelity, fit
+
+    started = time.perf_counter()
+    if cache.get("path") != job.data_path:
+        cache.clear()
+        cache.update(path=job.data_path, windows=Windows.load(job.data_path))
+    windows = cache["windows"]
+    arch = Architecture.from_json(job.architecture)
+    fidelity = Fidelity(**job.fidelity)
+    if job.fault is not None and job.fault not in FAULTS:
+        raise ValueError(f"unknown fault {job.fault!r}; known: {', '.join(FAULTS)}")
+    if job.fault == "diverge":
+        fidelity = Fidelity(fidelity.epochs, fidelity.batch_size, fidelity.learning_rate * 1e7)
+    callbacks = [_PoisonWeights(tf)] if job.fault == "nan" else []
+    train, val = list(job.train), list(job.val)
+    result = fit(arch, windows.x[train], windows.y[train], windows.x[val], windows.y[val], fidelity,
+                 seed=job.seed, callbacks=callbacks)
+    curves = result.train_loss + result.val_loss
+    bad = [i for i, value in enumerate(result.train_loss) if not math.isfinite(value)]
+    if len(result.train_loss) < fidelity.epochs or bad or not all(math.isfinite(v) for v in curves):
+        epoch = (bad[0] if bad else len(result.train_loss)) + 1
+        return JobResult(job.job_id, False, result.val_loss, result.val_accuracy, result.train_loss,
+                         time.perf_counter() - started, f"loss became NaN/inf at epoch {epoch}")
+    out = JobResult(job.job_id, True, result.val_loss, result.val_accuracy, result.train_loss)
+    if job.kind == "final":
+        from tinynas.export import convert_int8
+
+        test = list(job.test)
+        logits = result.model(as_model_input(windows.x[test]), training=False).numpy()
+        out.float_test_accuracy = float((logits.argmax(axis=1) == windows.y[test]).mean())
+        out.tflite = convert_int8(result.model, windows.x[train], seed=job.seed)
+    del result
+    tf.keras.backend.clear_session()
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+def _serve(conn, threads: int, max_jobs: int, private_limit: int) -> None:
+    """Worker process main loop."""
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the study handles Ctrl-C and stops us
+    from tinynas.quiet import import_tensorflow
+
+    tf = import_tensorflow()
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    # Same seed, same scores: a resumed search must retrace the path of an uninterrupted one.
+    tf.config.experimental.enable_op_determinism()
+    cache: dict = {}
+    done = 0
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return
+        if job is None:
+            return
+        try:
+            result = _run(job, tf, cache)
+        except MemoryError:
+            result = JobResult(job.job_id, False, error="out of memory while training")
+        except Exception as exc:  # a failed candidate must not take the search down
+            text = " ".join(str(exc).split()) or type(exc).__name__
+            result = JobResult(job.job_id, False, error=f"{type(exc).__name__}: {text[:300]}")
+        _release_memory()
+        done += 1
+        result.memory = memory_bytes()
+        result.retiring = done >= max_jobs or result.memory.get("private", 0) > private_limit
+        try:
+            conn.send(result)
+        except (BrokenPipeError, OSError):
+            return
+        if result.retiring:
+            return
+
+
+class _Slot:
+    def __init__(self) -> None:
+        self.process = None
+        self.conn = None
+        self.job: Job | None = None
+        self.started = 0.0
+
+
+class WorkerPool:
+    """`size` worker processes (spawned on demand, recycled, replaced when they die)."""
+
+    def __init__(self, size: int = 1, threads: int = 1, max_jobs: int = DEFAULT_MAX_JOBS,
+                 private_limit_bytes: int = DEFAULT_PRIVATE_LIMIT_BYTES) -> None:
+        if size < 1 or threads < 1:
+            raise ValueError("need at least one worker and one thread")
+        self._context = multiprocessing.get_context("spawn")  # TensorFlow is not fork-safe
+        self._slots = [_Slot() for _ in range(size)]
+        self.threads = threads
+        self.max_jobs = max_jobs
+        self.private_limit_bytes = private_limit_bytes
+        self.peak_memory: dict[str, int] = {}
+        self.spawned = 0
+
+    def idle(self) -> int:
+        """Slots free for a job."""
+        return sum(slot.job is None for slot in self._slots)
+
+    def running(self) -> list[Job]:
+        """Jobs being worked on."""
+        return [slot.job for slot in self._slots if slot.job is not None]
+
+    def worker_pids(self) -> list[int]:
+        """PIDs of live worker processes."""
+        return [slot.process.pid for slot in self._slots if slot.process is not None and slot.process.is_alive()]
+
+    def submit(self, job: Job) -> None:
+        """Give `job` to a free worker, starting one if needed."""
+        slot = next((s for s in self._slots if s.job is None), None)
+        if slot is None:
+            raise RuntimeError("no idle worker")
+        if slot.process is None or not slot.process.is_alive():
+            self._start(slot)
+        slot.conn.send(job)
+        slot.job = job
+        slot.started = time.monotonic()
+
+    def _start(self, slot: _Slot) -> None:
+        parent, child = self._context.Pipe()
+        process = self._context.Process(target=_serve, name="tinynas-worker", daemon=True,
+                                        args=(child, self.threads, self.max_jobs, self.private_limit_bytes))
+        process.start()
+        child.close()
+        slot.process, slot.conn = process, parent
+        self.spawned += 1
+
+    def wait(self, timeout: float) -> list[JobResult]:
+        """Results that arrive within `timeout` seconds (a dead worker yields a failed result)."""
+        busy = [slot for slot in self._slots if slot.job is not None]
+        if not busy:
+            time.sleep(max(0.0, min(timeout, 0.05)))
+            return []
+        handles = {}
+        for slot in busy:
+            handles[slot.conn] = slot
+            handles[slot.process.sentinel] = slot
+        ready = wait_for(list(handles), timeout=max(0.0, timeout))
+        results = []
+        for slot in {id(handles[h]): handles[h] for h in ready}.values():
+            result = self._collect(slot)
+            if result is not None:
+                results.append(result)
+        return results
+
+    def _collect(self, slot: _Slot) -> JobResult | None:
+        job = slot.job
+        result = None
+        try:
+            if slot.conn.poll():
+                result = slot.conn.recv()
+        except (EOFError, OSError):
+            result = None
+        if result is None:
+            if slot.process.is_alive():
+                return None
+            slot.process.join(1)
+            code = slot.process.exitcode
+            reason = (f"killed by signal {signal.Signals(-code).name}" if code is not None and code < 0
+                      else f"exit code {code}")
+            hint = " (out of memory?)" if code == -signal.SIGKILL else ""
+            result = JobResult(job.job_id, False, error=f"worker died while training: {reason}{hint}",
+                               seconds=time.monotonic() - slot.started)
+            self._discard(slot)
+        else:
+            for key, value in result.memory.items():
+                self.peak_memory[key] = max(self.peak_memory.get(key, 0), value)
+            if result.retiring:
+                slot.process.join(5)
+                self._discard(slot)
+        slot.job = None
+        return result
+
+    def _discard(self, slot: _Slot) -> None:
+        if slot.conn is not None:
+            slot.conn.close()
+        if slot.process is not None and slot.process.is_alive():
+            slot.process.kill()
+            slot.process.join(5)
+        slot.process = slot.conn = None
+
+    def close(self) -> None:
+        """Stop every worker: idle ones politely, busy ones at once."""
+        for slot in self._slots:
+            if slot.process is None:
+                continue
+            if slot.job is None:
+                try:
+                    slot.conn.send(None)
+                except (BrokenPipeError, OSError):
+                    pass
+                slot.process.join(5)
+            self._discard(slot)
+            slot.job = None
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
