@@ -58,3 +58,19 @@ def test_measure_json_keys(exported_tiny, tflite_micro):
     result = json.loads(run.stdout)
     assert result["flash_bytes"] == len(tflite)
     assert result["arena_bytes"] == result["arena_head_bytes"] + result["arena_tail_bytes"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (("search", "--data", "synthetic:sound", "--target", "STM32F030F4P6", "--out", "x"), "unknown synthetic set"),
+    (("search", "--data", "synthetic:emg?classes=26", "--target", "STM32F030F4P6", "--out", "x"),
+     "cannot hold even the smallest network"),
+    (("search", "--data", "synthetic:vibration", "--target", "STM32F030F4P6", "--out", "x", "--budget", "soon"),
+     "cannot read duration"),
+    (("search", "--data", "synthetic:vibration", "--out", "x"), "give --target NAME"),
+])
+def test_search_errors_are_one_line(tmp_path, args, message):
+    run = subprocess.run([sys.executable, "-m", "tinynas.cli", *args], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], run.stderr

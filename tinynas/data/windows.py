@@ -17,8 +17,10 @@ class DataError(ValueError):
 class Windows:
     """Windows `x` (n, T, C) float32 with labels `y`, recording groups and their provenance.
 
-    `groups` names the recording (or session, or file) each window was cut from: splits keep
-    a group on one side so that correlated windows never leak between train and test.
+    `groups` names the recording (or file) each window was cut from: splits keep a group on one
+    side so that correlated windows never leak between train and test. Optional `sessions`
+    (a coarser unit: recording day, source file) and `time_index` (when the window starts,
+    comparable within a session) serve the cross-session and temporal protocols.
     """
 
     x: np.ndarray
@@ -28,6 +30,8 @@ class Windows:
     sample_rate_hz: float
     channel_names: tuple[str, ...] = ()
     provenance: dict = field(default_factory=dict)
+    sessions: np.ndarray | None = None
+    time_index: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         x = np.asarray(self.x)
@@ -60,6 +64,10 @@ class Windows:
             where = np.argwhere(bad)[0]
             raise DataError(f"{int(bad.sum())} NaN/inf value(s), first in window {where[0]} "
                             f"at sample {where[1]}, channel {where[2]}")
+        for name in ("sessions", "time_index"):
+            value = getattr(self, name)
+            if value is not None and np.asarray(value).shape != (n,):
+                raise DataError(f"{n} windows but {name} has shape {np.asarray(value).shape}")
         if self.channel_names and len(self.channel_names) != channels:
             raise DataError(f"{len(self.channel_names)} channel names for {channels} channels")
         if not self.sample_rate_hz > 0:
@@ -69,6 +77,10 @@ class Windows:
         object.__setattr__(self, "groups", groups.astype(str))
         object.__setattr__(self, "class_names", tuple(self.class_names))
         object.__setattr__(self, "channel_names", tuple(self.channel_names))
+        if self.sessions is not None:
+            object.__setattr__(self, "sessions", np.asarray(self.sessions).astype(str))
+        if self.time_index is not None:
+            object.__setattr__(self, "time_index", np.asarray(self.time_index).astype(np.int64))
 
     def __len__(self) -> int:
         return len(self.y)
@@ -92,7 +104,9 @@ class Windows:
         """The windows at `indices` (same classes, rate and provenance)."""
         indices = np.asarray(indices, dtype=int)
         return Windows(self.x[indices], self.y[indices], self.groups[indices], self.class_names,
-                       self.sample_rate_hz, self.channel_names, self.provenance)
+                       self.sample_rate_hz, self.channel_names, self.provenance,
+                       None if self.sessions is None else self.sessions[indices],
+                       None if self.time_index is None else self.time_index[indices])
 
     def digest(self) -> str:
         """Content hash (windows, labels, groups): identifies the data a study ran on."""
@@ -110,7 +124,9 @@ class Windows:
         from tinynas.atomic import atomic_write_bytes
 
         buffer = io.BytesIO()
-        np.savez(buffer, x=self.x, y=self.y, groups=self.groups,
+        optional = {name: getattr(self, name) for name in ("sessions", "time_index")
+                    if getattr(self, name) is not None}
+        np.savez(buffer, x=self.x, y=self.y, groups=self.groups, **optional,
                  meta=np.array(json.dumps({"class_names": self.class_names,
                                            "sample_rate_hz": self.sample_rate_hz,
                                            "channel_names": self.channel_names,
@@ -125,8 +141,9 @@ class Windows:
         try:
             with np.load(path, allow_pickle=False) as archive:
                 meta = json.loads(str(archive["meta"]))
+                optional = {name: archive[name] for name in ("sessions", "time_index") if name in archive}
                 return cls(archive["x"], archive["y"], archive["groups"], tuple(meta["class_names"]),
-                           meta["sample_rate_hz"], tuple(meta["channel_names"]), meta["provenance"])
+                           meta["sample_rate_hz"], tuple(meta["channel_names"]), meta["provenance"], **optional)
         except (OSError, KeyError, ValueError) as exc:
             if isinstance(exc, DataError):
                 raise

@@ -1,0 +1,54 @@
+import sqlite3
+
+import pytest
+
+from tinynas.journal import Journal, JournalError
+from tinynas.space import Architecture
+from tinynas.train import Fidelity
+from tinynas.trial import Trial, TrialState
+
+
+def _trial(number, state=TrialState.COMPLETE, **kwargs):
+    return Trial(number, Architecture(64, 1, 4, k=number, c=1), Fidelity(3), state, **kwargs)
+
+
+def test_trials_round_trip(tmp_path):
+    with Journal(tmp_path / "j.sqlite") as journal:
+        journal.put(_trial(1, score=0.5, val_loss=(0.7, 0.5), val_accuracy=(0.4, 0.6), costs={"macs": 10}))
+        journal.put(_trial(2, TrialState.INFEASIBLE, violations=("RAM 9.0 KiB > 4.0 KiB",)))
+        journal.put(_trial(1, TrialState.FAILED, error="boom"))  # a state change replaces the row
+    with Journal(tmp_path / "j.sqlite") as journal:
+        trials = journal.trials()
+    assert [t.number for t in trials] == [1, 2]
+    assert trials[0].state is TrialState.FAILED and trials[0].error == "boom"
+    assert trials[1].violations == ("RAM 9.0 KiB > 4.0 KiB",)
+    assert trials[1].architecture == Architecture(64, 1, 4, k=2, c=1)
+
+
+def test_trial_row_round_trip_keeps_everything():
+    trial = _trial(3, score=0.25, val_loss=(0.3, 0.25), val_accuracy=(0.5, 0.75), costs={"macs": 7},
+                   seconds=1.5, attempts=2)
+    assert Trial.from_row(trial.to_row()) == trial
+    assert trial.best_val_accuracy == 0.75
+
+
+def test_meta_values(tmp_path):
+    with Journal(tmp_path / "j.sqlite") as journal:
+        journal.set_meta("settings", {"seed": 1, "strategy": "paper"})
+        assert journal.get_meta("settings") == {"seed": 1, "strategy": "paper"}
+        assert journal.get_meta("missing") is None
+
+
+def test_commits_are_visible_to_another_connection_at_once(tmp_path):
+    path = tmp_path / "j.sqlite"
+    with Journal(path) as journal:
+        journal.put(_trial(1))
+        with sqlite3.connect(path) as other:
+            assert other.execute("SELECT COUNT(*) FROM trials").fetchone()[0] == 1
+
+
+def test_a_corrupt_journal_is_a_clear_error(tmp_path):
+    path = tmp_path / "j.sqlite"
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(JournalError, match="cannot open journal"):
+        Journal(path)

@@ -1,0 +1,190 @@
+"""The study end to end on tiny data: real workers, real TensorFlow, real journal."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tinynas.data.spec import load_windows
+from tinynas.journal import Journal
+from tinynas.study import Study, StudyError, parse_duration
+from tinynas.targets import resolve_target
+from tinynas.train import Fidelity
+from tinynas.trial import TrialState
+
+TINY = "synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2&seed=1"
+TARGET = dict(ram="2200", flash="64k", macs="1M")
+FAST = Fidelity(epochs=2, batch_size=16, learning_rate=3e-3)
+FINAL = Fidelity(epochs=2, batch_size=16, learning_rate=3e-3)
+
+
+def _study(out, **kwargs):
+    options = dict(strategy="paper", budget_seconds=300, fidelity=FAST, final_fidelity=FINAL, data_spec=TINY)
+    options.update(kwargs)
+    return Study(out, load_windows(TINY), resolve_target(**TARGET), **options)
+
+
+@pytest.fixture(scope="module")
+def faulty_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("study")
+    result = _study(out, fault_for=lambda arch: "nan" if (arch.k, arch.c) == (1, 1) else None).run()
+    return out, result
+
+
+@pytest.mark.slow
+def test_nan_candidate_is_failed_and_the_search_goes_on(faulty_run):
+    _, result = faulty_run
+    by_name = {t.architecture.name(): t for t in result.trials}
+    poisoned = by_name["A(1,1)"]
+    assert poisoned.state is TrialState.FAILED
+    assert "NaN" in poisoned.error
+    later = [t for t in result.trials if t.number > poisoned.number and t.state is TrialState.COMPLETE]
+    assert later, "no candidate trained after the failure"
+    assert result.winner.architecture.name() != "A(1,1)"
+
+
+@pytest.mark.slow
+def test_infeasible_candidates_are_never_trained(faulty_run):
+    _, result = faulty_run
+    infeasible = [t for t in result.trials if t.state is TrialState.INFEASIBLE]
+    assert infeasible, "the tiny budget should reject some candidates"
+    for trial in infeasible:
+        assert trial.attempts == 0 and trial.seconds == 0 and not trial.val_loss
+        assert trial.violations and trial.violations[0].startswith("RAM")
+    trained = [t for t in result.trials if t.attempts > 0]
+    assert all(not t.violations for t in trained)
+
+
+@pytest.mark.slow
+def test_study_writes_every_output_file(faulty_run):
+    out, result = faulty_run
+    for name in ("journal.sqlite", "best.json", "model.tflite", "model.c", "model.h", "card.json",
+                 "report.md", "trials.png"):
+        assert (out / name).stat().st_size > 0, name
+    card = json.loads((out / "card.json").read_text())
+    assert card["search"]["failed"] == 1
+    assert card["search"]["infeasible"] == sum(t.state is TrialState.INFEASIBLE for t in result.trials)
+    assert card["search"]["trained"] == sum(t.attempts > 0 for t in result.trials)
+    assert set(card) >= {"float_test_accuracy", "int8_test_accuracy", "split", "data"}
+    best = json.loads((out / "best.json").read_text())
+    assert best["trial"] == result.winner.number
+
+
+@pytest.mark.slow
+def test_budget_exhaustion_returns_the_best_so_far(tmp_path):
+    started = time.monotonic()
+    result = _study(tmp_path, strategy="random", budget_seconds=12, fidelity=Fidelity(4, 16, 3e-3)).run()
+    with Journal(tmp_path / "journal.sqlite") as journal:
+        searched = journal.get_meta("search_seconds")
+    assert searched < 12 + 5
+    assert time.monotonic() - started < 120
+    complete = [t for t in result.trials if t.state is TrialState.COMPLETE]
+    assert complete and result.winner in complete
+    assert result.winner.score == min(t.score for t in complete)
+    # Random search had far more feasible candidates than the budget allowed.
+    assert len(result.trials) < 60
+
+
+def test_a_second_search_into_the_same_folder_is_refused(faulty_run):
+    out, _ = faulty_run
+    with pytest.raises(StudyError, match="already holds a search"):
+        _study(out).run()
+
+
+def test_resume_with_other_settings_is_refused(faulty_run, tmp_path):
+    out, _ = faulty_run
+    with pytest.raises(StudyError, match="cannot resume: strategy"):
+        _study(out, strategy="random", resume=True).run()
+    with pytest.raises(StudyError, match="nothing to resume"):
+        _study(tmp_path / "empty", resume=True).run()
+
+
+def test_durations():
+    assert parse_duration("90s") == 90 and parse_duration("30m") == 1800
+    assert parse_duration("1h30m") == 5400 and parse_duration(12) == 12
+    with pytest.raises(StudyError, match="cannot read duration"):
+        parse_duration("soon")
+    with pytest.raises(StudyError, match="must be positive"):
+        parse_duration("0s")
+
+
+def _cli_search(out, *extra):
+    return [sys.executable, "-m", "tinynas.cli", "search", "--data", TINY, "--ram", TARGET["ram"],
+            "--flash", TARGET["flash"], "--macs", TARGET["macs"], "--budget", "5m", "--out", str(out),
+            "--epochs", "2", "--learning-rate", "0.003", "--final-epochs", "2", *extra]
+
+
+def _rows(out):
+    with sqlite3.connect(out / "journal.sqlite") as db:
+        return db.execute("SELECT number, architecture, state, score, attempts FROM trials ORDER BY number").fetchall()
+
+
+@pytest.mark.slow
+def test_search_killed_mid_candidate_resumes_to_the_same_trials(tmp_path):
+    reference = tmp_path / "reference"
+    subprocess.run(_cli_search(reference), check=True, capture_output=True, timeout=600)
+
+    killed = tmp_path / "killed"
+    process = subprocess.Popen(_cli_search(killed), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    interrupted_number = None
+    try:
+        while time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.1)
+            if not (killed / "journal.sqlite").exists():
+                continue
+            try:
+                rows = _rows(killed)
+            except sqlite3.OperationalError:
+                continue
+            complete = [r for r in rows if r[2] == "complete"]
+            running = [r for r in rows if r[2] == "running"]
+            if len(complete) >= 3 and running:
+                os.kill(process.pid, signal.SIGKILL)
+                interrupted_number = running[0][0]
+                break
+    finally:
+        process.wait(timeout=60)
+    assert interrupted_number is not None, "the search finished before it could be killed"
+    assert process.returncode == -signal.SIGKILL
+    assert [r for r in _rows(killed) if r[0] == interrupted_number][0][2] == "running"
+
+    resumed = subprocess.run(_cli_search(killed, "--resume"), capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "retrying interrupted trial" in resumed.stderr
+    expected, got = _rows(reference), _rows(killed)
+    assert [r[:3] for r in got] == [r[:3] for r in expected]
+    for ours, theirs in zip(got, expected):
+        if ours[3] is not None:
+            assert ours[3] == pytest.approx(theirs[3], rel=1e-5), ours
+        assert ours[4] == theirs[4] + (1 if ours[0] == interrupted_number else 0)
+    assert (killed / "model.tflite").exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_cleanly_with_the_journal_intact(tmp_path):
+    out = tmp_path / "interrupted"
+    process = subprocess.Popen(_cli_search(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    sent = False
+    while time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.1)
+        try:
+            rows = _rows(out) if (out / "journal.sqlite").exists() else []
+        except sqlite3.OperationalError:
+            continue
+        if any(r[2] == "complete" for r in rows) and any(r[2] == "running" for r in rows):
+            process.send_signal(signal.SIGINT)
+            sent = True
+            break
+    _, stderr = process.communicate(timeout=60)
+    assert sent, "the search finished before it could be interrupted"
+    assert process.returncode == 130
+    assert "journal is intact" in stderr
+    states = [r[2] for r in _rows(out)]
+    assert "running" not in states and "interrupted" in states and "complete" in states

@@ -1,0 +1,73 @@
+"""Worker processes: reuse, recycling, and a death that fails only its own candidate."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from tinynas.data.synthetic import vibration
+from tinynas.space import Architecture
+from tinynas.worker import Job, WorkerPool, memory_bytes
+
+
+@pytest.fixture(scope="module")
+def data_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("worker") / "windows.npz"
+    vibration(windows_per_class=4, length=64, windows_per_recording=2, seed=0).save(path)
+    return path
+
+
+def _job(number, data_path, k=1, fault=None, epochs=1):
+    arch = Architecture(64, 1, 4, k=k, c=1)
+    return Job(number, "train", arch.to_json(), {"epochs": epochs, "batch_size": 8, "learning_rate": 0.01},
+               0, str(data_path), tuple(range(0, 16, 2)), tuple(range(1, 16, 2)), fault=fault)
+
+
+def _result(pool, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        results = pool.wait(1.0)
+        if results:
+            return results[0]
+    raise AssertionError("no result from the worker")
+
+
+@pytest.mark.slow
+def test_worker_is_reused_then_recycled(data_path):
+    with WorkerPool(1, max_jobs=2) as pool:
+        pids = []
+        for number in range(3):
+            pool.submit(_job(number, data_path))
+            pids.append(pool.worker_pids()[0])
+            result = _result(pool)
+            assert result.ok and result.job_id == number and len(result.val_loss) == 1
+            assert result.memory["rss"] > 0
+        assert pids[0] == pids[1] != pids[2]
+        assert pool.spawned == 2
+        assert pool.peak_memory["private"] > 0
+
+
+@pytest.mark.slow
+def test_a_dead_worker_fails_only_its_candidate(data_path):
+    with WorkerPool(1) as pool:
+        pool.submit(_job(1, data_path, epochs=200))
+        time.sleep(0.5)
+        os.kill(pool.worker_pids()[0], signal.SIGKILL)
+        result = _result(pool)
+        assert not result.ok and "worker died" in result.error and "SIGKILL" in result.error
+        pool.submit(_job(2, data_path))
+        assert _result(pool).ok
+
+
+@pytest.mark.slow
+def test_unknown_fault_is_a_failed_candidate(data_path):
+    with WorkerPool(1) as pool:
+        pool.submit(_job(1, data_path, fault="gremlins"))
+        result = _result(pool)
+        assert not result.ok and "unknown fault" in result.error
+
+
+def test_memory_of_this_process_is_readable():
+    memory = memory_bytes()
+    assert memory["rss"] >= memory["private"] > 0
