@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tinynas import __version__
 from tinynas.cost import BudgetError, estimate
+from tinynas.data.splits import PROTOCOLS
 from tinynas.data.windows import DataError
 from tinynas.journal import JournalError
 from tinynas.measure import MeasureError
@@ -142,8 +143,38 @@ def _cmd_search(args: argparse.Namespace) -> int:
     final = Fidelity(args.final_epochs, 16, 0.01)
     study = Study(args.out, windows, target, strategy=args.strategy, budget_seconds=parse_duration(args.budget),
                   seed=args.seed, fidelity=fidelity, final_fidelity=final, workers=args.workers,
-                  threads_per_worker=args.threads, resume=args.resume, data_spec=args.data, progress=Progress())
+                  threads_per_worker=args.threads, resume=args.resume, data_spec=args.data, progress=Progress(),
+                  split=args.split)
     _print_result(study.run(), args.json)
+    return 0
+
+
+def _cmd_data_inspect(args: argparse.Namespace) -> int:
+    from tinynas.data.inspect import describe_windows
+    from tinynas.data.spec import load_windows
+    from tinynas.data.splits import make_split
+
+    windows = load_windows(args.spec)
+    summary = describe_windows(windows)
+    summary["split"] = make_split(windows, args.split).describe()
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    print(f"{args.spec}")
+    print(f"  windows   {summary['windows']} x {summary['window_length']} samples x {summary['channels']} channels "
+          f"at {summary['sample_rate_hz']:g} Hz ({summary['window_seconds']:.3g} s each)")
+    print(f"  channels  {', '.join(summary['channel_names'])}")
+    print(f"  groups    {summary['groups']} recordings; sessions: {summary['sessions'] or 'none'}")
+    print(f"  values    min {summary['min']:.4g}, max {summary['max']:.4g}, mean {summary['mean']:.4g}, "
+          f"std {summary['std']:.4g}")
+    print(f"  classes   {summary['classes']}:")
+    for name, count in summary["counts"].items():
+        print(f"    {name:<12}{count}")
+    split = summary["split"]
+    print(f"  split     {split['train']}/{split['val']}/{split['test']}: {split['protocol']}")
+    for key, value in summary["provenance"].items():
+        if key != "per_file":
+            print(f"  {key:<9} {value}")
     return 0
 
 
@@ -203,8 +234,18 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--batch-size", type=int)
     search.add_argument("--learning-rate", type=float)
     search.add_argument("--final-epochs", type=int, default=100, help="epochs of the winner's final training")
+    search.add_argument("--split", default="auto", choices=PROTOCOLS,
+                        help="train/val/test protocol (auto: segment for CWRU, session for ISL, group otherwise)")
     search.add_argument("--json", action="store_true", help="print the model card as JSON on stdout")
     search.set_defaults(func=_cmd_search)
+
+    data = sub.add_parser("data", help="look at a data set")
+    data_sub = data.add_subparsers(dest="data_command", required=True)
+    inspect = data_sub.add_parser("inspect", help="classes, counts, shapes, rate, groups and split of a data spec")
+    inspect.add_argument("spec", help="e.g. isl:/data/isl, cwru:/data/cwru?files=std10, synthetic:emg")
+    inspect.add_argument("--split", default="auto", choices=PROTOCOLS)
+    inspect.add_argument("--json", action="store_true")
+    inspect.set_defaults(func=_cmd_data_inspect)
 
     demo = sub.add_parser("demo", help="a complete small search on built-in synthetic vibration data")
     demo.add_argument("--out", default="tinynas-demo", help="output folder (default: tinynas-demo)")

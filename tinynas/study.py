@@ -22,7 +22,7 @@ import numpy as np
 
 from tinynas.atomic import atomic_write_text
 from tinynas.cost import check_space_fits, estimate
-from tinynas.data.splits import Split, group_split
+from tinynas.data.splits import Split, make_split
 from tinynas.data.windows import Windows
 from tinynas.journal import Journal
 from tinynas.progress import Progress
@@ -81,7 +81,7 @@ class Study:
                  final_fidelity: Fidelity = FINAL_FIDELITY, workers: int = 1, threads_per_worker: int = 1,
                  resume: bool = False, data_spec: str = "", progress: Progress | None = None,
                  fault_for: Callable[[Architecture], str | None] | None = None,
-                 max_jobs_per_worker: int | None = None) -> None:
+                 max_jobs_per_worker: int | None = None, split: str = "auto") -> None:
         self.out_dir = Path(out_dir)
         self.windows = windows
         self.target = target
@@ -98,13 +98,13 @@ class Study:
         self.fault_for = fault_for
         self.max_jobs_per_worker = max_jobs_per_worker
         self.space = SearchSpace(windows.window_length, windows.channels, windows.classes)
-        self.split: Split = group_split(windows, seed=seed)
+        self.split: Split = make_split(windows, split, seed=seed)
 
     # ---- set-up -------------------------------------------------------------------------
     def _settings(self, strategy) -> dict:
         return {"data_digest": self.windows.digest(), "target": self.target.to_dict(),
                 "strategy": self.strategy_name, "seed": self.seed, "fidelity": asdict(strategy.fidelity),
-                "space": asdict(self.space)}
+                "space": asdict(self.space), "split": self.split.protocol}
 
     def _open_journal(self) -> Journal:
         path = self.out_dir / "journal.sqlite"

@@ -43,7 +43,9 @@ def test_data_spec_options():
     ("synthetic:sound", "unknown synthetic set 'sound'"),
     ("mystery:/tmp/x", "unknown data source"),
     ("synthetic:emg?classes=many", "is not a number"),
-    ("synthetic:emg?colour=3", "bad option"),
+    ("synthetic:emg?colour=3", "unknown option 'colour'"),
+    ("isl:", "needs a path"),
+    ("cwru:/tmp?files=97&speed=3", "unknown option 'speed'"),
     ("synthetic:emg?classes=40", "2..26 classes"),
 ])
 def test_bad_data_specs(spec, message):

@@ -1,4 +1,10 @@
-"""The `--data SPEC` strings: `source:argument[?key=value&...]` -> `Windows`."""
+"""The `--data SPEC` strings: `source:argument[?key=value&...]` -> `Windows`.
+
+    synthetic:vibration | synthetic:emg      generated sets, e.g. synthetic:emg?classes=26&seed=1
+    isl:PATH[?imu=1]                         the ISL alphabet in its published layout
+    cwru:PATH[?files=bearingnas10&channel=FE&window=512&hop=512&windows_per_file=200&resample=1]
+    session:PATH                             a recording made by firmware_bridge (or a folder of them)
+"""
 
 from __future__ import annotations
 
@@ -8,23 +14,38 @@ from tinynas.data import synthetic
 from tinynas.data.windows import DataError, Windows
 
 _SYNTHETIC = {"vibration": synthetic.vibration, "emg": synthetic.emg}
+SOURCES = ("synthetic:vibration", "synthetic:emg", "isl:PATH", "cwru:PATH", "session:PATH")
 
 
-def _options(query: str) -> dict[str, int | float]:
-    options: dict[str, int | float] = {}
-    for key, value in parse_qsl(query, keep_blank_values=True, strict_parsing=False):
+def _value(text: str) -> int | float | str:
+    for kind in (int, float):
         try:
-            options[key] = int(value)
+            return kind(text)
         except ValueError:
-            try:
-                options[key] = float(value)
-            except ValueError:
-                raise DataError(f"option {key}={value!r} in the data spec is not a number") from None
+            continue
+    return text
+
+
+def _options(query: str, allowed: dict[str, type]) -> dict:
+    options = {}
+    for key, text in parse_qsl(query, keep_blank_values=True):
+        if key not in allowed:
+            raise DataError(f"unknown option {key!r}; this source takes: {', '.join(allowed) or 'none'}")
+        kind = allowed[key]
+        value = _value(text)
+        if kind is bool:
+            value = text.lower() in ("1", "true", "yes")
+        elif kind in (int, float) and not isinstance(value, (int, float)):
+            raise DataError(f"option {key}={text!r} in the data spec is not a number")
+        elif kind is tuple:
+            value = text if not all(part.strip().isdigit() for part in text.split(",")) else tuple(
+                int(part) for part in text.split(","))
+        options[key] = kind(value) if kind in (int, float) else value
     return options
 
 
 def load_windows(spec: str) -> Windows:
-    """Load the windows a data spec names, e.g. 'synthetic:emg?classes=10&seed=2'."""
+    """Load the windows a data spec names (see the module docstring)."""
     source, _, rest = spec.partition(":")
     argument, _, query = rest.partition("?")
     if source == "synthetic":
@@ -32,9 +53,26 @@ def load_windows(spec: str) -> Windows:
         if generator is None:
             raise DataError(f"unknown synthetic set {argument!r}; choose one of: "
                             + ", ".join(f"synthetic:{name}" for name in _SYNTHETIC))
-        try:
-            return generator(**_options(query))
-        except TypeError as exc:
-            raise DataError(f"bad option for {source}:{argument}: {exc}") from None
-    known = ", ".join(f"synthetic:{name}" for name in _SYNTHETIC)
-    raise DataError(f"unknown data source {spec!r}; known: {known}")
+        names = generator.__code__.co_varnames[:generator.__code__.co_argcount]
+        defaults = dict(zip(names[-len(generator.__defaults__):], generator.__defaults__))
+        return generator(**_options(query, {name: type(value) for name, value in defaults.items()}))
+    if source in ("isl", "cwru", "session") and not argument:
+        raise DataError(f"{source}: needs a path, e.g. {source}:/data/{source}")
+    if source == "isl":
+        from tinynas.data.isl import load_isl
+
+        return load_isl(argument, **_options(query, {"imu": bool}))
+    if source == "cwru":
+        from tinynas.data.cwru import load_cwru
+
+        options = _options(query, {"files": tuple, "channel": str, "window": int, "hop": int,
+                                   "windows_per_file": int, "resample": bool})
+        if "resample" in options:
+            options["resample_normal"] = options.pop("resample")
+        return load_cwru(argument, **options)
+    if source == "session":
+        from tinynas.data.session import load_session
+
+        _options(query, {})
+        return load_session(argument)
+    raise DataError(f"unknown data source {spec!r}; known: {', '.join(SOURCES)}")

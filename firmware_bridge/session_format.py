@@ -1,0 +1,105 @@
+"""The on-disk format of a recorded session (pure functions, no I/O).
+
+A session is a folder:
+
+    manifest.json   device HELLO, sample rate, channels, sample format, user, labels, software
+                    (written atomically; rewritten atomically when it changes)
+    samples.bin     append-only chunks of interleaved samples, each with its own CRC-32
+    windows.jsonl   append-only, one accepted labelled window per line:
+                    {"label": "A", "start": <first sample index>, "length": <samples>, ...}
+
+A chunk is a 28-byte little-endian header followed by its payload:
+
+    magic  b"TNSC"       4 bytes
+    version              u16 (1)
+    channels             u16
+    sample format code   u8  (1 int8, 2 int16, 3 float32)
+    reserved             3 bytes (0)
+    first sample index   u64 (index of the chunk's first sample in the session; gaps allowed)
+    samples              u32 (per channel)
+    payload CRC-32       u32 (zlib.crc32 of the payload)
+    payload              samples * channels * itemsize bytes, sample-major (interleaved)
+
+A recorder killed mid-write leaves at most a torn last chunk: the reader keeps every complete
+chunk and reports how many bytes at the tail were lost. A corrupt chunk is skipped by scanning
+for the next magic.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+MAGIC = b"TNSC"
+VERSION = 1
+HEADER = struct.Struct("<4sHHB3xQII")
+SAMPLE_FORMATS = {"int8": (1, np.dtype("<i1")), "int16": (2, np.dtype("<i2")), "float32": (3, np.dtype("<f4"))}
+_BY_CODE = {code: (name, dtype) for name, (code, dtype) in SAMPLE_FORMATS.items()}
+FORMAT_NAME = "tinynas-session"
+
+
+class SessionFormatError(ValueError):
+    """Bytes that are not a valid chunk."""
+
+
+def encode_chunk(first_sample: int, samples: np.ndarray, sample_format: str) -> bytes:
+    """Header + payload for `samples` (n, channels) starting at session sample `first_sample`."""
+    if sample_format not in SAMPLE_FORMATS:
+        raise SessionFormatError(f"unknown sample format {sample_format!r}; choose {', '.join(SAMPLE_FORMATS)}")
+    code, dtype = SAMPLE_FORMATS[sample_format]
+    samples = np.asarray(samples)
+    if samples.ndim != 2 or samples.shape[1] < 1:
+        raise SessionFormatError(f"samples must have shape (n, channels), got {samples.shape}")
+    payload = np.ascontiguousarray(samples.astype(dtype, copy=False)).tobytes()
+    header = HEADER.pack(MAGIC, VERSION, samples.shape[1], code, first_sample, samples.shape[0],
+                         zlib.crc32(payload))
+    return header + payload
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One decoded chunk."""
+
+    first_sample: int
+    samples: np.ndarray  # (n, channels)
+    sample_format: str
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """Every valid chunk of a samples.bin, and what could not be read."""
+
+    chunks: list[Chunk]
+    corrupt_chunks: int
+    lost_tail_bytes: int
+
+
+def scan(data: bytes) -> ScanResult:
+    """Decode every valid chunk; skip corrupt ones (resync on the next magic); measure a torn tail."""
+    chunks: list[Chunk] = []
+    corrupt = 0
+    position = 0
+    while position < len(data):
+        if data[position:position + 4] == MAGIC and len(data) - position >= HEADER.size:
+            _, version, channels, code, first, count, crc = HEADER.unpack_from(data, position)
+            if version == VERSION and code in _BY_CODE and channels >= 1:
+                name, dtype = _BY_CODE[code]
+                end = position + HEADER.size + count * channels * dtype.itemsize
+                if end > len(data):
+                    return ScanResult(chunks, corrupt, len(data) - position)  # torn last chunk
+                payload = data[position + HEADER.size:end]
+                if zlib.crc32(payload) == crc:
+                    chunks.append(Chunk(first, np.frombuffer(payload, dtype=dtype).reshape(count, channels), name))
+                    position = end
+                    continue
+        elif data[position:position + 4] == MAGIC or MAGIC.startswith(data[position:]):
+            return ScanResult(chunks, corrupt, len(data) - position)  # torn header
+        corrupt += 1
+        found = data.find(MAGIC, position + 1)
+        if found < 0:
+            return ScanResult(chunks, corrupt, 0)
+        position = found
+    return ScanResult(chunks, corrupt, 0)
