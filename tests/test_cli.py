@@ -77,14 +77,15 @@ def test_search_errors_are_one_line(tmp_path, args, message):
 
 
 def test_data_inspect_prints_classes_counts_and_split():
-    run = tinynas("data", "inspect", "synthetic:emg?classes=3&windows_per_class=10&seed=1", "--json")
+    run = tinynas("data", "inspect", "synthetic:emg?classes=3&windows_per_class=15&seed=1", "--json")
     assert run.returncode == 0, run.stderr
     summary = json.loads(run.stdout)
-    assert summary["counts"] == {"A": 10, "B": 10, "C": 10}
+    assert summary["counts"] == {"A": 15, "B": 15, "C": 15}
     assert summary["window_length"] == 400 and summary["channels"] == 8 and summary["sample_rate_hz"] == 200
     assert summary["split"]["protocol"].startswith("by recording group")
     text = tinynas("data", "inspect", "synthetic:vibration?windows_per_class=12&seed=1").stdout
     assert "inner_race" in text and "12000 Hz" in text
+    assert "split     impossible: class 'normal' has 2 recording group(s)" in text
 
 
 def test_data_inspect_bad_path_is_one_line(tmp_path):

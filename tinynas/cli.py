@@ -156,7 +156,10 @@ def _cmd_data_inspect(args: argparse.Namespace) -> int:
 
     windows = load_windows(args.spec)
     summary = describe_windows(windows)
-    summary["split"] = make_split(windows, args.split).describe()
+    try:
+        summary["split"] = make_split(windows, args.split).describe()
+    except DataError as exc:  # inspecting must work even when the data cannot be split yet
+        summary["split"] = {"error": str(exc)}
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -171,7 +174,10 @@ def _cmd_data_inspect(args: argparse.Namespace) -> int:
     for name, count in summary["counts"].items():
         print(f"    {name:<12}{count}")
     split = summary["split"]
-    print(f"  split     {split['train']}/{split['val']}/{split['test']}: {split['protocol']}")
+    if "error" in split:
+        print(f"  split     impossible: {split['error']}")
+    else:
+        print(f"  split     {split['train']}/{split['val']}/{split['test']}: {split['protocol']}")
     for key, value in summary["provenance"].items():
         if key != "per_file":
             print(f"  {key:<9} {value}")
