@@ -1,0 +1,294 @@
+"""The serial frame format between a sensor front-end and the host (pure functions, no I/O).
+
+A frame on the wire is COBS(body) followed by a 0x00 delimiter, where body is
+
+    version u8 | type u8 | sequence u16 | payload length u16 | payload | CRC-32 u32
+
+all little endian; the CRC-32 (IEEE, as zlib.crc32) covers version..payload. COBS removes
+every 0x00 from the body, so a receiver resynchronises at the next delimiter after garbage, a
+dropped byte or a flipped bit; the CRC and the length field reject the damaged frame; the
+sequence number (per sender, wrapping at 65536) reveals frames that never arrived.
+See PROTOCOL.md for the messages and byte-level examples.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+VERSION = 1
+DELIMITER = b"\x00"
+MAX_PAYLOAD = 4096
+_HEAD = struct.Struct("<BBHH")
+_CRC = struct.Struct("<I")
+
+
+class MessageType(enum.IntEnum):
+    """Message types (byte 1 of the body)."""
+
+    HELLO = 1
+    SAMPLES = 2
+    MARK = 3
+    PING = 4
+    PONG = 5
+    ERROR = 6
+
+
+SAMPLE_FORMATS = {1: ("int8", np.dtype("<i1")), 2: ("int16", np.dtype("<i2")), 3: ("float32", np.dtype("<f4"))}
+FORMAT_CODES = {name: code for code, (name, _) in SAMPLE_FORMATS.items()}
+
+
+class ProtocolError(ValueError):
+    """Bytes or values that do not make a valid frame or message."""
+
+
+# ---- COBS ----------------------------------------------------------------------------------
+def cobs_encode(data: bytes) -> bytes:
+    """Consistent Overhead Byte Stuffing: the result holds no 0x00 byte."""
+    out = bytearray()
+    for block in bytes(data).split(b"\x00"):
+        # Blocks longer than 254 bytes are cut into 254-byte runs that carry no implied zero.
+        while len(block) >= 254:
+            out.append(255)
+            out += block[:254]
+            block = block[254:]
+        out.append(len(block) + 1)
+        out += block
+    return bytes(out)
+
+
+def cobs_decode(data: bytes) -> bytes:
+    """Inverse of `cobs_encode`; ProtocolError on a malformed encoding."""
+    out = bytearray()
+    position, size = 0, len(data)
+    while position < size:
+        code = data[position]
+        if code == 0:
+            raise ProtocolError("COBS data contains a zero byte")
+        end = position + code
+        if end > size:
+            raise ProtocolError("COBS block runs past the end of the frame")
+        out += data[position + 1:end]
+        position = end
+        if code != 255 and position < size:
+            out.append(0)
+    return bytes(out)
+
+
+# ---- messages ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Hello:
+    """The device introduces itself: who it is and what its samples look like."""
+
+    device_id: str
+    firmware_version: str
+    channels: int
+    sample_rate_hz: float
+    sample_format: str  # int8, int16 or float32, little endian
+
+
+@dataclass(frozen=True)
+class Samples:
+    """A block of interleaved samples (n, channels) whose first sample has index `first_sample`."""
+
+    first_sample: int
+    data: np.ndarray = field(compare=False)
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, Samples) and self.first_sample == other.first_sample
+                and self.data.shape == other.data.shape and np.array_equal(self.data, other.data))
+
+
+@dataclass(frozen=True)
+class Mark:
+    """An event at a sample index, e.g. a button press (code) with an optional note."""
+
+    sample_index: int
+    code: int
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Ping:
+    """Liveness check; the other side answers with a Pong carrying the same nonce."""
+
+    nonce: int
+
+
+@dataclass(frozen=True)
+class Pong:
+    """Answer to a Ping."""
+
+    nonce: int
+
+
+@dataclass(frozen=True)
+class Error:
+    """The device reports a problem (e.g. ADC overrun)."""
+
+    code: int
+    text: str = ""
+
+
+Message = Hello | Samples | Mark | Ping | Pong | Error
+
+
+def _short_text(text: str, what: str) -> bytes:
+    raw = text.encode("utf-8")
+    if len(raw) > 255:
+        raise ProtocolError(f"{what} is longer than 255 bytes")
+    return bytes([len(raw)]) + raw
+
+
+def encode_payload(message: Message) -> tuple[MessageType, bytes]:
+    """The message type and payload bytes of `message`."""
+    if isinstance(message, Hello):
+        if message.sample_format not in FORMAT_CODES:
+            raise ProtocolError(f"unknown sample format {message.sample_format!r}")
+        if not 1 <= message.channels <= 255:
+            raise ProtocolError(f"channels must be 1..255, got {message.channels}")
+        return MessageType.HELLO, (_short_text(message.device_id, "device id")
+                                   + _short_text(message.firmware_version, "firmware version")
+                                   + struct.pack("<BIB", message.channels, round(message.sample_rate_hz * 1000),
+                                                 FORMAT_CODES[message.sample_format]))
+    if isinstance(message, Samples):
+        data = np.asarray(message.data)
+        if data.ndim != 2:
+            raise ProtocolError(f"samples must have shape (n, channels), got {data.shape}")
+        code = {"int8": 1, "int16": 2, "float32": 3}.get(data.dtype.name)
+        if code is None:
+            raise ProtocolError(f"samples must be int8, int16 or float32, got {data.dtype}")
+        dtype = SAMPLE_FORMATS[code][1]
+        return MessageType.SAMPLES, (struct.pack("<QHBB", message.first_sample, data.shape[0], data.shape[1], code)
+                                     + np.ascontiguousarray(data, dtype=dtype).tobytes())
+    if isinstance(message, Mark):
+        return MessageType.MARK, struct.pack("<QH", message.sample_index, message.code) + message.text.encode()
+    if isinstance(message, Ping):
+        return MessageType.PING, struct.pack("<I", message.nonce)
+    if isinstance(message, Pong):
+        return MessageType.PONG, struct.pack("<I", message.nonce)
+    if isinstance(message, Error):
+        return MessageType.ERROR, struct.pack("<H", message.code) + message.text.encode()
+    raise ProtocolError(f"not a message: {message!r}")
+
+
+def decode_payload(kind: int, payload: bytes) -> Message:
+    """The message of type `kind` carried by `payload`."""
+    try:
+        if kind == MessageType.HELLO:
+            n = payload[0]
+            device = payload[1:1 + n].decode()
+            m = payload[1 + n]
+            firmware = payload[2 + n:2 + n + m].decode()
+            channels, rate_mhz, code = struct.unpack_from("<BIB", payload, 2 + n + m)
+            if code not in SAMPLE_FORMATS:
+                raise ProtocolError(f"HELLO names unknown sample format code {code}")
+            return Hello(device, firmware, channels, rate_mhz / 1000, SAMPLE_FORMATS[code][0])
+        if kind == MessageType.SAMPLES:
+            first, count, channels, code = struct.unpack_from("<QHBB", payload, 0)
+            if code not in SAMPLE_FORMATS or channels == 0:
+                raise ProtocolError(f"SAMPLES with format code {code} and {channels} channels")
+            dtype = SAMPLE_FORMATS[code][1]
+            body = payload[12:]
+            if len(body) != count * channels * dtype.itemsize:
+                raise ProtocolError(f"SAMPLES says {count}x{channels} but carries {len(body)} bytes")
+            return Samples(first, np.frombuffer(body, dtype=dtype).reshape(count, channels))
+        if kind == MessageType.MARK:
+            index, code = struct.unpack_from("<QH", payload, 0)
+            return Mark(index, code, payload[10:].decode())
+        if kind in (MessageType.PING, MessageType.PONG):
+            (nonce,) = struct.unpack("<I", payload)
+            return (Ping if kind == MessageType.PING else Pong)(nonce)
+        if kind == MessageType.ERROR:
+            (code,) = struct.unpack_from("<H", payload, 0)
+            return Error(code, payload[2:].decode())
+    except (struct.error, IndexError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"malformed {MessageType(kind).name} payload: {exc}") from None
+    raise ProtocolError(f"unknown message type {kind}")
+
+
+def encode_frame(message: Message, sequence: int) -> bytes:
+    """The bytes to send for `message` with sequence number `sequence` (mod 65536), delimiter included."""
+    kind, payload = encode_payload(message)
+    if len(payload) > MAX_PAYLOAD:
+        raise ProtocolError(f"payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
+    body = _HEAD.pack(VERSION, kind, sequence & 0xFFFF, len(payload)) + payload
+    return cobs_encode(body + _CRC.pack(zlib.crc32(body))) + DELIMITER
+
+
+def decode_frame(encoded: bytes) -> tuple[int, Message]:
+    """(sequence, message) from one frame's bytes without the delimiter; ProtocolError if damaged."""
+    body = cobs_decode(encoded)
+    if len(body) < _HEAD.size + _CRC.size:
+        raise ProtocolError(f"frame of {len(body)} bytes is too short")
+    (crc,) = _CRC.unpack_from(body, len(body) - _CRC.size)
+    if zlib.crc32(body[:-_CRC.size]) != crc:
+        raise ProtocolError("bad CRC")
+    version, kind, sequence, length = _HEAD.unpack_from(body, 0)
+    if version != VERSION:
+        raise ProtocolError(f"frame version {version}, expected {VERSION}")
+    if length != len(body) - _HEAD.size - _CRC.size:
+        raise ProtocolError(f"frame says {length} payload bytes, carries {len(body) - _HEAD.size - _CRC.size}")
+    return sequence, decode_payload(kind, body[_HEAD.size:_HEAD.size + length])
+
+
+@dataclass
+class DecoderStats:
+    """What a decoder has seen."""
+
+    bytes: int = 0
+    frames_ok: int = 0
+    bad_crc: int = 0
+    bad_frames: int = 0   # COBS, length, version or payload errors
+    gaps: int = 0         # frames missing according to sequence numbers
+    discarded_bytes: int = 0
+
+
+class StreamDecoder:
+    """Feed it byte chunks of any size; get back (sequence, message) for every intact frame."""
+
+    def __init__(self, max_frame_bytes: int = 2 * MAX_PAYLOAD) -> None:
+        self.stats = DecoderStats()
+        self._buffer = bytearray()
+        self._expected: int | None = None
+        self._max = max_frame_bytes
+
+    def reset_sequence(self) -> None:
+        """Forget the expected sequence number (the device restarted, e.g. after a reconnect)."""
+        self._expected = None
+
+    def feed(self, data: bytes) -> list[tuple[int, Message]]:
+        """Decode every complete frame in `data` (plus what was buffered)."""
+        self.stats.bytes += len(data)
+        self._buffer += data
+        out = []
+        while True:
+            end = self._buffer.find(0)
+            if end < 0:
+                if len(self._buffer) > self._max:  # no delimiter for too long: garbage
+                    self.stats.discarded_bytes += len(self._buffer)
+                    self.stats.bad_frames += 1
+                    self._buffer.clear()
+                return out
+            encoded = bytes(self._buffer[:end])
+            del self._buffer[:end + 1]
+            if not encoded:
+                continue  # back-to-back delimiters (a sender may lead with one to resync)
+            try:
+                sequence, message = decode_frame(encoded)
+            except ProtocolError as exc:
+                if str(exc) == "bad CRC":
+                    self.stats.bad_crc += 1
+                else:
+                    self.stats.bad_frames += 1
+                self.stats.discarded_bytes += len(encoded) + 1
+                continue
+            if self._expected is not None:
+                self.stats.gaps += (sequence - self._expected) & 0xFFFF
+            self._expected = (sequence + 1) & 0xFFFF
+            self.stats.frames_ok += 1
+            out.append((sequence, message))
