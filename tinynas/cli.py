@@ -9,6 +9,8 @@ import signal
 import sys
 from pathlib import Path
 
+from firmware_bridge.guide import PlanError
+from firmware_bridge.link import LinkError
 from tinynas import __version__
 from tinynas.cost import BudgetError, estimate
 from tinynas.data.splits import PROTOCOLS
@@ -21,7 +23,7 @@ from tinynas.targets import TargetError, builtin_targets, kib, resolve_target
 log = logging.getLogger("tinynas")
 
 EXPECTED_ERRORS = (SpecError, TargetError, BudgetError, MeasureError, DataError, JournalError,
-                   FileNotFoundError)
+                   FileNotFoundError, LinkError, PlanError, TimeoutError)
 
 
 def _parse_input(text: str) -> tuple[int, int]:
@@ -184,6 +186,64 @@ def _cmd_data_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sample_format(values) -> str:
+    import numpy as np
+
+    if np.all(np.mod(values, 1) == 0):
+        if values.min() >= -128 and values.max() <= 127:
+            return "int8"
+        if values.min() >= -32768 and values.max() <= 32767:
+            return "int16"
+    return "float32"
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    import time
+
+    import numpy as np
+
+    from firmware_bridge.protocol import Hello
+    from firmware_bridge.simulator import ArraySource, Faults, Simulator
+    from tinynas.data.spec import load_windows
+
+    windows = load_windows(args.source)
+    fmt = _sample_format(windows.x)
+    stream = windows.x.reshape(-1, windows.channels).astype({"int8": np.int8, "int16": np.int16,
+                                                              "float32": np.float32}[fmt])
+    hello = Hello(args.device_id, "sim-1", windows.channels, windows.sample_rate_hz, fmt)
+    faults = Faults(drop_byte_probability=args.drop, flip_bit_probability=args.flip, seed=0)
+    with Simulator(ArraySource(stream), hello, faults=faults, port_dir=args.port_dir, speed=args.speed) as simulator:
+        print(f"simulating {args.source}: {windows.channels} x {fmt} at {windows.sample_rate_hz:g} Hz "
+              f"on {simulator.port} (Ctrl-C to stop)", flush=True)
+        next_unplug = time.monotonic() + args.unplug_every if args.unplug_every else None
+        while True:
+            time.sleep(0.2)
+            if next_unplug and time.monotonic() >= next_unplug:
+                simulator.unplug(1.0)
+                next_unplug = time.monotonic() + args.unplug_every
+
+
+def _cmd_collect(args: argparse.Namespace) -> int:
+    from firmware_bridge.guide import GuidedCollection, Prompter, TerminalPrompter, load_plan
+    from firmware_bridge.link import Link
+    from firmware_bridge.recorder import Recorder, RecordingThread
+
+    plan = load_plan(args.plan)
+    prompter = Prompter() if args.headless or not sys.stdout.isatty() else TerminalPrompter()
+    with Link(args.port, baudrate=args.baud).open() as link:
+        hello = link.wait_hello(10)
+        with Recorder(args.out, hello, user=args.user, labels=plan.classes, plan=plan.to_dict()) as recorder:
+            thread = RecordingThread(link, recorder)
+            thread.start()
+            try:
+                result = GuidedCollection(recorder, plan, prompter).run()
+            finally:
+                thread.stop()
+    print(f"recorded {sum(result.accepted.values())} windows ({result.rejected} rejected, {result.redone} redone) "
+          f"into {args.out}; link: {link.counters.to_dict()}")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from tinynas.demo import run_demo
     from tinynas.progress import Progress
@@ -252,6 +312,25 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--split", default="auto", choices=PROTOCOLS)
     inspect.add_argument("--json", action="store_true")
     inspect.set_defaults(func=_cmd_data_inspect)
+
+    simulate = sub.add_parser("simulate", help="a virtual sensor front-end on a pseudo-terminal")
+    simulate.add_argument("--source", default="synthetic:emg", help="data spec to replay (isl:, cwru:, synthetic:)")
+    simulate.add_argument("--port-dir", help="folder for the port symlink (default: a new temp folder)")
+    simulate.add_argument("--speed", type=float, default=1.0, help="multiple of the true sample rate")
+    simulate.add_argument("--drop", type=float, default=0.0, help="probability of dropping each byte")
+    simulate.add_argument("--flip", type=float, default=0.0, help="probability of flipping a bit in each byte")
+    simulate.add_argument("--unplug-every", type=float, default=0.0, help="seconds between simulated unplugs")
+    simulate.add_argument("--device-id", default="tinynas-sim")
+    simulate.set_defaults(func=_cmd_simulate)
+
+    collect = sub.add_parser("collect", help="guided collection of labelled windows from a device")
+    collect.add_argument("--port", required=True, help="serial port or URL (/dev/ttyACM0, socket://..., a pty)")
+    collect.add_argument("--plan", required=True, help="isl26, gestures4, bearing4 or a plan file (.json/.toml)")
+    collect.add_argument("--out", required=True, help="session folder (an existing one is resumed)")
+    collect.add_argument("--user", default="")
+    collect.add_argument("--baud", type=int, default=1_000_000)
+    collect.add_argument("--headless", action="store_true", help="prompts as log lines")
+    collect.set_defaults(func=_cmd_collect)
 
     demo = sub.add_parser("demo", help="a complete small search on built-in synthetic vibration data")
     demo.add_argument("--out", default="tinynas-demo", help="output folder (default: tinynas-demo)")

@@ -68,7 +68,10 @@ def read_samples(folder: Path, channels: int) -> SessionSamples:
 
 
 def read_window_records(folder: Path) -> list[dict]:
-    """Accepted windows from windows.jsonl; a torn last line (killed recorder) is ignored."""
+    """Accepted windows from windows.jsonl; a torn last line (killed recorder) is ignored.
+
+    A line with "retract": START withdraws the earlier window starting at START (a redo).
+    """
     path = folder / "windows.jsonl"
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -85,7 +88,8 @@ def read_window_records(folder: Path) -> list[dict]:
                 log.warning("%s: ignoring a torn last line", path)
                 break
             raise DataError(f"{path}: line {number} is not JSON") from None
-        if record.get("redone"):
+        if "retract" in record:
+            records = [r for r in records if r["start"] != record["retract"]]
             continue
         records.append(record)
     return records

@@ -100,7 +100,8 @@ def emg(classes: int = 6, windows_per_class: int = 30, length: int = 400, channe
         carrier = sosfilt(band, rng.standard_normal((length + 64, channels)), axis=0)[64:]
         activity = patterns[label] * gains * (1 + 0.15 * rng.standard_normal(channels))
         x[i] = 40 * envelope[:, None] * carrier * activity + 2 * rng.standard_normal((length, channels))
-    return Windows(np.clip(x, -128, 127), y, np.array(groups), names, sample_rate_hz,
+    # The Myo reports integer counts in -128..127.
+    return Windows(np.round(np.clip(x, -128, 127)), y, np.array(groups), names, sample_rate_hz,
                    tuple(f"emg{c}" for c in range(channels)),
                    {"source": "synthetic:emg", "seed": seed, "windows_per_class": windows_per_class,
                     "windows_per_recording": windows_per_recording})

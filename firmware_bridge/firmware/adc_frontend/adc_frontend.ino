@@ -40,6 +40,13 @@ void loop() {
   if ((int32_t)(micros() - next_us) < 0) return;
   next_us += 1000000u / kRateHz;
   for (uint8_t c = 0; c < kChannels; ++c) block[filled * kChannels + c] = (int16_t)(analogRead(kPins[c]) - 2048);
+  static uint32_t last_hello_ms = millis();
+  if (millis() - last_hello_ms >= 1000) {  // repeated so a host connecting mid-stream learns the format
+    last_hello_ms = millis();
+    uint8_t buffer[64];
+    size_t n = tn_hello_payload("adc-frontend", "1.0.0", kChannels, kRateHz * 1000u, TN_INT16, buffer, sizeof(buffer));
+    send(TN_HELLO, buffer, (uint16_t)n);
+  }
   if (++filled == kBlock) {
     size_t n = tn_samples_payload(sample_index, kBlock, kChannels, TN_INT16, block, payload, sizeof(payload));
     send(TN_SAMPLES, payload, (uint16_t)n);

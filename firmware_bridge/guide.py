@@ -1,0 +1,239 @@
+"""Guided collection: prompt a person (or a machine operator), record one checked window per prompt.
+
+"Perform sign A - 3, 2, 1, go": the window starts at "go" and is cut from the live stream the
+recorder keeps in memory. A window is accepted only if every channel carries signal, none is
+flat and none clips; otherwise the prompt is repeated. On a terminal the user can redo the last
+accepted window; headless, prompts are log lines (or go to a callback, which the service uses).
+Accepted windows are fsynced at once, so a collection resumed after a power cut skips what is done.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import select
+import sys
+import time
+import tomllib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+FULL_SCALE = {"int8": (-128, 127), "int16": (-32768, 32767)}
+
+
+class PlanError(ValueError):
+    """A collection plan that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to collect: classes x repetitions of windows, with rest and countdown between them."""
+
+    name: str
+    classes: tuple[str, ...]
+    repetitions: int = 5
+    window_seconds: float = 2.0
+    rest_seconds: float = 2.0
+    countdown: int = 3
+    kind: str = "gesture"  # gesture: a burst over rest; continuous: a machine state (vibration)
+    verb: str = "Perform sign"
+
+    def __post_init__(self) -> None:
+        if len(self.classes) < 2:
+            raise PlanError(f"plan {self.name!r} needs at least 2 classes, got {len(self.classes)}")
+        if len(set(self.classes)) != len(self.classes):
+            raise PlanError(f"plan {self.name!r} lists a class twice")
+        if self.repetitions < 1 or self.window_seconds <= 0 or self.rest_seconds < 0 or self.countdown < 0:
+            raise PlanError(f"plan {self.name!r}: repetitions >= 1, window > 0 s, rest and countdown >= 0")
+        if self.kind not in ("gesture", "continuous"):
+            raise PlanError(f"plan {self.name!r}: kind must be gesture or continuous")
+
+    def prompts(self) -> list[str]:
+        """Labels in prompt order: round after round through every class (spreads fatigue and drift)."""
+        return [label for _ in range(self.repetitions) for label in self.classes]
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict (stored in the session manifest)."""
+        return asdict(self)
+
+
+PRESETS = {
+    "isl26": Plan("isl26", tuple(chr(ord("A") + i) for i in range(26)), repetitions=5, window_seconds=2.0),
+    "gestures4": Plan("gestures4", ("rest", "fist", "open", "point"), repetitions=5, window_seconds=2.0),
+    "bearing4": Plan("bearing4", ("normal", "inner_race", "outer_race", "ball"), repetitions=20,
+                     window_seconds=0.5, rest_seconds=0.0, countdown=0, kind="continuous",
+                     verb="Run the machine in state"),
+}
+
+
+def load_plan(spec: str) -> Plan:
+    """A preset name (isl26, gestures4, bearing4) or a JSON/TOML file with Plan's fields."""
+    if spec in PRESETS:
+        return PRESETS[spec]
+    path = Path(spec)
+    if not path.exists():
+        raise PlanError(f"unknown plan {spec!r}: not a preset ({', '.join(PRESETS)}) nor a file")
+    try:
+        data = tomllib.loads(path.read_text()) if path.suffix == ".toml" else json.loads(path.read_text())
+        data["classes"] = tuple(data["classes"])
+        return Plan(**{"name": path.stem, **data})
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PlanError(f"plan file {path}: {exc}") from None
+
+
+def check_window(window: np.ndarray, sample_format: str, rest: np.ndarray | None = None) -> list[str]:
+    """Problems with a window, in plain words (empty if it is fine)."""
+    problems = []
+    spread = window.std(axis=0)
+    for channel in np.flatnonzero(spread < 1e-6):
+        problems.append(f"channel {channel} is flat - check the electrode or sensor")
+    if sample_format in FULL_SCALE:
+        low, high = FULL_SCALE[sample_format]
+        clipped = np.mean((window <= low) | (window >= high), axis=0)
+        for channel in np.flatnonzero(clipped > 0.01):
+            problems.append(f"channel {channel} clips ({clipped[channel]:.0%} of samples at full scale) - "
+                            f"lower the gain")
+    if rest is not None and len(rest):
+        signal = np.sqrt(np.mean(window.astype(np.float64) ** 2))
+        floor = np.sqrt(np.mean(rest.astype(np.float64) ** 2))
+        if signal < 1.5 * floor:
+            problems.append(f"no movement seen (signal RMS {signal:.1f} vs rest {floor:.1f}) - try again")
+    return problems
+
+
+class Prompter:
+    """Where prompts go: log lines by default (headless); subclasses draw on a terminal."""
+
+    def say(self, text: str) -> None:
+        """Show a line to the person."""
+        log.info("%s", text)
+
+    def wants_redo(self, seconds: float) -> bool:
+        """True if the person asked to redo the last window within `seconds` (never, headless)."""
+        time.sleep(seconds)
+        return False
+
+
+class TerminalPrompter(Prompter):
+    """Prompts on the terminal; typing r + Enter during the rest redoes the last window."""
+
+    def say(self, text: str) -> None:
+        print(text, flush=True)
+
+    def wants_redo(self, seconds: float) -> bool:
+        if seconds <= 0 or not sys.stdin.isatty():
+            return super().wants_redo(seconds)
+        print("  (r + Enter to redo it)", flush=True)
+        ready, _, _ = select.select([sys.stdin], [], [], seconds)
+        return bool(ready) and sys.stdin.readline().strip().lower().startswith("r")
+
+
+@dataclass
+class CollectionResult:
+    """What a guided collection did."""
+
+    accepted: Counter = field(default_factory=Counter)
+    rejected: int = 0
+    redone: int = 0
+
+
+class GuidedCollection:
+    """Runs a plan against a live `Recorder`."""
+
+    def __init__(self, recorder, plan: Plan, prompter: Prompter | None = None,
+                 on_prompt: Callable[[str, int], None] | None = None, max_attempts: int = 3,
+                 timeout_seconds: float = 30.0) -> None:
+        self.recorder = recorder
+        self.plan = plan
+        self.prompter = prompter or Prompter()
+        self.on_prompt = on_prompt  # e.g. a simulated user; gets (label, go sample index)
+        self.max_attempts = max_attempts
+        self.timeout_seconds = timeout_seconds
+        self.rate = recorder.hello.sample_rate_hz
+        self.length = int(round(plan.window_seconds * self.rate))
+
+    def _done_counts(self) -> Counter:
+        path = self.recorder.folder / "windows.jsonl"
+        counts: Counter = Counter()
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if "retract" in record:
+                    counts[record["label"]] -= 1
+                elif "label" in record:
+                    counts[record["label"]] += 1
+        return counts
+
+    def _wait_for(self, sample: int) -> None:
+        deadline = time.monotonic() + self.timeout_seconds
+        while self.recorder.latest_sample < sample:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no samples for {self.timeout_seconds:g} s: is the device still streaming?")
+            time.sleep(0.01)
+
+    def _record_one(self, label: str) -> bool:
+        plan = self.plan
+        for attempt in range(1, self.max_attempts + 1):
+            rest_start = self.recorder.latest_sample
+            countdown = ", ".join(str(n) for n in range(plan.countdown, 0, -1))
+            self.prompter.say(f"{plan.verb} {label}" + (f" - {countdown}" if countdown else ""))
+            for _ in range(plan.countdown):
+                time.sleep(1.0)
+            go = self.recorder.latest_sample
+            self.prompter.say("go")
+            if self.on_prompt is not None:
+                self.on_prompt(label, go)
+            self._wait_for(go + self.length)
+            window = self.recorder.window(go, self.length)
+            if window is None:
+                problems = ["samples were lost during the window (link gap) - again"]
+            else:
+                rest = self.recorder.window(rest_start, max(0, go - rest_start)) if plan.kind == "gesture" else None
+                problems = check_window(window, self.recorder.hello.sample_format, rest)
+            if not problems:
+                self.recorder.add_window(label, go, self.length, attempt=attempt)
+                return True
+            self.recorder.add_event({"rejected": label, "start": go, "problems": problems})
+            self.prompter.say(f"not kept: {'; '.join(problems)}")
+        return False
+
+    def run(self) -> CollectionResult:
+        """Prompt until every class has its repetitions (resuming what a previous run accepted)."""
+        result = CollectionResult()
+        done = self._done_counts()
+        left = Counter({label: self.plan.repetitions for label in self.plan.classes}) - done
+        queue = []
+        for label in self.plan.prompts():
+            if left[label] > 0:
+                queue.append(label)
+                left[label] -= 1
+        if done:
+            self.prompter.say(f"resuming: {sum(done.values())} windows already recorded, {len(queue)} to go")
+        for number, label in enumerate(queue, 1):
+            self.prompter.say(f"[{number}/{len(queue)}]")
+            while True:
+                if not self._record_one(label):
+                    result.rejected += 1
+                    raise RuntimeError(f"{label}: {self.max_attempts} attempts rejected - check the sensor")
+                result.accepted[label] += 1
+                if self.plan.rest_seconds and self.prompter.wants_redo(self.plan.rest_seconds):
+                    last = self._last_window()
+                    self.recorder.add_window(label, last["start"], last["length"], retract=last["start"])
+                    result.accepted[label] -= 1
+                    result.redone += 1
+                    continue
+                break
+        return result
+
+    def _last_window(self) -> dict:
+        lines = (self.recorder.folder / "windows.jsonl").read_text(encoding="utf-8").splitlines()
+        return json.loads(lines[-1])

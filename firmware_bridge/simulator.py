@@ -1,0 +1,248 @@
+"""A virtual front-end speaking the real protocol over a real pseudo-terminal.
+
+The simulator owns a pty pair (`pty.openpty()`); hosts open `simulator.port`, a stable symlink to
+the current slave side (like udev's /dev/serial/by-id links), with pySerial as they would a USB
+device. It streams samples at their true rate from a `SignalSource`, and can inject faults:
+dropped bytes, flipped bits, and an unplug (the pty is closed and a new one appears behind the
+same symlink after a pause, while the device's sample counter keeps running).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pty
+import random
+import tempfile
+import threading
+import time
+import tty
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from firmware_bridge.protocol import Hello, Mark, Samples, encode_frame
+
+log = logging.getLogger(__name__)
+
+
+class SignalSource(Protocol):
+    """Produces the next `count` samples, shape (count, channels), in the stream's dtype."""
+
+    def read(self, count: int) -> np.ndarray: ...
+
+
+class ArraySource:
+    """Plays an array (n, channels) and loops at its end: a replayed recording."""
+
+    def __init__(self, stream: np.ndarray) -> None:
+        stream = np.asarray(stream)
+        if stream.ndim != 2 or len(stream) == 0:
+            raise ValueError(f"a source stream must have shape (n, channels), got {stream.shape}")
+        self.stream = stream
+        self.position = 0
+
+    def read(self, count: int) -> np.ndarray:
+        """The next `count` samples, wrapping around."""
+        index = (self.position + np.arange(count)) % len(self.stream)
+        self.position = (self.position + count) % len(self.stream)
+        return self.stream[index]
+
+
+class PerformingSource:
+    """A simulated user: rest noise until `perform(label)`, then one window of that class.
+
+    `windows` maps each label to windows (n, T, channels) of that class; `rest` is a stream
+    played between performances.
+    """
+
+    def __init__(self, windows: dict[str, np.ndarray], rest: np.ndarray, seed: int = 0) -> None:
+        self.windows = {label: np.asarray(w) for label, w in windows.items()}
+        self.rest = ArraySource(rest)
+        self._rng = np.random.default_rng(seed)
+        self._queue: list[np.ndarray] = []
+        self._lock = threading.Lock()
+        self.performed: list[tuple[str, int]] = []  # (label, window index) in order
+
+    def perform(self, label: str, delay_samples: int = 0) -> None:
+        """Start a window of `label` after `delay_samples` of rest."""
+        index = int(self._rng.integers(len(self.windows[label])))
+        with self._lock:
+            if delay_samples:
+                self._queue.append(self.rest.read(delay_samples))
+            self._queue.append(self.windows[label][index])
+            self.performed.append((label, index))
+
+    def read(self, count: int) -> np.ndarray:
+        """Queued performance samples first, rest noise after."""
+        parts, needed = [], count
+        with self._lock:
+            while needed and self._queue:
+                head = self._queue[0]
+                take = head[:needed]
+                parts.append(take)
+                needed -= len(take)
+                if len(take) == len(head):
+                    self._queue.pop(0)
+                else:
+                    self._queue[0] = head[len(take):]
+        if needed:
+            parts.append(self.rest.read(needed))
+        return np.concatenate(parts).astype(self.rest.stream.dtype, copy=False)
+
+
+@dataclass
+class Faults:
+    """Damage to inject on the wire."""
+
+    drop_byte_probability: float = 0.0
+    flip_bit_probability: float = 0.0
+    seed: int = 0
+
+
+class Simulator:
+    """Streams `source` as a front-end would, over a pty reachable at `self.port`."""
+
+    def __init__(self, source: SignalSource, hello: Hello, block: int = 16, faults: Faults | None = None,
+                 port_dir: str | os.PathLike | None = None, speed: float = 1.0,
+                 hello_interval: float = 1.0) -> None:
+        self.source = source
+        self.hello = hello
+        self.block = block
+        self.faults = faults or Faults()
+        self.speed = speed
+        self.hello_interval = hello_interval
+        self._dir = Path(port_dir) if port_dir else Path(tempfile.mkdtemp(prefix="tinynas-sim-"))
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self.port = str(self._dir / "ttyTINYNAS0")
+        self._master: int | None = None
+        self._slave: int | None = None
+        self._sequence = 0
+        self.sample_index = 0
+        self.frames_sent = 0
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._plugged = threading.Event()
+        self._write_lock = threading.Lock()
+        self._rng = random.Random(self.faults.seed)
+
+    # ---- the pty ------------------------------------------------------------------------
+    def _plug(self) -> None:
+        master, slave = pty.openpty()
+        tty.setraw(slave)  # no line discipline: bytes pass untouched (no CR/LF mangling, no echo)
+        tty.setraw(master)
+        link = Path(self.port)
+        temporary = link.with_suffix(".new")
+        if temporary.is_symlink() or temporary.exists():
+            temporary.unlink()
+        temporary.symlink_to(os.ttyname(slave))
+        os.replace(temporary, link)
+        self._master, self._slave = master, slave
+        self._plugged.set()
+
+    def _unplug_now(self) -> None:
+        self._plugged.clear()
+        for fd in (self._master, self._slave):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._master = self._slave = None
+        try:
+            Path(self.port).unlink()
+        except FileNotFoundError:
+            pass
+
+    # ---- streaming ----------------------------------------------------------------------
+    def start(self) -> "Simulator":
+        """Create the pty and start streaming (HELLO first)."""
+        self._plug()
+        self._thread = threading.Thread(target=self._run, name="simulator", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop streaming and remove the pty."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._unplug_now()
+
+    def __enter__(self) -> "Simulator":
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def unplug(self, seconds: float) -> None:
+        """Simulate pulling the USB cable for `seconds`: the pty disappears, then comes back."""
+        with self._write_lock:
+            self._unplug_now()
+        threading.Timer(seconds, self._replug).start()
+
+    def _replug(self) -> None:
+        with self._write_lock:
+            if not self._stop.is_set():
+                self._plug()
+                self._hello_pending = True
+
+    def mark(self, code: int, text: str = "") -> None:
+        """Send a MARK at the current sample index (e.g. a button press)."""
+        self._send(Mark(self.sample_index, code, text))
+
+    def _send(self, message) -> None:
+        frame = encode_frame(message, self._sequence)
+        self._sequence = (self._sequence + 1) & 0xFFFF
+        self.frames_sent += 1
+        frame = self._damage(frame)
+        with self._write_lock:
+            if self._master is None:
+                return  # unplugged: the bytes go nowhere
+            try:
+                os.write(self._master, frame)
+            except OSError:
+                pass
+
+    def _damage(self, frame: bytes) -> bytes:
+        if not (self.faults.drop_byte_probability or self.faults.flip_bit_probability):
+            return frame
+        out = bytearray()
+        for byte in frame:
+            roll = self._rng.random()
+            if roll < self.faults.drop_byte_probability:
+                continue
+            if roll < self.faults.drop_byte_probability + self.faults.flip_bit_probability:
+                byte ^= 1 << self._rng.randrange(8)
+            out.append(byte)
+        return bytes(out)
+
+    def _run(self) -> None:
+        self._hello_pending = False
+        self._send_hello()
+        last_hello = started = time.monotonic()
+        first = self.sample_index
+        rate = self.hello.sample_rate_hz * self.speed
+        while not self._stop.is_set():
+            if self._hello_pending or time.monotonic() - last_hello >= self.hello_interval:
+                # Repeated HELLOs let a host that connects mid-stream (or lost one to noise) learn the format.
+                self._hello_pending = False
+                self._send_hello(flush=False)
+                last_hello = time.monotonic()
+            due = first + (time.monotonic() - started) * rate
+            if self.sample_index + self.block > due:
+                time.sleep(min(0.01, (self.sample_index + self.block - due) / rate))
+                continue
+            samples = self.source.read(self.block)
+            # The device keeps sampling while unplugged: those samples are lost, the index runs on.
+            if self._plugged.is_set():
+                self._send(Samples(self.sample_index, samples))
+            self.sample_index += self.block
+
+    def _send_hello(self, flush: bool = True) -> None:
+        if flush and self._master is not None:
+            with self._write_lock:
+                os.write(self._master, b"\x00")  # flush whatever partial frame the host holds
+        self._send(self.hello)

@@ -1,0 +1,155 @@
+"""Simulator -> real pseudo-terminal -> Link (pySerial) -> Recorder -> session loader."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from firmware_bridge.link import Link, LinkError
+from firmware_bridge.protocol import Hello, Samples
+from firmware_bridge.recorder import Recorder, RecordingThread
+from firmware_bridge.simulator import ArraySource, Faults, Simulator
+from tinynas.data.session import load_session, read_samples
+
+SHARED_ISL = Path(__file__).resolve().parents[3] / "shared" / "data" / "isl" / "Dataset" / "A"
+
+
+def _isl_recording() -> np.ndarray:
+    """One real ISL recording (400 x 8 int8) when ../shared/data is here, else a generated one."""
+    files = sorted(SHARED_ISL.glob("*.json")) if SHARED_ISL.is_dir() else []
+    if files:
+        return np.asarray(json.loads(files[0].read_text())["emg"]["data"], dtype=np.int8)
+    return np.random.default_rng(0).integers(-128, 128, size=(400, 8)).astype(np.int8)
+
+
+def _wait(condition, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def emg_hello():
+    return Hello("sim-myo", "1.0", 8, 200.0, "int8")
+
+
+def test_replayed_isl_recording_comes_back_bit_for_bit(tmp_path, emg_hello):
+    recording = _isl_recording()
+    with Simulator(ArraySource(recording), emg_hello, port_dir=tmp_path, speed=8) as simulator, \
+            Link(simulator.port).open() as link:
+        hello = link.wait_hello(5)
+        assert hello == emg_hello
+        with Recorder(tmp_path / "session", hello, user="test", labels=["A", "B"]) as recorder:
+            thread = RecordingThread(link, recorder)
+            thread.start()
+            # The simulator starts at sample 0 and loops the recording: samples 400..799 repeat it.
+            _wait(lambda: recorder.latest_sample >= 800)
+            recorder.add_window("A", 0, 400)
+            recorder.add_window("B", 400, 400)
+            thread.stop()
+        assert link.counters.bad_crc == 0 and link.counters.gaps == 0
+    windows = load_session(tmp_path / "session")
+    assert windows.x.shape == (2, 400, 8)
+    assert np.array_equal(windows.x[0], recording.astype(np.float32))
+    assert np.array_equal(windows.x[1], recording.astype(np.float32))
+
+
+def test_unplug_reconnects_and_records_the_gap(tmp_path, emg_hello):
+    source = ArraySource(np.arange(800 * 8, dtype=np.int64).reshape(800, 8) % 100 - 50)
+    source.stream = source.stream.astype(np.int8)
+    with Simulator(source, emg_hello, port_dir=tmp_path, speed=4) as simulator, Link(simulator.port).open() as link:
+        hello = link.wait_hello(5)
+        with Recorder(tmp_path / "session", hello) as recorder:
+            thread = RecordingThread(link, recorder)
+            thread.start()
+            _wait(lambda: recorder.latest_sample >= 200)
+            simulator.unplug(0.6)
+            _wait(lambda: link.counters.reconnects >= 1)
+            resumed_from = recorder.latest_sample
+            _wait(lambda: recorder.latest_sample >= resumed_from + 400)
+            thread.stop()
+            assert recorder.gaps, "the unplug should leave a gap in the sample indices"
+            first_gap = recorder.gaps[0]
+            assert first_gap[1] > first_gap[0]
+    events = [json.loads(line) for line in (tmp_path / "session" / "events.jsonl").read_text().splitlines()]
+    assert any("gap" in event for event in events)
+    stream = read_samples(tmp_path / "session", 8)
+    assert not stream.received[first_gap[0]:first_gap[1]].any()
+    assert stream.received[:first_gap[0]].all() and stream.received[first_gap[1]:].all()
+    # Samples after the gap are the device's, at the right indices.
+    index = first_gap[1]
+    assert np.array_equal(stream.samples[index], source.stream[index % 800].astype(np.float32))
+
+
+def test_corrupted_wire_loses_frames_not_correctness(tmp_path, emg_hello):
+    recording = _isl_recording()
+    faults = Faults(drop_byte_probability=0.002, flip_bit_probability=0.002, seed=3)
+    with Simulator(ArraySource(recording), emg_hello, faults=faults, port_dir=tmp_path, speed=10) as simulator, \
+            Link(simulator.port).open() as link:
+        link.wait_hello(5)
+        blocks = []
+        _wait(lambda: (blocks.extend(m for m in [link.get(0.05)] if isinstance(m, Samples)) or len(blocks) >= 60))
+    assert link.counters.bad_crc + link.counters.bad_frames > 0
+    for block in blocks:
+        expected = recording[(block.first_sample + np.arange(len(block.data))) % 400]
+        assert np.array_equal(block.data, expected)
+
+
+def test_missing_port_is_a_clear_error(tmp_path):
+    with pytest.raises(LinkError, match="cannot open"):
+        Link(str(tmp_path / "nope")).open()
+
+
+def test_silent_device_times_out(tmp_path):
+    with Link("loop://").open() as link:
+        with pytest.raises(LinkError, match="no HELLO from loop:// within 0.2 s"):
+            link.wait_hello(0.2)
+
+
+KILLED_RECORDER = """
+import sys, time
+import numpy as np
+from firmware_bridge.link import Link
+from firmware_bridge.protocol import Hello
+from firmware_bridge.recorder import Recorder, RecordingThread
+from firmware_bridge.simulator import ArraySource, Simulator
+folder, port_dir = sys.argv[1], sys.argv[2]
+stream = (np.arange(4000 * 2) % 251 - 125).astype(np.int16).reshape(4000, 2)
+hello = Hello("sim", "1", 2, 1000.0, "int16")
+simulator = Simulator(ArraySource(stream), hello, port_dir=port_dir).start()
+link = Link(simulator.port).open()
+recorder = Recorder(folder, link.wait_hello(5), fsync_interval=0.2)
+thread = RecordingThread(link, recorder)
+thread.start()
+while True:
+    time.sleep(0.05)
+    print(recorder.samples_written, flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_recorder_killed_mid_session_keeps_what_was_fsynced(tmp_path):
+    folder = tmp_path / "session"
+    process = subprocess.Popen([sys.executable, "-c", KILLED_RECORDER, str(folder), str(tmp_path)],
+                               stdout=subprocess.PIPE, text=True)
+    written = 0
+    deadline = time.monotonic() + 30
+    while written < 1500 and time.monotonic() < deadline:
+        written = int(process.stdout.readline() or 0)
+    time.sleep(0.5)  # past at least one more fsync interval
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(10)
+    assert written >= 1500
+    stream = read_samples(folder, 2)
+    # Everything counted 0.5 s before the kill had been fsynced (interval 0.2 s) and reads back intact.
+    assert stream.received[:written].all()
+    expected = (np.arange(4000 * 2) % 251 - 125).reshape(4000, 2)
+    assert np.array_equal(stream.samples[:written], expected[np.arange(written) % 4000].astype(np.float32))
