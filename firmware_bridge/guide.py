@@ -190,6 +190,7 @@ class GuidedCollection:
                 time.sleep(1.0)
             go = self.recorder.latest_sample
             self.prompter.say("go")
+            self.recorder.add_event({"prompt": label, "attempt": attempt, "go": go})
             if self.on_prompt is not None:
                 self.on_prompt(label, go)
             self._wait_for(go + self.length)

@@ -107,7 +107,7 @@ class Simulator:
 
     def __init__(self, source: SignalSource, hello: Hello, block: int = 16, faults: Faults | None = None,
                  port_dir: str | os.PathLike | None = None, speed: float = 1.0,
-                 hello_interval: float = 1.0) -> None:
+                 hello_interval: float = 1.0, port_name: str = "ttyTINYNAS0") -> None:
         self.source = source
         self.hello = hello
         self.block = block
@@ -116,7 +116,7 @@ class Simulator:
         self.hello_interval = hello_interval
         self._dir = Path(port_dir) if port_dir else Path(tempfile.mkdtemp(prefix="tinynas-sim-"))
         self._dir.mkdir(parents=True, exist_ok=True)
-        self.port = str(self._dir / "ttyTINYNAS0")
+        self.port = str(self._dir / port_name)
         self._master: int | None = None
         self._slave: int | None = None
         self._sequence = 0

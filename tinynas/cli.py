@@ -212,7 +212,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                                                               "float32": np.float32}[fmt])
     hello = Hello(args.device_id, "sim-1", windows.channels, windows.sample_rate_hz, fmt)
     faults = Faults(drop_byte_probability=args.drop, flip_bit_probability=args.flip, seed=0)
-    with Simulator(ArraySource(stream), hello, faults=faults, port_dir=args.port_dir, speed=args.speed) as simulator:
+    port = Path(args.port) if args.port else None
+    with Simulator(ArraySource(stream), hello, faults=faults, speed=args.speed,
+                   port_dir=port.parent if port else None,
+                   **({"port_name": port.name} if port else {})) as simulator:
         print(f"simulating {args.source}: {windows.channels} x {fmt} at {windows.sample_rate_hz:g} Hz "
               f"on {simulator.port} (Ctrl-C to stop)", flush=True)
         next_unplug = time.monotonic() + args.unplug_every if args.unplug_every else None
@@ -315,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     simulate = sub.add_parser("simulate", help="a virtual sensor front-end on a pseudo-terminal")
     simulate.add_argument("--source", default="synthetic:emg", help="data spec to replay (isl:, cwru:, synthetic:)")
-    simulate.add_argument("--port-dir", help="folder for the port symlink (default: a new temp folder)")
+    simulate.add_argument("--port", help="path of the port to create (a symlink to the pty; default: in a temp folder)")
     simulate.add_argument("--speed", type=float, default=1.0, help="multiple of the true sample rate")
     simulate.add_argument("--drop", type=float, default=0.0, help="probability of dropping each byte")
     simulate.add_argument("--flip", type=float, default=0.0, help="probability of flipping a bit in each byte")
