@@ -22,6 +22,7 @@ import numpy as np
 
 from firmware_bridge import __version__
 from firmware_bridge.protocol import Hello, Mark, Samples
+from firmware_bridge.ring import SampleRing
 from firmware_bridge.session_format import FORMAT_NAME, VERSION, encode_chunk
 
 log = logging.getLogger(__name__)
@@ -72,13 +73,10 @@ class Recorder:
         self._events = open(self.folder / "events.jsonl", "a", encoding="utf-8")
         self._last_sync = time.monotonic()
         self._lock = threading.Lock()
-        self._capacity = max(1, int(memory_seconds * hello.sample_rate_hz))
-        self._ring = np.zeros((self._capacity, hello.channels), dtype=np.float32)
-        self.latest_sample = 0      # one past the newest sample received
+        self.ring = SampleRing(hello.channels, int(memory_seconds * hello.sample_rate_hz))
         self._expected: int | None = None
         self.samples_written = 0
         self.gaps: list[tuple[int, int]] = []
-        self._received = np.zeros(self._capacity, dtype=bool)
 
     # ---- incoming -----------------------------------------------------------------------
     def handle(self, message) -> None:
@@ -101,13 +99,7 @@ class Recorder:
             self._expected = message.first_sample + len(data)
             self._samples.write(encode_chunk(message.first_sample, data, self.hello.sample_format))
             self.samples_written += len(data)
-            index = (message.first_sample + np.arange(len(data))) % self._capacity
-            self._ring[index] = data
-            if message.first_sample > self.latest_sample:
-                self._received[(self.latest_sample + np.arange(min(message.first_sample - self.latest_sample,
-                                                                   self._capacity))) % self._capacity] = False
-            self._received[index] = True
-            self.latest_sample = max(self.latest_sample, message.first_sample + len(data))
+            self.ring.add(message)
             if time.monotonic() - self._last_sync >= self.fsync_interval:
                 self._sync_locked()
 
@@ -135,15 +127,14 @@ class Recorder:
         self._last_sync = time.monotonic()
 
     # ---- the live stream ----------------------------------------------------------------
+    @property
+    def latest_sample(self) -> int:
+        """One past the newest sample received."""
+        return self.ring.latest_sample
+
     def window(self, start: int, length: int) -> np.ndarray | None:
         """Samples [start, start + length) from memory, or None if not (all) received or too old."""
-        with self._lock:
-            if start < 0 or start + length > self.latest_sample or start < self.latest_sample - self._capacity:
-                return None
-            index = (start + np.arange(length)) % self._capacity
-            if not self._received[index].all():
-                return None
-            return self._ring[index].copy()
+        return self.ring.window(start, length)
 
     def close(self) -> None:
         """Flush, fsync and close every file."""

@@ -62,34 +62,40 @@ class PerformingSource:
         self.windows = {label: np.asarray(w) for label, w in windows.items()}
         self.rest = ArraySource(rest)
         self._rng = np.random.default_rng(seed)
-        self._queue: list[np.ndarray] = []
+        self._queue: list[tuple[str | None, np.ndarray]] = []
         self._lock = threading.Lock()
+        self.samples_read = 0
         self.performed: list[tuple[str, int]] = []  # (label, window index) in order
+        self.played: list[tuple[str, int, int]] = []  # (label, first sample, samples) as streamed
 
-    def perform(self, label: str, delay_samples: int = 0) -> None:
-        """Start a window of `label` after `delay_samples` of rest."""
-        index = int(self._rng.integers(len(self.windows[label])))
+    def perform(self, label: str, delay_samples: int = 0, repeats: int = 1) -> None:
+        """Play `repeats` windows of `label` after `delay_samples` of rest."""
         with self._lock:
             if delay_samples:
-                self._queue.append(self.rest.read(delay_samples))
-            self._queue.append(self.windows[label][index])
-            self.performed.append((label, index))
+                self._queue.append((None, self.rest.read(delay_samples)))
+            for _ in range(repeats):
+                index = int(self._rng.integers(len(self.windows[label])))
+                self._queue.append((label, self.windows[label][index]))
+                self.performed.append((label, index))
 
     def read(self, count: int) -> np.ndarray:
         """Queued performance samples first, rest noise after."""
         parts, needed = [], count
         with self._lock:
             while needed and self._queue:
-                head = self._queue[0]
+                label, head = self._queue[0]
+                if label is not None:
+                    self.played.append((label, self.samples_read + count - needed, len(head)))
                 take = head[:needed]
                 parts.append(take)
                 needed -= len(take)
                 if len(take) == len(head):
                     self._queue.pop(0)
                 else:
-                    self._queue[0] = head[len(take):]
+                    self._queue[0] = (None, head[len(take):])  # the rest of a started window
         if needed:
             parts.append(self.rest.read(needed))
+        self.samples_read += count
         return np.concatenate(parts).astype(self.rest.stream.dtype, copy=False)
 
 
