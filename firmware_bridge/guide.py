@@ -148,17 +148,19 @@ class GuidedCollection:
 
     def __init__(self, recorder, plan: Plan, prompter: Prompter | None = None,
                  on_prompt: Callable[[str, int], None] | None = None, max_attempts: int = 3,
-                 timeout_seconds: float = 30.0) -> None:
+                 timeout_seconds: float = 30.0, on_announce: Callable[[str, int], None] | None = None) -> None:
         self.recorder = recorder
         self.plan = plan
         self.prompter = prompter or Prompter()
         self.on_prompt = on_prompt  # e.g. a simulated user; gets (label, go sample index)
+        self.on_announce = on_announce  # gets (label, attempt) when a prompt is announced
         self.max_attempts = max_attempts
         self.timeout_seconds = timeout_seconds
         self.rate = recorder.hello.sample_rate_hz
         self.length = int(round(plan.window_seconds * self.rate))
 
-    def _done_counts(self) -> Counter:
+    def done_counts(self) -> Counter:
+        """Accepted windows per label already in the session (a resumed collection skips them)."""
         path = self.recorder.folder / "windows.jsonl"
         counts: Counter = Counter()
         if path.exists():
@@ -182,8 +184,14 @@ class GuidedCollection:
 
     def _record_one(self, label: str) -> bool:
         plan = self.plan
+        rest_length = int(round(min(plan.rest_seconds, plan.window_seconds) * self.rate))
         for attempt in range(1, self.max_attempts + 1):
-            rest_start = self.recorder.latest_sample
+            # The rest level is what the sensor saw just before the prompt, while nobody was moving.
+            prompted = self.recorder.latest_sample
+            rest = (self.recorder.window(prompted - rest_length, rest_length)
+                    if plan.kind == "gesture" and rest_length else None)
+            if self.on_announce is not None:
+                self.on_announce(label, attempt)
             countdown = ", ".join(str(n) for n in range(plan.countdown, 0, -1))
             self.prompter.say(f"{plan.verb} {label}" + (f" - {countdown}" if countdown else ""))
             for _ in range(plan.countdown):
@@ -198,7 +206,6 @@ class GuidedCollection:
             if window is None:
                 problems = ["samples were lost during the window (link gap) - again"]
             else:
-                rest = self.recorder.window(rest_start, max(0, go - rest_start)) if plan.kind == "gesture" else None
                 problems = check_window(window, self.recorder.hello.sample_format, rest)
             if not problems:
                 self.recorder.add_window(label, go, self.length, attempt=attempt)
@@ -210,7 +217,7 @@ class GuidedCollection:
     def run(self) -> CollectionResult:
         """Prompt until every class has its repetitions (resuming what a previous run accepted)."""
         result = CollectionResult()
-        done = self._done_counts()
+        done = self.done_counts()
         left = Counter({label: self.plan.repetitions for label in self.plan.classes}) - done
         queue = []
         for label in self.plan.prompts():

@@ -11,6 +11,9 @@ from pathlib import Path
 
 from firmware_bridge.guide import PlanError
 from firmware_bridge.link import LinkError
+from tinynas.service.config import ConfigError
+from tinynas.service.runner import ServiceError
+from tinynas.service.status_server import StatusServerError
 from tinynas import __version__
 from tinynas.cost import BudgetError, estimate
 from tinynas.data.splits import PROTOCOLS
@@ -23,7 +26,8 @@ from tinynas.targets import TargetError, builtin_targets, kib, resolve_target
 log = logging.getLogger("tinynas")
 
 EXPECTED_ERRORS = (SpecError, TargetError, BudgetError, MeasureError, DataError, JournalError,
-                   FileNotFoundError, LinkError, PlanError, TimeoutError)
+                   FileNotFoundError, LinkError, PlanError, TimeoutError, ConfigError, ServiceError,
+                   StatusServerError)
 
 
 def _parse_input(text: str) -> tuple[int, int]:
@@ -247,6 +251,102 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _service_config(args: argparse.Namespace):
+    from tinynas.service.config import load_config
+
+    return load_config(args.config)
+
+
+def _cmd_service_run(args: argparse.Namespace) -> int:
+    from tinynas.service.runner import Service
+
+    Service(_service_config(args)).run()
+    return 0
+
+
+def _cmd_service_status(args: argparse.Namespace) -> int:
+    import os
+
+    from tinynas.service.runner import ServicePaths
+    from tinynas.service.state import load_state
+
+    config = _service_config(args)
+    paths = ServicePaths(config.data_dir)
+    state = load_state(paths.state)
+    running = False
+    if paths.pid.exists():
+        try:
+            os.kill(int(paths.pid.read_text()), 0)
+            running = True
+        except (OSError, ValueError):
+            running = False
+    status = {"running": running, **state.to_dict()}
+    if running and paths.status.exists():
+        try:
+            status.update(json.loads(paths.status.read_text()), running=True)
+        except ValueError:
+            pass
+    if args.json:
+        print(json.dumps(status, indent=2))
+        return 0
+    print(f"service {'running' if running else 'not running'}; state {status['state']}"
+          + (f", user {status['user']}" if status.get("user") else ""))
+    if status.get("error"):
+        print(f"  last error: {status['error']}")
+    collection = status.get("collection") or {}
+    if collection.get("total"):
+        print(f"  collection: {collection.get('accepted', 0)} of {collection['total']} windows"
+              + (f", prompt {collection['prompt']}" if collection.get("prompt") else ""))
+    search = status.get("search") or {}
+    if search:
+        print(f"  search: {search.get('trials', 0)} candidates, best {search.get('best', '-')}, "
+              f"{search.get('seconds_left', 0):.0f} s left")
+    deployed = status.get("deployed") or {}
+    if deployed:
+        print(f"  serving {deployed['model']} for {deployed['user']} (int8 accuracy {deployed['accuracy']:.3f})")
+    for prediction in (status.get("predictions") or [])[-3:]:
+        print(f"  prediction {prediction['smoothed']} ({prediction['confidence']:.0%})")
+    return 0
+
+
+def _cmd_service_stop(args: argparse.Namespace) -> int:
+    from tinynas.service.runner import request
+
+    request(_service_config(args).data_dir, "stop")
+    print("stop requested")
+    return 0
+
+
+def _cmd_onboard(args: argparse.Namespace) -> int:
+    from firmware_bridge.guide import load_plan
+    from tinynas.service.runner import request
+
+    config = _service_config(args)
+    load_plan(args.plan or config.plan)  # a bad plan is refused here, not later on the device
+    request(config.data_dir, "onboard", user=args.user, plan=args.plan or config.plan)
+    print(f"onboarding of {args.user} requested (plan {args.plan or config.plan}); follow it with "
+          f"`tinynas service status` or http://{config.http_host}:{config.http_port}/")
+    return 0
+
+
+def _cmd_service_install(args: argparse.Namespace) -> int:
+    from tinynas.service.systemd import unit_text
+
+    config = _service_config(args)
+    text = unit_text(args.config, config.data_dir, user=args.user, memory_max=args.memory_max)
+    path = Path(args.unit_dir) / "tinynas.service"
+    path.write_text(text)
+    print(f"wrote {path}; now: sudo systemctl daemon-reload && sudo systemctl enable --now tinynas")
+    return 0
+
+
+def _cmd_service_config(args: argparse.Namespace) -> int:
+    from tinynas.service.config import DEFAULT_CONFIG
+
+    print(DEFAULT_CONFIG, end="")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from tinynas.demo import run_demo
     from tinynas.progress import Progress
@@ -334,6 +434,29 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--baud", type=int, default=1_000_000)
     collect.add_argument("--headless", action="store_true", help="prompts as log lines")
     collect.set_defaults(func=_cmd_collect)
+
+    service = sub.add_parser("service", help="the headless device service")
+    service_sub = service.add_subparsers(dest="service_command", required=True)
+    for name, func, text in (("run", _cmd_service_run, "run the service (systemd runs this)"),
+                             ("status", _cmd_service_status, "state, collection, search and serving"),
+                             ("stop", _cmd_service_stop, "ask a running service to stop cleanly"),
+                             ("install", _cmd_service_install, "write a systemd unit"),
+                             ("config", _cmd_service_config, "print the default config with every key")):
+        command = service_sub.add_parser(name, help=text)
+        command.add_argument("--config", help="service config (TOML); default values if omitted")
+        command.set_defaults(func=func)
+        if name == "status":
+            command.add_argument("--json", action="store_true")
+        if name == "install":
+            command.add_argument("--user", default="tinynas", help="unprivileged user that runs the service")
+            command.add_argument("--memory-max", default="1536M", help="systemd MemoryMax")
+            command.add_argument("--unit-dir", default="/etc/systemd/system")
+
+    onboard = sub.add_parser("onboard", help="ask the service to onboard a new user or machine")
+    onboard.add_argument("--user", required=True)
+    onboard.add_argument("--plan", help="collection plan (default: the config's)")
+    onboard.add_argument("--config", help="service config (TOML)")
+    onboard.set_defaults(func=_cmd_onboard)
 
     demo = sub.add_parser("demo", help="a complete small search on built-in synthetic vibration data")
     demo.add_argument("--out", default="tinynas-demo", help="output folder (default: tinynas-demo)")

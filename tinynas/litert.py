@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from tinynas.quiet import captured_fd, quiet_environment
 
 
@@ -14,3 +16,40 @@ def litert_interpreter(tflite: bytes):
         interpreter = Interpreter(model_content=bytes(tflite), num_threads=1)
         interpreter.allocate_tensors()
     return interpreter
+
+
+class Int8Model:
+    """A full-integer .tflite ready to classify float windows (n, T, C); reuses one interpreter."""
+
+    def __init__(self, tflite: bytes) -> None:
+        from tinynas.space import SpecError
+
+        self._interpreter = litert_interpreter(tflite)
+        (self._input,) = self._interpreter.get_input_details()
+        (self._output,) = self._interpreter.get_output_details()
+        shape = tuple(int(d) for d in self._input["shape"])
+        if len(shape) != 4 or shape[1] != 1:
+            raise SpecError(f"not a tinynas model: input shape {shape}, expected (1, 1, T, C)")
+        self.window_shape = shape[2:]
+        self.classes = int(self._output["shape"][-1])
+        self._in_scale, self._in_zero = self._input["quantization"]
+        self._out_scale, self._out_zero = self._output["quantization"]
+
+    def logits(self, windows: np.ndarray) -> np.ndarray:
+        """Dequantized logits (n, classes) of float windows (n, T, C), one invocation per window."""
+        from tinynas.space import SpecError
+
+        windows = np.asarray(windows, dtype=np.float32)
+        if windows.ndim != 3 or windows.shape[1:] != self.window_shape:
+            raise SpecError(f"windows have shape {windows.shape[1:]} but the model expects {self.window_shape}")
+        if not np.isfinite(windows).all():
+            raise SpecError("windows contain NaN or inf")
+        info = np.iinfo(np.int8)
+        quantized = np.clip(np.round(windows / self._in_scale) + self._in_zero, info.min, info.max).astype(np.int8)
+        out = np.empty((len(windows), self.classes), dtype=np.float32)
+        for i, window in enumerate(quantized):
+            self._interpreter.set_tensor(self._input["index"], window[None, None])
+            self._interpreter.invoke()
+            raw = self._interpreter.get_tensor(self._output["index"])[0].astype(np.float32)
+            out[i] = (raw - self._out_zero) * self._out_scale
+        return out

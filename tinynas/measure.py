@@ -9,9 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynas.litert import litert_interpreter
+from tinynas.litert import Int8Model
 from tinynas.quiet import captured_fd
-from tinynas.space import SpecError
 
 MEASURE_ARENA_BYTES = 4 << 20
 """Arena handed to TFLite Micro when measuring; what it reports is what the model used."""
@@ -81,29 +80,11 @@ class InterpreterResult:
 
 def run_int8(tflite: bytes, windows: np.ndarray) -> InterpreterResult:
     """Quantize float `windows` (n, T, C) with the model's input params and run them one by one."""
-    interpreter = litert_interpreter(tflite)
-    (inp,) = interpreter.get_input_details()
-    (out,) = interpreter.get_output_details()
-    expected = tuple(int(d) for d in inp["shape"][1:])
-    windows = np.asarray(windows, dtype=np.float32)
-    if windows.ndim != 3 or (1, *windows.shape[1:]) != expected:
-        raise SpecError(
-            f"windows have shape {windows.shape[1:]} but the model expects {expected[1:]}")
-    if not np.isfinite(windows).all():
-        raise SpecError("windows contain NaN or inf")
-    in_scale, in_zero = inp["quantization"]
-    out_scale, out_zero = out["quantization"]
-    info = np.iinfo(np.int8)
-    quantized = np.clip(np.round(windows / in_scale) + in_zero, info.min, info.max).astype(np.int8)
-    logits = np.empty((len(windows), int(out["shape"][-1])), dtype=np.float32)
+    model = Int8Model(tflite)
     started = time.perf_counter()
-    for i, window in enumerate(quantized):
-        interpreter.set_tensor(inp["index"], window[None, None])
-        interpreter.invoke()
-        raw = interpreter.get_tensor(out["index"])[0].astype(np.float32)
-        logits[i] = (raw - out_zero) * out_scale
+    logits = model.logits(windows)
     elapsed = time.perf_counter() - started
-    return InterpreterResult(logits.argmax(axis=1), logits, elapsed / max(len(windows), 1))
+    return InterpreterResult(logits.argmax(axis=1), logits, elapsed / max(len(logits), 1))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,265 @@
+"""The device service end to end, as a real process, killed with SIGKILL in every phase.
+
+A simulated front-end streams over a real pseudo-terminal; a simulated user watches the
+service's status and performs each prompted gesture. Scenario: onboard -> (kill while
+collecting, restart) -> (kill while searching, restart) -> deploy -> serve -> (kill while
+serving, restart) -> serve; then check predictions on replayed windows of known classes.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from firmware_bridge.protocol import Hello
+from firmware_bridge.simulator import PerformingSource, Simulator
+from tinynas.service.runner import request
+
+CLASSES = ("fist", "open", "point")
+GESTURE_SAMPLES = 100
+
+
+def _gestures(seed=0, channels=4):
+    rng = np.random.default_rng(seed)
+    windows = {}
+    for number, label in enumerate(CLASSES):
+        gain = np.full(channels, 5.0)
+        gain[number] = 35
+        gain[(number + 1) % channels] = 15
+        burst = rng.normal(size=(12, GESTURE_SAMPLES, channels)) * gain
+        windows[label] = burst.clip(-127, 127).astype(np.int8)
+    rest = (rng.normal(size=(4000, channels)) * 2).astype(np.int8)
+    return windows, rest
+
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Scenario:
+    def __init__(self, root: Path):
+        self.root = root
+        self.data = root / "data"
+        windows, rest = _gestures()
+        self.source = PerformingSource(windows, rest, seed=1)
+        self.simulator = Simulator(self.source, Hello("sim-armband", "1.0", 4, 200.0, "int8"),
+                                   port_dir=root / "dev").start()
+        plan = root / "plan.json"
+        plan.write_text(json.dumps({"classes": list(CLASSES), "repetitions": 6, "window_seconds": 1.0,
+                                    "rest_seconds": 1.0, "countdown": 1}))
+        self.http_port = _free_port()
+        self.config = root / "tinynas.toml"
+        self.config.write_text(
+            f'port = "{self.simulator.port}"\ndata_dir = "{self.data}"\ntarget = "STM32F030F4P6"\nbudget = "40s"\n'
+            f'epochs = 40\nlearning_rate = 0.01\nfinal_epochs = 60\nworkers = 2\nplan = "{plan}"\n'
+            f'hop_seconds = 0.25\nsmoothing = 1\n'
+            f'min_accuracy = 0.5\nhttp_port = {self.http_port}\n')
+        self.process = None
+        self.log = open(root / "service.log", "a")
+        self.seen_states = []
+        self._user = threading.Thread(target=self._simulated_user, daemon=True)
+        self._halt = threading.Event()
+        self._user.start()
+
+    def start(self):
+        self.process = subprocess.Popen([sys.executable, "-m", "tinynas.cli", "service", "run", "--config",
+                                         str(self.config)], stdout=self.log, stderr=self.log)
+
+    def kill(self):
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+
+    def status(self):
+        try:
+            return json.loads((self.data / "status.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def state(self):
+        try:
+            return json.loads((self.data / "state.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def wait(self, condition, timeout, what):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(f"service exited ({self.process.returncode}) while waiting for {what}; "
+                                     f"log: {(self.root / 'service.log').read_text()[-3000:]}")
+            if condition():
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}; log: {(self.root / 'service.log').read_text()[-3000:]}")
+
+    def live_status(self):
+        try:
+            return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/status.json",
+                                                     timeout=1).read())
+        except (OSError, ValueError):
+            return {}
+
+    def _simulated_user(self):
+        # Like a person watching the status page: performs each gesture when "go" appears.
+        last = None
+        while not self._halt.wait(0.02):
+            status = self.live_status()
+            collection = status.get("collection") or {}
+            key = (collection.get("number"), collection.get("go"))
+            state = status.get("state")
+            if state and (not self.seen_states or self.seen_states[-1] != state):
+                self.seen_states.append(state)
+            if collection.get("go") is not None and key != last and collection.get("prompt"):
+                last = key
+                self.source.perform(collection["prompt"], repeats=2)
+
+    def windows_accepted(self):
+        path = self.session() / "windows.jsonl" if self.session() else None
+        return [json.loads(line) for line in path.read_text().splitlines()] if path and path.exists() else []
+
+    def session(self):
+        value = self.state().get("session")
+        return Path(value) if value else None
+
+    def trials(self):
+        import sqlite3
+
+        study = self.state().get("study")
+        journal = Path(study) / "journal.sqlite" if study else None
+        if not journal or not journal.exists():
+            return []
+        try:
+            with sqlite3.connect(f"file:{journal}?mode=ro", uri=True) as db:
+                return db.execute("SELECT number, state, attempts FROM trials ORDER BY number").fetchall()
+        except sqlite3.OperationalError:  # created but not yet initialised
+            return []
+
+    def close(self):
+        self._halt.set()
+        if self.process is not None and self.process.poll() is None:
+            request(self.data, "stop")
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self.simulator.stop()
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    run = Scenario(tmp_path_factory.mktemp("service"))
+    notes = {}
+    try:
+        run.start()
+        run.wait(lambda: run.status().get("state") == "IDLE", 60, "the service to come up")
+        request(run.data, "onboard", user="alice", plan=str(run.root / "plan.json"))
+        run.wait(lambda: len(run.windows_accepted()) >= 3, 120, "three accepted windows")
+        notes["before_kill_collecting"] = run.windows_accepted()
+        run.kill()
+        notes["killed_in"] = [run.state()["state"]]
+        run.start()
+        run.wait(lambda: len([t for t in run.trials() if t[1] == "complete"]) >= 2, 300, "two trained candidates")
+        notes["trials_before_kill"] = run.trials()
+        notes["session_windows"] = run.windows_accepted()
+        run.kill()
+        notes["killed_in"].append(run.state()["state"])
+        run.start()
+        run.wait(lambda: run.state().get("state") == "SERVING", 400, "serving")
+        notes["deployed"] = run.state()["deployed"]
+        notes["trials_after"] = run.trials()
+        run.wait(lambda: len(run.status().get("predictions") or []) >= 3, 60, "predictions")
+        notes["http_status"] = json.loads(urllib.request.urlopen(
+            f"http://127.0.0.1:{run.http_port}/status.json", timeout=5).read())
+        run.kill()
+        notes["killed_in"].append(run.state()["state"])
+        run.start()
+        run.wait(lambda: run.status().get("state") == "SERVING" and run.status().get("predictions"), 60,
+                 "serving again after the restart")
+        notes["deployed_after_restart"] = run.state()["deployed"]
+        # Replay known classes and read the predictions made on them.
+        start_played = len(run.source.played)
+        for label in CLASSES * 2:
+            run.source.perform(label, delay_samples=200, repeats=8)
+        total = sum(200 + 8 * GESTURE_SAMPLES for _ in CLASSES * 2)
+        time.sleep(total / 200 + 2)
+        notes["played"] = run.source.played[start_played:]
+        notes["predictions"] = [json.loads(line) for line in (run.data / "predictions.jsonl").read_text().splitlines()]
+        notes["window_samples"] = 200
+        yield run, notes
+    finally:
+        run.close()
+
+
+@pytest.mark.slow
+def test_kills_hit_every_phase(scenario):
+    _, notes = scenario
+    assert notes["killed_in"] == ["COLLECTING", "SEARCHING", "SERVING"]
+
+
+@pytest.mark.slow
+def test_no_accepted_window_is_lost(scenario):
+    run, notes = scenario
+    final = run.windows_accepted()
+    assert final[:len(notes["before_kill_collecting"])] == notes["before_kill_collecting"]
+    assert len(final) == len(CLASSES) * 6
+
+
+@pytest.mark.slow
+def test_completed_trials_are_not_retrained(scenario):
+    _, notes = scenario
+    after = {number: (state, attempts) for number, state, attempts in notes["trials_after"]}
+    for number, state, attempts in notes["trials_before_kill"]:
+        if state == "complete":
+            assert after[number] == ("complete", 1)
+
+
+@pytest.mark.slow
+def test_only_a_verified_model_is_served(scenario):
+    run, notes = scenario
+    deployed = notes["deployed"]
+    assert deployed["accuracy"] >= 0.5 and Path(deployed["model"]).exists()
+    assert "/deployed/" in deployed["model"] and not deployed["model"].endswith(".tmp")
+    assert notes["deployed_after_restart"] == deployed
+
+
+@pytest.mark.slow
+def test_status_endpoint_schema(scenario):
+    _, notes = scenario
+    status = notes["http_status"]
+    assert {"state", "user", "error", "time", "deployed", "collection", "search", "predictions", "link",
+            "memory", "pid"} <= set(status)
+    assert status["state"] == "SERVING" and status["user"] == "alice"
+    assert isinstance(status["predictions"], list) and status["predictions"]
+    prediction = status["predictions"][-1]
+    assert set(prediction) == {"end_sample", "label", "confidence", "smoothed"}
+    assert prediction["label"] in CLASSES and 0 <= prediction["confidence"] <= 1
+
+
+@pytest.mark.slow
+def test_live_predictions_match_the_performed_classes(scenario):
+    _, notes = scenario
+    length = notes["window_samples"]
+    judged = []
+    for prediction in notes["predictions"]:
+        start, end = prediction["end_sample"] - length, prediction["end_sample"]
+        for label, first, count in notes["played"]:
+            if first <= start and end <= first + count:
+                judged.append(prediction["label"] == label)
+    assert len(judged) >= 12, "too few predictions fell inside performed gestures"
+    accuracy = float(np.mean(judged))
+    expected = notes["deployed"]["accuracy"]
+    print(f"live accuracy {accuracy:.3f} on {len(judged)} windows; held-out accuracy {expected:.3f}")
+    # Statistical tolerance: live windows are a new sample of the same classes.
+    assert accuracy >= expected - 0.25

@@ -1,0 +1,78 @@
+import json
+import shutil
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tinynas.service.status_server import StatusServer, StatusServerError
+
+STATUS = {"state": "SERVING", "user": "alice", "error": "", "time": 1.0e9, "deployed":
+          {"model": "/x/model.tflite", "user": "alice", "accuracy": 0.9}, "collection": {}, "search": {},
+          "predictions": [{"end_sample": 400, "label": "fist", "confidence": 0.93, "smoothed": "fist"}]}
+
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_serves_json_and_page_on_loopback():
+    server = StatusServer(lambda: STATUS, port=_free_port()).start()
+    try:
+        base = f"http://127.0.0.1:{server.address[1]}"
+        assert json.loads(urllib.request.urlopen(base + "/status.json", timeout=5).read()) == STATUS
+        page = urllib.request.urlopen(base + "/", timeout=5).read().decode()
+        assert "<title>tinynas</title>" in page and "status.json" in page
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(base + "/nope", timeout=5)
+        assert missing.value.code == 404
+    finally:
+        server.stop()
+
+
+def test_refuses_non_loopback_binding_without_a_token():
+    with pytest.raises(StatusServerError, match="requires http_token"):
+        StatusServer(lambda: STATUS, host="0.0.0.0", port=_free_port())
+
+
+def test_token_is_required_when_set():
+    server = StatusServer(lambda: STATUS, host="0.0.0.0", port=_free_port(), token="s3cret").start()
+    try:
+        base = f"http://127.0.0.1:{server.address[1]}/status.json"
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(base, timeout=5)
+        assert refused.value.code == 401
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(base + "?token=wrong", timeout=5)
+        assert json.loads(urllib.request.urlopen(base + "?token=s3cret", timeout=5).read())["user"] == "alice"
+        authorised = urllib.request.Request(base, headers={"Authorization": "Bearer s3cret"})
+        assert urllib.request.urlopen(authorised, timeout=5).status == 200
+    finally:
+        server.stop()
+
+
+def test_page_renders_in_a_headless_browser(tmp_path):
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        pytest.skip("no Chromium on this machine (apt-get install chromium)")
+    server = StatusServer(lambda: STATUS, port=_free_port()).start()
+    try:
+        shot = tmp_path / "status.png"
+        subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                        f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=3000",
+                        f"--screenshot={shot}", "--window-size=900,700",
+                        f"http://127.0.0.1:{server.address[1]}/"], check=True, capture_output=True, timeout=60)
+        dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                              "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                              "--disable-sync", f"--user-data-dir={tmp_path / 'profile2'}",
+                              "--virtual-time-budget=3000", "--dump-dom", f"http://127.0.0.1:{server.address[1]}/"],
+                             check=True, capture_output=True, text=True, timeout=60).stdout
+        assert shot.stat().st_size > 5000
+        assert ">SERVING<" in dom and "fist" in dom  # the script filled the page from status.json
+    finally:
+        server.stop()

@@ -1,0 +1,1 @@
+"""The headless device service: onboarding -> search -> deploy -> live inference, surviving reboots."""

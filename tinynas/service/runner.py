@@ -1,0 +1,350 @@
+"""The service's state machine: IDLE -> COLLECTING -> SEARCHING -> DEPLOYING -> SERVING.
+
+Every phase resumes after a power cut from `state.json` and its own crash-safe files: the
+session (accepted windows), the study journal (finished trials), and the deployed folder (a
+model is listed as deployed only after it was verified on held-out windows). While a new user is
+onboarded, the previously deployed model keeps serving.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from firmware_bridge.guide import GuidedCollection, Prompter, load_plan
+from firmware_bridge.link import Link
+from firmware_bridge.protocol import Samples
+from firmware_bridge.recorder import Recorder
+from firmware_bridge.ring import SampleRing
+from tinynas.atomic import atomic_write_text
+from tinynas.service.config import ServiceConfig
+from tinynas.service.inference import LiveClassifier, PredictionLog
+from tinynas.service.state import ServiceState, load_state, save_state
+from tinynas.service.status_server import StatusServer
+from tinynas.worker import memory_bytes
+
+log = logging.getLogger(__name__)
+
+
+class ServiceError(RuntimeError):
+    """A service that cannot run (no device, bad config)."""
+
+
+def _stamp() -> str:
+    return time.strftime("%Y%m%d-%H%M%S")
+
+
+class ServicePaths:
+    """Where a service keeps its files under `data_dir`."""
+
+    def __init__(self, data_dir: str | Path) -> None:
+        self.root = Path(data_dir)
+        self.state = self.root / "state.json"
+        self.status = self.root / "status.json"
+        self.requests = self.root / "requests"
+        self.pid = self.root / "service.pid"
+        self.predictions = self.root / "predictions.jsonl"
+
+    def profile(self, user: str) -> Path:
+        """The folder of one user's (or machine's) sessions, studies and models."""
+        return self.root / "profiles" / user
+
+
+def request(data_dir: str | Path, kind: str, **fields) -> Path:
+    """Leave a request (onboard, stop) for a running service; it picks it up within a second."""
+    folder = ServicePaths(data_dir).requests
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{time.time_ns()}-{kind}.json"
+    atomic_write_text(path, json.dumps({"kind": kind, **fields}))
+    return path
+
+
+class _StatusPrompter(Prompter):
+    def __init__(self, service: "Service") -> None:
+        self.service = service
+
+    def say(self, text: str) -> None:
+        log.info("collect: %s", text)
+        self.service.collection["last_line"] = text
+
+    def wants_redo(self, seconds: float) -> bool:
+        time.sleep(seconds)
+        return False
+
+
+class Service:
+    """Runs until stopped (SIGTERM, Ctrl-C or a stop request)."""
+
+    def __init__(self, config: ServiceConfig, on_prompt=None) -> None:
+        self.config = config
+        self.paths = ServicePaths(config.data_dir)
+        self.paths.root.mkdir(parents=True, exist_ok=True)
+        self.state = load_state(self.paths.state)
+        self.on_prompt = on_prompt
+        self.collection: dict = {}
+        self.prompt_number = 0
+        self.recorder: Recorder | None = None
+        self.classifier: LiveClassifier | None = None
+        self.predictions = PredictionLog(self.paths.predictions)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+
+    # ---- status -------------------------------------------------------------------------
+    def status(self) -> dict:
+        """Everything the status page shows, JSON-ready."""
+        state = self.state
+        status = {"state": state.state, "user": state.user, "error": state.error, "time": time.time(),
+                  "deployed": state.deployed, "collection": dict(self.collection),
+                  "search": self._search_status(), "predictions": list(self.predictions.last),
+                  "link": self.link.counters.to_dict() if getattr(self, "link", None) else {},
+                  "memory": memory_bytes(), "pid": os.getpid()}
+        return status
+
+    def _search_status(self) -> dict:
+        if self.state.state != "SEARCHING" or not self.state.study:
+            return {}
+        study = Path(self.state.study)
+        result: dict = {"trials": 0}
+        journal = study / "journal.sqlite"
+        if journal.exists():
+            import sqlite3
+
+            try:
+                with sqlite3.connect(f"file:{journal}?mode=ro", uri=True, timeout=1) as db:
+                    result["trials"] = db.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+                    row = db.execute("SELECT value FROM meta WHERE key = 'search_seconds'").fetchone()
+                    spent = json.loads(row[0]) if row else 0.0
+                    from tinynas.study import parse_duration
+
+                    result["seconds_left"] = max(0.0, parse_duration(self.config.budget) - spent)
+            except sqlite3.Error:
+                pass
+        best = study / "best.json"
+        if best.exists():
+            try:
+                result["best"] = json.loads(best.read_text())["name"]
+            except (OSError, ValueError, KeyError):
+                pass
+        return result
+
+    def _write_status(self) -> None:
+        while not self._stop.wait(0.5):
+            try:
+                atomic_write_text(self.paths.status, json.dumps(self.status()) + "\n")
+            except OSError as exc:
+                log.warning("cannot write status: %s", exc)
+
+    # ---- threads ------------------------------------------------------------------------
+    def _read_stream(self) -> None:
+        while not self._stop.is_set():
+            message = self.link.get(timeout=0.1)
+            if message is None:
+                continue
+            if isinstance(message, Samples):
+                self.ring.add(message)
+            recorder = self.recorder
+            if recorder is not None:
+                recorder.handle(message)
+
+    def _serve(self) -> None:
+        """Live inference with whatever verified model is deployed (swapped when a new one is)."""
+        loaded = None
+        while not self._stop.wait(max(0.02, self.config.hop_seconds / 2)):
+            deployed = self.state.deployed
+            if deployed.get("model") != loaded:
+                loaded = deployed.get("model")
+                self.classifier = None
+                if loaded:
+                    card = json.loads(Path(deployed["card"]).read_text())
+                    self.classifier = LiveClassifier(loaded, card, self.ring,
+                                                     int(round(self.config.hop_seconds * self.hello.sample_rate_hz)),
+                                                     self.config.smoothing)
+                    log.info("serving %s (int8 accuracy %.3f)", loaded, deployed.get("accuracy", float("nan")))
+            if self.classifier is not None:
+                self.predictions.write(self.classifier.step())
+
+    def _watch_requests(self) -> None:
+        while not self._stop.wait(0.2):
+            for path in sorted(self.paths.requests.glob("*-stop.json")) if self.paths.requests.exists() else []:
+                path.unlink(missing_ok=True)
+                log.info("stop requested")
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    # ---- the state machine --------------------------------------------------------------
+    def _save(self, **changes) -> None:
+        with self._lock:
+            for key, value in changes.items():
+                setattr(self.state, key, value)
+            save_state(self.paths.state, self.state)
+        log.info("state %s%s", self.state.state, f" ({self.state.user})" if self.state.user else "")
+
+    def _take_onboarding(self) -> bool:
+        if not self.paths.requests.exists():
+            return False
+        for path in sorted(self.paths.requests.glob("*-onboard.json")):
+            try:
+                wanted = json.loads(path.read_text())
+            except (OSError, ValueError):
+                path.unlink(missing_ok=True)
+                continue
+            user = str(wanted.get("user") or "").strip()
+            plan = wanted.get("plan") or self.config.plan
+            path.unlink(missing_ok=True)
+            if not user or "/" in user:
+                log.warning("ignoring onboarding without a valid user name: %r", user)
+                continue
+            session = self.paths.profile(user) / "sessions" / _stamp()
+            self._save(state="COLLECTING", user=user, plan=plan, session=str(session), study="", error="")
+            return True
+        return False
+
+    def run(self) -> None:
+        """Open the device, start the side threads, and step the state machine until stopped."""
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        self.paths.pid.write_text(str(os.getpid()))
+        try:
+            self.link = Link(self.config.port, baudrate=self.config.baudrate).open()
+        except Exception as exc:
+            raise ServiceError(str(exc)) from None
+        try:
+            self.hello = self.link.wait_hello(30)
+            self.ring = SampleRing(self.hello.channels, int(30 * self.hello.sample_rate_hz))
+            server = StatusServer(self.status, self.config.http_host, self.config.http_port,
+                                  self.config.http_token).start()
+            threads = [threading.Thread(target=target, name=target.__name__, daemon=True)
+                       for target in (self._read_stream, self._serve, self._write_status, self._watch_requests)]
+            for thread in threads:
+                thread.start()
+            log.info("service up: device %s, %d channels at %g Hz; status on http://%s:%d/",
+                     self.hello.device_id, self.hello.channels, self.hello.sample_rate_hz, *server.address[:2])
+            try:
+                self._loop()
+            finally:
+                self._stop.set()
+                server.stop()
+                for thread in threads:
+                    thread.join(timeout=5)
+        except KeyboardInterrupt:
+            log.info("stopping: state %s kept for the next start", self.state.state)
+        finally:
+            self._stop.set()
+            self.link.close()
+            self.predictions.close()
+            if self.recorder is not None:
+                self.recorder.close()
+            self.paths.pid.unlink(missing_ok=True)
+            signal.signal(signal.SIGTERM, previous)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            phase = self.state.state
+            if phase in ("IDLE", "SERVING"):
+                if not self._take_onboarding():
+                    time.sleep(0.2)
+            elif phase == "COLLECTING":
+                self._collect()
+            elif phase == "SEARCHING":
+                self._search()
+            elif phase == "DEPLOYING":
+                self._deploy()
+            else:
+                raise ServiceError(f"unknown state {phase!r} in {self.paths.state}")
+
+    def _collect(self) -> None:
+        plan = load_plan(self.state.plan)
+        self.collection = {"total": len(plan.prompts()), "accepted": 0, "plan": plan.name}
+
+        def announced(label: str, attempt: int) -> None:
+            self.prompt_number += 1
+            self.collection.update(prompt=label, number=self.prompt_number, attempt=attempt, go=None)
+
+        def go(label: str, sample: int) -> None:
+            self.collection["go"] = sample
+            if self.on_prompt is not None:
+                self.on_prompt(label, sample)
+
+        recorder = Recorder(self.state.session, self.hello, user=self.state.user, labels=plan.classes,
+                            plan=plan.to_dict())
+        self.recorder = recorder
+        try:
+            guide = GuidedCollection(recorder, plan, _StatusPrompter(self), on_prompt=go, on_announce=announced)
+            done = guide.done_counts()
+            self.collection["accepted"] = sum(done.values())
+            guide.run()
+        finally:
+            self.recorder = None
+            recorder.close()
+        self.collection = {"total": len(plan.prompts()), "accepted": len(plan.prompts()), "plan": plan.name}
+        study = self.paths.profile(self.state.user) / "studies" / Path(self.state.session).name
+        self._save(state="SEARCHING", study=str(study))
+
+    def _search(self) -> None:
+        from tinynas.data.session import load_session
+        from tinynas.journal import Journal
+        from tinynas.progress import Progress
+        from tinynas.study import Study, parse_duration
+        from tinynas.targets import get_target
+        from tinynas.train import Fidelity
+
+        study = Path(self.state.study)
+        journal_path = study / "journal.sqlite"
+        finished = False
+        if journal_path.exists():
+            with Journal(journal_path) as journal:
+                finished = bool(journal.get_meta("finished")) and (study / "card.json").exists()
+        if not finished:
+            windows = load_session(self.state.session)
+            Study(study, windows, get_target(self.config.target), strategy=self.config.strategy,
+                  budget_seconds=parse_duration(self.config.budget), seed=0,
+                  fidelity=Fidelity(self.config.epochs, self.config.batch_size, self.config.learning_rate),
+                  final_fidelity=Fidelity(self.config.final_epochs, self.config.batch_size, 0.01),
+                  workers=self.config.workers,
+                  resume=journal_path.exists(), data_spec=f"session:{self.state.session}",
+                  progress=Progress(interactive=False)).run()
+        self._save(state="DEPLOYING")
+
+    def _deploy(self) -> None:
+        from tinynas.data.session import load_session
+        from tinynas.data.splits import make_split
+        from tinynas.litert import Int8Model
+
+        study = Path(self.state.study)
+        card = json.loads((study / "card.json").read_text())
+        windows = load_session(self.state.session)
+        test = make_split(windows, "auto", seed=0).test
+        model = Int8Model((study / "model.tflite").read_bytes())
+        accuracy = float(np.mean(model.logits(windows.x[test]).argmax(axis=1) == windows.y[test]))
+        if accuracy < self.config.min_accuracy:
+            error = (f"new model for {self.state.user} reached {accuracy:.1%} on held-out windows, below "
+                     f"{self.config.min_accuracy:.0%}: not deployed")
+            log.warning("%s", error)
+            self._save(state="SERVING" if self.state.deployed else "IDLE", error=error)
+            return
+        target = self.paths.profile(self.state.user) / "deployed" / study.name
+        staging = target.with_name(target.name + ".tmp")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        for name in ("model.tflite", "model.c", "model.h", "card.json", "report.md"):
+            if (study / name).exists():
+                shutil.copy2(study / name, staging / name)
+        for file in staging.iterdir():
+            with open(file, "rb") as handle:
+                os.fsync(handle.fileno())
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(staging, target)
+        deployed = {"user": self.state.user, "model": str(target / "model.tflite"), "card": str(target / "card.json"),
+                    "accuracy": accuracy, "card_int8_test_accuracy": card.get("int8_test_accuracy"),
+                    "classes": card.get("classes"), "study": str(study)}
+        self._save(state="SERVING", deployed=deployed, error="")
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
