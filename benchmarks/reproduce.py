@@ -58,7 +58,8 @@ def run(name: str, title: str, args: argparse.Namespace) -> int:
         for target_name in args.targets.split(","):
             target = get_target(target_name)
             started = time.monotonic()
-            row = {"target": target.name, "ram_bytes": target.ram_bytes, "flash_bytes": target.flash_bytes}
+            row = {"target": target.name, "target_ram_bytes": target.ram_bytes,
+                   "target_flash_bytes": target.flash_bytes}
             try:
                 result = Study(base / target_name, windows, target, strategy=args.strategy,
                                budget_seconds=parse_duration(args.budget), seed=args.seed,
@@ -97,7 +98,7 @@ def run(name: str, title: str, args: argparse.Namespace) -> int:
              "| target (RAM / flash) | winner | int8 test acc | float test acc | RAM est. 32-bit | arena 64-bit est. / measured | flash | MACs | search s | candidates (trained / infeasible / failed) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        budget = f"{r['target']} ({kib(r['ram_bytes'])} / {kib(r['flash_bytes'])})"
+        budget = f"{r['target']} ({kib(r['target_ram_bytes'])} / {kib(r['target_flash_bytes'])})"
         if r["status"] != "ok":
             lines.append(f"| {budget} | {r['status']} | | | | | | | | {r['note']} |")
             continue
