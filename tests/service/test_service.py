@@ -251,10 +251,16 @@ def test_status_endpoint_schema(scenario):
 def test_live_predictions_match_the_performed_classes(scenario):
     _, notes = scenario
     length = notes["window_samples"]
+    performances = []  # back-to-back repetitions of one gesture make one performance
+    for label, first, count in notes["played"]:
+        if performances and performances[-1][0] == label and performances[-1][1] + performances[-1][2] == first:
+            performances[-1] = (label, performances[-1][1], performances[-1][2] + count)
+        else:
+            performances.append((label, first, count))
     judged = []
     for prediction in notes["predictions"]:
         start, end = prediction["end_sample"] - length, prediction["end_sample"]
-        for label, first, count in notes["played"]:
+        for label, first, count in performances:
             if first <= start and end <= first + count:
                 judged.append(prediction["label"] == label)
     assert len(judged) >= 12, "too few predictions fell inside performed gestures"
