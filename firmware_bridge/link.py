@@ -114,8 +114,9 @@ class Link:
     def _read_loop(self) -> None:
         while not self._closing.is_set():
             try:
-                data = self._port.read(max(1, self._port.in_waiting or 1))
-                if self._port.in_waiting:
+                # Block for the first byte (up to read_timeout), then take whatever else has arrived.
+                data = self._port.read(1)
+                if data and self._port.in_waiting:
                     data += self._port.read(self._port.in_waiting)
             except (serial.SerialException, OSError) as exc:
                 self._lost(exc)

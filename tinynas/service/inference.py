@@ -6,6 +6,7 @@ Nothing here imports TensorFlow: the serving path stays small.
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter, deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -13,6 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from tinynas.litert import Int8Model
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -67,13 +70,18 @@ class PredictionLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(path, "a", encoding="utf-8")
         self.last: deque[dict] = deque(maxlen=20)
+        self._shown = None
 
     def write(self, predictions: list[Prediction]) -> None:
-        """Log some predictions."""
+        """Log some predictions (the service log gets a line when the smoothed label changes)."""
         for prediction in predictions:
             record = prediction.to_dict()
             self._file.write(json.dumps(record) + "\n")
             self.last.append(record)
+            if prediction.smoothed != self._shown:
+                self._shown = prediction.smoothed
+                log.info("prediction: %s (%.0f%%) at sample %d", prediction.smoothed, 100 * prediction.confidence,
+                         prediction.end_sample)
         if predictions:
             self._file.flush()
 
