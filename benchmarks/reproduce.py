@@ -43,7 +43,7 @@ def arguments(description: str, default_data: str, targets: tuple[str, ...]) -> 
 
 
 def run(name: str, title: str, args: argparse.Namespace) -> int:
-    """Search every target, write the table, print it."""
+    """Search every target, write the table, print it (results/<name>.md, or <name>-<split>.md off-protocol)."""
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     source, _, rest = args.data.partition(":")
     path = rest.partition("?")[0]
@@ -52,6 +52,9 @@ def run(name: str, title: str, args: argparse.Namespace) -> int:
         return 0
     windows = load_windows(args.data)
     command = "python " + " ".join(shlex.quote(a) for a in [f"benchmarks/reproduce_{name}.py", *sys.argv[1:]])
+    script = name
+    if args.split != "paper":
+        name = f"{name}-{args.split}"
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         base = Path(args.out) if args.out else Path(scratch)
@@ -84,7 +87,7 @@ def run(name: str, title: str, args: argparse.Namespace) -> int:
                        split=card["split"])
             rows.append(row)
     split = next((r["split"] for r in rows if "split" in r), {})
-    lines = [f"# {title}", "",
+    lines = [f"# {title}" + (f" ({args.split} split)" if name != script else ""), "",
              f"Command: `{command}`",
              f"Data: `{args.data}`: {len(windows)} windows of {windows.window_length}x{windows.channels}, "
              f"{windows.classes} classes. Provenance: {json.dumps({k: v for k, v in windows.provenance.items() if k != 'per_file'})}.",

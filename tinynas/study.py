@@ -212,8 +212,9 @@ class Study:
                     strategy.tell(trial)
                     journal.set_meta("search_seconds", elapsed())
                     new_best = self._best(strategy, list(known.values()))
-                    self._announce(trial, new_best is not best and new_best is trial)
-                    if new_best is not None and new_best is not best:
+                    improved = new_best is not None and (best is None or new_best.number != best.number)
+                    self._announce(trial, improved and new_best.number == trial.number)
+                    if improved:
                         best = new_best
                         self._write_best(best, strategy)
                 self._show_progress(len(known), best, deadline, elapsed)
