@@ -41,29 +41,48 @@ def test_only_feasible_proposals_reach_training(name, space):
 
 def test_no_finished_proposal_is_proposed_again(name, space):
     study = ScriptedStudy(_score, _feasible).drive(_make(name, space))
-    assert len(study.proposals) == len(set(study.proposals))
+    # A proposal is an architecture at a fidelity: multi-fidelity strategies revisit at more epochs.
+    assert len(study.proposed) == len(set(study.proposed))
 
 
 def test_replay_rebuilds_the_state(name, space):
     full = ScriptedStudy(_score, _feasible).drive(_make(name, space, seed=5))
     cut = max(1, len(full.trials) // 2)
     # Replay the first half of the journal into a fresh strategy, then let it continue live.
-    journal = {(t.architecture.k, t.architecture.c): t for t in full.trials[:cut]}
     replayed = _make(name, space, seed=5)
     resumed = ScriptedStudy(_score, _feasible)
     original = resumed.trial
+    journal = {(t.architecture.k, t.architecture.c, t.fidelity.epochs): t for t in full.trials[:cut]}
     resumed.trial = lambda proposal, number: journal.get(
-        (proposal.architecture.k, proposal.architecture.c)) or original(proposal, number)
+        (proposal.architecture.k, proposal.architecture.c, proposal.fidelity.epochs)) or original(proposal, number)
     resumed.drive(replayed)
-    assert resumed.proposals == full.proposals
+    assert resumed.proposed == full.proposed
 
 
 def test_finishes_within_a_bounded_number_of_proposals(name, space):
     study = ScriptedStudy(_score, _feasible).drive(_make(name, space), limit=5000)
-    assert len(study.proposals) <= (space.max_k + 1) * (space.max_c + 1)
+    assert len(study.proposals) <= 3 * (space.max_k + 1) * (space.max_c + 1)
 
 
 def test_seeded_strategies_are_deterministic(name, space):
     first = ScriptedStudy(_score, _feasible).drive(_make(name, space, seed=9))
     again = ScriptedStudy(_score, _feasible).drive(_make(name, space, seed=9))
     assert first.proposals == again.proposals
+
+
+def test_fast_strategy_starts_on_the_frontier_and_halves(space):
+    study = ScriptedStudy(_score, _feasible).drive(_make("fast", space))
+    first_rung = [(k, c) for k, c, epochs in study.proposed if epochs == min(e for _, _, e in study.proposed)]
+    for k, c in first_rung:
+        assert _feasible(k, c)
+    widest = {c: max(k for k in range(1, space.max_k + 1) if _feasible(k, c)) for c in range(space.max_c + 1)
+              if _feasible(1, c)}
+    assert {(k, c) for c, k in widest.items()} <= set(first_rung)
+    rungs = sorted({epochs for _, _, epochs in study.proposed})
+    assert rungs == [12, 34, 100]
+    counts = [sum(1 for *_, e in study.proposed if e == rung) for rung in rungs]
+    assert counts[0] > counts[1] > counts[2] >= 1
+    # The winner by objective is a full-fidelity trial.
+    strategy = _make("fast", space)
+    best = min(study.trials, key=strategy.objective)
+    assert best.fidelity.epochs == 100

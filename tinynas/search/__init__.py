@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from tinynas.search.base import Proposal, SearchSpace, Strategy
+from tinynas.search.fast import FastStrategy
 from tinynas.search.greedy import GreedyStrategy
 from tinynas.search.paper import PaperStrategy
 from tinynas.search.random_search import RandomStrategy
 
 STRATEGIES: dict[str, type[Strategy]] = {
-    cls.name: cls for cls in (PaperStrategy, GreedyStrategy, RandomStrategy)
+    cls.name: cls for cls in (PaperStrategy, GreedyStrategy, RandomStrategy, FastStrategy)
 }
 
 
 def make_strategy(name: str, space: SearchSpace, **kwargs) -> Strategy:
-    """Instantiate a strategy by name ('paper', 'greedy', 'random')."""
+    """Instantiate a strategy by name ('paper', 'greedy', 'random', 'fast')."""
     try:
         cls = STRATEGIES[name]
     except KeyError:
