@@ -13,7 +13,6 @@ import ctypes
 import gc
 import math
 import multiprocessing
-import os
 import signal
 import time
 from dataclasses import dataclass, field

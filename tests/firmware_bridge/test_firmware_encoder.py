@@ -38,7 +38,7 @@ def encoder_binary(vectors, tmp_path_factory):
     calls = "".join(
         f"  emit({v['type']}, {v['sequence']}, p{i}, {len(bytes.fromhex(v['payload']))});\n"
         for i, v in enumerate(vectors))
-    hello, samples = vectors[0], vectors[1]
+    samples = vectors[1]
     samples_payload = bytes.fromhex(samples["payload"])
     data = ", ".join(f"0x{b:02x}" for b in samples_payload[12:])
     (folder / "main.c").write_text(f"""

@@ -1,7 +1,6 @@
 """Guided collection with a simulated user over a real pseudo-terminal."""
 
 import json
-import time
 
 import numpy as np
 import pytest

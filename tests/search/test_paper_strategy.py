@@ -26,7 +26,8 @@ def method_pseudocode(score, feasible, max_c):
                 local, c_local = value, c      # ties go to the larger c
             c += 1
         if local < best:
-            best, k = local, trial_k           # strict improvement moves k
+            best, k, c_best = local, trial_k, c_local  # strict improvement moves k
+            assert c_best is not None
         else:
             refining = True
         if refining:

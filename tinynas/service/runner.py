@@ -27,7 +27,7 @@ from firmware_bridge.ring import SampleRing
 from tinynas.atomic import atomic_write_text
 from tinynas.service.config import ServiceConfig
 from tinynas.service.inference import LiveClassifier, PredictionLog
-from tinynas.service.state import ServiceState, load_state, save_state
+from tinynas.service.state import load_state, save_state
 from tinynas.service.status_server import StatusServer
 from tinynas.worker import memory_bytes
 
