@@ -140,7 +140,7 @@ class Study:
             if not data_path.exists() or Windows.load(data_path).digest() != self.windows.digest():
                 self.windows.save(data_path)
             self._search(strategy, journal, data_path)
-            return self._finish(journal, data_path)
+            return self._finish(strategy, journal, data_path)
         finally:
             journal.close()
 
@@ -287,13 +287,11 @@ class Study:
                              f"candidate {count} | {best_text} | {left / 60:.1f} min left")
 
     # ---- final stage --------------------------------------------------------------------
-    def _finish(self, journal: Journal, data_path: Path) -> StudyResult:
+    def _finish(self, strategy, journal: Journal, data_path: Path) -> StudyResult:
         from tinynas.export import write_export
         from tinynas.measure import measure_arena, run_int8, tflite_micro_available
         from tinynas.report import write_report
 
-        strategy = make_strategy(self.strategy_name, self.space, seed=self.seed, fidelity=self.fidelity,
-                                 is_feasible=lambda arch: True)
         trials = journal.trials()
         winner = self._best(strategy, trials)
         if winner is None:
