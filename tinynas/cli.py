@@ -393,7 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--data", required=True, help="data spec, e.g. synthetic:vibration or synthetic:emg")
     _add_target_flags(search)
     search.add_argument("--budget", default="30m", help="wall-time budget of the search, e.g. 90s, 30m, 2h")
-    search.add_argument("--strategy", default="paper", choices=["paper", "greedy", "random", "fast"],
+    search.add_argument("--strategy", default="paper", choices=["paper", "greedy", "random", "fast", "tpe"],
                         help="paper (the method), greedy, random, or fast (frontier + successive halving)")
     search.add_argument("--out", required=True, help="output folder (journal, best.json, model, report)")
     search.add_argument("--resume", action="store_true", help="continue the search journaled in --out")

@@ -10,8 +10,8 @@ starter that is still improving keeps training.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 MAX_DECAY = 0.95
 """Most optimistic per-epoch ratio between successive improvements (0.95: gains fade over ~20 epochs)."""
@@ -50,8 +50,12 @@ class CurveStop:
         return best - gain > self.incumbent * (1 + self.slack)
 
 
-def keras_callback(rule: CurveStop, total_epochs: int):
-    """A Keras callback applying `rule` after every epoch (sets `model.stop_training`)."""
+def keras_callback(rule: CurveStop, total_epochs: int, incumbent: Callable[[], float | None] | None = None):
+    """A Keras callback applying `rule` after every epoch (sets `model.stop_training`).
+
+    `incumbent`, if given, is asked after every epoch for a better score to beat than the rule's
+    (candidates training in parallel finish while this one trains).
+    """
     from tinynas.quiet import import_tensorflow
 
     tf = import_tensorflow()
@@ -64,7 +68,11 @@ def keras_callback(rule: CurveStop, total_epochs: int):
 
         def on_epoch_end(self, epoch, logs=None):
             self.val_losses.append(float((logs or {}).get("val_loss", math.nan)))
-            if rule.should_stop(self.val_losses, total_epochs):
+            current = rule
+            latest = incumbent() if incumbent is not None else None
+            if latest is not None and latest < rule.incumbent:
+                current = replace(rule, incumbent=latest)
+            if current.should_stop(self.val_losses, total_epochs):
                 self.stopped_epoch = epoch + 1
                 self.model.stop_training = True
 

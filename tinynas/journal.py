@@ -16,7 +16,8 @@ CREATE TABLE IF NOT EXISTS trials (
     number INTEGER PRIMARY KEY, architecture TEXT NOT NULL, digest TEXT NOT NULL,
     fidelity TEXT NOT NULL, state TEXT NOT NULL, score REAL, val_loss TEXT NOT NULL,
     val_accuracy TEXT NOT NULL, costs TEXT NOT NULL, seconds REAL NOT NULL, error TEXT NOT NULL,
-    attempts INTEGER NOT NULL, violations TEXT NOT NULL, updated REAL NOT NULL
+    attempts INTEGER NOT NULL, violations TEXT NOT NULL, updated REAL NOT NULL,
+    details TEXT NOT NULL DEFAULT '{}'
 );
 """
 
@@ -36,6 +37,9 @@ class Journal:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(trials)")}
+            if "details" not in columns:  # journals written before trials had details
+                self._db.execute("ALTER TABLE trials ADD COLUMN details TEXT NOT NULL DEFAULT '{}'")
         except sqlite3.DatabaseError as exc:
             raise JournalError(f"cannot open journal {self.path}: {exc}") from None
         self._db.row_factory = sqlite3.Row

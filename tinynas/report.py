@@ -68,8 +68,10 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: dict, 
         f"{search['interrupted']} interrupted; {search['seconds']:.0f} s of a {search['budget_seconds']:.0f} s budget",
         f"- winner: trial {winner.number} {winner.architecture.name()} filters "
         f"{list(winner.architecture.filters)}, search val loss {winner.score:.4f}",
-        f"- final training: {card['final_training']['epochs']} epochs, lr {card['final_training']['learning_rate']}"
-        f" ({card['final_training']['seconds']:.0f} s)",
+        (f"- final training: {card['final_training']['epochs']} epochs, lr {card['final_training']['learning_rate']}"
+         f" ({card['final_training']['seconds']:.0f} s)" if card["final_training"].get("retrained", True) else
+         f"- final training: none, the winner was searched with the final recipe; exported as trained "
+         f"({card['final_training']['seconds']:.0f} s)"),
         f"- test accuracy: float {card['float_test_accuracy']:.3f}, **int8 {card['int8_test_accuracy']:.3f}** "
         f"(LiteRT, {card['split']['test']} held-out windows)",
         f"- cost: {card['cost_estimate']['macs']:,} MACs, flash {kib(card['flash_bytes'])} (.tflite), "
@@ -86,6 +88,11 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: dict, 
         loss = f"{t.score:.4f}" if t.score is not None else ""
         accuracy = f"{t.best_val_accuracy:.3f}" if t.best_val_accuracy is not None else ""
         note = "; ".join(t.violations) or t.error
+        if not note and t.details.get("stopped"):
+            note = {"patience": "stopped: no progress", "curve": "stopped: cannot beat the best"}.get(
+                t.details["stopped"], t.details["stopped"])
+        if t.fidelity.subset < 1:
+            note = f"{t.fidelity.subset:.0%} subset" + (f"; {note}" if note else "")
         if t.number == winner.number:
             note = "winner"
         lines.append(f"| {t.number} | {t.architecture.name()} | {t.state.value} | {loss} | {accuracy} | "

@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 FINAL_FIDELITY = Fidelity(epochs=100, batch_size=16, learning_rate=0.01)
 """The method's final training of the winner: 100 epochs, lr 0.01, batch 16, best-val weights."""
+INCUMBENTS = "incumbents.json"
+"""Best score per fidelity so far, for the workers' curve-stop rule."""
 MAX_ATTEMPTS = 2
 """A trial interrupted by a crash or power cut is retried once, then recorded as failed."""
 
@@ -81,7 +83,8 @@ class Study:
                  final_fidelity: Fidelity = FINAL_FIDELITY, workers: int = 1, threads_per_worker: int = 1,
                  resume: bool = False, data_spec: str = "", progress: Progress | None = None,
                  fault_for: Callable[[Architecture], str | None] | None = None,
-                 max_jobs_per_worker: int | None = None, split: str = "auto") -> None:
+                 max_jobs_per_worker: int | None = None, split: str = "auto",
+                 track_test: bool = False) -> None:
         self.out_dir = Path(out_dir)
         self.windows = windows
         self.target = target
@@ -97,6 +100,9 @@ class Study:
         self.progress = progress or Progress(interactive=False)
         self.fault_for = fault_for
         self.max_jobs_per_worker = max_jobs_per_worker
+        # Benchmarks only: measure every trained candidate on the test split (anytime curves).
+        # The result is stored in the trial's details; no strategy or objective reads it.
+        self.track_test = track_test
         self.space = SearchSpace(windows.window_length, windows.channels, windows.classes)
         self.split: Split = make_split(windows, split, seed=seed)
 
@@ -125,7 +131,8 @@ class Study:
         """Search until the strategy finishes or the budget runs out, then export the winner."""
         check_space_fits(self.target, self.windows.window_length, self.windows.channels, self.windows.classes)
         strategy = make_strategy(self.strategy_name, self.space, seed=self.seed, fidelity=self.fidelity,
-                                 is_feasible=lambda arch: estimate(arch).fits(self.target))
+                                 is_feasible=lambda arch: estimate(arch).fits(self.target),
+                                 final_fidelity=self.final_fidelity)
         journal = self._open_journal()
         try:
             settings = self._settings(strategy)
@@ -139,12 +146,15 @@ class Study:
             data_path = self.out_dir / "windows.npz"
             if not data_path.exists() or Windows.load(data_path).digest() != self.windows.digest():
                 self.windows.save(data_path)
-            self._search(strategy, journal, data_path)
-            return self._finish(strategy, journal, data_path)
+            # One pool for the search and the final stage: its workers have TensorFlow imported already.
+            with WorkerPool(self.workers, self.threads_per_worker,
+                            **({"max_jobs": self.max_jobs_per_worker} if self.max_jobs_per_worker else {})) as pool:
+                self._search(strategy, journal, data_path, pool)
+                return self._finish(strategy, journal, data_path, pool)
         finally:
             journal.close()
 
-    def _search(self, strategy, journal: Journal, data_path: Path) -> None:
+    def _search(self, strategy, journal: Journal, data_path: Path, pool: WorkerPool) -> None:
         elapsed_before = float(journal.get_meta("search_seconds") or 0.0)
         started = time.monotonic()
         deadline = started + max(0.0, self.budget_seconds - elapsed_before)
@@ -152,8 +162,6 @@ class Study:
         numbers = iter(range(max((t.number for t in known.values()), default=0) + 1, 1 << 62))
         running: dict[int, Trial] = {}
         best: Trial | None = self._best(strategy, journal.trials())
-        pool = WorkerPool(self.workers, self.threads_per_worker,
-                          **({"max_jobs": self.max_jobs_per_worker} if self.max_jobs_per_worker else {}))
 
         def elapsed() -> float:
             return elapsed_before + time.monotonic() - started
@@ -166,7 +174,7 @@ class Study:
             trial = trial.evolve(state=TrialState.RUNNING, attempts=trial.attempts + 1)
             record(trial)
             running[trial.number] = trial
-            pool.submit(self._job(trial, "train", data_path))
+            pool.submit(self._job(trial, "train", data_path, incumbent=self._incumbent(trial, known)))
 
         if self.resume and known:
             self.progress.event(f"resuming: {len(known)} trials in the journal, "
@@ -207,10 +215,12 @@ class Study:
                         break
                     raise StudyError(f"strategy {strategy.name} is waiting but no candidate is running")
                 for result in pool.wait(timeout=min(1.0, max(0.0, deadline - time.monotonic()))):
-                    trial = self._complete(running.pop(result.job_id), result)
+                    trial = self._complete(running.pop(result.job_id), result, elapsed())
                     record(trial)
                     strategy.tell(trial)
                     journal.set_meta("search_seconds", elapsed())
+                    if trial.fidelity.curve_stop and trial.state is TrialState.COMPLETE:
+                        self._write_incumbents(known)
                     new_best = self._best(strategy, list(known.values()))
                     improved = new_best is not None and (best is None or new_best.number != best.number)
                     self._announce(trial, improved and new_best.number == trial.number)
@@ -223,7 +233,8 @@ class Study:
                 record(trial.evolve(state=TrialState.INTERRUPTED, error="stopped while training"))
             journal.set_meta("search_seconds", elapsed())
             journal.set_meta("peak_worker_memory", pool.peak_memory)
-            pool.close()
+            if running:
+                pool.close()  # stops the busy workers; the final stage starts fresh ones
             self.progress.close()
 
     # ---- helpers ------------------------------------------------------------------------
@@ -238,17 +249,61 @@ class Study:
         return Trial(number, proposal.architecture, proposal.fidelity, state, costs=cost.to_dict(),
                      violations=violations)
 
-    def _job(self, trial: Trial, kind: str, data_path: Path, fidelity: Fidelity | None = None) -> Job:
+    def _job(self, trial: Trial, kind: str, data_path: Path, fidelity: Fidelity | None = None,
+             incumbent: float | None = None) -> Job:
         fault = self.fault_for(trial.architecture) if self.fault_for and kind == "train" else None
+        with_test = kind in ("final", "export") or self.track_test
+        weights = self._weights_path(trial) if kind == "export" or (
+            kind == "train" and self._is_final_recipe(trial.fidelity)) else None
         return Job(trial.number, kind, trial.architecture.to_json(), asdict(fidelity or trial.fidelity),
                    self.seed, str(data_path), tuple(int(i) for i in self.split.train),
                    tuple(int(i) for i in self.split.val),
-                   tuple(int(i) for i in self.split.test) if kind == "final" else (), fault)
+                   tuple(int(i) for i in self.split.test) if with_test else (), fault,
+                   incumbent=incumbent, weights_path=str(weights) if weights else None,
+                   incumbents_path=str(self.out_dir / INCUMBENTS) if incumbent is not None or (
+                       kind == "train" and trial.fidelity.curve_stop) else None,
+                   fidelity_key=self._key(trial.architecture, trial.fidelity)[1])
+
+    def _is_final_recipe(self, fidelity: Fidelity) -> bool:
+        """Trained on all training windows with the final recipe: exportable without retraining."""
+        final = self.final_fidelity
+        return (fidelity.subset == 1 and fidelity.epochs == final.epochs and fidelity.batch_size == final.batch_size
+                and fidelity.learning_rate == final.learning_rate)
+
+    def _weights_path(self, trial: Trial) -> Path:
+        folder = self.out_dir / "weights"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / f"trial-{trial.number}.weights.h5"
+
+    def _write_incumbents(self, known: dict) -> None:
+        """Best score per fidelity, read by workers whose candidates must beat it (curve stop)."""
+        best: dict[str, float] = {}
+        for trial in known.values():
+            if trial.state is TrialState.COMPLETE and math.isfinite(trial.comparable_score):
+                key = self._key(trial.architecture, trial.fidelity)[1]
+                best[key] = min(best.get(key, math.inf), trial.comparable_score)
+        atomic_write_text(self.out_dir / INCUMBENTS, json.dumps(best, sort_keys=True) + "\n")
 
     @staticmethod
-    def _complete(trial: Trial, result: JobResult) -> Trial:
+    def _incumbent(trial: Trial, known: dict) -> float | None:
+        """Best score so far at the trial's fidelity (what the curve-stop rule must beat)."""
+        if not trial.fidelity.curve_stop:
+            return None
+        scores = [t.comparable_score for t in known.values()
+                  if t.state is TrialState.COMPLETE and t.fidelity == trial.fidelity]
+        best = min(scores, default=math.inf)
+        return best if math.isfinite(best) else None
+
+    @staticmethod
+    def _complete(trial: Trial, result: JobResult, finished_at: float) -> Trial:
+        details = {"timings": {key: round(value, 3) for key, value in result.timings.items()},
+                   "finished_at": round(finished_at, 3)}
+        if result.stopped:
+            details["stopped"] = result.stopped
+        if result.float_test_accuracy is not None:
+            details["float_test_accuracy"] = result.float_test_accuracy
         common = dict(val_loss=tuple(result.val_loss), val_accuracy=tuple(result.val_accuracy),
-                      seconds=round(result.seconds, 3))
+                      seconds=round(result.seconds, 3), details=details)
         if result.ok:
             return trial.evolve(state=TrialState.COMPLETE, score=min(result.val_loss), error="", **common)
         return trial.evolve(state=TrialState.FAILED, score=None, error=result.error, **common)
@@ -287,7 +342,7 @@ class Study:
                              f"candidate {count} | {best_text} | {left / 60:.1f} min left")
 
     # ---- final stage --------------------------------------------------------------------
-    def _finish(self, strategy, journal: Journal, data_path: Path) -> StudyResult:
+    def _finish(self, strategy, journal: Journal, data_path: Path, pool: WorkerPool) -> StudyResult:
         from tinynas.export import write_export
         from tinynas.measure import measure_arena, run_int8, tflite_micro_available
         from tinynas.report import write_report
@@ -299,7 +354,7 @@ class Study:
         self.progress.event(f"final training of {winner.architecture.name()} "
                             f"({self.final_fidelity.epochs} epochs, lr {self.final_fidelity.learning_rate})")
         started = time.monotonic()
-        result, fidelity = self._final_training(winner, data_path)
+        result, fidelity = self._final_training(winner, data_path, pool)
         test = self.split.test
         int8 = run_int8(result.tflite, self.windows.x[test])
         int8_accuracy = float(np.mean(int8.predictions == self.windows.y[test]))
@@ -329,7 +384,9 @@ class Study:
                        "failed": counts["failed"], "interrupted": counts["interrupted"],
                        "peak_worker_memory_bytes": journal.get_meta("peak_worker_memory") or {}},
             "final_training": {**asdict(fidelity), "seconds": round(time.monotonic() - started, 1),
-                               "best_val_loss": min(result.val_loss)},
+                               "best_val_loss": min(result.val_loss) if result.val_loss else winner.score,
+                               "retrained": bool(result.val_loss),
+                               "timings": {key: round(value, 3) for key, value in result.timings.items()}},
         }
         if tflite_micro_available():
             arena = measure_arena(result.tflite)
@@ -344,15 +401,28 @@ class Study:
                             f"flash {kib(len(result.tflite))}, RAM {kib(cost.peak_ram_bytes)}")
         return StudyResult(winner, card, self.out_dir, trials)
 
-    def _final_training(self, winner: Trial, data_path: Path) -> tuple[JobResult, Fidelity]:
-        """Retrain the winner with the final recipe; if that diverges, fall back to its search recipe."""
-        with WorkerPool(1, max(self.threads_per_worker, self.workers)) as pool:
-            for fidelity in (self.final_fidelity, winner.fidelity):
-                pool.submit(self._job(winner, "final", data_path, fidelity))
-                results: list[JobResult] = []
-                while not results:
-                    results = pool.wait(timeout=5.0)
-                if results[0].ok:
-                    return results[0], fidelity
-                self.progress.event(f"final training failed ({results[0].error}); retrying with the search recipe")
+    def _final_training(self, winner: Trial, data_path: Path, pool: WorkerPool) -> tuple[JobResult, Fidelity]:
+        """Retrain the winner with the final recipe; if that diverges, fall back to its search recipe.
+
+        A winner already trained with the final recipe (saved weights) is exported as it is.
+        """
+        if self._is_final_recipe(winner.fidelity) and self._weights_path(winner).exists():
+            pool.submit(self._job(winner, "export", data_path))
+            results = self._wait_one(pool)
+            if results[0].ok:
+                return results[0], winner.fidelity
+            self.progress.event(f"exporting the trained winner failed ({results[0].error}); retraining it")
+        for fidelity in (self.final_fidelity, winner.fidelity):
+            pool.submit(self._job(winner, "final", data_path, fidelity))
+            results = self._wait_one(pool)
+            if results[0].ok:
+                return results[0], fidelity
+            self.progress.event(f"final training failed ({results[0].error}); retrying with the search recipe")
         raise StudyError(f"final training of {winner.architecture.name()} failed: {results[0].error}")
+
+    @staticmethod
+    def _wait_one(pool: WorkerPool) -> list[JobResult]:
+        results: list[JobResult] = []
+        while not results:
+            results = pool.wait(timeout=5.0)
+        return results

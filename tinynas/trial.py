@@ -45,6 +45,8 @@ class Trial:
     error: str = ""
     attempts: int = 0
     violations: tuple[str, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+    """Measurements no strategy decides on: timings, why training stopped early, when it finished."""
 
     @property
     def best_val_accuracy(self) -> float | None:
@@ -71,6 +73,7 @@ class Trial:
             "val_loss": json.dumps(list(self.val_loss)), "val_accuracy": json.dumps(list(self.val_accuracy)),
             "costs": json.dumps(self.costs, sort_keys=True), "seconds": self.seconds, "error": self.error,
             "attempts": self.attempts, "violations": json.dumps(list(self.violations)),
+            "details": json.dumps(self.details, sort_keys=True),
         }
 
     @classmethod
@@ -82,5 +85,5 @@ class Trial:
             score=row["score"], val_loss=tuple(json.loads(row["val_loss"])),
             val_accuracy=tuple(json.loads(row["val_accuracy"])), costs=json.loads(row["costs"]),
             seconds=row["seconds"], error=row["error"], attempts=row["attempts"],
-            violations=tuple(json.loads(row["violations"])),
+            violations=tuple(json.loads(row["violations"])), details=json.loads(row.get("details") or "{}"),
         )

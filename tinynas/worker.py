@@ -44,10 +44,16 @@ def memory_bytes(pid: int | str = "self") -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Job:
-    """A unit of work for a worker: train a candidate, or train and export the winner."""
+    """A unit of work for a worker: train a candidate, train and export the winner, or export
+    a candidate trained earlier from its saved weights.
+
+    `test` on a "train" job only measures the trained model (benchmarks' anytime curves); no
+    strategy sees it. `weights_path` is where a "train" job saves its best weights and where an
+    "export" job reads them; `incumbent` is the score the curve-stop rule must beat.
+    """
 
     job_id: int
-    kind: str  # "train" or "final"
+    kind: str  # "train", "final" or "export"
     architecture: str  # canonical JSON
     fidelity: dict[str, Any]
     seed: int
@@ -56,6 +62,11 @@ class Job:
     val: tuple[int, ...]
     test: tuple[int, ...] = ()
     fault: str | None = None
+    incumbent: float | None = None
+    weights_path: str | None = None
+    incumbents_path: str | None = None
+    """JSON file the study rewrites as results arrive: {fidelity key: best score} (live incumbent)."""
+    fidelity_key: str = ""
 
 
 @dataclass
@@ -73,6 +84,8 @@ class JobResult:
     float_test_accuracy: float | None = None
     memory: dict[str, int] = field(default_factory=dict)
     retiring: bool = False
+    stopped: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 def _die_with_parent() -> None:
@@ -106,6 +119,52 @@ def _PoisonWeights(tf):
     return PoisonWeights()
 
 
+def _training_indices(job: Job, fidelity, windows, cache: dict) -> list[int]:
+    if fidelity.subset >= 1:
+        return list(job.train)
+    from tinynas.data.subset import representative_subset
+
+    key = ("subset", fidelity.subset, job.seed, hash(job.train))
+    if key not in cache:
+        cache[key] = [int(i) for i in representative_subset(windows, job.train, fidelity.subset, seed=job.seed)]
+    return cache[key]
+
+
+def _live_incumbent(job: Job):
+    import json
+
+    def read() -> float | None:
+        try:
+            with open(job.incumbents_path, encoding="utf-8") as handle:
+                value = json.load(handle).get(job.fidelity_key)
+        except (OSError, ValueError):
+            return None  # not written yet, or being replaced: keep the last verdict
+        return float(value) if isinstance(value, (int, float)) else None
+
+    return read
+
+
+def _save_weights(model, path: str) -> None:
+    import os
+
+    # Keras picks the format by suffix, so the temporary file keeps it.
+    temporary = f"{path}.partial.weights.h5"
+    model.save_weights(temporary)
+    os.replace(temporary, path)
+
+
+def _export(job: Job, model, windows, train: list[int], out: JobResult) -> None:
+    from tinynas.export import convert_int8
+    from tinynas.space import as_model_input
+
+    started = time.perf_counter()
+    test = list(job.test)
+    logits = model(as_model_input(windows.x[test]), training=False).numpy()
+    out.float_test_accuracy = float((logits.argmax(axis=1) == windows.y[test]).mean())
+    out.tflite = convert_int8(model, windows.x[train], seed=job.seed)
+    out.timings["convert"] = time.perf_counter() - started
+
+
 def _run(job: Job, tf, cache: dict) -> JobResult:
     from tinynas.data.windows import Windows
     from tinynas.space import Architecture, as_model_input
@@ -118,28 +177,40 @@ def _run(job: Job, tf, cache: dict) -> JobResult:
     windows = cache["windows"]
     arch = Architecture.from_json(job.architecture)
     fidelity = Fidelity(**job.fidelity)
+    if job.kind == "export":
+        model = arch.to_keras(seed=job.seed)
+        model.load_weights(job.weights_path)
+        out = JobResult(job.job_id, True)
+        _export(job, model, windows, list(job.train), out)
+        del model
+        tf.keras.backend.clear_session()
+        out.seconds = time.perf_counter() - started
+        return out
     if job.fault is not None and job.fault not in FAULTS:
         raise ValueError(f"unknown fault {job.fault!r}; known: {', '.join(FAULTS)}")
     if job.fault == "diverge":
-        fidelity = Fidelity(fidelity.epochs, fidelity.batch_size, fidelity.learning_rate * 1e7)
+        fidelity = fidelity.with_learning_rate(fidelity.learning_rate * 1e7)
     callbacks = [_PoisonWeights(tf)] if job.fault == "nan" else []
-    train, val = list(job.train), list(job.val)
+    train, val = _training_indices(job, fidelity, windows, cache), list(job.val)
     result = fit(arch, windows.x[train], windows.y[train], windows.x[val], windows.y[val], fidelity,
-                 seed=job.seed, callbacks=callbacks)
+                 seed=job.seed, callbacks=callbacks, incumbent=job.incumbent,
+                 live_incumbent=_live_incumbent(job) if job.incumbents_path else None)
     curves = result.train_loss + result.val_loss
     bad = [i for i, value in enumerate(result.train_loss) if not math.isfinite(value)]
-    if len(result.train_loss) < fidelity.epochs or bad or not all(math.isfinite(v) for v in curves):
+    if not result.train_loss or bad or not all(math.isfinite(v) for v in curves):
         epoch = (bad[0] if bad else len(result.train_loss)) + 1
         return JobResult(job.job_id, False, result.val_loss, result.val_accuracy, result.train_loss,
-                         time.perf_counter() - started, f"loss became NaN/inf at epoch {epoch}")
-    out = JobResult(job.job_id, True, result.val_loss, result.val_accuracy, result.train_loss)
+                         time.perf_counter() - started, f"loss became NaN/inf at epoch {epoch}",
+                         timings=result.timings)
+    out = JobResult(job.job_id, True, result.val_loss, result.val_accuracy, result.train_loss,
+                    stopped=result.stopped, timings=dict(result.timings))
     if job.kind == "final":
-        from tinynas.export import convert_int8
-
-        test = list(job.test)
-        logits = result.model(as_model_input(windows.x[test]), training=False).numpy()
-        out.float_test_accuracy = float((logits.argmax(axis=1) == windows.y[test]).mean())
-        out.tflite = convert_int8(result.model, windows.x[train], seed=job.seed)
+        _export(job, result.model, windows, train, out)
+    elif job.test:
+        logits = result.model(as_model_input(windows.x[list(job.test)]), training=False).numpy()
+        out.float_test_accuracy = float((logits.argmax(axis=1) == windows.y[list(job.test)]).mean())
+    if job.weights_path:
+        _save_weights(result.model, job.weights_path)
     del result
     tf.keras.backend.clear_session()
     out.seconds = time.perf_counter() - started
@@ -152,7 +223,9 @@ def _serve(conn, threads: int, max_jobs: int, private_limit: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the study handles Ctrl-C and stops us
     from tinynas.quiet import import_tensorflow
 
+    started = time.perf_counter()
     tf = import_tensorflow()
+    startup = time.perf_counter() - started
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     # Same seed, same scores: a resumed search must retrace the path of an uninterrupted one.
@@ -174,6 +247,8 @@ def _serve(conn, threads: int, max_jobs: int, private_limit: int) -> None:
             text = " ".join(str(exc).split()) or type(exc).__name__
             result = JobResult(job.job_id, False, error=f"{type(exc).__name__}: {text[:300]}")
         _release_memory()
+        if done == 0:
+            result.timings["tensorflow_import"] = startup
         done += 1
         result.memory = memory_bytes()
         result.retiring = done >= max_jobs or result.memory.get("private", 0) > private_limit

@@ -13,7 +13,7 @@ class ScriptedStudy:
         self.feasible = feasible    # (k, c) -> bool
         self.parallel = parallel
         self.proposals = []         # every (k, c) proposed, in order
-        self.proposed = []          # every (k, c, epochs) proposed, in order
+        self.proposed = []          # every (k, c, fidelity) proposed, in order
         self.trained = []           # (k, c) that would have been trained
         self.trials = []            # every Trial told, in order
 
@@ -35,7 +35,7 @@ class ScriptedStudy:
                     break
                 arch = proposal.architecture
                 self.proposals.append((arch.k, arch.c))
-                self.proposed.append((arch.k, arch.c, proposal.fidelity.epochs))
+                self.proposed.append((arch.k, arch.c, proposal.fidelity))
                 trial = self.trial(proposal, len(self.proposals))
                 if trial.state is TrialState.INFEASIBLE:
                     self.trials.append(trial)

@@ -5,6 +5,8 @@ import pytest
 
 from scripted_study import ScriptedStudy
 from tinynas.search import STRATEGIES, make_strategy
+from tinynas.search.tpe import optuna_available
+from tinynas.train import Fidelity
 from tinynas.trial import TrialState
 
 
@@ -22,6 +24,8 @@ def _make(name, space, seed=0):
 
 @pytest.fixture(params=sorted(STRATEGIES))
 def name(request):
+    if request.param == "tpe" and not optuna_available():
+        pytest.skip("optuna is not installed")
     return request.param
 
 
@@ -41,7 +45,7 @@ def test_only_feasible_proposals_reach_training(name, space):
 
 def test_no_finished_proposal_is_proposed_again(name, space):
     study = ScriptedStudy(_score, _feasible).drive(_make(name, space))
-    # A proposal is an architecture at a fidelity: multi-fidelity strategies revisit at more epochs.
+    # A proposal is an architecture at a fidelity: multi-fidelity strategies revisit at a higher one.
     assert len(study.proposed) == len(set(study.proposed))
 
 
@@ -52,9 +56,9 @@ def test_replay_rebuilds_the_state(name, space):
     replayed = _make(name, space, seed=5)
     resumed = ScriptedStudy(_score, _feasible)
     original = resumed.trial
-    journal = {(t.architecture.k, t.architecture.c, t.fidelity.epochs): t for t in full.trials[:cut]}
+    journal = {(t.architecture.k, t.architecture.c, t.fidelity): t for t in full.trials[:cut]}
     resumed.trial = lambda proposal, number: journal.get(
-        (proposal.architecture.k, proposal.architecture.c, proposal.fidelity.epochs)) or original(proposal, number)
+        (proposal.architecture.k, proposal.architecture.c, proposal.fidelity)) or original(proposal, number)
     resumed.drive(replayed)
     assert resumed.proposed == full.proposed
 
@@ -70,19 +74,23 @@ def test_seeded_strategies_are_deterministic(name, space):
     assert first.proposals == again.proposals
 
 
-def test_fast_strategy_starts_on_the_frontier_and_halves(space):
-    study = ScriptedStudy(_score, _feasible).drive(_make("fast", space))
-    first_rung = [(k, c) for k, c, epochs in study.proposed if epochs == min(e for _, _, e in study.proposed)]
-    for k, c in first_rung:
-        assert _feasible(k, c)
+def test_fast_strategy_screens_the_frontier_on_a_subset_then_finishes_with_the_final_recipe(space):
+    final = Fidelity(epochs=60, batch_size=16, learning_rate=0.01)
+    strategy = make_strategy("fast", space, seed=0, is_feasible=lambda a: _feasible(a.k, a.c), final_fidelity=final)
+    study = ScriptedStudy(_score, _feasible).drive(strategy)
+    screen = [(k, c) for k, c, fidelity in study.proposed if fidelity.subset < 1]
+    top = [(k, c) for k, c, fidelity in study.proposed if fidelity.subset == 1]
+    assert all(_feasible(k, c) for k, c in screen)
     widest = {c: max(k for k in range(1, space.max_k + 1) if _feasible(k, c)) for c in range(space.max_c + 1)
               if _feasible(1, c)}
-    assert {(k, c) for c, k in widest.items()} <= set(first_rung)
-    rungs = sorted({epochs for _, _, epochs in study.proposed})
-    assert rungs == [12, 34, 100]
-    counts = [sum(1 for *_, e in study.proposed if e == rung) for rung in rungs]
-    assert counts[0] > counts[1] > counts[2] >= 1
-    # The winner by objective is a full-fidelity trial.
-    strategy = _make("fast", space)
+    assert {(k, c) for c, k in widest.items()} <= set(screen)
+    assert len(top) == -(-len(screen) // 3) and set(top) <= set(screen)
+    # The survivors are the best screened ones.
+    ranked = sorted(screen, key=lambda kc: _score(*kc))
+    assert set(top) == set(ranked[:len(top)])
+    # The final rung is the study's final recipe, so its winner can be exported without retraining.
+    finals = {fidelity for *_, fidelity in study.proposed if fidelity.subset == 1}
+    assert {(f.epochs, f.learning_rate, f.batch_size) for f in finals} == {(60, 0.01, 16)}
+    assert all(f.patience > 0 and f.curve_stop for *_, f in study.proposed)
     best = min(study.trials, key=strategy.objective)
-    assert best.fidelity.epochs == 100
+    assert best.fidelity.subset == 1

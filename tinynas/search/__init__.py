@@ -7,14 +7,15 @@ from tinynas.search.fast import FastStrategy
 from tinynas.search.greedy import GreedyStrategy
 from tinynas.search.paper import PaperStrategy
 from tinynas.search.random_search import RandomStrategy
+from tinynas.search.tpe import TPEStrategy
 
 STRATEGIES: dict[str, type[Strategy]] = {
-    cls.name: cls for cls in (PaperStrategy, GreedyStrategy, RandomStrategy, FastStrategy)
+    cls.name: cls for cls in (PaperStrategy, GreedyStrategy, RandomStrategy, FastStrategy, TPEStrategy)
 }
 
 
 def make_strategy(name: str, space: SearchSpace, **kwargs) -> Strategy:
-    """Instantiate a strategy by name ('paper', 'greedy', 'random', 'fast')."""
+    """Instantiate a strategy by name ('paper', 'greedy', 'random', 'fast', 'tpe')."""
     try:
         cls = STRATEGIES[name]
     except KeyError:

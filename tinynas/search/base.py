@@ -63,10 +63,14 @@ class Strategy(ABC):
     default_fidelity = Fidelity()
 
     def __init__(self, space: SearchSpace, seed: int = 0, fidelity: Fidelity | None = None,
-                 is_feasible: Callable[[Architecture], bool] | None = None) -> None:
+                 is_feasible: Callable[[Architecture], bool] | None = None,
+                 final_fidelity: Fidelity | None = None) -> None:
         self.space = space
         self.seed = seed
         self.fidelity = fidelity or self.default_fidelity
+        # The study's recipe for the winner; a strategy that trains candidates with it lets the
+        # study export the winner as trained instead of training it a second time.
+        self.final_fidelity = final_fidelity
         # Only strategies that sample from the feasible set use this; it is the pure cost model.
         self.is_feasible = is_feasible
 

@@ -1,0 +1,264 @@
+"""Search strategies side by side: same data, split, target, time budget and machine.
+
+    python benchmarks/strategies.py --data cwru --target STM32F030F4P6 --budget 10m --seeds 0,1,2
+    python benchmarks/strategies.py --data isl --target STM32C011F6P6 --budget 10m --seeds 0,1,2
+
+Every run is a full `Study` (search, then the winner's final stage: retraining or export, int8
+conversion, LiteRT on the test split), timed from start to exported model. Runs are interleaved
+(seed by seed, strategy by strategy) so that the machine's state affects all of them alike.
+`--baseline-seeds` limits greedy / random / tpe to fewer seeds when time is short (they use the
+whole budget); the table says how many seeds each row has.
+
+Time-to-paper-accuracy: a strategy "reaches" the paper strategy when its mean int8 test accuracy is
+within 0.5 points of the paper's mean; its ratio is then its mean wall time over the paper's.
+The anytime curves show the incumbent's validation accuracy and the float test accuracy of its
+search-trained weights (measured for the plot only: no strategy sees the test split) against
+wall time. Writes benchmarks/results/strategies-<data>.md, .json and .png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tinynas.cost import estimate
+from tinynas.data.spec import load_windows
+from tinynas.progress import Progress
+from tinynas.search import SearchSpace, make_strategy
+from tinynas.search.tpe import optuna_available
+from tinynas.study import Study, parse_duration
+from tinynas.targets import get_target
+from tinynas.train import Fidelity
+from tinynas.trial import TrialState
+
+RESULTS = Path(__file__).parent / "results"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = {
+    "cwru": f"cwru:{SHARED / 'cwru'}?files=bearingnas10&channel=FE&windows_per_file=200&resample=0",
+    "isl": f"isl:{SHARED / 'isl'}",
+}
+TOLERANCE = 0.005
+"""Accuracy within which a strategy counts as reaching the paper strategy's (0.5 points)."""
+PHASES = ("tensorflow_import", "build", "first_epoch", "later_epochs", "convert")
+
+
+def _anytime(trials, objective) -> list[dict]:
+    """(seconds, incumbent) after every completed trial, in completion order."""
+    done = sorted((t for t in trials if t.state is TrialState.COMPLETE and "finished_at" in t.details),
+                  key=lambda t: t.details["finished_at"])
+    points, best = [], None
+    for trial in done:
+        if best is None or objective(trial) <= objective(best):
+            best = trial
+        points.append({"seconds": trial.details["finished_at"], "incumbent": best.architecture.name(),
+                       "val_accuracy": best.best_val_accuracy,
+                       "test_accuracy": best.details.get("float_test_accuracy")})
+    return points
+
+
+def _phases(trials, card) -> dict[str, float]:
+    """Worker-seconds per phase of the search and of the final stage."""
+    totals = dict.fromkeys(PHASES, 0.0)
+    for trial in trials:
+        for key in PHASES:
+            totals[key] += trial.details.get("timings", {}).get(key, 0.0)
+    final = card["final_training"]
+    for key in PHASES:
+        totals[key] += final.get("timings", {}).get(key, 0.0)
+    totals["epochs_run"] = sum(t.details.get("timings", {}).get("epochs_run", 0.0) for t in trials)
+    totals["candidate_seconds"] = sum(t.seconds for t in trials)
+    return totals
+
+
+def run_one(args, windows, target, strategy: str, seed: int, scratch: Path) -> dict:
+    """One study; what it cost and what it found."""
+    fidelity = Fidelity(args.epochs, 16, 1e-3)
+    final = Fidelity(args.final_epochs, 16, 0.01)
+    started = time.monotonic()
+    result = Study(scratch / f"{strategy}-{seed}", windows, target, strategy=strategy,
+                   budget_seconds=parse_duration(args.budget), seed=seed, fidelity=fidelity,
+                   final_fidelity=final, workers=args.workers, data_spec=args.data, split=args.split,
+                   progress=Progress(interactive=False), track_test=True).run()
+    wall = time.monotonic() - started
+    card = result.card
+    space = SearchSpace(windows.window_length, windows.channels, windows.classes)
+    objective = make_strategy(strategy, space, seed=seed, fidelity=fidelity, final_fidelity=final,
+                              is_feasible=lambda arch: estimate(arch).fits(target)).objective
+    memory = card["search"]["peak_worker_memory_bytes"]
+    trained = [t for t in result.trials if t.state in (TrialState.COMPLETE, TrialState.FAILED)]
+    return {"strategy": strategy, "seed": seed, "wall_seconds": round(wall, 1),
+            "search_seconds": card["search"]["seconds"], "final_seconds": card["final_training"]["seconds"],
+            "retrained": card["final_training"].get("retrained", True),
+            "winner": result.winner.architecture.name(), "int8_test_accuracy": card["int8_test_accuracy"],
+            "float_test_accuracy": card["float_test_accuracy"], "trained": len(trained),
+            "candidates": card["search"]["candidates"], "infeasible": card["search"]["infeasible"],
+            "stopped_early": sum(1 for t in trained if t.details.get("stopped")),
+            "peak_worker_rss_bytes": memory.get("rss", 0), "peak_worker_private_bytes": memory.get("private", 0),
+            "peak_parent_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "phases": _phases(trained, card), "anytime": _anytime(result.trials, objective)}
+
+
+def summarise(runs: list[dict], strategies: list[str]) -> list[dict]:
+    """Mean per strategy and its time-to-paper-accuracy ratio."""
+    paper = [r for r in runs if r["strategy"] == "paper"]
+    paper_accuracy = float(np.mean([r["int8_test_accuracy"] for r in paper])) if paper else None
+    paper_wall = float(np.mean([r["wall_seconds"] for r in paper])) if paper else None
+    rows = []
+    for name in strategies:
+        mine = [r for r in runs if r["strategy"] == name]
+        if not mine:
+            continue
+        accuracy = float(np.mean([r["int8_test_accuracy"] for r in mine]))
+        wall = float(np.mean([r["wall_seconds"] for r in mine]))
+        reaches = paper_accuracy is not None and accuracy >= paper_accuracy - TOLERANCE
+        rows.append({"strategy": name, "seeds": len(mine), "int8_test_accuracy": accuracy,
+                     "int8_test_accuracy_sd": float(np.std([r["int8_test_accuracy"] for r in mine])),
+                     "wall_seconds": wall, "trained": float(np.mean([r["trained"] for r in mine])),
+                     "peak_worker_rss_mib": max(r["peak_worker_rss_bytes"] for r in mine) / 2 ** 20,
+                     "peak_worker_private_mib": max(r["peak_worker_private_bytes"] for r in mine) / 2 ** 20,
+                     "reaches_paper": reaches,
+                     "time_ratio": wall / paper_wall if reaches and paper_wall else None})
+    return rows
+
+
+def plot(runs: list[dict], path: Path, title: str) -> None:
+    """Anytime curves: incumbent validation accuracy and test accuracy against wall time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colours = {"paper": "tab:blue", "fast": "tab:red", "greedy": "tab:green", "random": "tab:gray",
+               "tpe": "tab:purple"}
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharex=True)
+    labelled = set()
+    for run in runs:
+        colour = colours.get(run["strategy"], "black")
+        label = run["strategy"] if run["strategy"] not in labelled else None
+        labelled.add(run["strategy"])
+        points = run["anytime"]
+        seconds = [p["seconds"] for p in points]
+        for axis, key in zip(axes, ("val_accuracy", "test_accuracy")):
+            values = [p[key] if p[key] is not None else np.nan for p in points]
+            axis.step(seconds, values, where="post", color=colour, alpha=0.7, label=label)
+        axes[1].plot([run["wall_seconds"]], [run["int8_test_accuracy"]], marker="*", markersize=11,
+                     color=colour, linestyle="none")
+    axes[0].set_title("incumbent: best validation accuracy")
+    axes[1].set_title("incumbent's test accuracy (float); star: exported int8")
+    for axis in axes:
+        axis.set_xscale("log")
+        axis.set_xlabel("wall time (s)")
+        axis.grid(alpha=0.3)
+    axes[0].set_ylabel("accuracy")
+    axes[0].legend(loc="lower right")
+    figure.suptitle(title)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def write(args, windows, target, runs: list[dict], command: str) -> str:
+    """Markdown, JSON and PNG of the runs so far (rewritten after every run: a long benchmark
+    interrupted still leaves its results)."""
+    strategies = args.strategies.split(",")
+    rows = summarise(runs, strategies)
+    name = f"strategies-{args.data}"
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps({"command": command, "args": vars(args),
+                                                      "summary": rows, "runs": runs}, indent=2) + "\n")
+    if runs:
+        plot(runs, RESULTS / f"{name}.png", f"{args.data} on {target.name}")
+    lines = [f"# Search strategies side by side: {args.data}", "",
+             f"Command: `{command}`", "",
+             f"Data `{DATA.get(args.data, args.data)}`: {len(windows)} windows of "
+             f"{windows.window_length}x{windows.channels}, {windows.classes} classes; split `{args.split}`. "
+             f"Target {target.name}. Every strategy: budget {args.budget}, {args.workers} workers, candidates "
+             f"trained with the method's recipe ({args.epochs} epochs, Adam 1e-3, batch 16) unless the strategy "
+             f"says otherwise, winner's final recipe {args.final_epochs} epochs at lr 0.01; int8 accuracy by "
+             f"LiteRT on the test split. Machine: {os.cpu_count()} cores x86_64 (not a Raspberry Pi). "
+             f"Wall time: start of the study to the exported, verified model.", "",
+             "| strategy | seeds | int8 test acc (mean +- sd) | wall time (mean) | candidates trained | "
+             "peak worker RSS / private | reaches paper (+-0.5 pt) | time / paper's |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        ratio = f"**{row['time_ratio']:.3f}** (1/{1 / row['time_ratio']:.1f})" if row["time_ratio"] else "-"
+        lines.append(f"| {row['strategy']} | {row['seeds']} | {row['int8_test_accuracy']:.4f} +- "
+                     f"{row['int8_test_accuracy_sd']:.4f} | {row['wall_seconds']:.0f} s | {row['trained']:.1f} | "
+                     f"{row['peak_worker_rss_mib']:.0f} / {row['peak_worker_private_mib']:.0f} MiB | "
+                     f"{'yes' if row['reaches_paper'] else 'no'} | {ratio} |")
+    lines += ["", "Per run:", "",
+              "| strategy | seed | winner | int8 test acc | wall s (search + final) | trained (stopped early) | final stage |",
+              "|---|---|---|---|---|---|---|"]
+    for run in runs:
+        lines.append(f"| {run['strategy']} | {run['seed']} | {run['winner']} | {run['int8_test_accuracy']:.4f} | "
+                     f"{run['wall_seconds']:.0f} ({run['search_seconds']:.0f} + {run['final_seconds']:.0f}) | "
+                     f"{run['trained']} ({run['stopped_early']}) | "
+                     f"{'retrained' if run['retrained'] else 'exported as searched'} |")
+    lines += ["", "Where the time goes (worker-seconds summed over every candidate and the final stage; "
+              "with 2 workers these add up to about twice the wall time):", "",
+              "| strategy | seed | TF import | build + compile | first epoch (tracing) | later epochs | "
+              "int8 conversion + test | epochs run |", "|---|---|---|---|---|---|---|---|"]
+    for run in runs:
+        p = run["phases"]
+        lines.append(f"| {run['strategy']} | {run['seed']} | {p['tensorflow_import']:.1f} | {p['build']:.1f} | "
+                     f"{p['first_epoch']:.1f} | {p['later_epochs']:.1f} | {p['convert']:.1f} | "
+                     f"{p['epochs_run']:.0f} |")
+    lines += ["", f"![anytime curves]({name}.png)", ""]
+    text = "\n".join(lines) + "\n"
+    (RESULTS / f"{name}.md").write_text(text)
+    return text
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", choices=sorted(DATA), default="cwru")
+    parser.add_argument("--target", default="STM32F030F4P6")
+    parser.add_argument("--split", default="paper")
+    parser.add_argument("--budget", default="10m", help="search budget of every strategy")
+    parser.add_argument("--epochs", type=int, default=100, help="epochs per candidate (the method: 100)")
+    parser.add_argument("--final-epochs", type=int, default=100, help="final recipe epochs (the method: 100)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--baseline-seeds", type=int, help="run greedy/random/tpe on only the first N seeds")
+    parser.add_argument("--strategies", default="paper,fast,greedy,random,tpe")
+    args = parser.parse_args()
+    path = DATA[args.data].partition(":")[2].partition("?")[0]
+    if not Path(path).exists():
+        print(f"{path} does not exist: nothing to benchmark")
+        return 0
+    strategies = [s for s in args.strategies.split(",") if s != "tpe" or optuna_available()]
+    if "tpe" in args.strategies.split(",") and "tpe" not in strategies:
+        print("optuna is not installed: skipping tpe (pip install 'tinynas[optuna]')", file=sys.stderr)
+    args.strategies = ",".join(strategies)
+    command = "python " + " ".join(shlex.quote(a) for a in ["benchmarks/strategies.py", *sys.argv[1:]])
+    windows = load_windows(DATA[args.data])
+    target = get_target(args.target)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    runs: list[dict] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for position, seed in enumerate(seeds):
+            for strategy in strategies:
+                if (strategy not in ("paper", "fast") and args.baseline_seeds is not None
+                        and position >= args.baseline_seeds):
+                    continue
+                print(f"[{time.strftime('%H:%M:%S')}] {args.data} {strategy} seed {seed}", file=sys.stderr, flush=True)
+                run = run_one(args, windows, target, strategy, seed, Path(scratch))
+                print(f"    {run['winner']} int8 {run['int8_test_accuracy']:.4f} in {run['wall_seconds']:.0f} s "
+                      f"({run['trained']} trained)", file=sys.stderr, flush=True)
+                runs.append(run)
+                write(args, windows, target, runs, command)
+    print(write(args, windows, target, runs, command))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
