@@ -50,3 +50,23 @@ def test_keras_callback_stops_training():
     result = fit(Architecture(32, 1, 2, k=1, c=1), x[:16], y[:16], x[16:], y[16:], Fidelity(60, 8, 1e-3),
                  callbacks=[callback])
     assert callback.stopped_epoch is not None and len(result.val_loss) == callback.stopped_epoch < 60
+
+
+def test_a_better_incumbent_found_while_training_is_used():
+    rule = CurveStop(incumbent=math.inf, min_epochs=5)
+    plateau = [1.0, 0.8, 0.75, 0.74, 0.739, 0.7389, 0.7388]
+    assert not rule.should_stop(plateau, 100)  # nothing to beat yet
+
+    class Model:
+        stop_training = False
+
+    latest = {"value": None}
+    callback = keras_callback(rule, 100, incumbent=lambda: latest["value"])
+    callback.set_model(Model())
+    for epoch, value in enumerate(plateau):
+        if epoch == 5:
+            latest["value"] = 0.3  # a parallel candidate finished with 0.3
+        callback.on_epoch_end(epoch, {"val_loss": value})
+        if callback.model.stop_training:
+            break
+    assert callback.stopped_epoch == 6

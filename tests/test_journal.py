@@ -27,7 +27,7 @@ def test_trials_round_trip(tmp_path):
 
 def test_trial_row_round_trip_keeps_everything():
     trial = _trial(3, score=0.25, val_loss=(0.3, 0.25), val_accuracy=(0.5, 0.75), costs={"macs": 7},
-                   seconds=1.5, attempts=2)
+                   seconds=1.5, attempts=2, details={"stopped": "patience", "timings": {"build": 0.1}})
     assert Trial.from_row(trial.to_row()) == trial
     assert trial.best_val_accuracy == 0.75
 
@@ -52,3 +52,23 @@ def test_a_corrupt_journal_is_a_clear_error(tmp_path):
     path.write_bytes(b"this is not a database" * 100)
     with pytest.raises(JournalError, match="cannot open journal"):
         Journal(path)
+
+
+def test_a_journal_written_before_trials_had_details_still_opens(tmp_path):
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as db:
+        db.executescript("""
+            CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            CREATE TABLE trials (number INTEGER PRIMARY KEY, architecture TEXT NOT NULL, digest TEXT NOT NULL,
+                fidelity TEXT NOT NULL, state TEXT NOT NULL, score REAL, val_loss TEXT NOT NULL,
+                val_accuracy TEXT NOT NULL, costs TEXT NOT NULL, seconds REAL NOT NULL, error TEXT NOT NULL,
+                attempts INTEGER NOT NULL, violations TEXT NOT NULL, updated REAL NOT NULL);""")
+        row = _trial(4, score=0.5).to_row()
+        del row["details"]
+        row["updated"] = 0.0
+        db.execute(f"INSERT INTO trials ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})", tuple(row.values()))
+    with Journal(path) as journal:
+        (trial,) = journal.trials()
+        journal.put(trial.evolve(details={"finished_at": 1.0}))
+        assert journal.trials()[0].details == {"finished_at": 1.0}
+    assert trial.details == {} and trial.score == 0.5

@@ -46,6 +46,30 @@ def test_nan_candidate_is_failed_and_the_search_goes_on(faulty_run):
     later = [t for t in result.trials if t.number > poisoned.number and t.state is TrialState.COMPLETE]
     assert later, "no candidate trained after the failure"
     assert result.winner.architecture.name() != "A(1,1)"
+    # Diagnosed as non-finite, retried once at a tenth of the learning rate, failed again.
+    assert poisoned.details["first_attempt"]["diagnosis"] == "nonfinite"
+    assert poisoned.details["retry_learning_rate"] == pytest.approx(FAST.learning_rate / 10)
+    assert poisoned.details["fault"] == "nan"
+
+
+@pytest.mark.slow
+def test_replay_reproduces_a_recorded_failure_and_a_success(faulty_run):
+    from tinynas.replay import replay_trial
+
+    out, result = faulty_run
+    failed = next(t for t in result.trials if t.state is TrialState.FAILED)
+    replay = replay_trial(out, failed.number)
+    assert replay.reproduced, replay.summary()
+    assert not replay.result.ok and "NaN" in replay.result.error
+    complete = next(t for t in result.trials if t.state is TrialState.COMPLETE)
+    command = [sys.executable, "-m", "tinynas.cli", "replay", str(out), "--trial", str(complete.number), "--json"]
+    shown = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0, shown.stderr
+    report = json.loads(shown.stdout)
+    assert report["reproduced"] and report["max_val_loss_difference"] <= 1e-6
+    assert report["replayed"]["val_loss"] == pytest.approx(list(complete.val_loss), abs=1e-6)
+    with pytest.raises(StudyError, match="no trial 999"):
+        replay_trial(out, 999)
 
 
 @pytest.mark.slow
@@ -188,3 +212,70 @@ def test_ctrl_c_stops_cleanly_with_the_journal_intact(tmp_path):
     assert "journal is intact" in stderr
     states = [r[2] for r in _rows(out)]
     assert "running" not in states and "interrupted" in states and "complete" in states
+
+
+@pytest.mark.slow
+def test_fast_search_exports_its_final_rung_winner_without_retraining(tmp_path):
+    recipe = Fidelity(4, 16, 3e-3)
+    result = _study(tmp_path, strategy="fast", fidelity=recipe, final_fidelity=recipe).run()
+    screened = [t for t in result.trials if t.fidelity.subset < 1 and t.state is TrialState.COMPLETE]
+    finals = [t for t in result.trials if t.fidelity.subset == 1 and t.state is TrialState.COMPLETE]
+    assert screened and finals and len(finals) <= len(screened)
+    assert result.winner in finals
+    card = result.card
+    assert card["final_training"]["retrained"] is False
+    assert card["final_training"]["best_val_loss"] == result.winner.score
+    assert (tmp_path / "weights" / f"trial-{result.winner.number}.weights.h5").exists()
+    assert 0 <= card["int8_test_accuracy"] <= 1 and (tmp_path / "model.tflite").stat().st_size > 0
+    assert "exported as trained" in (tmp_path / "report.md").read_text()
+    for trial in screened + finals:
+        assert trial.details["timings"]["epochs_run"] == len(trial.val_loss)
+        assert trial.details["finished_at"] > 0
+
+
+@pytest.mark.parametrize("fault, words", [("dead", "is flat"), ("mixed", "labels were mixed up")])
+def test_a_data_fault_stops_the_study_before_any_training(tmp_path, fault, words):
+    import dataclasses
+
+    import numpy as np
+
+    windows = load_windows(TINY)
+    if fault == "dead":
+        x = windows.x.copy()
+        x[:, :, 0] = 0.0
+        windows = dataclasses.replace(windows, x=x)
+    else:
+        y = windows.y.copy()
+        y[::2] = np.roll(y[::2], 1)
+        windows = dataclasses.replace(windows, y=y)
+    study = Study(tmp_path, windows, resolve_target(**TARGET), fidelity=FAST, final_fidelity=FINAL)
+    with pytest.raises(StudyError, match=f"data problem: .*{words}"):
+        study.run()
+    assert not (tmp_path / "journal.sqlite").exists()
+
+
+@pytest.mark.slow
+def test_a_diverging_candidate_is_stopped_early_and_retried_at_a_safer_learning_rate(tmp_path):
+    from tinynas.diagnose import INSTABILITIES, shipped_diagnoser
+    from tinynas.worker import MIN_DIAGNOSIS_EPOCHS
+
+    if shipped_diagnoser() is None:
+        pytest.skip("no shipped diagnoser (run benchmarks/faults.py --save-model)")
+    data = "synthetic:emg?windows_per_class=30"
+    recipe = Fidelity(epochs=40, batch_size=16, learning_rate=1e-2)
+    study = Study(tmp_path, load_windows(data), resolve_target(ram="8k", flash="16k", macs="2M"),
+                  strategy="fast", budget_seconds=600, fidelity=recipe, final_fidelity=recipe, data_spec=data,
+                  fault_for=lambda arch: "lr_x100")
+    result = study.run()
+    trained = [t for t in result.trials if t.attempts]
+    assert trained and all(t.details.get("fault") == "lr_x100" for t in trained)
+    # At lr 1.0 most candidates thrash; a few still learn, and those are rightly left alone.
+    diagnosed = [t for t in trained if "first_attempt" in t.details]
+    assert len(diagnosed) >= len(trained) / 2
+    for trial in diagnosed:
+        first = trial.details["first_attempt"]
+        assert first["diagnosis"] in INSTABILITIES, trial.details
+        # Stopped within a bounded number of epochs, far short of the 40 (or 10 when screening) asked for.
+        assert MIN_DIAGNOSIS_EPOCHS <= len(first["health"]) <= 6
+        assert trial.details["retry_learning_rate"] == pytest.approx(1e-3)
+    assert "diagnosed" in (tmp_path / "report.md").read_text()

@@ -37,3 +37,21 @@ def test_bad_training_data_is_rejected_in_one_line(mutate, message):
 def test_bad_fidelity():
     with pytest.raises(SpecError, match="invalid fidelity"):
         Fidelity(epochs=0)
+
+
+def test_patience_stops_training_and_says_so():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(24, 64, 2)).astype(np.float32)
+    y = np.arange(24) % 3  # noise: the validation loss stops improving early
+    result = fit(ARCH, x[:18], y[:18], x[18:], y[18:], Fidelity(epochs=200, batch_size=8, patience=3))
+    assert len(result.val_loss) < 200 and result.stopped == "patience"
+    best = int(np.argmin(result.val_loss))
+    assert len(result.val_loss) - 1 - best >= 3
+    assert result.timings["epochs_run"] == len(result.val_loss) and result.timings["first_epoch"] > 0
+
+
+def test_fidelity_rejects_a_bad_subset_or_patience():
+    with pytest.raises(SpecError, match="subset"):
+        Fidelity(subset=0)
+    with pytest.raises(SpecError, match="patience"):
+        Fidelity(patience=-1)

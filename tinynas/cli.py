@@ -150,9 +150,27 @@ def _cmd_search(args: argparse.Namespace) -> int:
     study = Study(args.out, windows, target, strategy=args.strategy, budget_seconds=parse_duration(args.budget),
                   seed=args.seed, fidelity=fidelity, final_fidelity=final, workers=args.workers,
                   threads_per_worker=args.threads, resume=args.resume, data_spec=args.data, progress=Progress(),
-                  split=args.split)
+                  split=args.split, check_data=not args.ignore_data_checks)
     _print_result(study.run(), args.json)
     return 0
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from tinynas.replay import replay_trial
+
+    replay = replay_trial(args.out_dir, args.trial)
+    if args.json:
+        print(json.dumps({"trial": args.trial, "reproduced": replay.reproduced, "same_outcome": replay.same_outcome,
+                          "max_val_loss_difference": replay.max_difference,
+                          "recorded": {"state": replay.trial.state.value, "error": replay.trial.error,
+                                       "val_loss": list(replay.trial.val_loss),
+                                       "diagnosis": replay.trial.details.get("diagnosis", "")},
+                          "replayed": {"ok": replay.result.ok, "error": replay.result.error,
+                                       "val_loss": replay.result.val_loss, "diagnosis": replay.result.diagnosis}},
+                         indent=2))
+    else:
+        print(replay.summary())
+    return 0 if replay.reproduced else 1
 
 
 def _cmd_data_inspect(args: argparse.Namespace) -> int:
@@ -160,8 +178,12 @@ def _cmd_data_inspect(args: argparse.Namespace) -> int:
     from tinynas.data.spec import load_windows
     from tinynas.data.splits import make_split
 
+    from tinynas.data.checks import check_windows
+
     windows = load_windows(args.spec)
     summary = describe_windows(windows)
+    summary["findings"] = [{"kind": f.kind, "severity": f.severity, "message": f.message}
+                           for f in check_windows(windows)]
     try:
         summary["split"] = make_split(windows, args.split).describe()
     except DataError as exc:  # inspecting must work even when the data cannot be split yet
@@ -187,6 +209,10 @@ def _cmd_data_inspect(args: argparse.Namespace) -> int:
     for key, value in summary["provenance"].items():
         if key != "per_file":
             print(f"  {key:<9} {value}")
+    for finding in summary["findings"]:
+        print(f"  {finding['severity'].upper():<9} {finding['message']}")
+    if not summary["findings"]:
+        print("  checks    no flat or saturated channel, no mixed-up labels, classes balanced")
     return 0
 
 
@@ -394,7 +420,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_target_flags(search)
     search.add_argument("--budget", default="30m", help="wall-time budget of the search, e.g. 90s, 30m, 2h")
     search.add_argument("--strategy", default="paper", choices=["paper", "greedy", "random", "fast", "tpe"],
-                        help="paper (the method), greedy, random, or fast (frontier + successive halving)")
+                        help="paper (the method), fast (budget frontier, subset screening, no retraining), "
+                             "greedy, random, or tpe (Optuna, optional extra)")
     search.add_argument("--out", required=True, help="output folder (journal, best.json, model, report)")
     search.add_argument("--resume", action="store_true", help="continue the search journaled in --out")
     search.add_argument("--seed", type=int, default=0)
@@ -404,10 +431,18 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--batch-size", type=int)
     search.add_argument("--learning-rate", type=float)
     search.add_argument("--final-epochs", type=int, default=100, help="epochs of the winner's final training")
+    search.add_argument("--ignore-data-checks", action="store_true",
+                        help="search even if the data checks find a flat channel or mixed-up labels")
     search.add_argument("--split", default="auto", choices=PROTOCOLS,
                         help="train/val/test protocol (auto: segment for CWRU, session for ISL, group otherwise)")
     search.add_argument("--json", action="store_true", help="print the model card as JSON on stdout")
     search.set_defaults(func=_cmd_search)
+
+    replay = sub.add_parser("replay", help="retrain one recorded trial deterministically and compare it")
+    replay.add_argument("out_dir", help="the search's output folder")
+    replay.add_argument("--trial", type=int, required=True, help="trial number (see report.md)")
+    replay.add_argument("--json", action="store_true")
+    replay.set_defaults(func=_cmd_replay)
 
     data = sub.add_parser("data", help="look at a data set")
     data_sub = data.add_subparsers(dest="data_command", required=True)

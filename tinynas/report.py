@@ -77,6 +77,12 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: dict, 
         f"- cost: {card['cost_estimate']['macs']:,} MACs, flash {kib(card['flash_bytes'])} (.tflite), "
         f"peak RAM {kib(card['cost_estimate']['peak_ram_bytes'])} (32-bit TFLM arena estimate)",
     ]
+    for finding in card.get("data_findings", []):
+        lines.append(f"- data check ({finding['severity']}): {finding['message']}")
+    diagnosed = [t for t in trials if t.details.get("diagnosis") or (t.details.get("first_attempt") or {}).get("diagnosis")]
+    if diagnosed:
+        lines.append(f"- training faults diagnosed: {len(diagnosed)} candidate(s) stopped early "
+                     f"(see the notes below; `tinynas replay {out_dir} --trial N` reproduces one)")
     if "measured_arena_host64" in card:
         measured = card["measured_arena_host64"]
         lines.append(f"- TFLite Micro arena on this 64-bit host: {measured['arena_bytes']:,} B "
@@ -91,6 +97,11 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: dict, 
         if not note and t.details.get("stopped"):
             note = {"patience": "stopped: no progress", "curve": "stopped: cannot beat the best"}.get(
                 t.details["stopped"], t.details["stopped"])
+        first = t.details.get("first_attempt")
+        if first and first.get("diagnosis"):
+            retry = (f"diagnosed {first['diagnosis']} after {len(first.get('health') or [])} epochs, "
+                     f"retried at lr {t.details.get('retry_learning_rate', 0):g}")
+            note = retry + (f"; {note}" if note else "")
         if t.fidelity.subset < 1:
             note = f"{t.fidelity.subset:.0%} subset" + (f"; {note}" if note else "")
         if t.number == winner.number:

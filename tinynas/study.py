@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 FINAL_FIDELITY = Fidelity(epochs=100, batch_size=16, learning_rate=0.01)
 """The method's final training of the winner: 100 epochs, lr 0.01, batch 16, best-val weights."""
+SAFER_LEARNING_RATE = {"diverging": 0.1, "nonfinite": 0.1, "stalled": 10.0}
+"""Learning-rate factor of the one retry a diagnosed candidate gets."""
 INCUMBENTS = "incumbents.json"
 """Best score per fidelity so far, for the workers' curve-stop rule."""
 MAX_ATTEMPTS = 2
@@ -84,7 +86,8 @@ class Study:
                  resume: bool = False, data_spec: str = "", progress: Progress | None = None,
                  fault_for: Callable[[Architecture], str | None] | None = None,
                  max_jobs_per_worker: int | None = None, split: str = "auto",
-                 track_test: bool = False) -> None:
+                 track_test: bool = False, check_data: bool = True, health: bool = True,
+                 retry_unstable: bool = True) -> None:
         self.out_dir = Path(out_dir)
         self.windows = windows
         self.target = target
@@ -103,7 +106,14 @@ class Study:
         # Benchmarks only: measure every trained candidate on the test split (anytime curves).
         # The result is stored in the trial's details; no strategy or objective reads it.
         self.track_test = track_test
+        # Data faults (a flat channel, mixed-up labels) stop the study before it searches;
+        # warnings are shown and kept in the card.
+        self.check_data = check_data
+        # Health monitor + diagnoser in every candidate's training (stops unstable ones early).
+        self.health = health
+        self.retry_unstable = retry_unstable
         self.space = SearchSpace(windows.window_length, windows.channels, windows.classes)
+        self.split_name = split
         self.split: Split = make_split(windows, split, seed=seed)
 
     # ---- set-up -------------------------------------------------------------------------
@@ -126,10 +136,23 @@ class Study:
                              f"pass --resume to continue it or choose another --out")
         return journal
 
+    def _check_data(self) -> list[dict]:
+        from tinynas.data.checks import check_windows
+
+        findings = check_windows(self.windows) if self.check_data else []
+        for finding in findings:
+            self.progress.event(f"data check ({finding.severity}): {finding.message}")
+        errors = [f.message for f in findings if f.severity == "error"]
+        if errors:
+            raise StudyError(f"data problem: {'; '.join(errors)} (nothing searched; "
+                             f"fix the recording, or pass --ignore-data-checks)")
+        return [{"kind": f.kind, "severity": f.severity, "message": f.message} for f in findings]
+
     # ---- the search ---------------------------------------------------------------------
     def run(self) -> StudyResult:
         """Search until the strategy finishes or the budget runs out, then export the winner."""
         check_space_fits(self.target, self.windows.window_length, self.windows.channels, self.windows.classes)
+        self.data_findings = self._check_data()
         strategy = make_strategy(self.strategy_name, self.space, seed=self.seed, fidelity=self.fidelity,
                                  is_feasible=lambda arch: estimate(arch).fits(self.target),
                                  final_fidelity=self.final_fidelity)
@@ -143,6 +166,7 @@ class Study:
             journal.set_meta("settings", settings)
             journal.set_meta("data_spec", self.data_spec)
             journal.set_meta("split", self.split.describe())
+            journal.set_meta("split_name", self.split_name)
             data_path = self.out_dir / "windows.npz"
             if not data_path.exists() or Windows.load(data_path).digest() != self.windows.digest():
                 self.windows.save(data_path)
@@ -170,11 +194,14 @@ class Study:
             known[self._key(trial.architecture, trial.fidelity)] = trial
             journal.put(trial)
 
-        def launch(trial: Trial) -> None:
-            trial = trial.evolve(state=TrialState.RUNNING, attempts=trial.attempts + 1)
+        def launch(trial: Trial, fidelity: Fidelity | None = None, details: dict | None = None) -> None:
+            fault = self.fault_for(trial.architecture) if self.fault_for else None
+            details = {**(details or {}), **({"fault": fault} if fault else {})}
+            trial = trial.evolve(state=TrialState.RUNNING, attempts=trial.attempts + 1, details=details)
             record(trial)
             running[trial.number] = trial
-            pool.submit(self._job(trial, "train", data_path, incumbent=self._incumbent(trial, known)))
+            pool.submit(self._job(trial, "train", data_path, fidelity=fidelity,
+                                  incumbent=self._incumbent(trial, known)))
 
         if self.resume and known:
             self.progress.event(f"resuming: {len(known)} trials in the journal, "
@@ -216,6 +243,14 @@ class Study:
                     raise StudyError(f"strategy {strategy.name} is waiting but no candidate is running")
                 for result in pool.wait(timeout=min(1.0, max(0.0, deadline - time.monotonic()))):
                     trial = self._complete(running.pop(result.job_id), result, elapsed())
+                    retry = self._safer_retry(trial) if self.retry_unstable else None
+                    if retry is not None:
+                        self.progress.event(f"trial {trial.number} {trial.architecture.name()}: {trial.error}; "
+                                            f"retrying once at learning rate {retry.learning_rate:g}")
+                        launch(trial.evolve(attempts=trial.attempts - 1), retry,
+                               {"first_attempt": {key: trial.details.get(key) for key in ("diagnosis", "health")},
+                                "retry_learning_rate": retry.learning_rate})
+                        continue
                     record(trial)
                     strategy.tell(trial)
                     journal.set_meta("search_seconds", elapsed())
@@ -262,7 +297,7 @@ class Study:
                    incumbent=incumbent, weights_path=str(weights) if weights else None,
                    incumbents_path=str(self.out_dir / INCUMBENTS) if incumbent is not None or (
                        kind == "train" and trial.fidelity.curve_stop) else None,
-                   fidelity_key=self._key(trial.architecture, trial.fidelity)[1])
+                   fidelity_key=self._key(trial.architecture, trial.fidelity)[1], health=self.health)
 
     def _is_final_recipe(self, fidelity: Fidelity) -> bool:
         """Trained on all training windows with the final recipe: exportable without retraining."""
@@ -295,9 +330,25 @@ class Study:
         return best if math.isfinite(best) else None
 
     @staticmethod
+    def _safer_retry(trial: Trial) -> Fidelity | None:
+        """The learning rate the diagnosis suggests for one more try, or None."""
+        factor = SAFER_LEARNING_RATE.get(trial.details.get("diagnosis", ""))
+        if factor is None or "retry_learning_rate" in trial.details:
+            return None
+        return trial.fidelity.with_learning_rate(trial.fidelity.learning_rate * factor)
+
+    @staticmethod
     def _complete(trial: Trial, result: JobResult, finished_at: float) -> Trial:
-        details = {"timings": {key: round(value, 3) for key, value in result.timings.items()},
+        kept = {key: trial.details[key] for key in ("fault", "first_attempt", "retry_learning_rate")
+                if key in trial.details}
+        details = {**kept, "timings": {key: round(value, 3) for key, value in result.timings.items()},
                    "finished_at": round(finished_at, 3)}
+        if result.health:
+            details["health"] = [{key: (round(value, 6) if isinstance(value, float) and math.isfinite(value)
+                                        else (None if isinstance(value, float) else value))
+                                  for key, value in row.items()} for row in result.health]
+        if result.diagnosis:
+            details["diagnosis"] = result.diagnosis
         if result.stopped:
             details["stopped"] = result.stopped
         if result.float_test_accuracy is not None:
@@ -376,6 +427,7 @@ class Study:
             "data": {"spec": self.data_spec, "digest": self.windows.digest(), "windows": len(self.windows),
                      "provenance": self.windows.provenance},
             "split": self.split.describe(),
+            "data_findings": getattr(self, "data_findings", []),
             "search": {"strategy": self.strategy_name, "seed": self.seed,
                        "seconds": round(float(journal.get_meta("search_seconds") or 0.0), 1),
                        "budget_seconds": self.budget_seconds, "winner_trial": winner.number,

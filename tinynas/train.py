@@ -75,12 +75,13 @@ def _check(arch: Architecture, x: np.ndarray, y: np.ndarray, what: str) -> None:
 
 def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray,
         y_val: np.ndarray, fidelity: Fidelity = Fidelity(), seed: int = 0, callbacks=(),
-        incumbent: float | None = None, live_incumbent=None) -> TrainResult:
+        incumbent: float | None = None, live_incumbent=None, allow_nonfinite: bool = False) -> TrainResult:
     """Train `arch` from scratch and keep the weights of the epoch with the lowest validation loss.
 
     `callbacks` are extra Keras callbacks (health monitoring, fault injection); `incumbent` is
     the score to beat when `fidelity.curve_stop` is on, and `live_incumbent()` a better one found
-    while this candidate trains (or None). `timings` holds the seconds spent
+    while this candidate trains (or None). `allow_nonfinite` lets NaN/inf inputs through, for fault
+    studies only. `timings` holds the seconds spent
     building, in the first epoch (graph tracing included) and in the later epochs.
     """
     import time
@@ -90,7 +91,7 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
 
     x_train, x_val = np.asarray(x_train, np.float32), np.asarray(x_val, np.float32)
     y_train, y_val = np.asarray(y_train, np.int64), np.asarray(y_val, np.int64)
-    _check(arch, x_train, y_train, "training")
+    _check(arch, np.nan_to_num(x_train) if allow_nonfinite else x_train, y_train, "training")
     _check(arch, x_val, y_val, "validation")
     if len(x_train) == 0 or len(x_val) == 0:
         raise SpecError("need at least one training and one validation window")

@@ -83,14 +83,17 @@ def test_fast_strategy_screens_the_frontier_on_a_subset_then_finishes_with_the_f
     assert all(_feasible(k, c) for k, c in screen)
     widest = {c: max(k for k in range(1, space.max_k + 1) if _feasible(k, c)) for c in range(space.max_c + 1)
               if _feasible(1, c)}
-    assert {(k, c) for c, k in widest.items()} <= set(screen)
-    assert len(top) == -(-len(screen) // 3) and set(top) <= set(screen)
+    assert set(screen) == {(k, c) for c, k in widest.items()}
+    assert len(top) == max(2, -(-len(screen) // 4)) and set(top) <= set(screen)
     # The survivors are the best screened ones.
     ranked = sorted(screen, key=lambda kc: _score(*kc))
     assert set(top) == set(ranked[:len(top)])
-    # The final rung is the study's final recipe, so its winner can be exported without retraining.
+    # The final rung is the study's final recipe, so its winner can be exported without retraining;
+    # screening is the validated proxy: a representative quarter of the windows, 30 epochs, search recipe.
     finals = {fidelity for *_, fidelity in study.proposed if fidelity.subset == 1}
     assert {(f.epochs, f.learning_rate, f.batch_size) for f in finals} == {(60, 0.01, 16)}
-    assert all(f.patience > 0 and f.curve_stop for *_, f in study.proposed)
+    screens = {fidelity for *_, fidelity in study.proposed if fidelity.subset < 1}
+    assert {(f.epochs, f.learning_rate, f.subset) for f in screens} == {(30, 1e-3, 0.25)}
+    assert all(f.patience > 0 and f.curve_stop for f in finals)
     best = min(study.trials, key=strategy.objective)
     assert best.fidelity.subset == 1

@@ -287,6 +287,7 @@ class Service:
         self._save(state="SEARCHING", study=str(study))
 
     def _search(self) -> None:
+        from tinynas.data.checks import check_windows
         from tinynas.data.session import load_session
         from tinynas.journal import Journal
         from tinynas.progress import Progress
@@ -302,6 +303,15 @@ class Service:
                 finished = bool(journal.get_meta("finished")) and (study / "card.json").exists()
         if not finished:
             windows = load_session(self.state.session)
+            findings = check_windows(windows)
+            for finding in findings:
+                log.warning("data check: %s", finding.message)
+            errors = [f.message for f in findings if f.severity == "error"]
+            if errors:
+                # Tell the user before a search is wasted on it; the recording is kept on disk.
+                self._save(state="SERVING" if self.state.deployed else "IDLE",
+                           error=f"recording of {self.state.user} not used: {'; '.join(errors)}; record again")
+                return
             Study(study, windows, get_target(self.config.target), strategy=self.config.strategy,
                   budget_seconds=parse_duration(self.config.budget), seed=0,
                   fidelity=Fidelity(self.config.epochs, self.config.batch_size, self.config.learning_rate),

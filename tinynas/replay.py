@@ -1,0 +1,99 @@
+"""Replay one recorded trial deterministically, to reproduce on a workstation what the device saw.
+
+Everything a trial's training depends on is in its study folder: the architecture, fidelity and
+injected fault (journal), the seed and split (journal metadata), the windows (`windows.npz`,
+checked against the journal's data digest). The trial is retrained in a worker process set up
+as the search's (one thread, op determinism) and its validation-loss curve and outcome are
+compared with the journal's. Rules that depend on other candidates' timing (the curve-stop rule's
+live incumbent) are replaced by the recorded number of epochs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from tinynas.data.splits import make_split
+from tinynas.data.windows import Windows
+from tinynas.journal import Journal
+from tinynas.study import StudyError
+from tinynas.trial import Trial, TrialState
+from tinynas.worker import Job, JobResult, WorkerPool
+
+TOLERANCE = 1e-6
+"""Largest difference between recorded and replayed validation losses still called identical."""
+
+
+@dataclass
+class Replay:
+    """A recorded trial and its replay."""
+
+    trial: Trial
+    result: JobResult
+    max_difference: float
+    same_outcome: bool
+
+    @property
+    def reproduced(self) -> bool:
+        """Same outcome and the same validation-loss curve (within TOLERANCE)."""
+        return self.same_outcome and self.max_difference <= TOLERANCE
+
+    def summary(self) -> str:
+        """One paragraph for people."""
+        recorded = "failed: " + self.trial.error if self.trial.state is TrialState.FAILED else "complete"
+        replayed = "failed: " + self.result.error if not self.result.ok else "complete"
+        verdict = "reproduced" if self.reproduced else "NOT reproduced"
+        return (f"trial {self.trial.number} {self.trial.architecture.name()}: {verdict}. "
+                f"Recorded {len(self.trial.val_loss)} epochs, {recorded}; replayed {len(self.result.val_loss)} "
+                f"epochs, {replayed}; largest validation-loss difference {self.max_difference:.3g}.")
+
+
+def replay_trial(out_dir: str | Path, number: int) -> Replay:
+    """Retrain trial `number` of the study in `out_dir` and compare it with the journal."""
+    out_dir = Path(out_dir)
+    path = out_dir / "journal.sqlite"
+    if not path.exists():
+        raise StudyError(f"{out_dir} holds no search (no journal.sqlite)")
+    with Journal(path) as journal:
+        settings = journal.get_meta("settings") or {}
+        split_name = journal.get_meta("split_name")
+        split_summary = journal.get_meta("split")
+        trials = {t.number: t for t in journal.trials()}
+    trial = trials.get(number)
+    if trial is None:
+        raise StudyError(f"no trial {number} in {path} (trials {min(trials, default=0)}..{max(trials, default=0)})")
+    if trial.state not in (TrialState.COMPLETE, TrialState.FAILED):
+        raise StudyError(f"trial {number} was never trained to the end (state {trial.state.value}): nothing to replay")
+    if split_name is None:
+        raise StudyError(f"{path} was written by an older tinynas that did not record its split: cannot replay")
+    data_path = out_dir / "windows.npz"
+    windows = Windows.load(data_path)
+    if windows.digest() != settings.get("data_digest"):
+        raise StudyError(f"{data_path} is not the data this search trained on (digest differs)")
+    seed = int(settings["seed"])
+    split = make_split(windows, split_name, seed=seed)
+    if split.describe() != split_summary:
+        raise StudyError(f"the {split_name} split of {data_path} differs from the recorded one")
+    fidelity = trial.fidelity
+    if "retry_learning_rate" in trial.details:
+        fidelity = fidelity.with_learning_rate(trial.details["retry_learning_rate"])
+    if trial.val_loss:
+        fidelity = replace(fidelity, epochs=len(trial.val_loss), curve_stop=False)
+    job = Job(trial.number, "train", trial.architecture.to_json(), asdict(fidelity), seed, str(data_path),
+              tuple(int(i) for i in split.train), tuple(int(i) for i in split.val), (),
+              trial.details.get("fault"), health=True)
+    with WorkerPool(1, 1) as pool:
+        pool.submit(job)
+        results: list[JobResult] = []
+        while not results:
+            results = pool.wait(timeout=5.0)
+    result = results[0]
+    pairs = list(zip(trial.val_loss, result.val_loss))
+    differences = [abs(a - b) if math.isfinite(a) and math.isfinite(b) else (0.0 if a == b or (
+        math.isnan(a) and math.isnan(b)) else math.inf) for a, b in pairs]
+    if len(trial.val_loss) != len(result.val_loss):
+        differences.append(math.inf)
+    same = result.ok == (trial.state is TrialState.COMPLETE) and (
+        result.diagnosis == trial.details.get("diagnosis", result.diagnosis))
+    return Replay(trial, result, max(differences, default=0.0), same)
