@@ -173,12 +173,14 @@ def write(args, windows, target, runs: list[dict], command: str) -> str:
     rows = summarise(runs, strategies)
     name = f"strategies-{args.data}"
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{name}.json").write_text(json.dumps({"command": command, "args": vars(args),
+    commands = list(dict.fromkeys(run.get("command", command) for run in runs)) or [command]
+    (RESULTS / f"{name}.json").write_text(json.dumps({"command": command, "commands": commands, "args": vars(args),
                                                       "summary": rows, "runs": runs}, indent=2) + "\n")
     if runs:
         plot(runs, RESULTS / f"{name}.png", f"{args.data} on {target.name}")
     lines = [f"# Search strategies side by side: {args.data}", "",
-             f"Command: `{command}`", "",
+             "Command" + ("s (runs merged with `--merge`; each run records its own):" if len(commands) > 1 else ":"),
+             *[f"`{c}`" for c in commands], "",
              f"Data `{DATA.get(args.data, args.data)}`: {len(windows)} windows of "
              f"{windows.window_length}x{windows.channels}, {windows.classes} classes; split `{args.split}`. "
              f"Target {target.name}. Every strategy: budget {args.budget}, {args.workers} workers, candidates "
@@ -231,6 +233,8 @@ def main() -> int:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--baseline-seeds", type=int, help="run greedy/random/tpe on only the first N seeds")
     parser.add_argument("--strategies", default="paper,fast,greedy,random,tpe")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the runs of other strategies / seeds already in results/strategies-<data>.json")
     args = parser.parse_args()
     path = DATA[args.data].partition(":")[2].partition("?")[0]
     if not Path(path).exists():
@@ -250,10 +254,17 @@ def main() -> int:
     order = [(seed, s) for seed in seeds for s in strategies if s in ("paper", "fast")]
     baseline_seeds = seeds[:args.baseline_seeds] if args.baseline_seeds is not None else seeds
     order += [(seed, s) for seed in baseline_seeds for s in strategies if s not in ("paper", "fast")]
+    previous = RESULTS / f"strategies-{args.data}.json"
+    if args.merge and previous.exists():
+        stored = json.loads(previous.read_text())
+        planned = {(strategy, seed) for seed, strategy in order}
+        runs = [dict(run, command=run.get("command", stored["command"])) for run in stored["runs"]
+                if (run["strategy"], run["seed"]) not in planned]
+        args.strategies = ",".join(dict.fromkeys([*stored["args"]["strategies"].split(","), *strategies]))
     with tempfile.TemporaryDirectory() as scratch:
         for seed, strategy in order:
             print(f"[{time.strftime('%H:%M:%S')}] {args.data} {strategy} seed {seed}", file=sys.stderr, flush=True)
-            run = run_one(args, windows, target, strategy, seed, Path(scratch))
+            run = dict(run_one(args, windows, target, strategy, seed, Path(scratch)), command=command)
             print(f"    {run['winner']} int8 {run['int8_test_accuracy']:.4f} in {run['wall_seconds']:.0f} s "
                   f"({run['trained']} trained)", file=sys.stderr, flush=True)
             runs.append(run)

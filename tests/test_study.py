@@ -275,7 +275,7 @@ def test_a_diverging_candidate_is_stopped_early_and_retried_at_a_safer_learning_
     for trial in diagnosed:
         first = trial.details["first_attempt"]
         assert first["diagnosis"] in INSTABILITIES, trial.details
-        # Stopped within a bounded number of epochs, far short of the 40 (or 10 when screening) asked for.
-        assert MIN_DIAGNOSIS_EPOCHS <= len(first["health"]) <= 6
+        # Stopped within a bounded number of epochs, far short of the 40 (30 when screening) asked for.
+        assert MIN_DIAGNOSIS_EPOCHS <= len(first["health"]) <= 12
         assert trial.details["retry_learning_rate"] == pytest.approx(1e-3)
     assert "diagnosed" in (tmp_path / "report.md").read_text()

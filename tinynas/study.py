@@ -195,6 +195,10 @@ class Study:
             journal.put(trial)
 
         def launch(trial: Trial, fidelity: Fidelity | None = None, details: dict | None = None) -> None:
+            if details is None and "retry_learning_rate" in trial.details:
+                # An interrupted retry resumes as a retry, at its safer learning rate.
+                details = {key: trial.details[key] for key in ("first_attempt", "retry_learning_rate")}
+                fidelity = trial.fidelity.with_learning_rate(trial.details["retry_learning_rate"])
             fault = self.fault_for(trial.architecture) if self.fault_for else None
             details = {**(details or {}), **({"fault": fault} if fault else {})}
             trial = trial.evolve(state=TrialState.RUNNING, attempts=trial.attempts + 1, details=details)
@@ -402,8 +406,11 @@ class Study:
         winner = self._best(strategy, trials)
         if winner is None:
             raise StudyError("no candidate finished training within the budget: give a longer --budget")
-        self.progress.event(f"final training of {winner.architecture.name()} "
-                            f"({self.final_fidelity.epochs} epochs, lr {self.final_fidelity.learning_rate})")
+        if self._is_final_recipe(winner.fidelity):
+            self.progress.event(f"exporting {winner.architecture.name()}: it was trained with the final recipe")
+        else:
+            self.progress.event(f"final training of {winner.architecture.name()} "
+                                f"({self.final_fidelity.epochs} epochs, lr {self.final_fidelity.learning_rate})")
         started = time.monotonic()
         result, fidelity = self._final_training(winner, data_path, pool)
         test = self.split.test

@@ -97,3 +97,14 @@ def test_fast_strategy_screens_the_frontier_on_a_subset_then_finishes_with_the_f
     assert all(f.patience > 0 and f.curve_stop for f in finals)
     best = min(study.trials, key=strategy.objective)
     assert best.fidelity.subset == 1
+
+
+def test_fast_frontier_finds_the_widest_stem_past_an_infeasible_gap(space):
+    # A(5, c) does not fit but A(6, c) does: memory alignment makes feasibility non-monotone in k.
+    def feasible(k, c):
+        return k != 5 and k * (c + 2) <= 20
+
+    study = ScriptedStudy(_score, feasible).drive(
+        make_strategy("fast", space, seed=0, is_feasible=lambda a: feasible(a.k, a.c)))
+    screened = {(k, c) for k, c, fidelity in study.proposed if fidelity.subset < 1}
+    assert (6, 1) in screened and (10, 0) in screened

@@ -70,16 +70,16 @@ class FastStrategy(Strategy):
         self._done = not self._candidates
 
     def _frontier(self) -> list[tuple[int, int]]:
-        """For every feasible cell count, deepest first, the widest feasible stem."""
+        """For every feasible cell count, deepest first, the widest feasible stem.
+
+        Every k is checked: feasibility is not monotone in k (memory alignment; on an LSM6DSO16IS
+        with 400 x 8 windows A(8,1) fits and A(7,1) does not).
+        """
         frontier = []
         for c in reversed(range(self.space.max_c + 1)):
-            widest = 0
-            for k in range(1, self.space.max_k + 1):
-                if not self.is_feasible(self.space.architecture(k, c)):
-                    break
-                widest = k
-            if widest:
-                frontier.append((widest, c))
+            fitting = [k for k in range(1, self.space.max_k + 1) if self.is_feasible(self.space.architecture(k, c))]
+            if fitting:
+                frontier.append((max(fitting), c))
         return frontier
 
     @property
