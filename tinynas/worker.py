@@ -240,6 +240,8 @@ def _run(job: Job, tf, cache: dict) -> JobResult:
     timings = dict(result.timings, **({"health": monitor.seconds} if monitor is not None else {}))
     curves = result.train_loss + result.val_loss
     bad = [i for i, value in enumerate(result.train_loss) if not math.isfinite(value)]
+    if verdict or not result.train_loss or bad or not all(math.isfinite(v) for v in curves):
+        tf.keras.backend.clear_session()  # a failed candidate's graphs must not pile up in the worker
     if verdict:
         label, probability = verdict["diagnosis"]
         return JobResult(job.job_id, False, result.val_loss, result.val_accuracy, result.train_loss,
