@@ -82,7 +82,7 @@ def health_callback(x_probe: np.ndarray, y_probe: np.ndarray, sharpness_every: i
                 return tf.concat([tf.reshape(g, (-1,)) for g in gradient], axis=0), dead_fraction
 
             # Traced on first use (~1 s): eager Hessian-vector products cost ~0.1 s each, 30 of them in a
-            # 100-epoch run. Overhead measured by benchmarks/health_overhead.py.
+            # 100-epoch run. benchmarks/health_overhead.py measures the monitor with vs without.
             @tf.function
             def hessian_vector(vector):
                 with tf.GradientTape() as outer:
