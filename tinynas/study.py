@@ -290,7 +290,7 @@ class Study:
 
     def _job(self, trial: Trial, kind: str, data_path: Path, fidelity: Fidelity | None = None,
              incumbent: float | None = None) -> Job:
-        fault = self.fault_for(trial.architecture) if self.fault_for and kind == "train" else None
+        fault = trial.details.get("fault") if kind == "train" else None  # decided once, at launch
         with_test = kind in ("final", "export") or self.track_test
         weights = self._weights_path(trial) if kind == "export" or (
             kind == "train" and self._is_final_recipe(trial.fidelity)) else None
