@@ -420,7 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_target_flags(search)
     search.add_argument("--budget", default="30m", help="wall-time budget of the search, e.g. 90s, 30m, 2h")
     search.add_argument("--strategy", default="paper", choices=["paper", "greedy", "random", "fast", "tpe"],
-                        help="paper (the method), fast (budget frontier, subset screening, no retraining), "
+                        help="paper (the method), fast (budget frontier raced with the final recipe, no retraining), "
                              "greedy, random, or tpe (Optuna, optional extra)")
     search.add_argument("--out", required=True, help="output folder (journal, best.json, model, report)")
     search.add_argument("--resume", action="store_true", help="continue the search journaled in --out")

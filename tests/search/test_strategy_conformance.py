@@ -74,29 +74,25 @@ def test_seeded_strategies_are_deterministic(name, space):
     assert first.proposals == again.proposals
 
 
-def test_fast_strategy_screens_the_frontier_on_a_subset_then_finishes_with_the_final_recipe(space):
+def test_fast_strategy_races_the_frontier_with_the_final_recipe_largest_compute_first(space):
+    from tinynas.cost import macs
+
     final = Fidelity(epochs=60, batch_size=16, learning_rate=0.01)
     strategy = make_strategy("fast", space, seed=0, is_feasible=lambda a: _feasible(a.k, a.c), final_fidelity=final)
     study = ScriptedStudy(_score, _feasible).drive(strategy)
-    screen = [(k, c) for k, c, fidelity in study.proposed if fidelity.subset < 1]
-    top = [(k, c) for k, c, fidelity in study.proposed if fidelity.subset == 1]
-    assert all(_feasible(k, c) for k, c in screen)
+    raced = [(k, c) for k, c, _ in study.proposed]
     widest = {c: max(k for k in range(1, space.max_k + 1) if _feasible(k, c)) for c in range(space.max_c + 1)
               if _feasible(1, c)}
-    assert set(screen) == {(k, c) for c, k in widest.items()}
-    assert len(top) == max(2, -(-len(screen) // 4)) and set(top) <= set(screen)
-    # The survivors are the best screened ones.
-    ranked = sorted(screen, key=lambda kc: _score(*kc))
-    assert set(top) == set(ranked[:len(top)])
-    # The final rung is the study's final recipe, so its winner can be exported without retraining;
-    # screening is the validated proxy: a representative quarter of the windows, 30 epochs, search recipe.
-    finals = {fidelity for *_, fidelity in study.proposed if fidelity.subset == 1}
-    assert {(f.epochs, f.learning_rate, f.batch_size) for f in finals} == {(60, 0.01, 16)}
-    screens = {fidelity for *_, fidelity in study.proposed if fidelity.subset < 1}
-    assert {(f.epochs, f.learning_rate, f.subset) for f in screens} == {(30, 1e-3, 0.25)}
-    assert all(f.patience > 0 and f.curve_stop for f in finals)
+    assert sorted(raced) == sorted((k, c) for c, k in widest.items()), "each frontier candidate exactly once"
+    compute = [macs(space.architecture(k, c)) for k, c in raced]
+    assert compute == sorted(compute, reverse=True)
+    # Every candidate is trained with the study's final recipe, so the winner is exported as trained.
+    fidelities = {fidelity for *_, fidelity in study.proposed}
+    assert {(f.epochs, f.learning_rate, f.batch_size, f.subset) for f in fidelities} == {(60, 0.01, 16, 1.0)}
+    assert all(f.patience > 0 and f.curve_stop for f in fidelities)
+    assert strategy.finished
     best = min(study.trials, key=strategy.objective)
-    assert best.fidelity.subset == 1
+    assert (best.architecture.k, best.architecture.c) == min(raced, key=lambda kc: _score(*kc))
 
 
 def test_fast_frontier_finds_the_widest_stem_past_an_infeasible_gap(space):
@@ -106,5 +102,5 @@ def test_fast_frontier_finds_the_widest_stem_past_an_infeasible_gap(space):
 
     study = ScriptedStudy(_score, feasible).drive(
         make_strategy("fast", space, seed=0, is_feasible=lambda a: feasible(a.k, a.c)))
-    screened = {(k, c) for k, c, fidelity in study.proposed if fidelity.subset < 1}
-    assert (6, 1) in screened and (10, 0) in screened
+    raced = {(k, c) for k, c, _ in study.proposed}
+    assert (6, 1) in raced and (10, 0) in raced
