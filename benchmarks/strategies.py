@@ -13,7 +13,7 @@ Time-to-paper-accuracy: a strategy "reaches" the paper strategy when its mean in
 within 0.5 points of the paper's mean; its ratio is then its mean wall time over the paper's.
 The anytime curves show the incumbent's validation accuracy and the float test accuracy of its
 search-trained weights (measured for the plot only: no strategy sees the test split) against
-wall time. Writes benchmarks/results/strategies-<data>.md, .json and .png.
+wall time. Writes benchmarks/results/strategies-<data>[-<suffix>].md, .json and .png.
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def write(args, windows, target, runs: list[dict], command: str) -> str:
     interrupted still leaves its results)."""
     strategies = args.strategies.split(",")
     rows = summarise(runs, strategies)
-    name = f"strategies-{args.data}"
+    name = results_name(args)
     RESULTS.mkdir(exist_ok=True)
     commands = list(dict.fromkeys(run.get("command", command) for run in runs)) or [command]
     (RESULTS / f"{name}.json").write_text(json.dumps({"command": command, "commands": commands, "args": vars(args),
@@ -222,6 +222,11 @@ def write(args, windows, target, runs: list[dict], command: str) -> str:
     return text
 
 
+def results_name(args) -> str:
+    """Base name of this run's files in benchmarks/results/."""
+    return f"strategies-{args.data}" + (f"-{args.suffix}" if args.suffix else "")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", choices=sorted(DATA), default="cwru")
@@ -236,6 +241,8 @@ def main() -> int:
     parser.add_argument("--strategies", default="paper,fast,greedy,random,tpe")
     parser.add_argument("--merge", action="store_true",
                         help="keep the runs of other strategies / seeds already in results/strategies-<data>.json")
+    parser.add_argument("--suffix", default="",
+                        help="results go to strategies-<data>-<suffix>.* (e.g. another target)")
     args = parser.parse_args()
     path = DATA[args.data].partition(":")[2].partition("?")[0]
     if not Path(path).exists():
@@ -255,7 +262,7 @@ def main() -> int:
     order = [(seed, s) for seed in seeds for s in strategies if s in ("paper", "fast")]
     baseline_seeds = seeds[:args.baseline_seeds] if args.baseline_seeds is not None else seeds
     order += [(seed, s) for seed in baseline_seeds for s in strategies if s not in ("paper", "fast")]
-    previous = RESULTS / f"strategies-{args.data}.json"
+    previous = RESULTS / f"{results_name(args)}.json"
     if args.merge and previous.exists():
         stored = json.loads(previous.read_text())
         planned = {(strategy, seed) for seed, strategy in order}
