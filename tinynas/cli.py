@@ -18,8 +18,10 @@ from tinynas import __version__
 from tinynas.cost import BudgetError, estimate
 from tinynas.data.splits import PROTOCOLS
 from tinynas.data.windows import DataError
+from tinynas.evaluate import EvaluateError
 from tinynas.journal import JournalError
 from tinynas.measure import MeasureError
+from tinynas.preprocess import NORMALIZATIONS
 from tinynas.space import Architecture, SpecError
 from tinynas.targets import TargetError, builtin_targets, kib, resolve_target
 
@@ -27,7 +29,7 @@ log = logging.getLogger("tinynas")
 
 EXPECTED_ERRORS = (SpecError, TargetError, BudgetError, MeasureError, DataError, JournalError,
                    FileNotFoundError, LinkError, PlanError, TimeoutError, ConfigError, ServiceError,
-                   StatusServerError)
+                   StatusServerError, EvaluateError)
 
 
 def _parse_input(text: str) -> tuple[int, int]:
@@ -147,11 +149,28 @@ def _cmd_search(args: argparse.Namespace) -> int:
         fidelity = Fidelity(args.epochs or base.epochs, args.batch_size or base.batch_size,
                             args.learning_rate or base.learning_rate)
     final = Fidelity(args.final_epochs, 16, 0.01)
+    test_windows = load_windows(args.test_data) if args.test_data else None
     study = Study(args.out, windows, target, strategy=args.strategy, budget_seconds=parse_duration(args.budget),
                   seed=args.seed, fidelity=fidelity, final_fidelity=final, workers=args.workers,
                   threads_per_worker=args.threads, resume=args.resume, data_spec=args.data, progress=Progress(),
-                  split=args.split, check_data=not args.ignore_data_checks)
+                  split=args.split, check_data=not args.ignore_data_checks, normalize=args.normalize,
+                  test_windows=test_windows, test_spec=args.test_data or "")
     _print_result(study.run(), args.json)
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from tinynas.data.spec import load_windows
+    from tinynas.evaluate import evaluate, model_files, plot_confusion
+
+    tflite, _ = model_files(args.model)  # a missing model or card is reported before data is loaded
+    result = evaluate(tflite, load_windows(args.data))
+    picture = plot_confusion(result, tflite.parent / "confusion.png")
+    if args.json:
+        print(json.dumps({**result.to_dict(), "data": args.data, "confusion_png": str(picture)}, indent=2))
+        return 0
+    print(result.text())
+    print(f"  confusion matrix: {picture}")
     return 0
 
 
@@ -435,8 +454,19 @@ def build_parser() -> argparse.ArgumentParser:
                         help="search even if the data checks find a flat channel or mixed-up labels")
     search.add_argument("--split", default="auto", choices=PROTOCOLS,
                         help="train/val/test protocol (auto: segment for CWRU, session for ISL, group otherwise)")
+    search.add_argument("--test-data", help="data spec of a separate test set (another day, person or machine) "
+                                             "to measure the winner on, instead of a test split")
+    search.add_argument("--normalize", default="none", choices=NORMALIZATIONS,
+                        help="none (raw windows), or channel: standardise each channel with the training "
+                             "split's statistics (recorded in card.json, applied when serving)")
     search.add_argument("--json", action="store_true", help="print the model card as JSON on stdout")
     search.set_defaults(func=_cmd_search)
+
+    evaluation = sub.add_parser("evaluate", help="run an exported int8 model on every window of a data set")
+    evaluation.add_argument("model", help="export folder of a search (or its model.tflite, card.json beside it)")
+    evaluation.add_argument("--data", required=True, help="data spec, e.g. folder:recordings/today?window=400")
+    evaluation.add_argument("--json", action="store_true")
+    evaluation.set_defaults(func=_cmd_evaluate)
 
     replay = sub.add_parser("replay", help="retrain one recorded trial deterministically and compare it")
     replay.add_argument("out_dir", help="the search's output folder")

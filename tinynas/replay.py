@@ -14,10 +14,11 @@ import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from tinynas.data.holdout import without_test_side
 from tinynas.data.splits import make_split
 from tinynas.data.windows import Windows
 from tinynas.journal import Journal
-from tinynas.study import StudyError
+from tinynas.study import TEST_WINDOWS, StudyError
 from tinynas.trial import Trial, TrialState
 from tinynas.worker import Job, JobResult, WorkerPool
 
@@ -59,6 +60,8 @@ def replay_trial(out_dir: str | Path, number: int) -> Replay:
         settings = journal.get_meta("settings") or {}
         split_name = journal.get_meta("split_name")
         split_summary = journal.get_meta("split")
+        preprocessing = journal.get_meta("preprocessing")
+        test_data = bool(journal.get_meta("test_data"))
         trials = {t.number: t for t in journal.trials()}
     trial = trials.get(number)
     if trial is None:
@@ -73,6 +76,8 @@ def replay_trial(out_dir: str | Path, number: int) -> Replay:
         raise StudyError(f"{data_path} is not the data this search trained on (digest differs)")
     seed = int(settings["seed"])
     split = make_split(windows, split_name, seed=seed)
+    if test_data:
+        split = without_test_side(split, int(len(Windows.load(out_dir / TEST_WINDOWS))))
     if split.describe() != split_summary:
         raise StudyError(f"the {split_name} split of {data_path} differs from the recorded one")
     fidelity = trial.fidelity
@@ -82,7 +87,7 @@ def replay_trial(out_dir: str | Path, number: int) -> Replay:
         fidelity = replace(fidelity, epochs=len(trial.val_loss), curve_stop=False)
     job = Job(trial.number, "train", trial.architecture.to_json(), asdict(fidelity), seed, str(data_path),
               tuple(int(i) for i in split.train), tuple(int(i) for i in split.val), (),
-              trial.details.get("fault"), health=True)
+              trial.details.get("fault"), health=True, preprocessing=preprocessing)
     with WorkerPool(1, 1) as pool:
         pool.submit(job)
         results: list[JobResult] = []

@@ -22,9 +22,11 @@ import numpy as np
 
 from tinynas.atomic import atomic_write_text
 from tinynas.cost import check_space_fits, estimate
+from tinynas.data.holdout import without_test_side
 from tinynas.data.splits import Split, make_split
 from tinynas.data.windows import Windows
 from tinynas.journal import Journal
+from tinynas.preprocess import Preprocessing
 from tinynas.progress import Progress
 from tinynas.search import SearchSpace, make_strategy
 from tinynas.space import Architecture
@@ -40,6 +42,7 @@ FINAL_FIDELITY = Fidelity(epochs=100, batch_size=16, learning_rate=0.01)
 SAFER_LEARNING_RATE = {"diverging": 0.1, "nonfinite": 0.1, "stalled": 10.0}
 """Learning-rate factor of the one retry a diagnosed candidate gets."""
 INCUMBENTS = "incumbents.json"
+TEST_WINDOWS = "test-windows.npz"
 """Best score per fidelity so far, for the workers' curve-stop rule."""
 MAX_ATTEMPTS = 2
 """A trial interrupted by a crash or power cut is retried once, then recorded as failed."""
@@ -87,7 +90,8 @@ class Study:
                  fault_for: Callable[[Architecture], str | None] | None = None,
                  max_jobs_per_worker: int | None = None, split: str = "auto",
                  track_test: bool = False, check_data: bool = True, health: bool = True,
-                 retry_unstable: bool = True) -> None:
+                 retry_unstable: bool = True, normalize: str = "none", test_windows: Windows | None = None,
+                 test_spec: str = "") -> None:
         self.out_dir = Path(out_dir)
         self.windows = windows
         self.target = target
@@ -115,12 +119,26 @@ class Study:
         self.space = SearchSpace(windows.window_length, windows.channels, windows.classes)
         self.split_name = split
         self.split: Split = make_split(windows, split, seed=seed)
+        # A separate test set (--test-data): the split's own test side trains instead.
+        self.test_windows = test_windows
+        self.test_spec = test_spec
+        if test_windows is not None:
+            self.split = without_test_side(self.split, len(test_windows))
+        self.preprocessing = Preprocessing.fit(windows, self.split.train, normalize)
+        if test_windows is not None:
+            self.preprocessing.check(test_windows, "test data")
 
     # ---- set-up -------------------------------------------------------------------------
     def _settings(self, strategy) -> dict:
-        return {"data_digest": self.windows.digest(), "target": self.target.to_dict(),
-                "strategy": self.strategy_name, "seed": self.seed, "fidelity": asdict(strategy.fidelity),
-                "space": asdict(self.space), "split": self.split.protocol}
+        settings = {"data_digest": self.windows.digest(), "target": self.target.to_dict(),
+                    "strategy": self.strategy_name, "seed": self.seed, "fidelity": asdict(strategy.fidelity),
+                    "space": asdict(self.space), "split": self.split.protocol}
+        # Only when used, so that journals written before these options existed still resume.
+        if self.preprocessing.normalize != "none":
+            settings["normalize"] = self.preprocessing.normalize
+        if self.test_windows is not None:
+            settings["test_data_digest"] = self.test_windows.digest()
+        return settings
 
     def _open_journal(self) -> Journal:
         path = self.out_dir / "journal.sqlite"
@@ -167,9 +185,15 @@ class Study:
             journal.set_meta("data_spec", self.data_spec)
             journal.set_meta("split", self.split.describe())
             journal.set_meta("split_name", self.split_name)
+            journal.set_meta("preprocessing", self.preprocessing.to_dict())
+            journal.set_meta("test_data", bool(self.test_windows is not None))
             data_path = self.out_dir / "windows.npz"
             if not data_path.exists() or Windows.load(data_path).digest() != self.windows.digest():
                 self.windows.save(data_path)
+            if self.test_windows is not None:
+                test_path = self.out_dir / TEST_WINDOWS
+                if not test_path.exists() or Windows.load(test_path).digest() != self.test_windows.digest():
+                    self.test_windows.save(test_path)
             # One pool for the search and the final stage: its workers have TensorFlow imported already.
             with WorkerPool(self.workers, self.threads_per_worker,
                             **({"max_jobs": self.max_jobs_per_worker} if self.max_jobs_per_worker else {})) as pool:
@@ -301,7 +325,10 @@ class Study:
                    incumbent=incumbent, weights_path=str(weights) if weights else None,
                    incumbents_path=str(self.out_dir / INCUMBENTS) if incumbent is not None or (
                        kind == "train" and trial.fidelity.curve_stop) else None,
-                   fidelity_key=self._key(trial.architecture, trial.fidelity)[1], health=self.health)
+                   fidelity_key=self._key(trial.architecture, trial.fidelity)[1], health=self.health,
+                   preprocessing=self.preprocessing.to_dict(),
+                   test_data_path=str(self.out_dir / TEST_WINDOWS) if with_test and self.test_windows is not None
+                   else None)
 
     def _is_final_recipe(self, fidelity: Fidelity) -> bool:
         """Trained on all training windows with the final recipe: exportable without retraining."""
@@ -413,9 +440,14 @@ class Study:
                                 f"({self.final_fidelity.epochs} epochs, lr {self.final_fidelity.learning_rate})")
         started = time.monotonic()
         result, fidelity = self._final_training(winner, data_path, pool)
-        test = self.split.test
-        int8 = run_int8(result.tflite, self.windows.x[test])
-        int8_accuracy = float(np.mean(int8.predictions == self.windows.y[test]))
+        if self.test_windows is not None:
+            x_test = self.preprocessing.apply(self.test_windows.x)
+            y_test = self.preprocessing.labels_for(self.test_windows)
+        else:
+            x_test = self.preprocessing.apply(self.windows.x[self.split.test])
+            y_test = self.windows.y[self.split.test]
+        int8 = run_int8(result.tflite, x_test)
+        int8_accuracy = float(np.mean(int8.predictions == y_test))
         counts = {state.value: sum(t.state is state for t in trials) for state in TrialState}
         cost = estimate(winner.architecture)
         card = {
@@ -434,6 +466,10 @@ class Study:
             "data": {"spec": self.data_spec, "digest": self.windows.digest(), "windows": len(self.windows),
                      "provenance": self.windows.provenance},
             "split": self.split.describe(),
+            "preprocessing": self.preprocessing.to_dict(),
+            "test_data": ({"spec": self.test_spec, "digest": self.test_windows.digest(),
+                           "windows": len(self.test_windows), "classes": list(self.test_windows.class_names)}
+                          if self.test_windows is not None else None),
             "data_findings": getattr(self, "data_findings", []),
             "search": {"strategy": self.strategy_name, "seed": self.seed,
                        "seconds": round(float(journal.get_meta("search_seconds") or 0.0), 1),
@@ -456,7 +492,7 @@ class Study:
         journal.set_meta("finished", True)
         write_report(self.out_dir, trials, winner, card, self.target)
         self.progress.event(f"winner {winner.architecture.name()}: int8 test accuracy {int8_accuracy:.3f} "
-                            f"(float {result.float_test_accuracy:.3f}) on {len(test)} held-out windows; "
+                            f"(float {result.float_test_accuracy:.3f}) on {len(y_test)} held-out windows; "
                             f"flash {kib(len(result.tflite))}, RAM {kib(cost.peak_ram_bytes)}")
         return StudyResult(winner, card, self.out_dir, trials)
 

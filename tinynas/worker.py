@@ -77,6 +77,10 @@ class Job:
     fidelity_key: str = ""
     health: bool = True
     """Monitor training health and let the shipped diagnoser stop an unstable candidate."""
+    preprocessing: dict | None = None
+    """`tinynas.preprocess.Preprocessing` as a dict, applied to every window loaded (None: pass-through)."""
+    test_data_path: str | None = None
+    """Windows of a separate test set (measured instead of `test`), labels mapped by class name."""
 
 
 @dataclass
@@ -190,27 +194,51 @@ def _save_weights(model, path: str) -> None:
     os.replace(temporary, path)
 
 
-def _export(job: Job, model, windows, train: list[int], out: JobResult) -> None:
-    from tinynas.export import convert_int8
+def _test_set(job: Job, windows, cache: dict):
+    """The windows (model input) and labels this job measures test accuracy on."""
+    if job.test_data_path is None:
+        test = list(job.test)
+        return windows.x[test], windows.y[test]
+    if cache.get("test_path") != job.test_data_path:
+        from tinynas.data.windows import Windows
+        from tinynas.preprocess import Preprocessing
+
+        test = Windows.load(job.test_data_path)
+        pre = (Preprocessing.from_card({"preprocessing": job.preprocessing}) if job.preprocessing
+               else Preprocessing.fit(windows, list(job.train)))
+        cache.update(test_path=job.test_data_path, test=(pre.apply(test.x), pre.labels_for(test)))
+    return cache["test"]
+
+
+def _float_accuracy(model, x, y) -> float:
     from tinynas.space import as_model_input
 
+    logits = model(as_model_input(x), training=False).numpy()
+    return float((logits.argmax(axis=1) == y).mean())
+
+
+def _export(job: Job, model, windows, train: list[int], out: JobResult, cache: dict) -> None:
+    from tinynas.export import convert_int8
+
     started = time.perf_counter()
-    test = list(job.test)
-    logits = model(as_model_input(windows.x[test]), training=False).numpy()
-    out.float_test_accuracy = float((logits.argmax(axis=1) == windows.y[test]).mean())
+    out.float_test_accuracy = _float_accuracy(model, *_test_set(job, windows, cache))
     out.tflite = convert_int8(model, windows.x[train], seed=job.seed)
     out.timings["convert"] = time.perf_counter() - started
 
 
 def _run(job: Job, tf, cache: dict) -> JobResult:
     from tinynas.data.windows import Windows
-    from tinynas.space import Architecture, as_model_input
+    from tinynas.preprocess import Preprocessing
+    from tinynas.space import Architecture
     from tinynas.train import Fidelity, fit
 
     started = time.perf_counter()
-    if cache.get("path") != job.data_path:
+    if cache.get("path") != (job.data_path, repr(job.preprocessing)):
         cache.clear()
-        cache.update(path=job.data_path, windows=Windows.load(job.data_path))
+        windows = Windows.load(job.data_path)
+        if job.preprocessing:
+            windows = Preprocessing.from_card({"preprocessing": job.preprocessing}).prepare(windows)
+        cache.update(path=(job.data_path, repr(job.preprocessing)), windows=windows)
     windows = cache["windows"]
     arch = Architecture.from_json(job.architecture)
     fidelity = Fidelity(**job.fidelity)
@@ -218,7 +246,7 @@ def _run(job: Job, tf, cache: dict) -> JobResult:
         model = arch.to_keras(seed=job.seed)
         model.load_weights(job.weights_path)
         out = JobResult(job.job_id, True)
-        _export(job, model, windows, list(job.train), out)
+        _export(job, model, windows, list(job.train), out, cache)
         del model
         tf.keras.backend.clear_session()
         out.seconds = time.perf_counter() - started
@@ -256,10 +284,9 @@ def _run(job: Job, tf, cache: dict) -> JobResult:
     out = JobResult(job.job_id, True, result.val_loss, result.val_accuracy, result.train_loss,
                     stopped=result.stopped, timings=timings, health=trace)
     if job.kind == "final":
-        _export(job, result.model, windows, train, out)
-    elif job.test:
-        logits = result.model(as_model_input(windows.x[list(job.test)]), training=False).numpy()
-        out.float_test_accuracy = float((logits.argmax(axis=1) == windows.y[list(job.test)]).mean())
+        _export(job, result.model, windows, train, out, cache)
+    elif job.test or job.test_data_path:
+        out.float_test_accuracy = _float_accuracy(result.model, *_test_set(job, windows, cache))
     if job.weights_path:
         _save_weights(result.model, job.weights_path)
     del result

@@ -4,6 +4,9 @@
     isl:PATH[?imu=1]                         the ISL alphabet in its published layout
     cwru:PATH[?files=bearingnas10&channel=FE&window=512&hop=512&windows_per_file=200&resample=1]
     session:PATH                             a recording made by firmware_bridge (or a folder of them)
+    folder:PATH[?window=400&hop=200&rate=200&channels=0,1&key=_DE_time]
+                                             one subfolder per class of .csv/.npy/.wav/.mat files
+    npz:PATH[?rate=200]                      arrays x (n, T, C), y, optional groups, classes
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from tinynas.data import synthetic
 from tinynas.data.windows import DataError, Windows
 
 _SYNTHETIC = {"vibration": synthetic.vibration, "emg": synthetic.emg}
-SOURCES = ("synthetic:vibration", "synthetic:emg", "isl:PATH", "cwru:PATH", "session:PATH")
+SOURCES = ("synthetic:vibration", "synthetic:emg", "isl:PATH", "cwru:PATH", "session:PATH", "folder:PATH",
+           "npz:PATH")
 
 
 def _value(text: str) -> int | float | str:
@@ -56,7 +60,7 @@ def load_windows(spec: str) -> Windows:
         names = generator.__code__.co_varnames[:generator.__code__.co_argcount]
         defaults = dict(zip(names[-len(generator.__defaults__):], generator.__defaults__))
         return generator(**_options(query, {name: type(value) for name, value in defaults.items()}))
-    if source in ("isl", "cwru", "session") and not argument:
+    if source in ("isl", "cwru", "session", "folder", "npz") and not argument:
         raise DataError(f"{source}: needs a path, e.g. {source}:/data/{source}")
     if source == "isl":
         from tinynas.data.isl import load_isl
@@ -75,4 +79,13 @@ def load_windows(spec: str) -> Windows:
 
         _options(query, {})
         return load_session(argument)
+    if source == "folder":
+        from tinynas.data.folder import load_folder
+
+        return load_folder(argument, **_options(query, {"window": int, "hop": int, "rate": float,
+                                                        "channels": tuple, "key": str}))
+    if source == "npz":
+        from tinynas.data.npz import load_npz
+
+        return load_npz(argument, **_options(query, {"rate": float}))
     raise DataError(f"unknown data source {spec!r}; known: {', '.join(SOURCES)}")

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from tinynas.litert import Int8Model
+from tinynas.preprocess import Preprocessing
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,7 @@ class LiveClassifier:
     def __init__(self, model_path: str | Path, card: dict, ring, hop_samples: int, smoothing: int = 3) -> None:
         self.model = Int8Model(Path(model_path).read_bytes())
         self.classes = list(card["classes"])
+        self.preprocessing = Preprocessing.from_card(card)
         self.length = self.model.window_shape[0]
         self.ring = ring
         self.hop = max(1, hop_samples)
@@ -53,7 +55,7 @@ class LiveClassifier:
             window = self.ring.window(end - self.length, self.length)
             if window is None:
                 continue  # lost samples or fell behind: skip rather than classify garbage
-            logits = self.model.logits(window[None])[0]
+            logits = self.model.logits(self.preprocessing.apply(window[None]))[0]
             probabilities = np.exp(logits - logits.max())
             probabilities /= probabilities.sum()
             best = int(probabilities.argmax())

@@ -325,13 +325,15 @@ class Service:
         from tinynas.data.session import load_session
         from tinynas.data.splits import make_split
         from tinynas.litert import Int8Model
+        from tinynas.preprocess import Preprocessing
 
         study = Path(self.state.study)
         card = json.loads((study / "card.json").read_text())
         windows = load_session(self.state.session)
         test = make_split(windows, "auto", seed=0).test
         model = Int8Model((study / "model.tflite").read_bytes())
-        accuracy = float(np.mean(model.logits(windows.x[test]).argmax(axis=1) == windows.y[test]))
+        inputs = Preprocessing.from_card(card).apply(windows.x[test])
+        accuracy = float(np.mean(model.logits(inputs).argmax(axis=1) == windows.y[test]))
         if accuracy < self.config.min_accuracy:
             error = (f"new model for {self.state.user} reached {accuracy:.1%} on held-out windows, below "
                      f"{self.config.min_accuracy:.0%}: not deployed")

@@ -1,0 +1,115 @@
+"""Your own recordings: one subfolder per class, signal files inside, each file one recording group.
+
+    recordings/
+      fist/    day1-001.csv  day1-002.csv ...
+      open/    a.npy  b.wav  c.mat ...
+
+Files are cut into windows of `window` samples every `hop` samples (default: hop = window); without
+`window`, each file is one window and all files must have the same length. The class is the name
+of the subfolder directly under the root (deeper folders are fine); files with other extensions
+(notes, README) are skipped and listed in the provenance.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from tinynas.data.signal_files import EXTENSIONS, Signal, read_signal
+from tinynas.data.windows import DataError, Windows
+
+
+def _select(signal: Signal, channels, path: Path) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Keep the channels asked for (indices, or names from a CSV header)."""
+    names = signal.channel_names or tuple(f"ch{i}" for i in range(signal.samples.shape[1]))
+    if channels is None:
+        return signal.samples, names
+    wanted = channels if isinstance(channels, tuple) else tuple(part.strip() for part in str(channels).split(","))
+    indices = []
+    for item in wanted:
+        if isinstance(item, int) or str(item).isdigit():
+            index = int(item)
+        elif item in names:
+            index = names.index(item)
+        else:
+            raise DataError(f"{path}: no channel {item!r} (channels: {', '.join(names)})")
+        if not 0 <= index < len(names):
+            raise DataError(f"{path}: channel {index} asked for, but the file has {len(names)} channel(s)")
+        indices.append(index)
+    return signal.samples[:, indices], tuple(names[i] for i in indices)
+
+
+def load_folder(root: str | Path, window: int | None = None, hop: int | None = None, rate: float | None = None,
+                channels=None, key: str | None = None) -> Windows:
+    """Windows from a folder of class subfolders (see the module docstring)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise DataError(f"{root}: no such folder")
+    if window is not None and window < 1 or hop is not None and hop < 1:
+        raise DataError("window and hop must be positive sample counts")
+    stray = sorted(p.name for p in root.iterdir() if p.is_file() and p.suffix.lower() in EXTENSIONS)
+    if stray:
+        raise DataError(f"{root} holds signal files outside class folders ({', '.join(stray[:3])}): put each "
+                        f"class's files in a subfolder named after the class")
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not classes:
+        raise DataError(f"{root} has no class subfolders (one folder per class, holding its recordings)")
+    xs, ys, groups, starts = [], [], [], []
+    skipped: list[str] = []
+    file_rate: tuple[float, Path] | None = None
+    layout: tuple[int, tuple[str, ...], Path] | None = None
+    length: tuple[int, Path] | None = None
+    unrated: Path | None = None
+    for label, name in enumerate(classes):
+        files = sorted(p for p in (root / name).rglob("*") if p.is_file() and not p.name.startswith("."))
+        signal_files = [p for p in files if p.suffix.lower() in EXTENSIONS]
+        skipped += [str(p.relative_to(root)) for p in files if p.suffix.lower() not in EXTENSIONS]
+        if not signal_files:
+            raise DataError(f"class folder {root / name} holds no signal files ({', '.join(EXTENSIONS)})")
+        for path in signal_files:
+            signal = read_signal(path, key)
+            if signal.sample_rate_hz is not None:
+                if rate is not None and not math.isclose(signal.sample_rate_hz, rate, rel_tol=1e-6):
+                    raise DataError(f"{path} is sampled at {signal.sample_rate_hz:g} Hz, not rate={rate:g}")
+                if file_rate is not None and not math.isclose(signal.sample_rate_hz, file_rate[0], rel_tol=1e-6):
+                    raise DataError(f"{path} is sampled at {signal.sample_rate_hz:g} Hz but {file_rate[1]} at "
+                                    f"{file_rate[0]:g} Hz: resample them to one rate")
+                file_rate = (signal.sample_rate_hz, path)
+            elif unrated is None:
+                unrated = path
+            samples, names = _select(signal, channels, path)
+            if layout is None:
+                layout = (samples.shape[1], names, path)
+            elif samples.shape[1] != layout[0]:
+                raise DataError(f"{path} has {samples.shape[1]} channel(s) but {layout[2]} has {layout[0]}")
+            count = samples.shape[0]
+            if window is None:
+                if length is not None and count != length[0]:
+                    raise DataError(f"{path} has {count} samples but {length[1]} has {length[0]}: without "
+                                    f"window=N every file is one window, so all must have the same length")
+                length = (count, path)
+                offsets = [0]
+                size = count
+            else:
+                if count < window:
+                    raise DataError(f"{path} has {count} samples, fewer than one window ({window})")
+                offsets = list(range(0, count - window + 1, hop or window))
+                size = window
+            group = str(path.relative_to(root).with_suffix(""))
+            for offset in offsets:
+                xs.append(samples[offset:offset + size])
+                ys.append(label)
+                groups.append(group)
+                starts.append(offset)
+    sample_rate = rate if rate is not None else (file_rate[0] if file_rate else None)
+    if sample_rate is None:
+        raise DataError(f"{root}: these files do not carry a sample rate; give it, e.g. folder:{root}?rate=200")
+    if file_rate is not None and rate is None and unrated is not None:
+        raise DataError(f"{unrated} carries no sample rate but {file_rate[1]} does ({file_rate[0]:g} Hz): "
+                        f"give rate= for all files")
+    provenance = {"source": "folder", "path": str(root), "window": window, "hop": hop or window,
+                  "files": len(set(groups)), **({"skipped": skipped} if skipped else {})}
+    return Windows(np.stack(xs), np.asarray(ys), np.asarray(groups), tuple(classes), float(sample_rate),
+                   layout[1], provenance, time_index=np.asarray(starts))

@@ -1,0 +1,18 @@
+"""A separate data set (another day, another person) as the test side of a search."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinynas.data.splits import Split
+
+
+def without_test_side(split: Split, test_windows: int) -> Split:
+    """`split` with its test side moved into training: the test windows come from elsewhere.
+
+    The test side shares no recording group with validation, so training on it leaks nothing.
+    """
+    train = np.sort(np.concatenate([split.train, split.test])).astype(split.train.dtype)
+    protocol = (f"{split.protocol}; that test side trains too: the test set is a separate data set "
+                f"({test_windows} windows)")
+    return Split(train, split.val, np.array([], dtype=split.train.dtype), protocol)
