@@ -12,8 +12,9 @@
 #   (a) the serving path: the service's LiveClassifier (LiteRT) on replayed windows of a model
 #       exported on this x86_64 machine gives the same predictions as here;
 #   (b) a one-candidate, few-epoch `tinynas search` with TensorFlow, export and LiteRT check.
-# LiteRT's XNNPACK reads /proc/cpuinfo, which under qemu-user is the host's x86 one, and crashes;
-# the chroot gets a Raspberry Pi 4's cpuinfo bound over it (an emulator artefact, not a Pi issue).
+# Under qemu-user /proc/cpuinfo is the host's x86 one, on which LiteRT's XNNPACK has been seen to
+# crash (an emulator artefact, not a Pi issue); the chroot gets a Raspberry Pi 4's cpuinfo bound over
+# it. (With qemu 7.2 and LiteRT 2.3.0, LiteRT also ran without it when tried by hand once.)
 # Writes benchmarks/results/pi-emulated.md (the log, without timings: emulated speed means nothing).
 # Not run in CI (downloads ~700 MB and runs for tens of minutes).
 set -euo pipefail
@@ -87,7 +88,10 @@ mkdir -p "$rootfs/root/.cache/pip" "$rootfs/dev/shm"
 bind --bind "$cache/pip" "$rootfs/root/.cache/pip"
 bind -t tmpfs tmpfs "$rootfs/dev/shm"
 cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
+# The host's CA bundle too: where a proxy re-signs TLS (as here), Debian's own bundle would refuse PyPI.
+cp "${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}" "$rootfs/etc/ssl/certs/host-bundle.crt"
 run() { chroot "$rootfs" /usr/bin/env -i HOME=/root PATH=/opt/venv/bin:/usr/bin:/bin QEMU_CPU=cortex-a72 \
+        PIP_CERT=/etc/ssl/certs/host-bundle.crt SSL_CERT_FILE=/etc/ssl/certs/host-bundle.crt \
         PYTHONDONTWRITEBYTECODE=1 TF_CPP_MIN_LOG_LEVEL=2 "$@"; }
 
 # --- install this checkout ---------------------------------------------------------------------------
@@ -98,7 +102,7 @@ say ""
 say "Command: \`sudo bash benchmarks/pi/emulated_run.sh\` ($(date +%F), tinynas $(cd "$repo" && git rev-parse --short HEAD))."
 say "Timings are left out on purpose: emulated speed says nothing about a Raspberry Pi's."
 say ""
-say "- machine inside: $(run uname -m), $(run python3 --version), CPU model seen by programs: $(run sh -c 'grep -m1 "CPU part" /proc/cpuinfo')"
+say "- machine inside: $(run uname -m), $(run python3 --version), /proc/cpuinfo seen by programs: $(run sh -c 'grep -m1 "^Model" /proc/cpuinfo | cut -d: -f2- | xargs'), CPU part $(run sh -c 'grep -m1 "CPU part" /proc/cpuinfo | cut -d: -f2 | xargs') (Cortex-A72)"
 [ -x "$rootfs/opt/venv/bin/python" ] || run python3 -m venv /opt/venv
 run python -m pip install --quiet --upgrade pip
 run python -m pip install --quiet --only-binary=:all: /opt/src
@@ -129,14 +133,15 @@ say "- (a) $verdict"
 rm -rf "$rootfs/opt/check/search"
 if run sh -c "cd /opt/check && tinynas search --data '$data' ${target[*]} --strategy fast --final-epochs 3 \
         --budget 30m --out /opt/check/search --json > /opt/check/search.json 2> /opt/check/search.log"; then
-    summary=$(python - "$rootfs/opt/check/search.json" <<'PY'
+    summary=$(python - "$rootfs/opt/check/search/card.json" <<'PY'
 import json, sys
 card = json.load(open(sys.argv[1]))
 s = card["search"]
 print(f"PASS: tinynas search trained {s['trained']} candidate(s) with TensorFlow ({card['name']}, "
       f"{card['final_training']['epochs']} epochs), exported int8 ({card['flash_bytes']} B) and checked it with LiteRT: "
       f"int8 test accuracy {card['int8_test_accuracy']:.3f} on {card['split']['test']} windows; "
-      f"TensorFlow {card['tools'].get('tensorflow', '?')}")
+      f"TensorFlow {card['tools'].get('tensorflow', '?')}, LiteRT {card['tools'].get('ai-edge-litert', '?')}, "
+      f"machine {card['tools'].get('machine', '?')}")
 PY
 )
 else
