@@ -166,6 +166,22 @@ def plot(runs: list[dict], path: Path, title: str) -> None:
     plt.close(figure)
 
 
+def verdict(runs: list[dict], rows: list[dict]) -> list[str]:
+    """The issue's goal for `fast`, met or not, and the floor any strategy pays on this target."""
+    fast = next((row for row in rows if row["strategy"] == "fast"), None)
+    paper = [run for run in runs if run["strategy"] == "paper"]
+    if fast is None or not paper or fast["wall_ratio"] is None:
+        return []
+    met = fast["reaches_paper"] and fast["wall_ratio"] <= 0.1
+    final = float(np.mean([run["final_seconds"] for run in paper]))
+    share = float(np.mean([run["final_seconds"] / run["wall_seconds"] for run in paper]))
+    return ["", f"Goal: `fast` within 0.5 points of `paper`'s int8 test accuracy in at most 1/10 of its wall time: "
+                f"**{'met' if met else 'not met'}** (accuracy {'reached' if fast['reaches_paper'] else 'not reached'}; "
+                f"{fast['wall_ratio']:.3f} of paper's wall time). For scale: paper's final stage alone (retraining "
+                f"its winner with the final recipe) takes {final:.0f} s, {share:.0%} of its wall time; a strategy "
+                f"that delivers a model trained with that recipe pays at least one such training."]
+
+
 def write(args, windows, target, runs: list[dict], command: str) -> str:
     """Markdown, JSON and PNG of the runs so far (rewritten after every run: a long benchmark
     interrupted still leaves its results)."""
@@ -181,7 +197,7 @@ def write(args, windows, target, runs: list[dict], command: str) -> str:
     lines = [f"# Search strategies side by side: {args.data}", "",
              "Command" + ("s (runs merged with `--merge`; each run records its own):" if len(commands) > 1 else ":"),
              *[f"`{c}`" for c in commands], "",
-             f"Data `{DATA.get(args.data, args.data)}`: {len(windows)} windows of "
+             f"Data `{DATA.get(args.data, args.data).replace(str(SHARED), '../shared/data')}`: {len(windows)} windows of "
              f"{windows.window_length}x{windows.channels}, {windows.classes} classes; split `{args.split}`. "
              f"Target {target.name}. Every strategy: budget {args.budget}, {args.workers} workers, candidates "
              f"trained with the method's recipe ({args.epochs} epochs, Adam 1e-3, batch 16) unless the strategy "
@@ -198,6 +214,7 @@ def write(args, windows, target, runs: list[dict], command: str) -> str:
                      f"{row['int8_test_accuracy_sd']:.4f} | {row['wall_seconds']:.0f} s | {row['trained']:.1f} | "
                      f"{row['peak_worker_rss_mib']:.0f} / {row['peak_worker_private_mib']:.0f} MiB | "
                      f"{'yes' if row['reaches_paper'] else 'no'} | {ratio} |")
+    lines += verdict(runs, rows)
     lines += ["", "Per run:", "",
               "| strategy | seed | winner | int8 test acc | wall s (search + final) | trained (stopped early) | final stage |",
               "|---|---|---|---|---|---|---|"]
@@ -241,6 +258,8 @@ def main() -> int:
     parser.add_argument("--strategies", default="paper,fast,greedy,random,tpe")
     parser.add_argument("--merge", action="store_true",
                         help="keep the runs of other strategies / seeds already in results/strategies-<data>.json")
+    parser.add_argument("--rewrite", action="store_true",
+                        help="only re-render the stored results (md, png) from results/strategies-<data>.json")
     parser.add_argument("--suffix", default="",
                         help="results go to strategies-<data>-<suffix>.* (e.g. another target)")
     args = parser.parse_args()
@@ -262,6 +281,8 @@ def main() -> int:
     order = [(seed, s) for seed in seeds for s in strategies if s in ("paper", "fast")]
     baseline_seeds = seeds[:args.baseline_seeds] if args.baseline_seeds is not None else seeds
     order += [(seed, s) for seed in baseline_seeds for s in strategies if s not in ("paper", "fast")]
+    if args.rewrite:
+        args.merge, order = True, []
     previous = RESULTS / f"{results_name(args)}.json"
     if args.merge and previous.exists():
         stored = json.loads(previous.read_text())
@@ -269,6 +290,10 @@ def main() -> int:
         runs = [dict(run, command=run.get("command", stored["command"])) for run in stored["runs"]
                 if (run["strategy"], run["seed"]) not in planned]
         args.strategies = ",".join(dict.fromkeys([*stored["args"]["strategies"].split(","), *strategies]))
+        if args.rewrite:
+            command = stored["command"]
+            vars(args).update({key: value for key, value in stored["args"].items() if key not in ("merge", "rewrite")})
+            target = get_target(args.target)
     with tempfile.TemporaryDirectory() as scratch:
         for seed, strategy in order:
             print(f"[{time.strftime('%H:%M:%S')}] {args.data} {strategy} seed {seed}", file=sys.stderr, flush=True)

@@ -54,5 +54,11 @@ def test_mismatched_data_is_refused_in_one_line():
         pre.check(other)
     with pytest.raises(DataError, match=r"shape \(32, 2\) but the model takes \(32, 3\)"):
         pre.apply(windows.x[:, :, :2])
+    from dataclasses import replace
+
+    renamed = replace(pre, channel_names=("emg0", "emg1", "emg2"))
+    swapped = replace(windows, channel_names=("emg1", "emg0", "emg2"))
+    with pytest.raises(DataError, match="has channels emg1, emg0, emg2 but the model takes emg0, emg1, emg2"):
+        renamed.check(swapped)
     with pytest.raises(ValueError, match="unknown normalization"):
         Preprocessing.fit(windows, np.arange(len(windows)), "zscore")

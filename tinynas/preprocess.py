@@ -87,6 +87,9 @@ class Preprocessing:
         if not math.isclose(windows.sample_rate_hz, self.sample_rate_hz, rel_tol=1e-6):
             raise DataError(f"{what} is sampled at {windows.sample_rate_hz:g} Hz but the model was trained "
                             f"at {self.sample_rate_hz:g} Hz")
+        if self.channel_names and windows.channel_names and windows.channel_names != self.channel_names:
+            raise DataError(f"{what} has channels {', '.join(windows.channel_names)} but the model takes "
+                            f"{', '.join(self.channel_names)} (same order; pick them with channels=)")
         unknown = [name for name in windows.class_names if name not in self.class_names]
         if unknown:
             raise DataError(f"{what} has class(es) the model does not know: {', '.join(unknown)} "

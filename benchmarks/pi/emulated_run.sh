@@ -49,29 +49,13 @@ if [ ! -e "$rootfs/.tinynas-complete" ]; then
 fi
 
 # --- mounts for this run ----------------------------------------------------------------------------
-cat > "$rootfs/etc/pi4-cpuinfo" <<'CPUINFO'
-processor	: 0
-BogoMIPS	: 108.00
-Features	: fp asimd evtstrm crc32 cpuid
-CPU implementer	: 0x41
-CPU architecture: 8
-CPU variant	: 0x0
-CPU part	: 0xd08
-CPU revision	: 3
-
-processor	: 1
-BogoMIPS	: 108.00
-Features	: fp asimd evtstrm crc32 cpuid
-CPU implementer	: 0x41
-CPU architecture: 8
-CPU variant	: 0x0
-CPU part	: 0xd08
-CPU revision	: 3
-
-Hardware	: BCM2835
-Revision	: c03111
-Model		: Raspberry Pi 4 Model B Rev 1.1
-CPUINFO
+{   # a Raspberry Pi 4's /proc/cpuinfo under 64-bit Raspberry Pi OS: four Cortex-A72 cores
+    for cpu in 0 1 2 3; do
+        printf 'processor\t: %s\nBogoMIPS\t: 108.00\nFeatures\t: fp asimd evtstrm crc32 cpuid\n' "$cpu"
+        printf 'CPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x0\nCPU part\t: 0xd08\nCPU revision\t: 3\n\n'
+    done
+    printf 'Hardware\t: BCM2835\nRevision\t: c03111\nModel\t\t: Raspberry Pi 4 Model B Rev 1.1\n'
+} > "$rootfs/etc/pi4-cpuinfo"
 mounted=()
 cleanup() {
     for ((i=${#mounted[@]}-1; i>=0; i--)); do umount -l "${mounted[$i]}" 2>/dev/null || true; done

@@ -85,6 +85,7 @@ def _two_classes(tmp_path, make_bad):
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
         np.save(tmp_path / name / "good.npy", _signal(1, 200))
+    _write_csv(tmp_path / "a" / "named.csv", _signal(2, 200))  # header a-then-b: emg_a, emg_b
     make_bad(tmp_path / "b")
     return tmp_path
 
@@ -100,6 +101,8 @@ BAD_FILES = {
                        "bad.mat: several arrays"),
     "not a MAT file": (lambda d: (d / "bad.mat").write_bytes(b"MATLAB 5.0 garbage"), "bad.mat: not a readable MATLAB"),
     "3-D npy": (lambda d: np.save(d / "bad.npy", np.zeros((2, 200, 2))), "bad.npy: array of shape"),
+    "CSV columns in another order": (lambda d: (d / "bad.csv").write_text("emg_b,emg_a\n" + "1,2\n" * 200),
+                                     "bad.csv has channels emg_b, emg_a but"),
     "WAV at another rate": (lambda d: wavfile.write(d / "bad.wav", 8000, np.zeros((200, 2), np.int16)),
                             "bad.wav is sampled at 8000 Hz, not rate=100"),
 }

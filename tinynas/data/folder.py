@@ -62,6 +62,7 @@ def load_folder(root: str | Path, window: int | None = None, hop: int | None = N
     layout: tuple[int, tuple[str, ...], Path] | None = None
     length: tuple[int, Path] | None = None
     unrated: Path | None = None
+    header: tuple[tuple[str, ...], Path] | None = None
     for label, name in enumerate(classes):
         files = sorted(p for p in (root / name).rglob("*") if p.is_file() and not p.name.startswith("."))
         signal_files = [p for p in files if p.suffix.lower() in EXTENSIONS]
@@ -80,6 +81,11 @@ def load_folder(root: str | Path, window: int | None = None, hop: int | None = N
             elif unrated is None:
                 unrated = path
             samples, names = _select(signal, channels, path)
+            if signal.channel_names:
+                if header is not None and names != header[0]:
+                    raise DataError(f"{path} has channels {', '.join(names)} but {header[1]} has "
+                                    f"{', '.join(header[0])}")
+                header = (names, path)
             if layout is None:
                 layout = (samples.shape[1], names, path)
             elif samples.shape[1] != layout[0]:
@@ -112,4 +118,4 @@ def load_folder(root: str | Path, window: int | None = None, hop: int | None = N
     provenance = {"source": "folder", "path": str(root), "window": window, "hop": hop or window,
                   "files": len(set(groups)), **({"skipped": skipped} if skipped else {})}
     return Windows(np.stack(xs), np.asarray(ys), np.asarray(groups), tuple(classes), float(sample_rate),
-                   layout[1], provenance, time_index=np.asarray(starts))
+                   header[0] if header else layout[1], provenance, time_index=np.asarray(starts))
