@@ -55,6 +55,7 @@ def test_evaluate_on_the_separate_test_set_reproduces_the_card(searched):
     base, _, day2, out, card = searched
     assert card["test_data"]["spec"] == day2 and card["split"]["test"] == 0
     assert card["preprocessing"]["normalize"] == "channel"
+    assert f"windows of the separate test set `{day2}`" in (out / "report.md").read_text()
     run = tinynas("evaluate", str(out), "--data", day2, "--json")
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout)

@@ -54,6 +54,9 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: dict, 
     out_dir = Path(out_dir)
     plot_trials(out_dir / "trials.png", trials, winner, target)
     search = card["search"]
+    test = card.get("test_data")
+    tested_on = (f"{test['windows']} windows of the separate test set `{test['spec']}`" if test
+                 else f"{card['split']['test']} held-out windows")
     lines = [
         f"# tinynas search: {winner.architecture.name()} for {target.name}",
         "",
@@ -73,7 +76,7 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: dict, 
          f"- final training: none, the winner was searched with the final recipe; exported as trained "
          f"({card['final_training']['seconds']:.0f} s)"),
         f"- test accuracy: float {card['float_test_accuracy']:.3f}, **int8 {card['int8_test_accuracy']:.3f}** "
-        f"(LiteRT, {card['split']['test']} held-out windows)",
+        f"(LiteRT, {tested_on})",
         f"- cost: {card['cost_estimate']['macs']:,} MACs, flash {kib(card['flash_bytes'])} (.tflite), "
         f"peak RAM {kib(card['cost_estimate']['peak_ram_bytes'])} (32-bit TFLM arena estimate)",
     ]

@@ -42,8 +42,9 @@ FINAL_FIDELITY = Fidelity(epochs=100, batch_size=16, learning_rate=0.01)
 SAFER_LEARNING_RATE = {"diverging": 0.1, "nonfinite": 0.1, "stalled": 10.0}
 """Learning-rate factor of the one retry a diagnosed candidate gets."""
 INCUMBENTS = "incumbents.json"
-TEST_WINDOWS = "test-windows.npz"
 """Best score per fidelity so far, for the workers' curve-stop rule."""
+TEST_WINDOWS = "test-windows.npz"
+"""The separate test set of `--test-data`, beside windows.npz (workers read it)."""
 MAX_ATTEMPTS = 2
 """A trial interrupted by a crash or power cut is retried once, then recorded as failed."""
 
