@@ -26,6 +26,9 @@ def test_config_errors(tmp_path):
         load_config(bad)
     with pytest.raises(ConfigError, match="no config file"):
         load_config(tmp_path / "missing.toml")
+    bad.write_text('normalize = "zscore"\n')
+    with pytest.raises(ConfigError, match="normalize must be one of none, channel, not 'zscore'"):
+        load_config(bad)
 
 
 def test_state_round_trip_is_atomic(tmp_path):

@@ -24,6 +24,8 @@ learning_rate = 0.001
 batch_size = 16
 final_epochs = 60
 workers = 2
+# Input normalisation recorded in the model's card: none, or channel (per-channel mean/std of training windows).
+normalize = "none"
 # Collection plan used when `tinynas onboard` names none (isl26, gestures4, bearing4 or a file).
 plan = "gestures4"
 # Live inference: a prediction every hop_seconds over the last window; majority vote over `smoothing`.
@@ -57,6 +59,7 @@ class ServiceConfig:
     batch_size: int = 16
     final_epochs: int = 60
     workers: int = 2
+    normalize: str = "none"
     plan: str = "gestures4"
     hop_seconds: float = 0.25
     smoothing: int = 3
@@ -85,4 +88,8 @@ def load_config(path: str | Path | None) -> ServiceConfig:
     unknown = sorted(set(data) - set(known))
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}")
+    from tinynas.preprocess import NORMALIZATIONS
+
+    if data.get("normalize", "none") not in NORMALIZATIONS:
+        raise ConfigError(f"{path}: normalize must be one of {', '.join(NORMALIZATIONS)}, not {data['normalize']!r}")
     return ServiceConfig(**data)

@@ -316,7 +316,7 @@ class Service:
                   budget_seconds=parse_duration(self.config.budget), seed=0,
                   fidelity=Fidelity(self.config.epochs, self.config.batch_size, self.config.learning_rate),
                   final_fidelity=Fidelity(self.config.final_epochs, self.config.batch_size, 0.01),
-                  workers=self.config.workers,
+                  workers=self.config.workers, normalize=self.config.normalize,
                   resume=journal_path.exists(), data_spec=f"session:{self.state.session}",
                   progress=Progress(interactive=False)).run()
         self._save(state="DEPLOYING")
