@@ -154,7 +154,11 @@ def test_evaluate_on_the_search_split_reproduces_the_card(tmp_path):
     from tinynas.targets import resolve_target
     from tinynas.train import Fidelity
 
-    spec = "synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2&seed=1"
+    synthetic = load_windows("synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2&seed=1")
+    # Searched from an npz: spec (arrays with names and groups), as a user's own windows would be.
+    np.savez(tmp_path / "mine.npz", x=synthetic.x, y=np.array(synthetic.class_names)[synthetic.y],
+             groups=synthetic.groups, sample_rate_hz=synthetic.sample_rate_hz)
+    spec = f"npz:{tmp_path / 'mine.npz'}"
     windows = load_windows(spec)
     recipe = Fidelity(2, 16, 3e-3)
     result = Study(tmp_path / "out", windows, resolve_target(ram="2200", flash="64k", macs="1M"), strategy="fast",
@@ -163,6 +167,7 @@ def test_evaluate_on_the_search_split_reproduces_the_card(tmp_path):
     from tinynas.data.splits import make_split
 
     split = make_split(windows, "auto", seed=0)
+    assert result.card["data"]["spec"] == spec and result.card["classes"] == sorted(synthetic.class_names)
     assert len(split.test) == test
     evaluation = evaluate(tmp_path / "out", windows.subset(split.test))
     assert evaluation.n_windows == test
