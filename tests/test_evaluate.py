@@ -172,3 +172,16 @@ def test_evaluate_on_the_search_split_reproduces_the_card(tmp_path):
     evaluation = evaluate(tmp_path / "out", windows.subset(split.test))
     assert evaluation.n_windows == test
     assert evaluation.accuracy == pytest.approx(result.card["int8_test_accuracy"], abs=1e-12)
+
+
+@pytest.mark.slow
+def test_a_model_folder_that_cannot_take_the_figure_still_gets_its_figures(searched, tmp_path):
+    import shutil
+
+    _, _, day2, out, card = searched
+    for name in ("model.tflite", "card.json"):
+        shutil.copy(out / name, tmp_path / name)
+    (tmp_path / "confusion.png").mkdir()  # stands in for a read-only deployment folder
+    run = tinynas("evaluate", str(tmp_path), "--data", day2, "--json")
+    assert run.returncode == 0 and "could not write" in run.stderr
+    assert json.loads(run.stdout)["accuracy"] == pytest.approx(card["int8_test_accuracy"], abs=1e-12)

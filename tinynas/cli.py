@@ -165,12 +165,17 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     tflite, _ = model_files(args.model)  # a missing model or card is reported before data is loaded
     result = evaluate(tflite, load_windows(args.data))
-    picture = plot_confusion(result, tflite.parent / "confusion.png")
+    try:
+        picture = str(plot_confusion(result, tflite.parent / "confusion.png"))
+    except OSError as exc:  # a read-only model folder (a deployed model) must not lose the figures
+        print(f"tinynas: could not write {tflite.parent / 'confusion.png'}: {exc.strerror}", file=sys.stderr)
+        picture = None
     if args.json:
-        print(json.dumps({**result.to_dict(), "data": args.data, "confusion_png": str(picture)}, indent=2))
+        print(json.dumps({**result.to_dict(), "data": args.data, "confusion_png": picture}, indent=2))
         return 0
     print(result.text())
-    print(f"  confusion matrix: {picture}")
+    if picture:
+        print(f"  confusion matrix: {picture}")
     return 0
 
 
