@@ -6,6 +6,7 @@ data that does not match is refused with one line saying which.
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ class Evaluation:
                  f"  accuracy {self.accuracy:.3f}, balanced accuracy {self.balanced_accuracy:.3f}, "
                  f"{self.latency_us:.0f} us per window (LiteRT, this machine)", "  recall per class:"]
         lines += [f"    {name:>12}  {recall:.3f}" for name, recall in self.per_class_recall.items()]
-        width = max(5, *(len(self.classes[i]) for i in range(len(self.classes))))
+        width = max(5, *map(len, self.classes))
         lines.append("  confusion (rows: true class, columns: predicted):")
         lines.append("    " + " " * width + " " + " ".join(f"{name[:width]:>{width}}" for name in self.classes))
         for i in present:
@@ -125,8 +126,6 @@ def plot_confusion(evaluation: Evaluation, path: str | Path) -> Path:
                 axes.text(j, i, int(count), ha="center", va="center", fontsize=7,
                           color="white" if shares[i, j] > 0.5 else "black")
     figure.tight_layout()
-    import io
-
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)
     plt.close(figure)

@@ -107,14 +107,17 @@ class Preprocessing:
         return {key: list(value) if isinstance(value, tuple) else value for key, value in data.items()}
 
     @classmethod
+    def from_dict(cls, stored: dict) -> "Preprocessing":
+        """The inverse of `to_dict`."""
+        return cls(int(stored["window_length"]), int(stored["channels"]), float(stored["sample_rate_hz"]),
+                   tuple(stored["class_names"]), tuple(stored.get("channel_names", ())),
+                   stored.get("normalize", "none"), tuple(stored.get("offset", ())), tuple(stored.get("scale", ())))
+
+    @classmethod
     def from_card(cls, card: dict) -> "Preprocessing":
         """The preprocessing a card records (cards written before it was recorded: pass-through)."""
-        stored = card.get("preprocessing")
-        if stored:
-            return cls(int(stored["window_length"]), int(stored["channels"]), float(stored["sample_rate_hz"]),
-                       tuple(stored["class_names"]), tuple(stored.get("channel_names", ())),
-                       stored.get("normalize", "none"), tuple(stored.get("offset", ())),
-                       tuple(stored.get("scale", ())))
+        if card.get("preprocessing"):
+            return cls.from_dict(card["preprocessing"])
         shape = card["input"]["shape"]
         return cls(int(shape[0]), int(shape[1]), float(card["input"]["sample_rate_hz"]), tuple(card["classes"]),
                    tuple(card["input"].get("channel_names", ())))

@@ -204,7 +204,7 @@ def _test_set(job: Job, windows, cache: dict):
         from tinynas.preprocess import Preprocessing
 
         test = Windows.load(job.test_data_path)
-        pre = (Preprocessing.from_card({"preprocessing": job.preprocessing}) if job.preprocessing
+        pre = (Preprocessing.from_dict(job.preprocessing) if job.preprocessing
                else Preprocessing.fit(windows, list(job.train)))
         cache.update(test_path=job.test_data_path, test=(pre.apply(test.x), pre.labels_for(test)))
     return cache["test"]
@@ -237,7 +237,7 @@ def _run(job: Job, tf, cache: dict) -> JobResult:
         cache.clear()
         windows = Windows.load(job.data_path)
         if job.preprocessing:
-            windows = Preprocessing.from_card({"preprocessing": job.preprocessing}).prepare(windows)
+            windows = Preprocessing.from_dict(job.preprocessing).prepare(windows)
         cache.update(path=(job.data_path, repr(job.preprocessing)), windows=windows)
     windows = cache["windows"]
     arch = Architecture.from_json(job.architecture)

@@ -23,13 +23,12 @@ rung: `benchmarks/results/strategies-isl.md`, first run).
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 from tinynas.cost import macs
 from tinynas.search.base import Proposal, Strategy
 from tinynas.train import Fidelity
-from tinynas.trial import Trial, TrialState
+from tinynas.trial import Trial
 
 FINAL_PATIENCE = 20
 """Epochs without a better validation loss before a candidate stops."""
@@ -49,7 +48,6 @@ class FastStrategy(Strategy):
                             curve_stop=True)
         self._queue = self._frontier()
         self._pending: set[tuple[int, int]] = set()
-        self.scores: dict[tuple[int, int], float] = {}
 
     def _frontier(self) -> list[tuple[int, int]]:
         """For every feasible cell count the widest feasible stem, largest compute first.
@@ -76,8 +74,6 @@ class FastStrategy(Strategy):
         return Proposal(self.space.architecture(k, c), self.race)
 
     def tell(self, trial: Trial) -> None:
-        key = (trial.architecture.k, trial.architecture.c)
-        if key not in self._pending or trial.fidelity != self.race:
-            return
-        self._pending.discard(key)
-        self.scores[key] = trial.comparable_score if trial.state is TrialState.COMPLETE else math.inf
+        # The study ranks the raced candidates itself (lowest objective); only completion matters here.
+        if trial.fidelity == self.race:
+            self._pending.discard((trial.architecture.k, trial.architecture.c))
