@@ -21,13 +21,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+from firmware_bridge.errors import BridgeError
 
 log = logging.getLogger(__name__)
 
 FULL_SCALE = {"int8": (-128, 127), "int16": (-32768, 32767)}
 
 
-class PlanError(ValueError):
+class PlanError(BridgeError, ValueError):
     """A collection plan that cannot be used."""
 
 

@@ -18,11 +18,12 @@ from dataclasses import asdict, dataclass
 import serial
 
 from firmware_bridge.protocol import Hello, Message, Ping, StreamDecoder, encode_frame
+from firmware_bridge.errors import BridgeError
 
 log = logging.getLogger(__name__)
 
 
-class LinkError(RuntimeError):
+class LinkError(BridgeError, RuntimeError):
     """The port cannot be opened, or the device never said HELLO."""
 
 

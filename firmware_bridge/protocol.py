@@ -19,6 +19,7 @@ import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
+from firmware_bridge.errors import BridgeError
 
 VERSION = 1
 DELIMITER = b"\x00"
@@ -42,7 +43,7 @@ SAMPLE_FORMATS = {1: ("int8", np.dtype("<i1")), 2: ("int16", np.dtype("<i2")), 3
 FORMAT_CODES = {name: code for code, (name, _) in SAMPLE_FORMATS.items()}
 
 
-class ProtocolError(ValueError):
+class ProtocolError(BridgeError, ValueError):
     """Bytes or values that do not make a valid frame or message."""
 
 

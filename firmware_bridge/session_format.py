@@ -32,6 +32,7 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
+from firmware_bridge.errors import BridgeError
 
 MAGIC = b"TNSC"
 VERSION = 1
@@ -41,7 +42,7 @@ _BY_CODE = {code: (name, dtype) for name, (code, dtype) in SAMPLE_FORMATS.items(
 FORMAT_NAME = "tinynas-session"
 
 
-class SessionFormatError(ValueError):
+class SessionFormatError(BridgeError, ValueError):
     """Bytes that are not a valid chunk."""
 
 

@@ -9,28 +9,15 @@ import signal
 import sys
 from pathlib import Path
 
-from firmware_bridge.guide import PlanError
-from firmware_bridge.link import LinkError
-from tinynas.service.config import ConfigError
-from tinynas.service.runner import ServiceError
-from tinynas.service.status_server import StatusServerError
 from tinynas import __version__
-from tinynas.cost import BudgetError, estimate
+from tinynas.cost import estimate
 from tinynas.data.splits import PROTOCOLS
-from tinynas.data.windows import DataError
-from tinynas.evaluate import EvaluateError
-from tinynas.journal import JournalError
-from tinynas.measure import MeasureError
+from tinynas.errors import crash_log, user_message
 from tinynas.preprocess import NORMALIZATIONS
 from tinynas.space import Architecture, SpecError
-from tinynas.targets import TargetError, builtin_targets, kib, resolve_target
+from tinynas.targets import builtin_targets, kib, resolve_target
 
 log = logging.getLogger("tinynas")
-
-EXPECTED_ERRORS = (SpecError, TargetError, BudgetError, MeasureError, DataError, JournalError,
-                   FileNotFoundError, LinkError, PlanError, TimeoutError, ConfigError, ServiceError,
-                   StatusServerError, EvaluateError)
-
 
 def _parse_input(text: str) -> tuple[int, int]:
     try:
@@ -200,9 +187,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 def _cmd_data_inspect(args: argparse.Namespace) -> int:
     from tinynas.data.inspect import describe_windows
     from tinynas.data.spec import load_windows
-    from tinynas.data.splits import make_split
-
     from tinynas.data.checks import check_windows
+    from tinynas.data.splits import make_split
+    from tinynas.data.windows import DataError
 
     windows = load_windows(args.spec)
     summary = describe_windows(windows)
@@ -551,19 +538,23 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(message)s", stream=sys.stderr)
-    from tinynas.study import StudyError
-
     # systemd stops services with SIGTERM: stop like Ctrl-C, journal intact.
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         return args.func(args)
-    except (*EXPECTED_ERRORS, StudyError) as exc:
-        message = str(exc) if not isinstance(exc, FileNotFoundError) else f"no such file: {exc.filename}"
-        print(f"tinynas: error: {message}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("tinynas: interrupted; the journal is intact (continue with --resume)", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - the one place that turns any failure into one line
+        message = user_message(exc)
+        if message is not None:
+            print(f"tinynas: error: {message}", file=sys.stderr)
+            return 2
+        log_path = crash_log(exc)
+        where = f"; traceback in {log_path}" if log_path else ""
+        print(f"tinynas: internal error: {type(exc).__name__}: {exc} (a bug: please report it{where})",
+              file=sys.stderr)
+        return 1
 
 
 def _raise_interrupt(signum, frame):

@@ -22,6 +22,7 @@ from tinynas.graph import Graph, lower
 from tinynas.memory_planner import ARENA_ALIGNMENT, Buffer, align_up, planned_size
 from tinynas.space import Architecture
 from tinynas.targets import Target, kib
+from tinynas.errors import TinynasError
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ FLASH_PER_CELL_BYTES = 503
 FLASH_PER_QUANT_CHANNEL_BYTES = 12
 
 
-class BudgetError(ValueError):
+class BudgetError(TinynasError, ValueError):
     """A target budget that no architecture of the space can meet."""
 
 

@@ -16,9 +16,10 @@ import numpy as np
 
 from tinynas.data.windows import DataError, Windows
 from tinynas.preprocess import Preprocessing
+from tinynas.errors import TinynasError
 
 
-class EvaluateError(ValueError):
+class EvaluateError(TinynasError, ValueError):
     """A model that cannot be evaluated (missing file or card)."""
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tinynas.trial import Trial
+from tinynas.errors import TinynasError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -22,7 +23,7 @@ CREATE TABLE IF NOT EXISTS trials (
 """
 
 
-class JournalError(RuntimeError):
+class JournalError(TinynasError, RuntimeError):
     """A journal that cannot be opened or does not belong to this study."""
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from tinynas.litert import Int8Model
 from tinynas.quiet import captured_fd
+from tinynas.errors import TinynasError
 
 MEASURE_ARENA_BYTES = 4 << 20
 """Arena handed to TFLite Micro when measuring; what it reports is what the model used."""
@@ -20,7 +21,7 @@ _CATEGORY = re.compile(
     r"'([^']+)' used (\d+) bytes with alignment overhead \(requested (\d+) bytes for (\d+)")
 
 
-class MeasureError(RuntimeError):
+class MeasureError(TinynasError, RuntimeError):
     """A model that cannot be loaded or run by the measuring runtime."""
 
 

@@ -14,6 +14,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
+from tinynas.errors import TinynasError
 
 GROWTH_RULES = ("half", "double", "none")
 """How filters grow per cell: n + ceil(n/2) (the method's), n * 2, or constant."""
@@ -22,7 +23,7 @@ SCHEMA_VERSION = 1
 BN_MOMENTUM = 0.9
 
 
-class SpecError(ValueError):
+class SpecError(TinynasError, ValueError):
     """An architecture or budget specification that cannot be built."""
 
 

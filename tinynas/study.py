@@ -34,6 +34,7 @@ from tinynas.targets import Target, kib
 from tinynas.train import Fidelity
 from tinynas.trial import Trial, TrialState
 from tinynas.worker import Job, JobResult, WorkerPool
+from tinynas.errors import TinynasError
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ MAX_ATTEMPTS = 2
 """A trial interrupted by a crash or power cut is retried once, then recorded as failed."""
 
 
-class StudyError(RuntimeError):
+class StudyError(TinynasError, RuntimeError):
     """A study that cannot start or continue (wrong folder, mismatched resume, nothing finished)."""
 
 

@@ -7,12 +7,13 @@ import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from tinynas.errors import TinynasError
 
 MACS_PER_COREMARK = 10_000
 """The method's convention: a target's MAC budget is its CoreMark score x 10^4."""
 
 
-class TargetError(ValueError):
+class TargetError(TinynasError, ValueError):
     """A target that does not exist or whose budget is impossible."""
 
 

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from tinynas.errors import TinynasError
 
 
-class DataError(ValueError):
+class DataError(TinynasError, ValueError):
     """Windows that cannot be used: wrong shapes, NaN/inf, empty classes, bad files."""
 
 

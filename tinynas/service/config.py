@@ -5,6 +5,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from tinynas.errors import TinynasError
 
 DEFAULT_CONFIG = '''# tinynas service configuration (TOML). Every key is optional; the values below are the defaults.
 
@@ -40,7 +41,7 @@ http_token = ""
 '''
 
 
-class ConfigError(ValueError):
+class ConfigError(TinynasError, ValueError):
     """A configuration file that cannot be used."""
 
 

@@ -30,11 +30,12 @@ from tinynas.service.inference import LiveClassifier, PredictionLog
 from tinynas.service.state import load_state, save_state
 from tinynas.service.status_server import StatusServer
 from tinynas.worker import memory_bytes
+from tinynas.errors import TinynasError
 
 log = logging.getLogger(__name__)
 
 
-class ServiceError(RuntimeError):
+class ServiceError(TinynasError, RuntimeError):
     """A service that cannot run (no device, bad config)."""
 
 

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
+from tinynas.errors import TinynasError
 
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>tinynas</title>
@@ -59,7 +60,7 @@ refresh(); setInterval(refresh, 1000);
 """
 
 
-class StatusServerError(ValueError):
+class StatusServerError(TinynasError, ValueError):
     """An unsafe or impossible binding."""
 
 

@@ -1,0 +1,12 @@
+"""The one error base of firmware_bridge: link, protocol, plan and session-format errors derive from it."""
+
+
+class BridgeError(Exception):
+    """Base of every error firmware_bridge reports (a closed port, a bad frame, an unusable plan)."""
+
+
+class CollectionPaused(BridgeError):
+    """A guided collection stopped itself for the user to act (e.g. a class rejected too often).
+
+    The accepted windows are on disk; the collection continues from them when it is run again.
+    """
