@@ -47,6 +47,10 @@ class ProtocolError(BridgeError, ValueError):
     """Bytes or values that do not make a valid frame or message."""
 
 
+class CrcError(ProtocolError):
+    """A frame whose CRC does not match its bytes (noise on the line), counted apart."""
+
+
 # ---- COBS ----------------------------------------------------------------------------------
 def cobs_encode(data: bytes) -> bytes:
     """Consistent Overhead Byte Stuffing: the result holds no 0x00 byte."""
@@ -146,12 +150,22 @@ def _short_text(text: str, what: str) -> bytes:
 
 
 def encode_payload(message: Message) -> tuple[MessageType, bytes]:
-    """The message type and payload bytes of `message`."""
+    """The message type and payload bytes of `message`; ProtocolError if a value does not fit its field."""
+    try:
+        return _encode_payload(message)
+    except (struct.error, OverflowError, TypeError, UnicodeEncodeError) as exc:
+        # A negative index, a nonce past 32 bits, a NaN rate: the field cannot carry it.
+        raise ProtocolError(f"cannot encode {type(message).__name__}: {exc}") from None
+
+
+def _encode_payload(message: Message) -> tuple[MessageType, bytes]:
     if isinstance(message, Hello):
         if message.sample_format not in FORMAT_CODES:
             raise ProtocolError(f"unknown sample format {message.sample_format!r}")
         if not 1 <= message.channels <= 255:
             raise ProtocolError(f"channels must be 1..255, got {message.channels}")
+        if not 0 < message.sample_rate_hz * 1000 < 2**32:  # also refuses NaN
+            raise ProtocolError(f"sample rate must be above 0 and below 4.29 MHz, got {message.sample_rate_hz}")
         return MessageType.HELLO, (_short_text(message.device_id, "device id")
                                    + _short_text(message.firmware_version, "firmware version")
                                    + struct.pack("<BIB", message.channels, round(message.sample_rate_hz * 1000),
@@ -188,6 +202,8 @@ def decode_payload(kind: int, payload: bytes) -> Message:
             channels, rate_mhz, code = struct.unpack_from("<BIB", payload, 2 + n + m)
             if code not in SAMPLE_FORMATS:
                 raise ProtocolError(f"HELLO names unknown sample format code {code}")
+            if channels == 0 or rate_mhz == 0:  # what encode refuses: a recorder would divide by them
+                raise ProtocolError(f"HELLO with {channels} channels at {rate_mhz} mHz")
             return Hello(device, firmware, channels, rate_mhz / 1000, SAMPLE_FORMATS[code][0])
         if kind == MessageType.SAMPLES:
             first, count, channels, code = struct.unpack_from("<QHBB", payload, 0)
@@ -228,7 +244,7 @@ def decode_frame(encoded: bytes) -> tuple[int, Message]:
         raise ProtocolError(f"frame of {len(body)} bytes is too short")
     (crc,) = _CRC.unpack_from(body, len(body) - _CRC.size)
     if zlib.crc32(body[:-_CRC.size]) != crc:
-        raise ProtocolError("bad CRC")
+        raise CrcError("bad CRC")
     version, kind, sequence, length = _HEAD.unpack_from(body, 0)
     if version != VERSION:
         raise ProtocolError(f"frame version {version}, expected {VERSION}")
@@ -250,7 +266,13 @@ class DecoderStats:
 
 
 class StreamDecoder:
-    """Feed it byte chunks of any size; get back (sequence, message) for every intact frame."""
+    """Feed it byte chunks of any size; get back (sequence, message) for every intact frame.
+
+    Memory stays bounded by `max_frame_bytes` whatever is fed: a partial frame longer than that
+    is dropped as garbage (the decoder restarts at the next byte), and a frame that is too long
+    is rejected by its size before it is copied or decoded. Nothing is ever sized from a length
+    field; the length field is only compared with what arrived.
+    """
 
     def __init__(self, max_frame_bytes: int = 2 * MAX_PAYLOAD) -> None:
         self.stats = DecoderStats()
@@ -258,38 +280,61 @@ class StreamDecoder:
         self._expected: int | None = None
         self._max = max_frame_bytes
 
+    @property
+    def buffered(self) -> int:
+        """Bytes of a partial frame held until its delimiter arrives (at most max_frame_bytes)."""
+        return len(self._buffer)
+
     def reset_sequence(self) -> None:
         """Forget the expected sequence number (the device restarted, e.g. after a reconnect)."""
         self._expected = None
 
     def feed(self, data: bytes) -> list[tuple[int, Message]]:
         """Decode every complete frame in `data` (plus what was buffered)."""
+        if not isinstance(data, (bytes, bytearray)):
+            data = bytes(data)
         self.stats.bytes += len(data)
-        self._buffer += data
-        out = []
-        while True:
-            end = self._buffer.find(0)
+        out: list[tuple[int, Message]] = []
+        start, size = 0, len(data)
+        while start < size:
+            end = data.find(0, start)
             if end < 0:
-                if len(self._buffer) > self._max:  # no delimiter for too long: garbage
-                    self.stats.discarded_bytes += len(self._buffer)
-                    self.stats.bad_frames += 1
-                    self._buffer.clear()
-                return out
-            encoded = bytes(self._buffer[:end])
-            del self._buffer[:end + 1]
-            if not encoded:
-                continue  # back-to-back delimiters (a sender may lead with one to resync)
-            try:
-                sequence, message = decode_frame(encoded)
-            except ProtocolError as exc:
-                if str(exc) == "bad CRC":
-                    self.stats.bad_crc += 1
-                else:
-                    self.stats.bad_frames += 1
-                self.stats.discarded_bytes += len(encoded) + 1
-                continue
-            if self._expected is not None:
-                self.stats.gaps += (sequence - self._expected) & 0xFFFF
-            self._expected = (sequence + 1) & 0xFFFF
-            self.stats.frames_ok += 1
-            out.append((sequence, message))
+                self._keep(data, start, size)
+                break
+            length = len(self._buffer) + end - start
+            if length > self._max:  # too long to be a frame: dropped unread, never copied whole
+                self._buffer.clear()
+                self.stats.bad_frames += 1
+                self.stats.discarded_bytes += length + 1
+            elif length:  # (back-to-back delimiters are fine: a sender may lead with one to resync)
+                encoded = bytes(self._buffer) + data[start:end] if self._buffer else bytes(data[start:end])
+                self._buffer.clear()
+                self._decode(encoded, out)
+            start = end + 1
+        return out
+
+    def _keep(self, data: bytes, start: int, size: int) -> None:
+        # A partial frame waits for its delimiter; one that outgrows any frame is garbage (a line
+        # stuck high, a wrong baud rate) and is dropped so the next bytes can start a frame.
+        if len(self._buffer) + size - start > self._max:
+            self.stats.discarded_bytes += len(self._buffer) + size - start
+            self.stats.bad_frames += 1
+            self._buffer.clear()
+        else:
+            self._buffer += data[start:size]
+
+    def _decode(self, encoded: bytes, out: list) -> None:
+        try:
+            sequence, message = decode_frame(encoded)
+        except ProtocolError as exc:
+            if isinstance(exc, CrcError):
+                self.stats.bad_crc += 1
+            else:
+                self.stats.bad_frames += 1
+            self.stats.discarded_bytes += len(encoded) + 1
+            return
+        if self._expected is not None:
+            self.stats.gaps += (sequence - self._expected) & 0xFFFF
+        self._expected = (sequence + 1) & 0xFFFF
+        self.stats.frames_ok += 1
+        out.append((sequence, message))
