@@ -5,6 +5,7 @@ import pytest
 
 from firmware_bridge.session_format import FORMAT_NAME, encode_chunk
 from tinynas.data.session import load_session
+from tinynas.data.spec import load_windows
 from tinynas.data.windows import DataError
 
 
@@ -63,3 +64,98 @@ def test_folder_of_sessions(tmp_path):
 def test_not_a_session(tmp_path):
     with pytest.raises(DataError, match="holds no recorded session"):
         load_session(tmp_path)
+
+
+def _recorded(folder, recordings, rate=12_000.0):
+    """A session written by the real recorder: each (label, samples) is one accepted recording."""
+    from firmware_bridge.protocol import Hello, Samples
+    from firmware_bridge.recorder import Recorder
+
+    hello = Hello("sim", "1", 1, rate, "int16")
+    position = 0
+    with Recorder(folder, hello, labels=sorted({label for label, _ in recordings})) as recorder:
+        for label, samples in recordings:
+            position += 100  # idle samples between prompts, never part of a recording
+            block = np.asarray(samples, dtype=np.int16).reshape(-1, 1)
+            recorder.add_samples(Samples(position - 100, np.zeros((100, 1), np.int16)))
+            recorder.add_samples(Samples(position, block))
+            recorder.add_window(label, position, len(block))
+            position += len(block)
+    return folder
+
+
+def test_session_recut_into_target_sized_windows(tmp_path):
+    rng = np.random.default_rng(0)
+    recordings = [(label, rng.integers(-1000, 1000, size=1000)) for label in ("normal", "fault") * 2]
+    folder = _recorded(tmp_path / "s", recordings)
+    whole = load_session(folder)
+    assert whole.x.shape == (4, 1000, 1)
+    cut = load_windows(f"session:{folder}?window=256&hop=128")
+    # (1000 - 256) // 128 + 1 = 6 windows per recording, each inside its recording, with its group.
+    assert cut.x.shape == (24, 256, 1) and cut.provenance["window"] == 256 and cut.provenance["hop"] == 128
+    for group, start in zip(whole.groups, whole.time_index):
+        mine = cut.groups == group
+        assert mine.sum() == 6 and len(set(cut.y[mine])) == 1
+        firsts = cut.time_index[mine]
+        assert firsts.min() >= start and firsts.max() + 256 <= start + 1000
+        source = whole.x[whole.groups == group][0]
+        for window, first in zip(cut.x[mine], firsts):
+            assert np.array_equal(window, source[first - start:first - start + 256])
+    assert len(load_windows(f"session:{folder}?window=256")) == 4 * 3
+
+
+def test_session_recut_refuses_windows_longer_than_every_recording(tmp_path):
+    folder = _recorded(tmp_path / "s", [("a", np.ones(300)), ("b", np.ones(300))])
+    with pytest.raises(DataError, match=r"every recording is shorter than window=512 \(recorded lengths: 300\)"):
+        load_session(folder, window=512)
+
+
+def test_session_recut_skips_only_windows_in_a_gap(tmp_path):
+    stream = np.arange(1000 * 2, dtype=np.int16).reshape(1000, 2)
+    folder = _session(tmp_path / "s1", [(0, stream[:500]), (600, stream[600:])],
+                      [("rest", 0, 400), ("fist", 400, 600)])
+    windows = load_session(folder, window=100)
+    # rest: 4 windows; fist 400..1000: only 400..500 and 600..1000 were received (1 + 4 windows).
+    assert windows.time_index.tolist() == [0, 100, 200, 300, 400, 600, 700, 800, 900]
+    assert windows.provenance["skipped_windows"] == 1
+
+
+def test_windows_of_mixed_lengths_point_at_recut(tmp_path):
+    stream = np.ones((600, 2), dtype=np.int16)
+    folder = _session(tmp_path / "s1", [(0, stream)], [("rest", 0, 100), ("fist", 200, 300)])
+    with pytest.raises(DataError, match=r"windows of different lengths \[100, 300\]; .*\?window=100"):
+        load_session(folder)
+
+
+def test_a_chunk_header_claiming_a_huge_index_allocates_nothing_for_it(tmp_path):
+    from firmware_bridge.session_format import HEADER
+
+    stream = np.ones((300, 2), dtype=np.int16)
+    folder = _session(tmp_path / "s1", [(0, stream[:200]), (200, stream[200:])],
+                      [("rest", 0, 100), ("fist", 100, 100)])
+    data = bytearray((folder / "samples.bin").read_bytes())
+    second = HEADER.size + 200 * 2 * 2
+    data[second + 12:second + 20] = (2 ** 62).to_bytes(8, "little")  # first sample index (outside the CRC)
+    (folder / "samples.bin").write_bytes(bytes(data))
+    assert load_session(folder).time_index.tolist() == [0, 100]
+
+
+@pytest.mark.parametrize("manifest, message", [
+    ([1, 2], "not a tinynas-session manifest"),
+    ({"format": FORMAT_NAME, "sample_rate_hz": 200.0, "channels": "two"}, "channels is 'two'"),
+    ({"format": FORMAT_NAME, "sample_rate_hz": 0, "channels": 2}, "sample_rate_hz is 0"),
+    ({"format": FORMAT_NAME, "sample_rate_hz": 200.0, "channels": 2, "labels": "rest"}, "labels is not a list"),
+])
+def test_damaged_manifests_are_one_line(tmp_path, manifest, message):
+    folder = _session(tmp_path / "s1", [(0, np.ones((300, 2), np.int16))], [("rest", 0, 100)])
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(DataError, match=message):
+        load_session(folder)
+
+
+def test_a_damaged_window_record_is_one_line(tmp_path):
+    folder = _session(tmp_path / "s1", [(0, np.ones((300, 2), np.int16))], [("rest", 0, 100), ("fist", 100, 100)])
+    (folder / "windows.jsonl").write_text('{"label": "rest", "start": "zero", "length": 100}\n'
+                                          '{"label": "fist", "start": 100, "length": 100}\n')
+    with pytest.raises(DataError, match="windows.jsonl: line 1 is not a window record"):
+        load_session(folder)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynas.data.windows import DataError, Windows
+from tinynas.data.signal_files import check_readable, read_mat
+from tinynas.data.windows import DataError, Windows, check_size, shown
 
 
 @dataclass(frozen=True)
@@ -46,24 +47,22 @@ TARGET_RATE_HZ = 12_000.0
 
 
 def _read_signal(file: Path, channel: str) -> tuple[np.ndarray, str]:
-    from scipy.io import loadmat
-
     suffix = CHANNELS[channel]
-    try:
-        contents = loadmat(file)
-    except FileNotFoundError:
-        raise DataError(f"{file}: no such file") from None
-    except Exception as exc:  # scipy raises ValueError, TypeError, OSError... on damaged files
-        raise DataError(f"{file}: not a readable MATLAB file ({type(exc).__name__}: {exc}; truncated?)") from None
+    check_readable(file, "a CWRU .mat file")
+    contents = read_mat(file)
     keys = sorted(key for key in contents if key.endswith(suffix))
     if not keys:
         found = ", ".join(sorted(k for k in contents if not k.startswith("__"))) or "none"
-        raise DataError(f"{file}: no channel {channel} (no key ending in {suffix}; keys: {found})")
+        raise DataError(f"{shown(file)}: no channel {channel} (no key ending in {suffix}; keys: {found})")
     own = [key for key in keys if key.startswith(f"X{int(file.stem):03d}")] if file.stem.isdigit() else []
     key = (own or keys)[0]
-    signal = np.asarray(contents[key], dtype=np.float64).ravel()
+    value = contents[key]
+    if not isinstance(value, np.ndarray) or value.dtype.kind not in "iuf":
+        raise DataError(f"{shown(file)}: {key} holds {type(value).__name__} {getattr(value, 'dtype', '')}, "
+                        f"not numbers (damaged file?)")
+    signal = value.astype(np.float64).ravel()
     if signal.size == 0 or not np.isfinite(signal).all():
-        raise DataError(f"{file}: {key} is empty or holds NaN/inf")
+        raise DataError(f"{shown(file)}: {key} is empty or holds NaN/inf")
     return signal, key
 
 
@@ -78,16 +77,24 @@ def load_cwru(path: str | Path, files: str | tuple[int, ...] = "bearingnas10", c
 
     folder = Path(path)
     if not folder.is_dir():
-        raise DataError(f"{folder} is not a folder of CWRU .mat files")
+        raise DataError(f"{shown(folder)} is not a folder of CWRU .mat files")
     numbers = FILE_SETS.get(files) if isinstance(files, str) else tuple(files)
     if numbers is None:
         raise DataError(f"unknown CWRU file set {files!r}; presets: {', '.join(FILE_SETS)} (or a list of numbers)")
     channel = channel.upper()
     if channel not in CHANNELS:
         raise DataError(f"unknown CWRU channel {channel!r}; choose DE, FE or BA")
-    hop = hop or window
+    if len(set(numbers)) != len(numbers) or not all(isinstance(n, int) and n >= 0 for n in numbers):
+        raise DataError(f"files={','.join(map(str, numbers))}: give distinct file numbers (one class per file)")
+    hop = window if hop is None else hop
     if window < 8 or hop < 1:
         raise DataError(f"window must be >= 8 samples and hop >= 1, got {window} and {hop}")
+    if windows_per_file is not None:
+        if windows_per_file < 1:
+            raise DataError(f"windows_per_file={windows_per_file}: give at least 1 (or leave it out for every window)")
+        check_size(windows_per_file * len(numbers), window, 1, f"cwru:{shown(folder)}",
+                   "lower windows_per_file or window")
+    planned = 0
     x, y, groups, starts, notes = [], [], [], [], {}
     for label, number in enumerate(numbers):
         file = folder / f"{number}.mat"
@@ -100,12 +107,14 @@ def load_cwru(path: str | Path, files: str | tuple[int, ...] = "bearingnas10", c
             note["resampled_to_hz"] = TARGET_RATE_HZ
         count = (len(signal) - window) // hop + 1
         if count < 1:
-            raise DataError(f"{file}: {len(signal)} samples, shorter than one {window}-sample window")
+            raise DataError(f"{shown(file)}: {len(signal)} samples, shorter than one {window}-sample window")
+        planned += count if windows_per_file is None else min(count, windows_per_file)
+        check_size(planned, window, 1, f"cwru:{shown(folder)}", "raise hop or set windows_per_file")
         if windows_per_file is not None:
             if count < windows_per_file:
                 hint = ("; it was resampled 48 -> 12 kHz: pass resample=0 to keep the method's 48 kHz samples"
                         if "resampled_to_hz" in note else "")
-                raise DataError(f"{file}: only {count} windows of {window}, {windows_per_file} requested{hint}")
+                raise DataError(f"{shown(file)}: only {count} windows of {window}, {windows_per_file} requested{hint}")
             count = windows_per_file
         begin = np.arange(count) * hop
         x.append(np.stack([signal[s:s + window] for s in begin]).astype(np.float32)[:, :, None])

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynas.data.windows import DataError, Windows
+from tinynas.data.signal_files import check_readable
+from tinynas.data.windows import DataError, Windows, shown
 
 EMG_CHANNELS = tuple(f"emg{i}" for i in range(8))
 IMU_CHANNELS = ("gyro_x", "gyro_y", "gyro_z", "acc_x", "acc_y", "acc_z",
@@ -22,37 +23,48 @@ SAMPLES = 400
 RATE_HZ = 200.0
 
 
+def _listing(folder: Path) -> list[Path]:
+    """The entries of a folder; one that cannot be listed is said so (not "holds no recordings")."""
+    try:
+        return list(folder.iterdir())
+    except OSError as exc:
+        raise DataError(f"cannot read folder {shown(folder)}: {exc.strerror or exc}") from None
+
+
 def _dataset_folder(path: Path) -> Path:
     if (path / "Dataset").is_dir():
         return path / "Dataset"
     if path.is_dir() and any((path / letter).is_dir() for letter in "ABC"):
         return path
-    raise DataError(f"{path} is not the ISL layout: expected Dataset/<letter>/<guid>.json")
+    raise DataError(f"{shown(path)} is not the ISL layout: expected Dataset/<letter>/<guid>.json")
 
 
 def _read_recording(file: Path, with_imu: bool) -> tuple[np.ndarray, datetime.datetime]:
+    check_readable(file, "an ISL recording")
     try:
         record = json.loads(file.read_text(encoding="utf-8"))
         emg = np.asarray(record["emg"]["data"], dtype=np.float32)
         stamp = datetime.datetime.strptime(record["timestamp"], "%d/%m/%y/%H:%M:%S")
         if float(record["emg"]["frequency"]) != RATE_HZ:
-            raise DataError(f"{file}: EMG at {record['emg']['frequency']} Hz, expected {RATE_HZ:g}")
+            raise DataError(f"{shown(file)}: EMG at {record['emg']['frequency']} Hz, expected {RATE_HZ:g}")
         if with_imu:
             imu = np.asarray([s["gyroscope"] + s["acceleration"] + s["orientation"]
                               for s in record["imu"]["data"]], dtype=np.float32)
     except DataError:
         raise
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"{file}: cannot read ({exc})") from None
+    except OSError as exc:
+        raise DataError(f"cannot read {shown(file)}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{shown(file)}: not a text JSON file (UTF-8 expected; damaged?)") from None
     except json.JSONDecodeError as exc:
-        raise DataError(f"{file}: not valid JSON ({exc.msg} at line {exc.lineno}; truncated?)") from None
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DataError(f"{file}: not an ISL recording ({type(exc).__name__}: {exc})") from None
+        raise DataError(f"{shown(file)}: not valid JSON ({exc.msg} at line {exc.lineno}; truncated?)") from None
+    except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
+        raise DataError(f"{shown(file)}: not an ISL recording ({type(exc).__name__}: {exc})") from None
     if emg.shape != (SAMPLES, len(EMG_CHANNELS)):
-        raise DataError(f"{file}: EMG has shape {emg.shape}, expected ({SAMPLES}, {len(EMG_CHANNELS)})")
+        raise DataError(f"{shown(file)}: EMG has shape {emg.shape}, expected ({SAMPLES}, {len(EMG_CHANNELS)})")
     if with_imu:
         if imu.shape != (SAMPLES, len(IMU_CHANNELS)):
-            raise DataError(f"{file}: IMU has shape {imu.shape}, expected ({SAMPLES}, {len(IMU_CHANNELS)})")
+            raise DataError(f"{shown(file)}: IMU has shape {imu.shape}, expected ({SAMPLES}, {len(IMU_CHANNELS)})")
         emg = np.concatenate([emg, imu], axis=1)
     return emg, stamp
 
@@ -64,12 +76,12 @@ def load_isl(path: str | Path, imu: bool = False) -> Windows:
     time (Unix seconds), so later repetitions of a letter sort after earlier ones.
     """
     folder = _dataset_folder(Path(path))
-    letters = sorted(p.name for p in folder.iterdir() if p.is_dir() and len(p.name) == 1 and p.name.isalpha())
+    letters = sorted(p.name for p in _listing(folder) if p.is_dir() and len(p.name) == 1 and p.name.isalpha())
     if not letters:
-        raise DataError(f"{folder} holds no letter folders (A..Z)")
+        raise DataError(f"{shown(folder)} holds no letter folders (A..Z)")
     x, y, groups, days, stamps = [], [], [], [], []
     for label, letter in enumerate(letters):
-        files = sorted((folder / letter).glob("*.json"))
+        files = sorted(p for p in _listing(folder / letter) if p.suffix == ".json")
         if not files:
             raise DataError(f"{folder / letter} holds no recordings")
         for file in files:

@@ -5,52 +5,73 @@
 from __future__ import annotations
 
 import math
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 
-from tinynas.data.windows import DataError, Windows
+from tinynas.data.signal_files import check_readable
+from tinynas.data.windows import DataError, Windows, shown
 
 
 def load_npz(path: str | Path, rate: float | None = None) -> Windows:
     """Windows from an .npz of arrays (see the module docstring)."""
     path = Path(path)
+    if rate is not None and not (math.isfinite(rate) and rate > 0):
+        raise DataError(f"rate={rate:g} is not a sample rate: give a positive number of Hz")
+    check_readable(path, "a NumPy .npz file")
     try:
-        archive = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file") from None
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{path}: not a readable .npz file ({exc})") from None
-    with archive:
-        if "meta" in archive:
-            windows = Windows.load(path)
-            if rate is not None and not math.isclose(rate, windows.sample_rate_hz, rel_tol=1e-6):
-                raise DataError(f"{path} records {windows.sample_rate_hz:g} Hz, not rate={rate:g}")
-            return windows
-        missing = [name for name in ("x", "y") if name not in archive]
-        if missing:
-            raise DataError(f"{path}: no array {' or '.join(missing)} (needs x (n, T, C) and y (n,); "
-                            f"has {', '.join(archive.files) or 'nothing'})")
-        x, y = archive["x"], archive["y"]
-        groups = archive["groups"] if "groups" in archive else None
-        classes = tuple(str(c) for c in archive["classes"]) if "classes" in archive else None
-        stored_rate = float(archive["sample_rate_hz"]) if "sample_rate_hz" in archive else None
-    if not np.issubdtype(x.dtype, np.number):
-        raise DataError(f"{path}: x holds {x.dtype} values, not numbers")
+        with open(path, "rb") as handle:
+            magic = handle.read(4)
+    except OSError as exc:
+        raise DataError(f"cannot read {shown(path)}: {exc.strerror or exc}") from None
+    # An .npz is a zip archive; anything else would get NumPy's misleading hint about allow_pickle.
+    if magic not in (b"PK\x03\x04", b"PK\x05\x06"):
+        raise DataError(f"{shown(path)}: not a NumPy .npz file (write one with numpy.savez: x, y, ...)")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            if "meta" in archive:
+                meta = True
+            else:
+                meta = False
+                missing = [name for name in ("x", "y") if name not in archive]
+                if missing:
+                    raise DataError(f"{shown(path)}: no array {' or '.join(missing)} (needs x (n, T, C) and y (n,); "
+                                    f"has {', '.join(archive.files) or 'nothing'})")
+                x, y = archive["x"], archive["y"]
+                groups = archive["groups"] if "groups" in archive else None
+                classes = tuple(str(c) for c in np.ravel(archive["classes"])) if "classes" in archive else None
+                stored_rate = float(archive["sample_rate_hz"]) if "sample_rate_hz" in archive else None
+    except DataError:
+        raise
+    # A damaged archive fails in any of these ways (zip directory, deflate stream, array header).
+    except (OSError, ValueError, TypeError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        raise DataError(f"{shown(path)}: damaged .npz file ({type(exc).__name__}: {exc})") from None
+    if meta:
+        windows = Windows.load(path)
+        if rate is not None and not math.isclose(rate, windows.sample_rate_hz, rel_tol=1e-6):
+            raise DataError(f"{shown(path)} records {windows.sample_rate_hz:g} Hz, not rate={rate:g}")
+        return windows
+    if stored_rate is not None and not (math.isfinite(stored_rate) and stored_rate > 0):
+        raise DataError(f"{shown(path)}: sample_rate_hz is {stored_rate:g}, not a positive number of Hz")
+    if x.dtype.kind not in "iuf":
+        raise DataError(f"{shown(path)}: x holds {x.dtype} values, not numbers")
     if x.ndim == 2:
         x = x[:, :, None]
     if x.ndim != 3:
-        raise DataError(f"{path}: x has shape {x.shape}; expected (windows, samples, channels)")
+        raise DataError(f"{shown(path)}: x has shape {x.shape}; expected (windows, samples, channels)")
     if y.shape != (len(x),):
-        raise DataError(f"{path}: {len(x)} windows in x but y has shape {y.shape}")
+        raise DataError(f"{shown(path)}: {len(x)} windows in x but y has shape {y.shape}")
     if stored_rate is not None and rate is not None and not math.isclose(stored_rate, rate, rel_tol=1e-6):
-        raise DataError(f"{path} records {stored_rate:g} Hz, not rate={rate:g}")
+        raise DataError(f"{shown(path)} records {stored_rate:g} Hz, not rate={rate:g}")
     sample_rate = rate if rate is not None else stored_rate
     if sample_rate is None:
-        raise DataError(f"{path} records no sample rate: add sample_rate_hz to the file or rate= to the spec")
+        raise DataError(f"{shown(path)} records no sample rate: add sample_rate_hz to the file or rate= to the spec")
     if np.issubdtype(y.dtype, np.integer) and classes is not None:
         if len(y) and (y.min() < 0 or y.max() >= len(classes)):
-            raise DataError(f"{path}: labels must index classes (0..{len(classes) - 1}), found {y.min()}..{y.max()}")
+            raise DataError(f"{shown(path)}: labels must index classes (0..{len(classes) - 1}), "
+                            f"found {y.min()}..{y.max()}")
         # Classes with no window here are dropped (a new recording may hold only some of them).
         present = np.unique(y)
         classes = tuple(classes[i] for i in present)
@@ -59,7 +80,7 @@ def load_npz(path: str | Path, rate: float | None = None) -> Windows:
         # String labels, or integers without names: classes are the sorted distinct values.
         values = sorted(set(y.tolist()))
         if classes is not None:
-            raise DataError(f"{path}: classes given but y holds {y.dtype} values, not indices into them")
+            raise DataError(f"{shown(path)}: classes given but y holds {y.dtype} values, not indices into them")
         classes = tuple(str(v) for v in values)
         index = {v: i for i, v in enumerate(values)}
         labels = np.array([index[v] for v in y.tolist()], dtype=np.int64)
@@ -69,5 +90,5 @@ def load_npz(path: str | Path, rate: float | None = None) -> Windows:
         groups = np.array([f"window{i}" for i in range(len(x))])
         provenance["groups"] = "none in the file: each window is its own group"
     elif groups.shape != (len(x),):
-        raise DataError(f"{path}: {len(x)} windows but groups has shape {groups.shape}")
+        raise DataError(f"{shown(path)}: {len(x)} windows but groups has shape {groups.shape}")
     return Windows(x, labels, groups, classes, sample_rate, (), provenance)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from tinynas.data.windows import DataError
+from tinynas.data.windows import DataError, shown
 
 EXTENSIONS = (".csv", ".npy", ".wav", ".mat")
 
@@ -19,6 +21,34 @@ class Signal:
     samples: np.ndarray
     sample_rate_hz: float | None = None
     channel_names: tuple[str, ...] = ()
+
+
+def check_readable(path: Path, kind: str) -> None:
+    """Refuse a path that is missing, a folder, a pipe or unreadable, saying which.
+
+    Checked before any parser runs: parsers report all of these as "damaged file", and reading a
+    FIFO would block forever.
+    """
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise DataError(f"{shown(path)}: no such file") from None
+    except PermissionError:
+        raise DataError(f"cannot read {shown(path)}: permission denied on its folder (check the folder's mode)") from None
+    except OSError as exc:
+        raise DataError(f"cannot read {shown(path)}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise DataError(f"{shown(path)} is a folder, not {kind}: rename or move it")
+    if not stat.S_ISREG(mode):
+        raise DataError(f"{shown(path)} is not a regular file (a pipe or device?), not {kind}: remove or move it")
+    if not os.access(path, os.R_OK):
+        raise DataError(f"cannot read {shown(path)}: permission denied (check its owner and mode)")
+
+
+def _cannot_read(path: Path, exc: OSError) -> DataError:
+    reason = "permission denied (check its owner and mode)" if isinstance(exc, PermissionError) else (
+        exc.strerror or str(exc))
+    return DataError(f"cannot read {shown(path)}: {reason}")
 
 
 def _is_number(token: str) -> bool:
@@ -33,9 +63,11 @@ def _read_csv(path: Path) -> Signal:
     try:
         lines = [line for line in path.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
     except UnicodeDecodeError:
-        raise DataError(f"{path}: not a text CSV file") from None
+        raise DataError(f"{shown(path)}: not a text CSV file (UTF-8 expected)") from None
+    except OSError as exc:
+        raise _cannot_read(path, exc) from None
     if not lines:
-        raise DataError(f"{path}: empty file")
+        raise DataError(f"{shown(path)}: empty file")
     delimiter = next((d for d in (",", ";", "\t") if d in lines[0]), None)
 
     def cells(line: str) -> list[str]:
@@ -46,32 +78,35 @@ def _read_csv(path: Path) -> Signal:
     if not all(_is_number(cell) for cell in first):
         header, lines = tuple(first), lines[1:]
     if not lines:
-        raise DataError(f"{path}: a header but no samples")
+        raise DataError(f"{shown(path)}: a header but no samples")
     rows = []
     width = len(header) or len(first)
     for number, line in enumerate(lines, start=2 if header else 1):
         row = cells(line)
         if len(row) != width:
-            raise DataError(f"{path} line {number}: {len(row)} values, expected {width} (one per channel)")
+            raise DataError(f"{shown(path)} line {number}: {len(row)} values, expected {width} (one per channel)")
         try:
             rows.append([float(cell) for cell in row])
         except ValueError:
             bad = next(cell for cell in row if not _is_number(cell))
-            raise DataError(f"{path} line {number}: {bad!r} is not a number") from None
+            raise DataError(f"{shown(path)} line {number}: {bad!r} is not a number") from None
     return Signal(np.asarray(rows, dtype=np.float32), None, header)
 
 
 def _read_npy(path: Path) -> Signal:
     try:
         array = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{path}: not a readable .npy file ({exc})") from None
-    if not np.issubdtype(array.dtype, np.number):
-        raise DataError(f"{path}: holds {array.dtype} values, not numbers")
+    except PermissionError as exc:
+        raise _cannot_read(path, exc) from None
+    # A damaged .npy fails as ValueError (header), EOFError (empty), OSError or TypeError (shape).
+    except (OSError, ValueError, EOFError, TypeError, MemoryError) as exc:
+        raise DataError(f"{shown(path)}: not a readable .npy file ({type(exc).__name__}: {exc})") from None
+    if array.dtype.kind not in "iuf":
+        raise DataError(f"{shown(path)}: holds {array.dtype} values, not numbers")
     if array.ndim == 1:
         array = array[:, None]
     if array.ndim != 2:
-        raise DataError(f"{path}: array of shape {array.shape}; expected T or T x C")
+        raise DataError(f"{shown(path)}: array of shape {array.shape}; expected T or T x C")
     return Signal(array.astype(np.float32))
 
 
@@ -80,8 +115,16 @@ def _read_wav(path: Path) -> Signal:
 
     try:
         rate, data = wavfile.read(path)
-    except (OSError, ValueError, EOFError) as exc:
-        raise DataError(f"{path}: not a readable WAV file ({exc})") from None
+    except PermissionError as exc:
+        raise _cannot_read(path, exc) from None
+    except Exception as exc:  # junk after the RIFF header: scipy raises ValueError, struct.error, IndexError...
+        raise DataError(f"{shown(path)}: not a readable WAV file ({type(exc).__name__}: {exc}); "
+                        f"export it again as PCM or float WAV") from None
+    if not rate > 0:
+        raise DataError(f"{shown(path)}: the WAV header gives a sample rate of {rate} Hz")
+    if data.dtype.kind not in "iuf" or data.ndim not in (1, 2):
+        raise DataError(f"{shown(path)}: WAV samples of type {data.dtype} and shape {data.shape}; "
+                        f"export it again as PCM or float WAV")
     if data.ndim == 1:
         data = data[:, None]
     # PCM integers to [-1, 1): the usual convention, and the network is scale-invariant anyway.
@@ -94,15 +137,22 @@ def _read_wav(path: Path) -> Signal:
     return Signal(samples, float(rate))
 
 
-def _read_mat(path: Path, key: str | None) -> Signal:
+def read_mat(path: Path) -> dict:
+    """Every variable of a MATLAB file; a damaged one is one DataError (check_readable first)."""
     from scipy.io import loadmat
 
     try:
-        contents = loadmat(path)
-    except Exception as exc:  # scipy raises ValueError, TypeError, OSError... on damaged files
-        raise DataError(f"{path}: not a readable MATLAB file ({type(exc).__name__}: {exc})") from None
+        return loadmat(path)
+    except PermissionError as exc:
+        raise _cannot_read(path, exc) from None
+    except Exception as exc:  # scipy raises ValueError, TypeError, OSError, struct.error... on damaged files
+        raise DataError(f"{shown(path)}: not a readable MATLAB file ({type(exc).__name__}: {exc})") from None
+
+
+def _read_mat(path: Path, key: str | None) -> Signal:
+    contents = read_mat(path)
     numeric = {name: value for name, value in contents.items() if not name.startswith("__")
-               and isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.number) and value.size > 1}
+               and isinstance(value, np.ndarray) and value.dtype.kind in "iuf" and value.size > 1}
     if key:
         matches = [name for name in numeric if name == key] or [name for name in numeric if name.endswith(key)]
     else:
@@ -111,14 +161,14 @@ def _read_mat(path: Path, key: str | None) -> Signal:
         found = ", ".join(sorted(numeric)) or "none"
         wanted = f"no array named or ending in {key!r}" if key and not matches else (
             f"several arrays match {key!r}" if key else "several arrays")
-        raise DataError(f"{path}: {wanted} (numeric arrays: {found}); choose one with key=NAME")
+        raise DataError(f"{shown(path)}: {wanted} (numeric arrays: {found}); choose one with key=NAME")
     array = np.squeeze(numeric[matches[0]])
     if array.ndim == 1:
         array = array[:, None]
     elif array.ndim == 2 and array.shape[0] < array.shape[1]:
         array = array.T  # MATLAB users store channels x samples as often as the reverse: time is the longer axis
     elif array.ndim != 2:
-        raise DataError(f"{path}: array {matches[0]!r} has shape {array.shape}; expected a vector or a matrix")
+        raise DataError(f"{shown(path)}: array {matches[0]!r} has shape {array.shape}; expected a vector or a matrix")
     return Signal(array.astype(np.float32))
 
 
@@ -126,17 +176,19 @@ def read_signal(path: str | Path, key: str | None = None) -> Signal:
     """The samples of one signal file; NaN/inf and empty files are refused naming the file."""
     path = Path(path)
     suffix = path.suffix.lower()
+    if suffix in EXTENSIONS:
+        check_readable(path, f"a {suffix} signal file")
     readers = {".csv": _read_csv, ".npy": _read_npy, ".wav": _read_wav}
     if suffix == ".mat":
         signal = _read_mat(path, key)
     elif suffix in readers:
         signal = readers[suffix](path)
     else:
-        raise DataError(f"{path}: unsupported file type {suffix or '(none)'}; use one of {', '.join(EXTENSIONS)}")
+        raise DataError(f"{shown(path)}: unsupported file type {suffix or '(none)'}; use one of {', '.join(EXTENSIONS)}")
     if signal.samples.shape[0] == 0:
-        raise DataError(f"{path}: no samples")
+        raise DataError(f"{shown(path)}: no samples")
     bad = ~np.isfinite(signal.samples)
     if bad.any():
         sample, channel = np.argwhere(bad)[0]
-        raise DataError(f"{path}: NaN/inf at sample {sample}, channel {channel}")
+        raise DataError(f"{shown(path)}: NaN/inf at sample {sample}, channel {channel}")
     return signal

@@ -3,7 +3,8 @@
     synthetic:vibration | synthetic:emg      generated sets, e.g. synthetic:emg?classes=26&seed=1
     isl:PATH[?imu=1]                         the ISL alphabet in its published layout
     cwru:PATH[?files=bearingnas10&channel=FE&window=512&hop=512&windows_per_file=200&resample=1]
-    session:PATH                             a recording made by firmware_bridge (or a folder of them)
+    session:PATH[?window=512&hop=256]        a recording made by firmware_bridge (or a folder of them),
+                                             optionally re-cut into windows of another length
     folder:PATH[?window=400&hop=200&rate=200&channels=0,1&key=_DE_time]
                                              one subfolder per class of .csv/.npy/.wav/.mat files
     npz:PATH[?rate=200]                      arrays x (n, T, C), y, optional groups, classes
@@ -11,6 +12,7 @@
 
 from __future__ import annotations
 
+import math
 from urllib.parse import parse_qsl
 
 from tinynas.data import synthetic
@@ -21,30 +23,48 @@ SOURCES = ("synthetic:vibration", "synthetic:emg", "isl:PATH", "cwru:PATH", "ses
            "npz:PATH")
 
 
-def _value(text: str) -> int | float | str:
-    for kind in (int, float):
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _parse(key: str, text: str, kind: type):
+    """One option value of the type its loader takes; a one-line DataError otherwise."""
+    if kind is int:
         try:
-            return kind(text)
+            return int(text)
         except ValueError:
-            continue
+            raise DataError(f"option {key}={text!r} in the data spec is not a number (a whole number)") from None
+    if kind is float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise DataError(f"option {key}={text!r} in the data spec is not a number") from None
+        if not math.isfinite(value):
+            raise DataError(f"option {key}={text!r} in the data spec is not a finite number")
+        return value
+    if kind is bool:
+        if text.lower() not in _TRUE + _FALSE:
+            raise DataError(f"option {key}={text!r} in the data spec is not a yes/no value: give 1 or 0")
+        return text.lower() in _TRUE
+    if kind is tuple:  # a list of numbers, or a name (e.g. files=97,105 or files=std10)
+        parts = [part.strip() for part in text.split(",")]
+        return tuple(int(part) for part in parts) if all(p.isascii() and p.isdigit() for p in parts) else text
+    if not text:
+        raise DataError(f"option {key}= in the data spec is empty")
     return text
 
 
 def _options(query: str, allowed: dict[str, type]) -> dict:
     options = {}
-    for key, text in parse_qsl(query, keep_blank_values=True):
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise DataError(f"options {query!r} are not key=value pairs joined by &") from None
+    for key, text in pairs:
         if key not in allowed:
             raise DataError(f"unknown option {key!r}; this source takes: {', '.join(allowed) or 'none'}")
-        kind = allowed[key]
-        value = _value(text)
-        if kind is bool:
-            value = text.lower() in ("1", "true", "yes")
-        elif kind in (int, float) and not isinstance(value, (int, float)):
-            raise DataError(f"option {key}={text!r} in the data spec is not a number")
-        elif kind is tuple:
-            value = text if not all(part.strip().isdigit() for part in text.split(",")) else tuple(
-                int(part) for part in text.split(","))
-        options[key] = kind(value) if kind in (int, float) else value
+        if key in options:
+            raise DataError(f"option {key} given twice in the data spec")
+        options[key] = _parse(key, text, allowed[key])
     return options
 
 
@@ -77,8 +97,7 @@ def load_windows(spec: str) -> Windows:
     if source == "session":
         from tinynas.data.session import load_session
 
-        _options(query, {})
-        return load_session(argument)
+        return load_session(argument, **_options(query, {"window": int, "hop": int}))
     if source == "folder":
         from tinynas.data.folder import load_folder
 

@@ -6,9 +6,11 @@ one recording are correlated, as in real data, and group-aware splits matter.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from tinynas.data.windows import DataError, Windows
+from tinynas.data.windows import DataError, Windows, check_size
 
 # Defect frequencies of a SKF 6205-2RS drive-end bearing, in multiples of the shaft rate
 # (the bearing of the CWRU test rig).
@@ -21,11 +23,31 @@ _RESONANCES = {"inner_race": (3000.0, 3400.0), "outer_race": (2000.0, 2400.0), "
 _DEFECT_ORDERS = {"inner_race": BPFI_ORDER, "outer_race": BPFO_ORDER, "ball": 2 * BSF_ORDER}
 
 
-def _check_sizes(windows_per_class: int, windows_per_recording: int, length: int) -> None:
+MAX_LENGTH = 65_536
+MAX_WINDOWS_PER_CLASS = 100_000
+
+
+def _check(windows_per_class: int, windows_per_recording: int, length: int, sample_rate_hz: float,
+           rates: tuple[float, float], seed: int, classes: int, channels: int, name: str) -> None:
+    """Every option in range, and the set's size bounded, before anything is allocated."""
     if windows_per_class < 1 or windows_per_recording < 1:
-        raise DataError("need at least one window per class and per recording")
+        raise DataError("need at least one window per class and per recording "
+                        f"(windows_per_class={windows_per_class}, windows_per_recording={windows_per_recording})")
     if length < 8:
         raise DataError(f"window length must be at least 8 samples, got {length}")
+    check_size(classes * windows_per_class, length, channels, f"synthetic:{name}",
+               "lower windows_per_class, length or channels")
+    # Generation is per window in Python (and quadratic in length for vibration impacts): beyond these
+    # bounds it would run for hours, and no microcontroller model takes such windows anyway.
+    if length > MAX_LENGTH or windows_per_class > MAX_WINDOWS_PER_CLASS:
+        raise DataError(f"length={length}, windows_per_class={windows_per_class}: synthetic sets take at most "
+                        f"{MAX_LENGTH} samples per window and {MAX_WINDOWS_PER_CLASS} windows per class")
+    if not (math.isfinite(sample_rate_hz) and rates[0] <= sample_rate_hz <= rates[1]):
+        raise DataError(f"sample_rate_hz={sample_rate_hz:g}: synthetic:{name} needs {rates[0]:g}..{rates[1]:g} Hz")
+    if seed < 0:
+        raise DataError(f"seed={seed}: give a seed >= 0")
+    if channels < 1:
+        raise DataError(f"channels={channels}: give at least 1 channel")
 
 
 def vibration(windows_per_class: int = 60, length: int = 512, sample_rate_hz: float = 12_000.0,
@@ -34,7 +56,13 @@ def vibration(windows_per_class: int = 60, length: int = 512, sample_rate_hz: fl
     """Bearing vibration: shaft harmonics and noise, plus decaying resonance impulses at the
     defect rate of each fault class, each fault ringing in its own band (inner race impulses
     are also modulated by the shaft rotation)."""
-    _check_sizes(windows_per_class, windows_per_recording, length)
+    # Below 1 kHz the resonances alias and a window spans so many defect impacts that generating it crawls.
+    _check(windows_per_class, windows_per_recording, length, sample_rate_hz, (1_000.0, 1_000_000.0), seed,
+           len(VIBRATION_CLASSES), 1, "vibration")
+    if not (math.isfinite(shaft_rpm) and 60.0 <= shaft_rpm <= 20_000.0):
+        raise DataError(f"shaft_rpm={shaft_rpm:g}: give 60..20000 rpm")
+    if not (math.isfinite(noise) and noise >= 0):
+        raise DataError(f"noise={noise:g}: give a standard deviation >= 0")
     rng = np.random.default_rng(seed)
     shaft_hz = shaft_rpm / 60.0
     t = np.arange(length) / sample_rate_hz
@@ -76,9 +104,11 @@ def emg(classes: int = 6, windows_per_class: int = 30, length: int = 400, channe
     class-specific activation pattern; each recording session has its own electrode gains."""
     from scipy.signal import butter, sosfilt
 
-    _check_sizes(windows_per_class, windows_per_recording, length)
     if not 2 <= classes <= 26:
         raise DataError(f"synthetic EMG has 2..26 classes (letters), got {classes}")
+    # The 20 Hz..0.45 fs band-pass needs fs above 45 Hz.
+    _check(windows_per_class, windows_per_recording, length, sample_rate_hz, (50.0, 100_000.0), seed,
+           classes, channels, "emg")
     rng = np.random.default_rng(seed)
     names = tuple(chr(ord("A") + i) for i in range(classes))
     patterns = rng.uniform(0.05, 1.0, size=(classes, channels)) ** 2

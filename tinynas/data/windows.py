@@ -14,6 +14,41 @@ class DataError(TinynasError, ValueError):
     """Windows that cannot be used: wrong shapes, NaN/inf, empty classes, bad files."""
 
 
+# The most a data spec may allocate for its windows (float32): beyond it a typo (length=100000000)
+# would swap the machine to death before failing, so it is refused with the figure instead.
+MAX_WINDOW_BYTES = 2 * 1024 ** 3
+
+
+def check_size(count: int, length: int, channels: int, what: str, hint: str = "") -> None:
+    """Refuse windows whose float32 array would exceed MAX_WINDOW_BYTES, before allocating it."""
+    size = int(count) * int(length) * int(channels) * 4
+    if size > MAX_WINDOW_BYTES:
+        raise DataError(f"{what}: {count:,} windows x {length:,} samples x {channels:,} channel(s) would take "
+                        f"{size / 1024 ** 3:,.1f} GiB of float32, above the {MAX_WINDOW_BYTES // 1024 ** 3} GiB "
+                        f"limit; {hint or 'ask for fewer or shorter windows'}")
+
+
+def readable(text: str) -> str:
+    """`text` as printable UTF-8: undecodable file-name bytes (surrogate escapes) become \\xNN.
+
+    A class folder named with bytes that are not UTF-8 must still give a class name that can be
+    printed, hashed and written to JSON; backslash escapes keep two such names distinct.
+    """
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def shown(path) -> str:
+    """A path for a one-line message (readable even when its bytes are not UTF-8)."""
+    return readable(str(path))
+
+
 @dataclass(frozen=True, eq=False)
 class Windows:
     """Windows `x` (n, T, C) float32 with labels `y`, recording groups and their provenance.
@@ -75,9 +110,17 @@ class Windows:
             raise DataError(f"sample rate must be positive, got {self.sample_rate_hz}")
         object.__setattr__(self, "x", np.ascontiguousarray(x, dtype=np.float32))
         object.__setattr__(self, "y", y.astype(np.int64))
-        object.__setattr__(self, "groups", groups.astype(str))
-        object.__setattr__(self, "class_names", tuple(self.class_names))
-        object.__setattr__(self, "channel_names", tuple(self.channel_names))
+        groups = groups.astype(str)
+        names = tuple(readable(str(name)) for name in self.class_names)
+        if len(set(names)) != classes:
+            raise DataError(f"class names are not distinct: {', '.join(names)}")
+        try:
+            "".join(np.unique(groups).tolist()).encode("utf-8")
+        except UnicodeEncodeError:
+            groups = np.array([readable(g) for g in groups.tolist()])
+        object.__setattr__(self, "groups", groups)
+        object.__setattr__(self, "class_names", names)
+        object.__setattr__(self, "channel_names", tuple(readable(str(name)) for name in self.channel_names))
         if self.sessions is not None:
             object.__setattr__(self, "sessions", np.asarray(self.sessions).astype(str))
         if self.time_index is not None:
@@ -139,13 +182,19 @@ class Windows:
         """Read windows written by `save`."""
         import json
 
+        import zipfile
+        import zlib
+
         try:
             with np.load(path, allow_pickle=False) as archive:
                 meta = json.loads(str(archive["meta"]))
                 optional = {name: archive[name] for name in ("sessions", "time_index") if name in archive}
                 return cls(archive["x"], archive["y"], archive["groups"], tuple(meta["class_names"]),
-                           meta["sample_rate_hz"], tuple(meta["channel_names"]), meta["provenance"], **optional)
-        except (OSError, KeyError, ValueError) as exc:
-            if isinstance(exc, DataError):
-                raise
-            raise DataError(f"cannot read windows from {path}: {exc}") from None
+                           float(meta["sample_rate_hz"]), tuple(meta["channel_names"]), dict(meta["provenance"]),
+                           **optional)
+        except DataError:
+            raise
+        # A damaged archive fails in any of these ways (zip, deflate, JSON, a meta of the wrong shape).
+        except (OSError, KeyError, ValueError, TypeError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+            raise DataError(f"cannot read windows from {shown(path)}: {type(exc).__name__}: {exc} "
+                            f"(damaged? write it again)") from None

@@ -1,0 +1,167 @@
+"""Issue 16: each bad input is one line naming the file and what to do, never a traceback or a
+misleading guess; spec options are checked (type, range, size) before anything is allocated."""
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.io import savemat, wavfile
+
+from data_files import as_other_user
+from tinynas.data.inspect import describe_windows
+from tinynas.data.spec import load_windows
+from tinynas.data.windows import DataError, Windows
+
+
+@pytest.fixture
+def shared_tmp():
+    """A folder that user nobody can traverse (pytest's tmp_path is root-only)."""
+    folder = Path(tempfile.mkdtemp(prefix="tinynas-h2-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _classes(root: Path, names=("a", "b"), samples=200) -> Path:
+    rng = np.random.default_rng(0)
+    for name in names:
+        folder = Path(os.fsdecode(os.fsencode(root) + b"/" + (name if isinstance(name, bytes) else name.encode())))
+        folder.mkdir(parents=True)
+        folder.chmod(0o755)
+        np.save(folder / "r.npy", rng.normal(size=(samples, 2)).astype(np.float32))
+        (folder / "r.npy").chmod(0o644)
+    return root
+
+
+def _one_line(error) -> str:
+    text = str(error.value)
+    assert "\n" not in text
+    return text
+
+
+def test_wav_with_junk_after_its_riff_header(tmp_path):
+    _classes(tmp_path)
+    wavfile.write(tmp_path / "good.wav", 100, np.zeros(50, np.int16))
+    header = (tmp_path / "good.wav").read_bytes()[:12]
+    (tmp_path / "good.wav").unlink()
+    (tmp_path / "a" / "junk.wav").write_bytes(header + bytes(range(256)) * 2)
+    with pytest.raises(DataError) as error:
+        load_windows(f"folder:{tmp_path}?window=100&rate=100")
+    assert "junk.wav: not a readable WAV file" in _one_line(error) and "export it again" in str(error.value)
+
+
+def test_a_pipe_named_like_a_csv_is_refused_without_blocking(tmp_path):
+    _classes(tmp_path)
+    os.mkfifo(tmp_path / "a" / "live.csv")
+    with pytest.raises(DataError) as error:
+        load_windows(f"folder:{tmp_path}?window=100&rate=100")
+    assert "live.csv is not a regular file" in _one_line(error)
+
+
+def test_a_csv_the_user_cannot_read(shared_tmp):
+    _classes(shared_tmp)
+    (shared_tmp / "a" / "secret.csv").write_text("1,2\n" * 200)
+    (shared_tmp / "a" / "secret.csv").chmod(0o000)
+    kind, message = as_other_user(lambda: load_windows(f"folder:{shared_tmp}?window=100&rate=100"))
+    assert kind == "DataError", message
+    assert message == f"cannot read {shared_tmp / 'a' / 'secret.csv'}: permission denied (check its owner and mode)"
+
+
+def test_a_class_folder_the_user_cannot_read(shared_tmp):
+    _classes(shared_tmp)
+    (shared_tmp / "b").chmod(0o700)
+    kind, message = as_other_user(lambda: load_windows(f"folder:{shared_tmp}?window=100&rate=100"))
+    assert kind == "DataError", message
+    assert f"cannot read folder {shared_tmp / 'b'}: permission denied" in message
+    assert "holds no signal files" not in message
+
+
+def test_a_class_folder_whose_name_is_not_utf8(tmp_path):
+    _classes(tmp_path, ("a", b"caf\xe9"))
+    windows = load_windows(f"folder:{tmp_path}?window=100&rate=100")
+    # The raw byte is shown, not lost: inspect, the digest, JSON and the saved set all agree.
+    assert windows.class_names == ("a", "caf\\xe9")
+    summary = describe_windows(windows)
+    assert list(summary["counts"]) == list(windows.class_names)
+    json.dumps(summary, ensure_ascii=False).encode("utf-8")
+    assert len(windows.digest()) == 16
+    windows.save(tmp_path / "w.npz")
+    again = Windows.load(tmp_path / "w.npz")
+    assert again.class_names == windows.class_names and again.digest() == windows.digest()
+
+
+def test_missing_and_unreadable_mat_files_say_what_happened(shared_tmp):
+    savemat(shared_tmp / "97.mat", {"X097_FE_time": np.zeros((48_000, 1))})
+    with pytest.raises(DataError) as error:
+        load_windows(f"cwru:{shared_tmp}?files=97,105")
+    assert _one_line(error) == f"{shared_tmp / '105.mat'}: no such file"
+    (shared_tmp / "105.mat").mkdir()
+    with pytest.raises(DataError, match="105.mat is a folder, not a CWRU .mat file"):
+        load_windows(f"cwru:{shared_tmp}?files=97,105")
+    (shared_tmp / "105.mat").rmdir()
+    savemat(shared_tmp / "105.mat", {"X105_FE_time": np.zeros((12_000, 1))})
+    (shared_tmp / "105.mat").chmod(0o000)
+    kind, message = as_other_user(lambda: load_windows(f"cwru:{shared_tmp}?files=97,105"))
+    assert kind == "DataError" and "permission denied" in message and "truncated" not in message, message
+
+
+def test_random_bytes_in_an_npz_are_not_an_npz(tmp_path):
+    (tmp_path / "r.npz").write_bytes(np.random.default_rng(0).bytes(300))
+    with pytest.raises(DataError) as error:
+        load_windows(f"npz:{tmp_path / 'r.npz'}")
+    assert _one_line(error).endswith("r.npz: not a NumPy .npz file (write one with numpy.savez: x, y, ...)")
+    assert "allow_pickle" not in str(error.value)
+
+
+def test_a_truncated_npz_is_damaged(tmp_path):
+    np.savez(tmp_path / "w.npz", x=np.ones((4, 8, 1)), y=np.array([0, 1, 0, 1]), sample_rate_hz=10.0)
+    data = (tmp_path / "w.npz").read_bytes()
+    (tmp_path / "w.npz").write_bytes(data[:len(data) // 2])
+    with pytest.raises(DataError, match="w.npz: damaged .npz file"):
+        load_windows(f"npz:{tmp_path / 'w.npz'}")
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("cwru:{tmp}?windows_per_file=0", "windows_per_file=0: give at least 1"),
+    ("cwru:{tmp}?hop=0", "hop >= 1, got 512 and 0"),
+    ("cwru:{tmp}?files=97,97", "give distinct file numbers"),
+    ("synthetic:emg?sample_rate_hz=0", "sample_rate_hz=0: synthetic:emg needs 50..100000 Hz"),
+    ("synthetic:vibration?sample_rate_hz=-5", "needs 1000..1e+06 Hz"),
+    ("synthetic:vibration?length=100000000", "240 windows x 100,000,000 samples x 1 channel(s) would take "
+                                             "89.4 GiB of float32, above the 2 GiB limit"),
+    ("synthetic:emg?windows_per_class=0", "at least one window per class"),
+    ("synthetic:emg?seed=-1", "seed=-1"),
+    ("synthetic:emg?channels=0", "channels=0"),
+    ("synthetic:vibration?noise=inf", "not a finite number"),
+    ("synthetic:vibration?shaft_rpm=0", "shaft_rpm=0"),
+    ("synthetic:emg?length=1.5", "not a number (a whole number)"),
+    ("synthetic:emg?classes=3&classes=4", "given twice"),
+    ("synthetic:emg?seed", "not key=value pairs"),
+    ("synthetic:emg?imu=1", "unknown option 'imu'; this source takes: classes, windows_per_class, length, "
+                            "channels, sample_rate_hz, windows_per_recording, seed"),
+    ("isl:{tmp}?imu=maybe", "imu='maybe' in the data spec is not a yes/no value"),
+    ("folder:{tmp}?hop=10", "hop=10 needs window=N"),
+    ("folder:{tmp}?window=10&rate=0", "rate=0 is not a sample rate"),
+    ("npz:{tmp}/w.npz?rate=-1", "rate=-1 is not a sample rate"),
+    ("session:{tmp}?window=0", "window and hop must be positive"),
+    ("session:{tmp}?hop=8", "hop=8 needs window=N"),
+    ("session:{tmp}?length=8", "unknown option 'length'; this source takes: window, hop"),
+])
+def test_every_spec_option_is_checked_before_allocating(tmp_path, spec, message):
+    with pytest.raises(DataError) as error:
+        load_windows(spec.format(tmp=tmp_path))
+    assert message in _one_line(error)
+
+
+def test_folder_windows_beyond_the_size_limit_are_refused_before_stacking(tmp_path):
+    # One 800 kB file cut every sample into 10,000-sample windows would need 7.2 GB.
+    _classes(tmp_path, samples=100_000)
+    with pytest.raises(DataError) as error:
+        load_windows(f"folder:{tmp_path}?window=10000&hop=1&rate=100")
+    assert "90,001 windows x 10,000 samples x 2 channel(s) would take 6.7 GiB" in _one_line(error)
+    assert "raise hop" in str(error.value)
+    assert len(load_windows(f"folder:{tmp_path}?window=10000&rate=100")) == 20
