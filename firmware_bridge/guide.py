@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from firmware_bridge.errors import BridgeError
+from firmware_bridge.errors import BridgeError, CollectionPaused
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +159,7 @@ class GuidedCollection:
         self.timeout_seconds = timeout_seconds
         self.rate = recorder.hello.sample_rate_hz
         self.length = int(round(plan.window_seconds * self.rate))
+        self.last_problems: list[str] = []
 
     def done_counts(self) -> Counter:
         """Accepted windows per label already in the session (a resumed collection skips them)."""
@@ -177,10 +178,14 @@ class GuidedCollection:
         return counts
 
     def _wait_for(self, sample: int) -> None:
-        deadline = time.monotonic() + self.timeout_seconds
+        # The deadline moves with every sample that arrives: a slow (loaded) host is not a silent device.
+        seen, deadline = self.recorder.latest_sample, time.monotonic() + self.timeout_seconds
         while self.recorder.latest_sample < sample:
+            if self.recorder.latest_sample != seen:
+                seen, deadline = self.recorder.latest_sample, time.monotonic() + self.timeout_seconds
             if time.monotonic() > deadline:
-                raise TimeoutError(f"no samples for {self.timeout_seconds:g} s: is the device still streaming?")
+                raise CollectionPaused(f"collection paused: no samples for {self.timeout_seconds:g} s - check that "
+                                       f"the device is plugged in and streaming; the accepted windows are kept")
             time.sleep(0.01)
 
     def _record_one(self, label: str) -> bool:
@@ -189,8 +194,15 @@ class GuidedCollection:
         for attempt in range(1, self.max_attempts + 1):
             # The rest level is what the sensor saw just before the prompt, while nobody was moving.
             prompted = self.recorder.latest_sample
-            rest = (self.recorder.window(prompted - rest_length, rest_length)
-                    if plan.kind == "gesture" and rest_length else None)
+            rest = None
+            if plan.kind == "gesture" and rest_length:
+                rest = self.recorder.window(prompted - rest_length, rest_length)
+                for _ in range(3):  # just started (or a link gap): hear the rest first, every window is checked
+                    if rest is not None:
+                        break
+                    self._wait_for(self.recorder.latest_sample + rest_length)
+                    prompted = self.recorder.latest_sample
+                    rest = self.recorder.window(prompted - rest_length, rest_length)
             if self.on_announce is not None:
                 self.on_announce(label, attempt)
             countdown = ", ".join(str(n) for n in range(plan.countdown, 0, -1))
@@ -213,6 +225,7 @@ class GuidedCollection:
                 return True
             self.recorder.add_event({"rejected": label, "start": go, "problems": problems})
             self.prompter.say(f"not kept: {'; '.join(problems)}")
+            self.last_problems = problems
         return False
 
     def run(self) -> CollectionResult:
@@ -232,7 +245,14 @@ class GuidedCollection:
             while True:
                 if not self._record_one(label):
                     result.rejected += 1
-                    raise RuntimeError(f"{label}: {self.max_attempts} attempts rejected - check the sensor")
+                    # Not an error of the program: the person must look at the sensor. Everything accepted
+                    # is on disk, so running the collection again continues from here.
+                    kept = sum(self.done_counts().values())
+                    raise CollectionPaused(
+                        f"collection paused at {label}: {self.max_attempts} attempts rejected "
+                        f"({_why(self.last_problems)}) - {_advice(self.last_problems)}; "
+                        f"{kept} accepted window(s) kept, the collection continues from them",
+                        label=label, problems=self.last_problems)
                 result.accepted[label] += 1
                 if self.plan.rest_seconds and self.prompter.wants_redo(self.plan.rest_seconds):
                     last = self._last_window()
@@ -246,3 +266,17 @@ class GuidedCollection:
     def _last_window(self) -> dict:
         lines = (self.recorder.folder / "windows.jsonl").read_text(encoding="utf-8").splitlines()
         return json.loads(lines[-1])
+
+
+def _why(problems: list[str]) -> str:
+    # The check's own words without its "try again" tail: here trying again is over.
+    return "; ".join(problem.split(" - ")[0] for problem in problems) or "unknown"
+
+
+def _advice(problems: list[str]) -> str:
+    text = " ".join(problems)
+    if "clips" in text:
+        return "lower the gain or move the sensor away from the strongest source"
+    if "lost" in text:
+        return "check the cable and the USB port (samples were lost)"
+    return "check the electrodes or sensor (contact, placement, cable)"

@@ -23,7 +23,7 @@ import numpy as np
 from firmware_bridge import __version__
 from firmware_bridge.protocol import Hello, Mark, Samples
 from firmware_bridge.ring import SampleRing
-from firmware_bridge.session_format import FORMAT_NAME, VERSION, encode_chunk
+from firmware_bridge.session_format import FORMAT_NAME, VERSION, SessionFormatError, encode_chunk
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +53,14 @@ class Recorder:
         self.folder.mkdir(parents=True, exist_ok=True)
         manifest_path = self.folder / "manifest.json"
         if manifest_path.exists():
-            self.manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-            if self.manifest.get("channels") != hello.channels or \
+            try:
+                self.manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+            except (UnicodeDecodeError, ValueError):
+                raise SessionFormatError(f"{manifest_path} is damaged (not JSON); record into a new folder") from None
+            if not isinstance(self.manifest, dict) or self.manifest.get("channels") != hello.channels or \
                     self.manifest.get("sample_rate_hz") != hello.sample_rate_hz:
-                raise ValueError(f"{self.folder} holds a session of another device layout; use a new folder")
+                raise SessionFormatError(f"{self.folder} holds a session of another device layout (or no "
+                                         f"session); record into a new folder")
         else:
             self.manifest = {
                 "format": FORMAT_NAME, "version": VERSION, "device": asdict(hello),

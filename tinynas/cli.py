@@ -328,7 +328,9 @@ def _cmd_service_status(args: argparse.Namespace) -> int:
         return 0
     print(f"service {'running' if running else 'not running'}; state {status['state']}"
           + (f", user {status['user']}" if status.get("user") else ""))
-    if status.get("error"):
+    if status.get("paused"):
+        print(f"  {status['paused']}")
+    elif status.get("error"):
         print(f"  last error: {status['error']}")
     collection = status.get("collection") or {}
     if collection.get("total"):
@@ -356,10 +358,29 @@ def _cmd_service_stop(args: argparse.Namespace) -> int:
 
 def _cmd_onboard(args: argparse.Namespace) -> int:
     from firmware_bridge.guide import load_plan
-    from tinynas.service.runner import request
+    from tinynas.service.runner import ServicePaths, request
+    from tinynas.service.state import check_user_name
 
     config = _service_config(args)
-    load_plan(args.plan or config.plan)  # a bad plan is refused here, not later on the device
+    check_user_name(args.user)  # it names a folder under data_dir: refused here, before any request is left
+    if args.resume or args.cancel:
+        kind = "continue" if args.resume else "cancel"
+        request(config.data_dir, kind, user=args.user)
+        print(f"{kind} of the paused collection of {args.user} requested; follow it with `tinynas service status`")
+        return 0
+    plan = load_plan(args.plan or config.plan)  # a bad plan is refused here, not later on the device
+    try:  # the running service says which device it reads; without it the service checks the plan itself
+        device = json.loads(ServicePaths(config.data_dir).status.read_text()).get("device") or {}
+    except (OSError, ValueError, AttributeError):
+        device = {}
+    if device.get("channels") and device.get("sample_rate_hz"):
+        from tinynas.service.fit import check_plan_fits
+        from tinynas.targets import resolve_target
+
+        fit = check_plan_fits(plan, resolve_target(config.target), device["channels"], device["sample_rate_hz"])
+        if fit.cut:
+            print(f"plan {plan.name}: {fit.recorded}-sample windows do not fit {config.target}; the search will use "
+                  f"{fit.window}-sample windows cut from the recordings")
     request(config.data_dir, "onboard", user=args.user, plan=args.plan or config.plan)
     print(f"onboarding of {args.user} requested (plan {args.plan or config.plan}); follow it with "
           f"`tinynas service status` or http://{config.http_host}:{config.http_port}/")
@@ -378,9 +399,10 @@ def _cmd_service_install(args: argparse.Namespace) -> int:
 
 
 def _cmd_service_config(args: argparse.Namespace) -> int:
-    from tinynas.service.config import DEFAULT_CONFIG
+    from tinynas.service.config import DEFAULT_CONFIG, config_text
 
-    print(DEFAULT_CONFIG, end="")
+    # With --config: that file checked, printed with every default filled in; without: the defaults.
+    print(config_text(_service_config(args)) if args.config else DEFAULT_CONFIG, end="")
     return 0
 
 
@@ -499,7 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
                              ("status", _cmd_service_status, "state, collection, search and serving"),
                              ("stop", _cmd_service_stop, "ask a running service to stop cleanly"),
                              ("install", _cmd_service_install, "write a systemd unit"),
-                             ("config", _cmd_service_config, "print the default config with every key")):
+                             ("config", _cmd_service_config, "print the default config, or check and print --config")):
         command = service_sub.add_parser(name, help=text)
         command.add_argument("--config", help="service config (TOML); default values if omitted")
         command.set_defaults(func=func)
@@ -514,6 +536,11 @@ def build_parser() -> argparse.ArgumentParser:
     onboard.add_argument("--user", required=True)
     onboard.add_argument("--plan", help="collection plan (default: the config's)")
     onboard.add_argument("--config", help="service config (TOML)")
+    answer = onboard.add_mutually_exclusive_group()
+    answer.add_argument("--continue", dest="resume", action="store_true",
+                        help="continue the user's paused collection (after checking the sensor)")
+    answer.add_argument("--cancel", action="store_true",
+                        help="stop the user's paused collection (its recordings stay on disk)")
     onboard.set_defaults(func=_cmd_onboard)
 
     demo = sub.add_parser("demo", help="a complete small search on built-in synthetic vibration data")

@@ -1,10 +1,13 @@
 """Guided collection with a simulated user over a real pseudo-terminal."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
+from firmware_bridge.errors import CollectionPaused
 from firmware_bridge.guide import GuidedCollection, Plan, PlanError, Prompter, check_window, load_plan
 from firmware_bridge.link import Link
 from firmware_bridge.protocol import Hello
@@ -22,6 +25,7 @@ class Collecting(Prompter):
         self.lines.append(text)
 
     def wants_redo(self, seconds):
+        super().wants_redo(seconds)  # the rest passes as it would for a person
         if self.redo_first:
             self.redo_first = False
             return True
@@ -40,15 +44,23 @@ def _gestures(channels=4, length=100, seed=0):
     return windows, rest
 
 
-def _run(tmp_path, plan, source, prompter, channels=4):
+def _perform(source, label, go, performs=None):
+    # The simulated user reacts to "go" a little late (more so on a loaded machine), like a person: the
+    # gesture lasts twice the window, so a late start still fills the window. Real time, not sped up.
+    if performs is None or performs(label):
+        source.perform(label, repeats=2)
+
+
+def _run(tmp_path, plan, source, prompter, channels=4, performs=None):
     hello = Hello("sim", "1", channels, 200.0, "int8")
-    with Simulator(source, hello, port_dir=tmp_path, speed=4) as simulator, Link(simulator.port).open() as link:
-        with Recorder(tmp_path / "session", link.wait_hello(5), labels=plan.classes, plan=plan.to_dict()) as recorder:
+    with Simulator(source, hello, port_dir=tmp_path) as simulator, Link(simulator.port).open() as link:
+        with Recorder(tmp_path / "session", link.wait_hello(30), labels=plan.classes, plan=plan.to_dict()) as recorder:
             thread = RecordingThread(link, recorder)
             thread.start()
             try:
                 guide = GuidedCollection(recorder, plan, prompter,
-                                         on_prompt=lambda label, go: source.perform(label), timeout_seconds=10)
+                                         on_prompt=lambda label, go: _perform(source, label, go, performs),
+                                         timeout_seconds=60)
                 return guide.run()
             finally:
                 thread.stop()
@@ -58,7 +70,8 @@ def _run(tmp_path, plan, source, prompter, channels=4):
 def test_guided_collection_records_checked_labelled_windows(tmp_path):
     windows, rest = _gestures()
     source = PerformingSource(windows, rest)
-    plan = Plan("test", ("fist", "open", "point"), repetitions=2, window_seconds=0.5, rest_seconds=0.1, countdown=1)
+    # The rest outlasts the gesture's tail, so the next prompt's rest level is measured on rest.
+    plan = Plan("test", ("fist", "open", "point"), repetitions=2, window_seconds=0.5, rest_seconds=1.5, countdown=1)
     prompter = Collecting(redo_first=True)
     result = _run(tmp_path, plan, source, prompter)
     assert dict(result.accepted) == {"fist": 2, "open": 2, "point": 2} and result.redone == 1
@@ -75,8 +88,8 @@ def test_guided_collection_records_checked_labelled_windows(tmp_path):
 @pytest.mark.slow
 def test_collection_resumes_after_a_power_cut(tmp_path):
     windows, rest = _gestures()
-    plan = Plan("test", ("fist", "open", "point"), repetitions=2, window_seconds=0.5, rest_seconds=0, countdown=1)
-    first = _run(tmp_path, Plan("test", plan.classes, repetitions=1, window_seconds=0.5, rest_seconds=0,
+    plan = Plan("test", ("fist", "open", "point"), repetitions=2, window_seconds=0.5, rest_seconds=1.5, countdown=1)
+    first = _run(tmp_path, Plan("test", plan.classes, repetitions=1, window_seconds=0.5, rest_seconds=1.5,
                                 countdown=1), PerformingSource(windows, rest), Collecting())
     assert sum(first.accepted.values()) == 3
     prompter = Collecting()
@@ -113,3 +126,42 @@ def test_plan_file(tmp_path):
     path.write_text('classes = ["idle", "load"]\nrepetitions = 3\nwindow_seconds = 0.25\nkind = "continuous"\n')
     plan = load_plan(str(path))
     assert plan.name == "machine" and plan.classes == ("idle", "load") and plan.kind == "continuous"
+
+
+@pytest.mark.slow
+def test_a_sign_rejected_too_often_pauses_the_collection_and_keeps_its_windows(tmp_path):
+    windows, rest = _gestures()
+    plan = Plan("test", ("fist", "open", "point"), repetitions=2, window_seconds=0.5, rest_seconds=1.5, countdown=0)
+    # A loose electrode after three signs: the user moves, the sensor sees nothing.
+    performed = []
+    prompter = Collecting()
+    with pytest.raises(CollectionPaused) as caught:
+        _run(tmp_path, plan, PerformingSource(windows, rest), prompter,
+             performs=lambda label: performed.append(label) or len(performed) <= 3)
+    paused = caught.value
+    assert paused.label == "fist" and "no movement seen" in str(paused) and "check the electrodes" in str(paused)
+    assert "3 accepted window(s) kept" in str(paused) and "\n" not in str(paused)
+    assert len(load_session(tmp_path / "session")) == 3
+    # Electrode fixed: running again continues from the kept windows.
+    prompter = Collecting()
+    second = _run(tmp_path, plan, PerformingSource(windows, rest), prompter)
+    assert sum(second.accepted.values()) == 3 and any(line.startswith("resuming: 3 windows") for line in prompter.lines)
+    assert np.bincount(load_session(tmp_path / "session").y).tolist() == [2, 2, 2]
+
+
+@pytest.mark.slow
+def test_collect_command_pauses_in_one_line(tmp_path):
+    windows, rest = _gestures()
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"classes": ["fist", "open"], "repetitions": 1, "window_seconds": 0.25,
+                                "rest_seconds": 0.25, "countdown": 0}))
+    hello = Hello("sim", "1", 4, 200.0, "int8")
+    # Nobody performs: every attempt is rejected and the command stops with one line, exit 2.
+    with Simulator(PerformingSource(windows, rest), hello, port_dir=tmp_path / "dev") as simulator:
+        run = subprocess.run([sys.executable, "-m", "tinynas.cli", "collect", "--port", simulator.port, "--plan",
+                              str(plan), "--out", str(tmp_path / "session"), "--headless"],
+                             capture_output=True, text=True, timeout=600)
+    assert run.returncode == 2, run.stderr
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("tinynas: error: collection paused at fist: 3 attempts rejected") and "Traceback" not in run.stderr
+    assert (tmp_path / "session" / "manifest.json").exists()

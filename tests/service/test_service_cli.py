@@ -71,3 +71,89 @@ def test_service_without_a_device_fails_in_one_line(tmp_path):
     run = tinynas("service", "run", "--config", str(config))
     assert run.returncode == 2
     assert run.stderr.strip().startswith("tinynas: error: cannot open") and len(run.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("text, words", [
+    ('workers = "two"\n', "workers must be an integer from 1"),
+    ("workers = 1000\n", "workers must be an integer from 1 to"),
+    ('budget = "abc"\n', "budget must be a positive duration"),
+    ('min_accuracy = "high"\n', "min_accuracy must be a number in [0, 1]"),
+    ("min_accuracy = 1.5\n", "min_accuracy must be a number in [0, 1]"),
+    ('target = "NoSuchBoard"\n', "target: unknown target 'NoSuchBoard'; built-in targets: "),
+    ("http_port = 99999\n", "http_port must be an integer from 0 to 65535"),
+    ('strategy = "best"\n', "strategy must be one of paper, "),
+    ("epochs = 0\n", "epochs must be an integer from 1"),
+    ("hop_seconds = -1\n", "hop_seconds must be a number in (0, 60]"),
+    ("port = 3\n", "port must be a non-empty string"),
+    ('plan = "no-such-plan"\n', "plan: unknown plan 'no-such-plan'"),
+    ("colour = 1\n", "unknown key(s) colour (known keys: port, "),
+])
+def test_every_config_value_is_checked_when_read(tmp_path, text, words):
+    config = tmp_path / "bad.toml"
+    config.write_text(f'data_dir = "{tmp_path / "data"}"\n' + text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(config)
+    assert words in str(caught.value) and str(config) in str(caught.value)
+    for command in (["service", "run"], ["service", "status"], ["service", "config"], ["onboard", "--user", "x"]):
+        run = tinynas(*command, "--config", str(config))
+        assert run.returncode == 2 and run.stderr.startswith("tinynas: error: ") and words in run.stderr
+        assert len(run.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "data").exists()  # refused before anything was written
+
+
+def test_a_binary_file_or_a_folder_is_not_a_config(tmp_path):
+    binary = tmp_path / "random.toml"
+    binary.write_bytes(bytes(range(256)) * 4)
+    for path, words in ((binary, "is not a text file"), (tmp_path, "is a folder, not a config file")):
+        run = tinynas("service", "run", "--config", str(path))
+        assert run.returncode == 2 and words in run.stderr and len(run.stderr.strip().splitlines()) == 1
+
+
+def test_service_config_checks_and_prints_the_given_file(tmp_path):
+    config = tmp_path / "tinynas.toml"
+    config.write_text(f'data_dir = "{tmp_path / "data"}"\nbudget = "2m"\nworkers = 1\n')
+    run = tinynas("service", "config", "--config", str(config))
+    assert run.returncode == 0, run.stderr
+    printed = tomllib.loads(run.stdout)
+    assert printed == {**ServiceConfig().to_dict(), "data_dir": str(tmp_path / "data"), "budget": "2m", "workers": 1}
+    assert "# Target microcontroller" in run.stdout  # the documentation comes along
+    assert tinynas("service", "config").stdout == DEFAULT_CONFIG
+
+
+def test_onboarding_refuses_unsafe_user_names(tmp_path):
+    config = tmp_path / "tinynas.toml"
+    config.write_text(f'data_dir = "{tmp_path / "data"}"\n')
+    for name in ("..", "a/b", ".x", "x" * 100):
+        run = tinynas("onboard", "--user", name, "--config", str(config))
+        assert run.returncode == 2 and "tinynas: error: " in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "data" / "requests").exists()
+
+
+def test_continue_and_cancel_leave_requests(tmp_path):
+    config = tmp_path / "tinynas.toml"
+    config.write_text(f'data_dir = "{tmp_path / "data"}"\n')
+    assert tinynas("onboard", "--user", "ann", "--continue", "--config", str(config)).returncode == 0
+    assert tinynas("onboard", "--user", "ann", "--cancel", "--config", str(config)).returncode == 0
+    requests = tmp_path / "data" / "requests"
+    assert [json.loads(p.read_text()) for p in sorted(requests.glob("*-continue.json"))] == [
+        {"kind": "continue", "user": "ann"}]
+    assert len(list(requests.glob("*-cancel.json"))) == 1
+    both = tinynas("onboard", "--user", "ann", "--continue", "--cancel", "--config", str(config))
+    assert both.returncode == 2
+
+
+def test_onboarding_checks_the_plan_against_the_target_of_the_running_device(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    # What a running service publishes about its device: one vibration channel at 12 kHz.
+    (data / "status.json").write_text(json.dumps({"device": {"channels": 1, "sample_rate_hz": 12000.0}}))
+    config = tmp_path / "tinynas.toml"
+    config.write_text(f'data_dir = "{data}"\ntarget = "STM32C011F6P6"\n')
+    run = tinynas("onboard", "--user", "pump", "--plan", "bearing4", "--config", str(config))
+    assert run.returncode == 0, run.stderr
+    assert "6000-sample windows do not fit STM32C011F6P6" in run.stdout and "2624-sample windows" in run.stdout
+    (data / "status.json").write_text(json.dumps({"device": {"channels": 8, "sample_rate_hz": 200.0}}))
+    config.write_text(f'data_dir = "{data}"\ntarget = "STM32F030F4P6"\n')
+    run = tinynas("onboard", "--user", "eve", "--plan", "gestures4", "--config", str(config))
+    assert run.returncode == 2 and "use windows of at most 354 samples" in run.stderr
+    assert len(list((data / "requests").glob("*-onboard.json"))) == 1  # only the plan that fits was requested

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -74,23 +75,141 @@ class ServiceConfig:
         return asdict(self)
 
 
-def load_config(path: str | Path | None) -> ServiceConfig:
-    """Read a TOML config; missing keys keep their defaults, unknown keys are an error."""
-    if path is None:
-        return ServiceConfig()
-    path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"no config file at {path} (write one with `tinynas service config > {path}`)") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
-    known = {f.name: f.type for f in fields(ServiceConfig)}
+# Allowed values of every key: (kind, check, what the message says is allowed). Checked when the file is read,
+# so `service run` never starts (and systemd never restarts) on a value that would fail an hour later.
+def _integer(low: int, high: int | None = None):
+    def check(value):
+        if not isinstance(value, int) or isinstance(value, bool):
+            return False
+        return value >= low and (high is None or value <= high)
+    return check, f"an integer from {low}" + (f" to {high}" if high is not None else " up")
+
+
+def _number(low: float, high: float, low_open: bool = False):
+    def check(value):
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return False
+        return (value > low if low_open else value >= low) and value <= high
+    return check, f"a number in {'(' if low_open else '['}{low:g}, {high:g}]"
+
+
+def _text(nonempty: bool = True):
+    return (lambda value: isinstance(value, str) and (bool(value.strip()) or not nonempty)
+            and "\0" not in value), "a non-empty string" if nonempty else "a string"
+
+
+def _max_workers() -> int:
+    # More TensorFlow workers than cores only slows every candidate down (issue 16: 1000 workers on 2 cores).
+    return max(2, os.cpu_count() or 1)
+
+
+_CHECKS = {
+    "port": _text(), "baudrate": _integer(1, 100_000_000), "data_dir": _text(),
+    "target": _text(), "budget": _text(), "strategy": _text(),
+    "epochs": _integer(1, 10_000), "learning_rate": _number(0.0, 1.0, low_open=True),
+    "batch_size": _integer(1, 65_536), "final_epochs": _integer(1, 10_000), "workers": None,
+    "normalize": _text(), "plan": _text(), "hop_seconds": _number(0.0, 60.0, low_open=True),
+    "smoothing": _integer(1, 1000), "min_accuracy": _number(0.0, 1.0), "http_host": _text(),
+    "http_port": _integer(0, 65_535), "http_token": _text(nonempty=False),
+}
+
+
+def _check_value(origin: str, key: str, value) -> None:
+    check, allowed = _CHECKS[key] if _CHECKS[key] is not None else _integer(1, _max_workers())
+    if not check(value):
+        raise ConfigError(f"{origin}: {key} must be {allowed}, not {value!r}")
+
+
+def _check_choices(origin: str, data: dict) -> None:
+    """Values whose meaning lives in other modules: the same parsers as the search uses."""
+    from tinynas.preprocess import NORMALIZATIONS
+    from tinynas.search import STRATEGIES
+    from tinynas.study import parse_duration
+    from tinynas.targets import resolve_target
+
+    if "normalize" in data and data["normalize"] not in NORMALIZATIONS:
+        raise ConfigError(f"{origin}: normalize must be one of {', '.join(NORMALIZATIONS)}, not {data['normalize']!r}")
+    if "strategy" in data and data["strategy"] not in STRATEGIES:
+        raise ConfigError(f"{origin}: strategy must be one of {', '.join(STRATEGIES)}, not {data['strategy']!r}")
+    if "budget" in data:
+        try:
+            parse_duration(data["budget"])
+        except TinynasError:
+            raise ConfigError(f"{origin}: budget must be a positive duration such as 90s, 30m or 1h30m, "
+                              f"not {data['budget']!r}") from None
+    if "target" in data:
+        try:
+            resolve_target(data["target"])
+        except TinynasError as exc:  # its message names the built-in targets
+            raise ConfigError(f"{origin}: target: {exc}") from None
+    if "plan" in data:
+        from firmware_bridge.errors import BridgeError
+        from firmware_bridge.guide import load_plan
+
+        try:
+            load_plan(data["plan"])
+        except BridgeError as exc:
+            raise ConfigError(f"{origin}: plan: {exc}") from None
+
+
+def check_config_data(data: dict, origin: str = "config") -> ServiceConfig:
+    """A ServiceConfig from a mapping, every key's type and range checked (ConfigError in one line)."""
+    known = [f.name for f in fields(ServiceConfig)]
     unknown = sorted(set(data) - set(known))
     if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}")
-    from tinynas.preprocess import NORMALIZATIONS
-
-    if data.get("normalize", "none") not in NORMALIZATIONS:
-        raise ConfigError(f"{path}: normalize must be one of {', '.join(NORMALIZATIONS)}, not {data['normalize']!r}")
+        raise ConfigError(f"{origin}: unknown key(s) {', '.join(unknown)} (known keys: {', '.join(known)})")
+    for key, value in data.items():
+        _check_value(origin, key, value)
+    _check_choices(origin, data)
     return ServiceConfig(**data)
+
+
+def read_config_text(path: str | Path) -> str:
+    """The text of a config file, or ConfigError in one line (missing, a folder, unreadable, not text)."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"no config file at {path} (write one with `tinynas service config > {path}`)") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path} is a folder, not a config file (give the TOML file, e.g. {path}/tinynas.toml)") \
+            from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not a text file (a TOML config is expected; "
+                          f"`tinynas service config` prints one)") from None
+    if "\0" in text:
+        raise ConfigError(f"{path} is not a text file (a TOML config is expected; "
+                          f"`tinynas service config` prints one)")
+    return text
+
+
+def load_config(path: str | Path | None) -> ServiceConfig:
+    """Read a TOML config; missing keys keep their defaults; unknown keys and bad values are a ConfigError."""
+    if path is None:
+        return ServiceConfig()
+    text = read_config_text(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    return check_config_data(data, str(path))
+
+
+def config_text(config: ServiceConfig) -> str:
+    """`config` as TOML in the documented layout: DEFAULT_CONFIG's comments with this config's values."""
+    import json
+
+    values = config.to_dict()
+    lines = []
+    for line in DEFAULT_CONFIG.splitlines():
+        key = line.split("=", 1)[0].strip() if "=" in line and not line.startswith("#") else None
+        if key in values:
+            value = values[key]
+            # JSON strings and numbers are valid TOML basic strings and numbers.
+            line = f"{key} = {json.dumps(value) if not isinstance(value, float) else repr(value)}"
+        lines.append(line)
+    return "\n".join(lines) + "\n"

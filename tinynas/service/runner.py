@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from firmware_bridge.errors import BridgeError, CollectionPaused
 from firmware_bridge.guide import GuidedCollection, Prompter, load_plan
 from firmware_bridge.link import Link
 from firmware_bridge.protocol import Samples
@@ -27,10 +28,10 @@ from firmware_bridge.ring import SampleRing
 from tinynas.atomic import atomic_write_text
 from tinynas.service.config import ServiceConfig
 from tinynas.service.inference import LiveClassifier, PredictionLog
-from tinynas.service.state import load_state, save_state
+from tinynas.service.state import load_state, save_state, user_name_problem
 from tinynas.service.status_server import StatusServer
 from tinynas.worker import memory_bytes
-from tinynas.errors import TinynasError
+from tinynas.errors import TinynasError, user_message
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +60,15 @@ class ServicePaths:
         return self.root / "profiles" / user
 
 
+REQUESTS = ("onboard", "continue", "cancel", "stop")
+
+
 def request(data_dir: str | Path, kind: str, **fields) -> Path:
-    """Leave a request (onboard, stop) for a running service; it picks it up within a second."""
+    """Leave a request for a running service; it picks it up within a second.
+
+    onboard (user, plan): collect, search and deploy for a new user; continue / cancel (user): resume or
+    drop a paused collection (its windows stay on disk); stop: end the service cleanly.
+    """
     folder = ServicePaths(data_dir).requests
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{time.time_ns()}-{kind}.json"
@@ -88,7 +96,7 @@ class Service:
         self.config = config
         self.paths = ServicePaths(config.data_dir)
         self.paths.root.mkdir(parents=True, exist_ok=True)
-        self.state = load_state(self.paths.state)
+        self.state = load_state(self.paths.state, repair=True)
         self.on_prompt = on_prompt
         self.collection: dict = {}
         self.prompt_number = 0
@@ -106,7 +114,9 @@ class Service:
                   "deployed": state.deployed, "collection": dict(self.collection),
                   "search": self._search_status(), "predictions": list(self.predictions.last),
                   "link": self.link.counters.to_dict() if getattr(self, "link", None) else {},
-                  "memory": memory_bytes(), "pid": os.getpid()}
+                  "memory": memory_bytes(), "pid": os.getpid(), "paused": state.paused,
+                  "device": ({"channels": self.hello.channels, "sample_rate_hz": self.hello.sample_rate_hz}
+                             if getattr(self, "hello", None) else {})}
         return status
 
     def _search_status(self) -> dict:
@@ -164,10 +174,15 @@ class Service:
                 loaded = deployed.get("model")
                 self.classifier = None
                 if loaded:
-                    card = json.loads(Path(deployed["card"]).read_text())
-                    self.classifier = LiveClassifier(loaded, card, self.ring,
-                                                     int(round(self.config.hop_seconds * self.hello.sample_rate_hz)),
-                                                     self.config.smoothing)
+                    try:
+                        card = json.loads(Path(deployed["card"]).read_text())
+                        self.classifier = LiveClassifier(
+                            loaded, card, self.ring, int(round(self.config.hop_seconds * self.hello.sample_rate_hz)),
+                            self.config.smoothing)
+                    except Exception as exc:  # noqa: BLE001 - a damaged model must not end serving for good
+                        log.error("cannot serve %s: %s", loaded, exc)
+                        self.state.error = f"cannot serve {loaded}: {exc}; onboard again to deploy a new model"
+                        continue
                     log.info("serving %s (int8 accuracy %.3f)", loaded, deployed.get("accuracy", float("nan")))
             if self.classifier is not None:
                 self.predictions.write(self.classifier.step())
@@ -187,25 +202,111 @@ class Service:
             save_state(self.paths.state, self.state)
         log.info("state %s%s", self.state.state, f" ({self.state.user})" if self.state.user else "")
 
-    def _take_onboarding(self) -> bool:
+    def _requests(self, kind: str) -> list[tuple[Path, dict]]:
+        """Pending requests of one kind, oldest first; unreadable ones are dropped with a log line."""
+        found = []
         if not self.paths.requests.exists():
-            return False
-        for path in sorted(self.paths.requests.glob("*-onboard.json")):
+            return found
+        for path in sorted(self.paths.requests.glob(f"*-{kind}.json")):
             try:
-                wanted = json.loads(path.read_text())
-            except (OSError, ValueError):
+                wanted = json.loads(path.read_text(encoding="utf-8"))
+                if not isinstance(wanted, dict):
+                    raise ValueError("not a JSON object")
+            except (OSError, ValueError) as exc:
+                log.warning("ignoring unreadable request %s: %s", path.name, exc)
                 path.unlink(missing_ok=True)
                 continue
-            user = str(wanted.get("user") or "").strip()
-            plan = wanted.get("plan") or self.config.plan
+            found.append((path, wanted))
+        return found
+
+    def _idle_state(self) -> str:
+        return "SERVING" if self.state.deployed else "IDLE"
+
+    def _refuse(self, why: str) -> None:
+        """Tell the user (status, log) why a request was not followed; the phase does not change."""
+        log.warning("%s", why)
+        self._save(error=why)
+
+    def _take_onboarding(self) -> bool:
+        for path, wanted in self._requests("onboard"):
             path.unlink(missing_ok=True)
-            if not user or "/" in user:
-                log.warning("ignoring onboarding without a valid user name: %r", user)
+            user = wanted.get("user")
+            user = user.strip() if isinstance(user, str) else user
+            plan = wanted.get("plan") or self.config.plan
+            problem = user_name_problem(user)
+            if problem:
+                self._refuse(f"onboarding request ignored: {problem}")
+                continue
+            try:
+                plan_object = load_plan(str(plan))
+                self._plan_fit(plan_object)  # fail fast, before anyone performs a gesture
+            except (TinynasError, BridgeError) as exc:
+                self._refuse(f"onboarding of {user} refused: {exc}")
                 continue
             session = self.paths.profile(user) / "sessions" / _stamp()
-            self._save(state="COLLECTING", user=user, plan=plan, session=str(session), study="", error="")
+            self._save(state="COLLECTING", user=user, plan=str(plan), session=str(session), study="", error="",
+                       paused="")
             return True
+        for kind in ("continue", "cancel"):  # nothing is paused: such a request has nothing to act on
+            for path, wanted in self._requests(kind):
+                path.unlink(missing_ok=True)
+                log.info("ignoring %s request for %s: no collection is paused", kind, wanted.get("user"))
         return False
+
+    def _plan_fit(self, plan):
+        """How the plan's windows fit the target on this device (PlanDoesNotFit if they cannot)."""
+        from tinynas.service.fit import check_plan_fits
+        from tinynas.targets import resolve_target
+
+        return check_plan_fits(plan, resolve_target(self.config.target), self.hello.channels,
+                               self.hello.sample_rate_hz)
+
+    def _while_paused(self) -> None:
+        """A paused collection waits for `tinynas onboard --user U --continue` (or --cancel)."""
+        for kind in ("continue", "cancel"):
+            for path, wanted in self._requests(kind):
+                path.unlink(missing_ok=True)
+                if wanted.get("user") != self.state.user:
+                    self._refuse(f"{kind} request for {wanted.get('user')!r} ignored: the paused collection is "
+                                 f"{self.state.user}'s; {self.state.paused}")
+                    continue
+                if kind == "continue":
+                    log.info("collection of %s continues", self.state.user)
+                    self._save(paused="", error="")
+                else:
+                    kept = self.state.session
+                    self.collection = {}
+                    self._save(state=self._idle_state(), paused="", session="", study="",
+                               error=f"collection of {self.state.user} cancelled; its recordings are kept in {kept}")
+                return
+        self._stop.wait(0.2)
+
+    def _pause(self, exc: BaseException) -> None:
+        """Stop collecting until the user acts; the accepted windows are on disk and the state resumable."""
+        message = user_message(exc) or f"{type(exc).__name__}: {exc}"
+        for path, _ in self._requests("continue"):  # a continue sent before this pause does not answer it
+            path.unlink(missing_ok=True)
+        advice = (f"{message}; then `tinynas onboard --user {self.state.user} --continue` "
+                  f"(or --cancel to stop this collection)")
+        log.warning("%s", advice)
+        self.collection["paused"] = advice
+        self._save(paused=advice, error=advice)
+
+    def _failed(self, phase: str, exc: BaseException) -> None:
+        """A search or deployment that failed leaves the service IDLE (or SERVING the previous model).
+
+        Never re-raised: systemd would restart the service into the same failure forever, and no new
+        request would ever be read.
+        """
+        message = user_message(exc)
+        if message is None:
+            log.error("%s failed with an internal error", phase, exc_info=exc)
+            message = f"internal error {type(exc).__name__}: {exc} (a bug: please report it with the log)"
+        kept = f"; recordings kept in {self.state.session}" if self.state.session else ""
+        error = f"{phase.lower()} for {self.state.user} failed: {message}{kept}; onboard again when fixed"
+        log.error("%s", error)
+        self.collection = {}
+        self._save(state=self._idle_state(), paused="", error=error)
 
     def run(self) -> None:
         """Open the device, start the side threads, and step the state machine until stopped."""
@@ -247,20 +348,38 @@ class Service:
     def _loop(self) -> None:
         while not self._stop.is_set():
             phase = self.state.state
-            if phase in ("IDLE", "SERVING"):
-                if not self._take_onboarding():
-                    time.sleep(0.2)
-            elif phase == "COLLECTING":
-                self._collect()
-            elif phase == "SEARCHING":
-                self._search()
-            elif phase == "DEPLOYING":
-                self._deploy()
-            else:
-                raise ServiceError(f"unknown state {phase!r} in {self.paths.state}")
+            try:
+                if phase in ("IDLE", "SERVING"):
+                    if not self._take_onboarding():
+                        self._stop.wait(0.2)
+                elif phase == "COLLECTING":
+                    if self.state.paused:
+                        self._while_paused()
+                    else:
+                        self._collect()
+                elif phase == "SEARCHING":
+                    self._search()
+                elif phase == "DEPLOYING":
+                    self._deploy()
+                else:  # load_state accepts only known states; kept as a guard
+                    self._failed(phase, ServiceError(f"unknown state {phase!r}"))
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except Exception as exc:  # noqa: BLE001 - see _failed: the service must outlive any one onboarding
+                if phase == "COLLECTING":
+                    self._pause(exc)
+                else:
+                    self._failed(phase, exc)
+                    self._stop.wait(0.2)  # a failure in IDLE itself must not spin
 
     def _collect(self) -> None:
-        plan = load_plan(self.state.plan)
+        try:
+            plan = load_plan(self.state.plan)
+            self._plan_fit(plan)
+        except (TinynasError, BridgeError) as exc:
+            # The plan or the target changed since the request: nothing to resume until that is fixed.
+            self._failed("COLLECTING", exc)
+            return
         self.collection = {"total": len(plan.prompts()), "accepted": 0, "plan": plan.name}
 
         def announced(label: str, attempt: int) -> None:
@@ -289,11 +408,10 @@ class Service:
 
     def _search(self) -> None:
         from tinynas.data.checks import check_windows
-        from tinynas.data.session import load_session
         from tinynas.journal import Journal
         from tinynas.progress import Progress
         from tinynas.study import Study, parse_duration
-        from tinynas.targets import get_target
+        from tinynas.targets import resolve_target
         from tinynas.train import Fidelity
 
         study = Path(self.state.study)
@@ -303,7 +421,7 @@ class Service:
             with Journal(journal_path) as journal:
                 finished = bool(journal.get_meta("finished")) and (study / "card.json").exists()
         if not finished:
-            windows = load_session(self.state.session)
+            windows, data_spec = self._windows()
             findings = check_windows(windows)
             for finding in findings:
                 log.warning("data check: %s", finding.message)
@@ -313,24 +431,39 @@ class Service:
                 self._save(state="SERVING" if self.state.deployed else "IDLE",
                            error=f"recording of {self.state.user} not used: {'; '.join(errors)}; record again")
                 return
-            Study(study, windows, get_target(self.config.target), strategy=self.config.strategy,
+            Study(study, windows, resolve_target(self.config.target), strategy=self.config.strategy,
                   budget_seconds=parse_duration(self.config.budget), seed=0,
                   fidelity=Fidelity(self.config.epochs, self.config.batch_size, self.config.learning_rate),
                   final_fidelity=Fidelity(self.config.final_epochs, self.config.batch_size, 0.01),
                   workers=self.config.workers, normalize=self.config.normalize,
-                  resume=journal_path.exists(), data_spec=f"session:{self.state.session}",
+                  resume=journal_path.exists(), data_spec=data_spec,
                   progress=Progress(interactive=False)).run()
         self._save(state="DEPLOYING")
 
+    def _windows(self):
+        """The session's windows as the search uses them, and their data spec.
+
+        When the plan's window is too long for the target (a continuous recording such as bearing4 on a
+        small MCU), the recordings are cut into the longest windows the target can hold.
+        """
+        from tinynas.data.spec import load_windows
+
+        spec = f"session:{self.state.session}"
+        fit = self._plan_fit(load_plan(self.state.plan))
+        if fit.cut:
+            spec += f"?window={fit.window}&hop={fit.hop}"
+            log.info("plan windows of %d samples do not fit %s: searching on %d-sample windows cut from them",
+                     fit.recorded, self.config.target, fit.window)
+        return load_windows(spec), spec
+
     def _deploy(self) -> None:
-        from tinynas.data.session import load_session
         from tinynas.data.splits import make_split
         from tinynas.litert import Int8Model
         from tinynas.preprocess import Preprocessing
 
         study = Path(self.state.study)
         card = json.loads((study / "card.json").read_text())
-        windows = load_session(self.state.session)
+        windows, _ = self._windows()
         test = make_split(windows, "auto", seed=0).test
         model = Int8Model((study / "model.tflite").read_bytes())
         inputs = Preprocessing.from_card(card).apply(windows.x[test])
