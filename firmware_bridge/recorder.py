@@ -80,6 +80,7 @@ class Recorder:
         self.ring = SampleRing(hello.channels, int(memory_seconds * hello.sample_rate_hz))
         self._expected: int | None = None
         self.samples_written = 0
+        self.samples_synced = 0  # samples_written at the last fsync: what a power cut cannot take away
         self.gaps: list[tuple[int, int]] = []
 
     # ---- incoming -----------------------------------------------------------------------
@@ -129,6 +130,7 @@ class Recorder:
             handle.flush()
             os.fsync(handle.fileno())
         self._last_sync = time.monotonic()
+        self.samples_synced = self.samples_written
 
     # ---- the live stream ----------------------------------------------------------------
     @property

@@ -26,6 +26,72 @@ from tinynas.service.runner import request
 
 CLASSES = ("fist", "open", "point")
 GESTURE_SAMPLES = 100
+WINDOW_SAMPLES = 200  # the plan's 1.0 s windows at 200 Hz
+
+
+def _slowdown() -> float:
+    """How much slower than an idle development machine this one runs now (>= 1): budgets scale with it.
+
+    A search budget is wall time, so on a loaded core (or a Pi) fewer candidates finish in it; the
+    scenario needs a few, whatever the machine.
+    """
+    def work():
+        a = np.random.default_rng(0).normal(size=(200, 200)).astype(np.float32)
+        started = time.perf_counter()
+        for _ in range(200):
+            a = np.tanh(a @ a * 0.01)
+        total = 0
+        for i in range(300_000):
+            total += i * i
+        return time.perf_counter() - started
+    return max(1.0, min(work() for _ in range(3)) / 0.12)
+
+
+class HoldingSource(PerformingSource):
+    """A simulated person who holds a sign from its prompt until the window's last sample.
+
+    The person starts on the announcement (during the countdown) and the sign ends exactly at the
+    window's end in device samples, so however late the status page shows things (a loaded
+    machine), the window is filled with the sign and the next rest is rest.
+    """
+
+    def __init__(self, windows, rest, seed=0):
+        super().__init__(windows, rest, seed)
+        self._holding = None
+        self._until = None
+        self._buffer = np.zeros((0, rest.shape[1]), dtype=rest.dtype)
+        self._hold_lock = threading.Lock()
+
+    def hold(self, label):
+        with self._hold_lock:
+            if self._holding != label or self._until is not None:
+                self._buffer = self._buffer[:0]
+            self._holding, self._until = label, None
+
+    def release_at(self, sample):
+        with self._hold_lock:
+            self._until = sample
+
+    def read(self, count):
+        with self._hold_lock:
+            label, until = self._holding, self._until
+            if label is None:
+                held = 0
+            else:
+                held = count if until is None else max(0, min(count, until - self.samples_read))
+                while len(self._buffer) < held:
+                    index = int(self._rng.integers(len(self.windows[label])))
+                    self._buffer = np.concatenate([self._buffer, self.windows[label][index]])
+                part, self._buffer = self._buffer[:held], self._buffer[held:]
+                if held < count:
+                    self._holding = None
+        if not held:
+            return super().read(count)
+        self.played.append((label, self.samples_read, held))
+        self.samples_read += held
+        if held == count:
+            return part.astype(self.rest.stream.dtype, copy=False)
+        return np.concatenate([part, super().read(count - held)]).astype(self.rest.stream.dtype, copy=False)
 
 
 def _gestures(seed=0, channels=4):
@@ -52,22 +118,25 @@ class Scenario:
         self.root = root
         self.data = root / "data"
         windows, rest = _gestures()
-        self.source = PerformingSource(windows, rest, seed=1)
+        self.source = HoldingSource(windows, rest, seed=1)
         self.simulator = Simulator(self.source, Hello("sim-armband", "1.0", 4, 200.0, "int8"),
                                    port_dir=root / "dev").start()
         plan = root / "plan.json"
         plan.write_text(json.dumps({"classes": list(CLASSES), "repetitions": 6, "window_seconds": 1.0,
                                     "rest_seconds": 1.0, "countdown": 1}))
         self.http_port = _free_port()
+        self.slowdown = _slowdown()
         self.config = root / "tinynas.toml"
         self.config.write_text(
-            f'port = "{self.simulator.port}"\ndata_dir = "{self.data}"\ntarget = "STM32F030F4P6"\nbudget = "40s"\n'
+            f'port = "{self.simulator.port}"\ndata_dir = "{self.data}"\ntarget = "STM32F030F4P6"\n'
+            f'budget = "{40 * self.slowdown:.0f}s"\n'
             f'epochs = 40\nlearning_rate = 0.01\nfinal_epochs = 60\nworkers = 2\nplan = "{plan}"\n'
             f'hop_seconds = 0.25\nsmoothing = 1\n'
             f'min_accuracy = 0.5\nhttp_port = {self.http_port}\n')
         self.process = None
         self.log = open(root / "service.log", "a")
         self.seen_states = []
+        self.pauses = 0
         self._user = threading.Thread(target=self._simulated_user, daemon=True)
         self._halt = threading.Event()
         self._user.start()
@@ -93,7 +162,7 @@ class Scenario:
             return {}
 
     def wait(self, condition, timeout, what):
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout * self.slowdown
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
                 raise AssertionError(f"service exited ({self.process.returncode}) while waiting for {what}; "
@@ -111,18 +180,29 @@ class Scenario:
             return {}
 
     def _simulated_user(self):
-        # Like a person watching the status page: performs each gesture when "go" appears.
-        last = None
+        # Like a person watching the status page: holds each sign from its announcement to the window's
+        # end; if the collection pauses (a sign rejected three times), continues it as the status says.
+        announced = released = None
         while not self._halt.wait(0.02):
             status = self.live_status()
             collection = status.get("collection") or {}
-            key = (collection.get("number"), collection.get("go"))
+            number, prompt, go = collection.get("number"), collection.get("prompt"), collection.get("go")
             state = status.get("state")
             if state and (not self.seen_states or self.seen_states[-1] != state):
                 self.seen_states.append(state)
-            if collection.get("go") is not None and key != last and collection.get("prompt"):
-                last = key
-                self.source.perform(collection["prompt"], repeats=2)
+            if state != "COLLECTING" or not prompt:
+                continue
+            if status.get("paused"):
+                self.pauses += 1
+                request(self.data, "continue", user=status.get("user"))
+                self._halt.wait(2)
+                continue
+            if number != announced:
+                announced = number
+                self.source.hold(prompt)
+            if go is not None and released != number:
+                released = number
+                self.source.release_at(go + WINDOW_SAMPLES)
 
     def windows_accepted(self):
         path = self.session() / "windows.jsonl" if self.session() else None
@@ -193,9 +273,17 @@ def scenario(tmp_path_factory):
         for label in CLASSES * 2:
             run.source.perform(label, delay_samples=200, repeats=8)
         total = sum(200 + 8 * GESTURE_SAMPLES for _ in CLASSES * 2)
-        time.sleep(total / 200 + 2)
+        end = run.source.samples_read + total
+
+        def predictions():
+            path = run.data / "predictions.jsonl"
+            return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+
+        # Until the service has classified past the last performed sample, however slow the machine.
+        run.wait(lambda: any(p["end_sample"] >= end for p in predictions()), 60 + total / 200,
+                 "predictions past the replayed gestures")
         notes["played"] = run.source.played[start_played:]
-        notes["predictions"] = [json.loads(line) for line in (run.data / "predictions.jsonl").read_text().splitlines()]
+        notes["predictions"] = predictions()
         notes["window_samples"] = 200
         yield run, notes
     finally:

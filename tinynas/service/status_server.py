@@ -40,7 +40,7 @@ function text(id, value) { document.getElementById(id).textContent = value; }
 async function refresh() {
   try {
     const s = await (await fetch(url)).json();
-    text("state", s.state);
+    text("state", s.state + (s.paused ? " - paused" : ""));
     text("who", (s.user ? "user " + s.user + " - " : "") + "updated " + new Date(s.time * 1000).toLocaleTimeString());
     text("error", s.error || "");
     const c = s.collection || {};
