@@ -121,3 +121,12 @@ def test_invalid_messages_are_refused():
         encode_frame(Samples(0, np.zeros((2, 2), dtype=np.float64)), 0)
     with pytest.raises(ProtocolError, match="exceeds"):
         encode_frame(Samples(0, np.zeros((3000, 2), dtype=np.int8)), 0)
+
+
+def test_crc_and_framing_damage_are_counted_apart():
+    decoder = StreamDecoder()
+    flipped = bytearray(encode_frame(Ping(1), 0))
+    flipped[6] ^= 0x01  # inside the payload: COBS still decodes, the CRC does not match
+    cut = encode_frame(Ping(2), 1)[:5] + b"\x00"  # a COBS block that runs past the frame's end
+    assert decoder.feed(bytes(flipped) + cut + encode_frame(Ping(3), 2)) == [(2, Ping(3))]
+    assert (decoder.stats.bad_crc, decoder.stats.bad_frames) == (1, 1)
