@@ -199,3 +199,53 @@ def test_the_service_outlives_failed_onboardings_and_pauses_collections(device):
     assert "cancelled" in device.state()["error"] and str(session) in device.state()["error"]
     assert (session / "windows.jsonl").read_text().splitlines() == kept
     assert device.process.poll() is None
+
+
+def _step_until(service, condition, what):
+    """Runs the real state machine loop in a thread until `condition` (no device needed past HELLO)."""
+    thread = threading.Thread(target=service._loop, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + TIMEOUT
+    try:
+        while not condition():
+            assert thread.is_alive(), f"the loop ended while waiting for {what}"
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.05)
+    finally:
+        service._stop.set()
+        thread.join(30)
+    assert not thread.is_alive()
+
+
+def test_a_failed_deployment_keeps_serving_the_previous_model(tmp_path):
+    from tinynas.service.config import ServiceConfig
+    from tinynas.service.runner import Service
+
+    data = tmp_path / "data"
+    previous = {"user": "alice", "model": str(data / "alice" / "model.tflite"), "card": str(data / "alice" / "card.json"),
+                "accuracy": 0.9}
+    study = data / "profiles" / "bob" / "studies" / "s1"
+    study.mkdir(parents=True)  # the study's card and model were lost (a disk swapped, a folder deleted)
+    save_state(data / "state.json", ServiceState(state="DEPLOYING", user="bob", plan="gestures4", study=str(study),
+                                                 session=str(data / "profiles" / "bob" / "sessions" / "s1"),
+                                                 deployed=previous))
+    service = Service(ServiceConfig(data_dir=str(data)))
+    service.hello = Hello("sim", "1", 8, 200.0, "int8")
+    _step_until(service, lambda: service.state.state == "SERVING", "the failed deployment to end")
+    saved = json.loads((data / "state.json").read_text())
+    assert saved["state"] == "SERVING" and saved["deployed"] == previous
+    assert saved["error"].startswith("deploying for bob failed: ") and "card.json" in saved["error"]
+
+
+def test_a_search_whose_recording_is_gone_ends_idle_not_in_a_restart_loop(tmp_path):
+    from tinynas.service.config import ServiceConfig
+    from tinynas.service.runner import Service
+
+    data = tmp_path / "data"
+    save_state(data / "state.json", ServiceState(state="SEARCHING", user="bob", plan="gestures4",
+                                                 study=str(data / "s"), session=str(data / "missing-session")))
+    service = Service(ServiceConfig(data_dir=str(data)))
+    service.hello = Hello("sim", "1", 8, 200.0, "int8")
+    _step_until(service, lambda: service.state.state == "IDLE", "the failed search to end")
+    error = json.loads((data / "state.json").read_text())["error"]
+    assert error.startswith("searching for bob failed: ") and "missing-session" in error and "\n" not in error

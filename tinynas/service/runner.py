@@ -199,7 +199,14 @@ class Service:
         with self._lock:
             for key, value in changes.items():
                 setattr(self.state, key, value)
-            save_state(self.paths.state, self.state)
+            try:
+                save_state(self.paths.state, self.state)
+            except OSError as exc:
+                # A full or read-only disk: keep going on the state in memory (status shows it) rather
+                # than exit into a restart loop; the previous state.json and its copy are intact.
+                log.error("cannot save the service state: %s", user_message(exc) or exc)
+                if not self.state.error:
+                    self.state.error = f"cannot save the service state: {user_message(exc) or exc}"
         log.info("state %s%s", self.state.state, f" ({self.state.user})" if self.state.user else "")
 
     def _requests(self, kind: str) -> list[tuple[Path, dict]]:
@@ -302,8 +309,11 @@ class Service:
         if message is None:
             log.error("%s failed with an internal error", phase, exc_info=exc)
             message = f"internal error {type(exc).__name__}: {exc} (a bug: please report it with the log)"
-        kept = f"; recordings kept in {self.state.session}" if self.state.session else ""
-        error = f"{phase.lower()} for {self.state.user} failed: {message}{kept}; onboard again when fixed"
+        if phase in ("IDLE", "SERVING"):
+            error = f"reading requests failed: {message}"
+        else:
+            kept = f"; recordings kept in {self.state.session}" if self.state.session else ""
+            error = f"{phase.lower()} for {self.state.user} failed: {message}{kept}; onboard again when fixed"
         log.error("%s", error)
         self.collection = {}
         self._save(state=self._idle_state(), paused="", error=error)
