@@ -4,6 +4,12 @@ Every phase resumes after a power cut from `state.json` and its own crash-safe f
 session (accepted windows), the study journal (finished trials), and the deployed folder (a
 model is listed as deployed only after it was verified on held-out windows). While a new user is
 onboarded, the previously deployed model keeps serving.
+
+No failure ends the process (systemd would restart it into the same failure): a search or deployment
+that fails leaves the service IDLE, or SERVING the previous model, with the reason in `status`. A
+collection that cannot go on (a sign rejected three times, a silent device) pauses: its accepted
+windows stay on disk, `status` says what to check, and `tinynas onboard --user U --continue` resumes it
+(`--cancel` drops it, recordings kept).
 """
 
 from __future__ import annotations
