@@ -165,3 +165,16 @@ def test_folder_windows_beyond_the_size_limit_are_refused_before_stacking(tmp_pa
     assert "90,001 windows x 10,000 samples x 2 channel(s) would take 6.7 GiB" in _one_line(error)
     assert "raise hop" in str(error.value)
     assert len(load_windows(f"folder:{tmp_path}?window=10000&rate=100")) == 20
+
+
+def test_a_mat_file_that_crashes_scipys_reader_is_one_line(tmp_path):
+    # The type code of the array's data element turned into 0x0807: scipy 1.17's loadmat dies of
+    # SIGSEGV/SIGBUS on it (found by tests/robustness/test_loader_fuzz.py); the reader runs in a child.
+    _classes(tmp_path)
+    savemat(tmp_path / "a" / "bad.mat", {"X001_DE_time": np.ones((64, 2), np.float32)})
+    data = bytearray((tmp_path / "a" / "bad.mat").read_bytes())
+    data[data.index(b"X001_DE_time") + 16 + 1] = 0x08
+    (tmp_path / "a" / "bad.mat").write_bytes(bytes(data))
+    with pytest.raises(DataError) as error:
+        load_windows(f"folder:{tmp_path}?window=16&rate=100")
+    assert "bad.mat: not a readable MATLAB file" in _one_line(error)

@@ -111,7 +111,8 @@ def load_folder(root: str | Path, window: int | None = None, hop: int | None = N
                 if rate is not None and not math.isclose(signal.sample_rate_hz, rate, rel_tol=1e-6):
                     raise DataError(f"{shown(path)} is sampled at {signal.sample_rate_hz:g} Hz, not rate={rate:g}")
                 if file_rate is not None and not math.isclose(signal.sample_rate_hz, file_rate[0], rel_tol=1e-6):
-                    raise DataError(f"{shown(path)} is sampled at {signal.sample_rate_hz:g} Hz but {shown(file_rate[1])} at "
+                    raise DataError(f"{shown(path)} is sampled at {signal.sample_rate_hz:g} Hz but "
+                                    f"{shown(file_rate[1])} at "
                                     f"{file_rate[0]:g} Hz: resample them to one rate")
                 file_rate = (signal.sample_rate_hz, path)
             elif unrated is None:
@@ -125,11 +126,13 @@ def load_folder(root: str | Path, window: int | None = None, hop: int | None = N
             if layout is None:
                 layout = (samples.shape[1], names, path)
             elif samples.shape[1] != layout[0]:
-                raise DataError(f"{shown(path)} has {samples.shape[1]} channel(s) but {shown(layout[2])} has {layout[0]}")
+                raise DataError(f"{shown(path)} has {samples.shape[1]} channel(s) but {shown(layout[2])} "
+                                f"has {layout[0]}")
             count = samples.shape[0]
             if window is None:
                 if length is not None and count != length[0]:
-                    raise DataError(f"{shown(path)} has {count} samples but {shown(length[1])} has {length[0]}: without "
+                    raise DataError(f"{shown(path)} has {count} samples but {shown(length[1])} has {length[0]}: "
+                                    f"without "
                                     f"window=N every file is one window, so all must have the same length")
                 length = (count, path)
                 offsets = [0]
@@ -152,7 +155,8 @@ def load_folder(root: str | Path, window: int | None = None, hop: int | None = N
         raise DataError(f"{shown(root)}: these files do not carry a sample rate; give it, "
                         f"e.g. folder:{shown(root)}?rate=200")
     if file_rate is not None and rate is None and unrated is not None:
-        raise DataError(f"{shown(unrated)} carries no sample rate but {shown(file_rate[1])} does ({file_rate[0]:g} Hz): "
+        raise DataError(f"{shown(unrated)} carries no sample rate but {shown(file_rate[1])} does "
+                        f"({file_rate[0]:g} Hz): "
                         f"give rate= for all files")
     provenance = {"source": "folder", "path": shown(root), "window": window, "hop": hop or window,
                   "files": len(set(groups)), **({"skipped": skipped} if skipped else {})}

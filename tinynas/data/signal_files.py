@@ -34,7 +34,8 @@ def check_readable(path: Path, kind: str) -> None:
     except FileNotFoundError:
         raise DataError(f"{shown(path)}: no such file") from None
     except PermissionError:
-        raise DataError(f"cannot read {shown(path)}: permission denied on its folder (check the folder's mode)") from None
+        raise DataError(f"cannot read {shown(path)}: permission denied on its folder "
+                        f"(check the folder's mode)") from None
     except OSError as exc:
         raise DataError(f"cannot read {shown(path)}: {exc.strerror or exc}") from None
     if stat.S_ISDIR(mode):
@@ -98,8 +99,9 @@ def _read_npy(path: Path) -> Signal:
         array = np.load(path, allow_pickle=False)
     except PermissionError as exc:
         raise _cannot_read(path, exc) from None
-    # A damaged .npy fails as ValueError (header), EOFError (empty), OSError or TypeError (shape).
-    except (OSError, ValueError, EOFError, TypeError, MemoryError) as exc:
+    # A damaged .npy fails as ValueError, EOFError, OSError, TypeError, MemoryError, even tokenize's
+    # TokenError or SyntaxError (NumPy parses the header as a Python literal): all mean "damaged".
+    except Exception as exc:
         raise DataError(f"{shown(path)}: not a readable .npy file ({type(exc).__name__}: {exc})") from None
     if array.dtype.kind not in "iuf":
         raise DataError(f"{shown(path)}: holds {array.dtype} values, not numbers")
@@ -137,16 +139,63 @@ def _read_wav(path: Path) -> Signal:
     return Signal(samples, float(rate))
 
 
-def read_mat(path: Path) -> dict:
-    """Every variable of a MATLAB file; a damaged one is one DataError (check_readable first)."""
+def _loadmat(path: Path):
+    """("ok", variables) or ("error", exception) from scipy's loadmat, in this process."""
     from scipy.io import loadmat
 
     try:
-        return loadmat(path)
-    except PermissionError as exc:
-        raise _cannot_read(path, exc) from None
+        return "ok", {name: value for name, value in loadmat(path).items() if not name.startswith("__")}
     except Exception as exc:  # scipy raises ValueError, TypeError, OSError, struct.error... on damaged files
-        raise DataError(f"{shown(path)}: not a readable MATLAB file ({type(exc).__name__}: {exc})") from None
+        return "error", exc
+
+
+def _loadmat_isolated(path: Path):
+    """`_loadmat` in a forked child: scipy's MATLAB reader can crash the interpreter (SIGSEGV) on a
+    damaged file (found by tests/robustness/test_loader_fuzz.py with scipy 1.17), and a crash must
+    be a one-line error naming the file, not the end of the search or the service."""
+    import pickle
+
+    import scipy.io  # noqa: F401 - imported before the fork, so the child never imports
+
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            import faulthandler
+
+            faulthandler.disable()  # a crash here is reported by the parent in one line, not as a dump
+            os.close(reader)
+            outcome = _loadmat(path)
+            try:
+                data = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as exc:  # an exception or variable that cannot be pickled
+                data = pickle.dumps(("error", ValueError(f"{type(exc).__name__}: {exc}")))
+            with os.fdopen(writer, "wb") as pipe:
+                pipe.write(data)
+        finally:
+            os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status) or not data:
+        return "crash", os.WTERMSIG(status) if os.WIFSIGNALED(status) else status
+    try:
+        return pickle.loads(data)
+    except Exception as exc:  # an exception class that cannot be rebuilt from its pickle
+        return "error", ValueError(f"{type(exc).__name__}: {exc}")
+
+
+def read_mat(path: Path) -> dict:
+    """Every variable of a MATLAB file; a damaged one is one DataError (call check_readable first)."""
+    kind, value = _loadmat_isolated(path) if hasattr(os, "fork") else _loadmat(path)
+    if kind == "ok":
+        return value
+    if kind == "crash":
+        raise DataError(f"{shown(path)}: not a readable MATLAB file (the reader crashed on it: damaged?)")
+    if isinstance(value, PermissionError):
+        raise _cannot_read(path, value)
+    raise DataError(f"{shown(path)}: not a readable MATLAB file ({type(value).__name__}: {value})")
 
 
 def _read_mat(path: Path, key: str | None) -> Signal:
@@ -184,7 +233,8 @@ def read_signal(path: str | Path, key: str | None = None) -> Signal:
     elif suffix in readers:
         signal = readers[suffix](path)
     else:
-        raise DataError(f"{shown(path)}: unsupported file type {suffix or '(none)'}; use one of {', '.join(EXTENSIONS)}")
+        raise DataError(f"{shown(path)}: unsupported file type {suffix or '(none)'}; "
+                        f"use one of {', '.join(EXTENSIONS)}")
     if signal.samples.shape[0] == 0:
         raise DataError(f"{shown(path)}: no samples")
     bad = ~np.isfinite(signal.samples)
