@@ -92,3 +92,19 @@ def test_data_inspect_bad_path_is_one_line(tmp_path):
     run = tinynas("data", "inspect", f"isl:{tmp_path}")
     assert run.returncode == 2 and "is not the ISL layout" in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_help_and_version_still_exit_0():
+    assert tinynas("search", "--help").returncode == 0
+    run = tinynas("--version")
+    assert run.returncode == 0 and run.stdout.startswith("tinynas ")
+
+
+def test_explicit_zero_is_refused_not_read_as_unset(tmp_path):
+    # `--epochs 0` used to train the strategy's default of 100 epochs.
+    for option in ("--epochs", "--batch-size", "--learning-rate", "--final-epochs"):
+        run = subprocess.run([sys.executable, "-m", "tinynas.cli", "search", "--data", "synthetic:vibration",
+                              "--target", "STM32F030F4P6", "--out", "run", option, "0"],
+                             capture_output=True, text=True, cwd=tmp_path)
+        assert run.returncode == 2 and run.stderr.startswith(f"tinynas: error: {option} must be"), run.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -6,9 +6,11 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tinynas.data.spec import load_windows
-from tinynas.preprocess import Preprocessing
+from tinynas.preprocess import CardError, Preprocessing
 
 RATE = 200
 LENGTH = 64
@@ -185,3 +187,67 @@ def test_a_model_folder_that_cannot_take_the_figure_still_gets_its_figures(searc
     run = tinynas("evaluate", str(tmp_path), "--data", day2, "--json")
     assert run.returncode == 0 and "could not write" in run.stderr
     assert json.loads(run.stdout)["accuracy"] == pytest.approx(card["int8_test_accuracy"], abs=1e-12)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage, message", [
+    ("truncated", "not a TFLite model LiteRT can load"),
+    ("random", "not a TFLite model (no TFL3 identifier"),
+    ("preprocessing a string", "'preprocessing' must be a JSON object, got str"),
+    ("offset not a list", "'offset' must be a list of numbers"),
+    ("card a list", "the card must be a JSON object, got list"),
+])
+def test_a_damaged_model_or_card_is_one_line_naming_it(searched, tmp_path, damage, message):
+    _, _, day2, out, card = searched
+    tflite = (out / "model.tflite").read_bytes()
+    if damage == "truncated":
+        tflite = tflite[:len(tflite) * 2 // 3]
+    elif damage == "random":
+        tflite = np.random.default_rng(0).bytes(len(tflite))
+    elif damage == "preprocessing a string":
+        card = {**card, "preprocessing": "channel"}
+    elif damage == "offset not a list":
+        card = {**card, "preprocessing": {**card["preprocessing"], "offset": 0.5}}
+    else:
+        card = [card]
+    (tmp_path / "model.tflite").write_bytes(tflite)
+    (tmp_path / "card.json").write_text(json.dumps(card))
+    run = tinynas("evaluate", str(tmp_path), "--data", day2)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1 and message in lines[0], run.stderr
+    assert str(tmp_path) in lines[0] and not (tmp_path / "confusion.png").exists()
+
+
+def _valid_card() -> dict:
+    return {"classes": ["a", "b"],
+            "preprocessing": {"window_length": 16, "channels": 2, "sample_rate_hz": 100.0, "class_names": ["a", "b"],
+                              "channel_names": ["x", "y"], "normalize": "channel", "offset": [0.0, 1.0],
+                              "scale": [1.0, 2.0]}}
+
+
+_json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                                       max_size=3), max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["", "preprocessing", "input"]),
+       st.sampled_from(["classes", "preprocessing", "input", "window_length", "channels", "sample_rate_hz",
+                        "class_names", "channel_names", "normalize", "offset", "scale", "shape"]),
+       st.one_of(st.just("DELETE"), _json_values))
+def test_any_damage_to_a_card_is_a_preprocessing_or_a_card_error(where, key, value):
+    card = _valid_card()
+    if where == "input":
+        card = {"classes": ["a", "b"], "input": {"shape": [16, 2], "sample_rate_hz": 100.0}}
+        where = "input"
+    target = card[where] if where else card
+    if value == "DELETE":
+        target.pop(key, None)
+    else:
+        target[key] = value
+    try:
+        preprocessing = Preprocessing.from_card(card)
+    except CardError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert preprocessing.window_length >= 1 and len(preprocessing.class_names) >= 2

@@ -38,3 +38,19 @@ def test_run_int8_rejects_wrong_windows(exported_tiny):
         run_int8(tflite, np.zeros((2, 400, 8), np.float32))
     with pytest.raises(SpecError, match="NaN or inf"):
         run_int8(tflite, np.full((2, 512, 1), np.inf, np.float32))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "random after the identifier", "flipped bytes"])
+def test_a_damaged_model_is_refused_before_tflite_micro_sees_it(exported_tiny, tmp_path, damage):
+    # LiteRT's verifier stops it: TFLite Micro trusts the FlatBuffer's offsets.
+    _, tflite, _ = exported_tiny
+    if damage == "truncated":
+        broken = tflite[:len(tflite) // 2]
+    elif damage == "flipped bytes":
+        broken = tflite[:16] + bytes(b ^ 0xFF for b in tflite[16:48]) + tflite[48:]
+    else:
+        broken = tflite[:8] + np.random.default_rng(0).bytes(len(tflite) - 8)
+    path = tmp_path / "model.tflite"
+    path.write_bytes(broken)
+    with pytest.raises(MeasureError, match=r"model.tflite: not a TFLite model LiteRT can load \(damaged"):
+        measure_model(path)

@@ -53,8 +53,30 @@ def test_command_line_budgets():
     assert overridden.ram_bytes == 8192 and overridden.flash_bytes == 16384
     with pytest.raises(TargetError, match="give --target NAME, or all of"):
         resolve_target(ram="4k")
-    with pytest.raises(TargetError, match="must be a positive integer"):
+    with pytest.raises(TargetError, match="RAM '0' is out of range"):
         resolve_target(ram="0", flash="1k", macs="1k")
+    with pytest.raises(TargetError, match="must be a positive integer"):
+        resolve_target(ram=0, flash="1k", macs="1k")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"ram": "99999999G"}, "RAM '99999999G' is out of range"),
+    ({"flash": "0.1"}, "flash '0.1' is out of range"),
+    ({"macs": "0"}, "MAC budget '0' is out of range"),
+    ({"macs": "9999999G"}, "MAC budget '9999999G' is out of range"),
+    ({"ram": 1 << 50}, "ram_bytes 1,125,899,906,842,624 is out of range"),
+])
+def test_absurd_budgets_are_refused_before_they_reach_the_journal(kwargs, message):
+    with pytest.raises(TargetError, match=message):
+        resolve_target("STM32F030F4P6", **kwargs)
+
+
+@pytest.mark.parametrize("coremark", ['"fast"', "-3", "true"])
+def test_a_coremark_that_is_not_a_positive_number_is_one_line(tmp_path, coremark):
+    path = tmp_path / "board.toml"
+    path.write_text(f'name = "b"\nram_bytes = 6144\nflash_bytes = 32768\ncoremark = {coremark}\n')
+    with pytest.raises(TargetError, match="'coremark' must be a positive number"):
+        load_target_file(path)
 
 
 def test_parse_size():

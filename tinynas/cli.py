@@ -13,11 +13,22 @@ from tinynas import __version__
 from tinynas.cost import estimate
 from tinynas.data.splits import PROTOCOLS
 from tinynas.errors import crash_log, user_message
+from tinynas.options import check_budget, check_out_dir, check_range, check_seed, check_strategy, check_training
+from tinynas.options import check_workers
 from tinynas.preprocess import NORMALIZATIONS
 from tinynas.space import Architecture, SpecError
 from tinynas.targets import builtin_targets, kib, resolve_target
 
 log = logging.getLogger("tinynas")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its own errors (unknown option, missing value, not a number) as one line too."""
+
+    def error(self, message: str) -> None:  # argparse's default prints the whole usage block
+        text = " ".join(message.split())
+        self.exit(2, f"tinynas: error: {text} (see `{self.prog} --help`)\n")
+
 
 def _parse_input(text: str) -> tuple[int, int]:
     try:
@@ -44,9 +55,16 @@ def _architecture_from_args(args: argparse.Namespace) -> Architecture:
     if args.arch:
         path = Path(args.arch)
         try:
-            return Architecture.from_json(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise SpecError(f"cannot read architecture file {path}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise SpecError(f"architecture file {path} is not text (expected JSON, as `tinynas cost --json` "
+                            "prints under 'architecture')") from None
+        try:
+            return Architecture.from_json(text)
+        except SpecError as exc:
+            raise SpecError(f"architecture file {path}: {exc}") from None
     missing = [flag for flag, value in (("--input", args.input), ("--classes", args.classes),
                                         ("--k", args.k), ("--c", args.c)) if value is None]
     if missing:
@@ -123,21 +141,29 @@ def _print_result(result, as_json: bool) -> None:
 def _cmd_search(args: argparse.Namespace) -> int:
     from tinynas.data.spec import load_windows
     from tinynas.progress import Progress
-    from tinynas.study import Study, parse_duration
+    from tinynas.study import Study
     from tinynas.train import Fidelity
 
+    # Every option is checked before data is loaded or --out is touched: a typo leaves nothing behind.
+    check_workers(args.workers, args.threads)
+    check_seed(args.seed)
+    check_training(args.epochs, args.batch_size, args.learning_rate, args.final_epochs)
+    budget = check_budget(args.budget)
+    check_strategy(args.strategy)
     target = resolve_target(args.target, ram=args.ram, flash=args.flash, macs=args.macs)
+    check_out_dir(args.out)
     windows = load_windows(args.data)
     fidelity = None
-    if args.epochs or args.batch_size or args.learning_rate:
+    if (args.epochs, args.batch_size, args.learning_rate) != (None, None, None):
         from tinynas.search import STRATEGIES
 
         base = STRATEGIES[args.strategy].default_fidelity
-        fidelity = Fidelity(args.epochs or base.epochs, args.batch_size or base.batch_size,
-                            args.learning_rate or base.learning_rate)
+        fidelity = Fidelity(base.epochs if args.epochs is None else args.epochs,
+                            base.batch_size if args.batch_size is None else args.batch_size,
+                            base.learning_rate if args.learning_rate is None else args.learning_rate)
     final = Fidelity(args.final_epochs, 16, 0.01)
     test_windows = load_windows(args.test_data) if args.test_data else None
-    study = Study(args.out, windows, target, strategy=args.strategy, budget_seconds=parse_duration(args.budget),
+    study = Study(args.out, windows, target, strategy=args.strategy, budget_seconds=budget,
                   seed=args.seed, fidelity=fidelity, final_fidelity=final, workers=args.workers,
                   threads_per_worker=args.threads, resume=args.resume, data_spec=args.data, progress=Progress(),
                   split=args.split, check_data=not args.ignore_data_checks, normalize=args.normalize,
@@ -148,9 +174,10 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from tinynas.data.spec import load_windows
-    from tinynas.evaluate import evaluate, model_files, plot_confusion
+    from tinynas.evaluate import evaluate, load_model, model_files, plot_confusion
 
-    tflite, _ = model_files(args.model)  # a missing model or card is reported before data is loaded
+    tflite, _ = model_files(args.model)  # a missing model, a bad card or a damaged .tflite is reported
+    load_model(tflite)                   # before the data is loaded
     result = evaluate(tflite, load_windows(args.data))
     try:
         picture = str(plot_confusion(result, tflite.parent / "confusion.png"))
@@ -169,6 +196,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 def _cmd_replay(args: argparse.Namespace) -> int:
     from tinynas.replay import replay_trial
 
+    check_range("--trial", args.trial, 0)
     replay = replay_trial(args.out_dir, args.trial)
     if args.json:
         print(json.dumps({"trial": args.trial, "reproduced": replay.reproduced, "same_outcome": replay.same_outcome,
@@ -409,9 +437,11 @@ def _cmd_service_config(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from tinynas.demo import run_demo
     from tinynas.progress import Progress
-    from tinynas.study import parse_duration
 
-    result = run_demo(Path(args.out), budget_seconds=parse_duration(args.budget), seed=args.seed,
+    budget = check_budget(args.budget)
+    check_seed(args.seed)
+    check_out_dir(args.out)
+    result = run_demo(Path(args.out), budget_seconds=budget, seed=args.seed,
                       resume=args.resume, progress=Progress())
     _print_result(result, args.json)
     return 0
@@ -419,7 +449,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `tinynas` command."""
-    parser = argparse.ArgumentParser(prog="tinynas", description=__doc__)
+    parser = _Parser(prog="tinynas", description=__doc__)
     parser.add_argument("--version", action="version", version=f"tinynas {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -457,9 +487,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "greedy, random, or tpe (Optuna, optional extra)")
     search.add_argument("--out", required=True, help="output folder (journal, best.json, model, report)")
     search.add_argument("--resume", action="store_true", help="continue the search journaled in --out")
-    search.add_argument("--seed", type=int, default=0)
-    search.add_argument("--workers", type=int, default=1, help="candidates trained in parallel")
-    search.add_argument("--threads", type=int, default=1, help="TensorFlow threads per worker")
+    search.add_argument("--seed", type=int, default=0, help="0 to 2^32-1")
+    search.add_argument("--workers", type=int, default=1,
+                        help="candidates trained in parallel (at most this machine's cores: more is refused)")
+    search.add_argument("--threads", type=int, default=1,
+                        help="TensorFlow threads per worker (at most this machine's cores)")
     search.add_argument("--epochs", type=int, help="epochs per candidate (strategy default: paper 100)")
     search.add_argument("--batch-size", type=int)
     search.add_argument("--learning-rate", type=float)

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from tinynas.data.windows import DataError, Windows
-from tinynas.preprocess import Preprocessing
 from tinynas.errors import TinynasError
+from tinynas.preprocess import CardError, Preprocessing
 
 
 class EvaluateError(TinynasError, ValueError):
@@ -65,26 +65,46 @@ def model_files(path: str | Path) -> tuple[Path, dict]:
     tflite = path / "model.tflite" if path.is_dir() else path
     if not tflite.exists():
         raise EvaluateError(f"{tflite}: no such model (give an export directory or its model.tflite)")
+    if not tflite.is_file():
+        raise EvaluateError(f"{tflite}: not a file (give an export directory or its model.tflite)")
     card_path = tflite.parent / "card.json"
     if not card_path.exists():
         raise EvaluateError(f"{card_path}: no card next to the model, so the data cannot be checked against it")
     try:
-        card = json.loads(card_path.read_text())
-    except (OSError, ValueError) as exc:
-        raise EvaluateError(f"{card_path}: not readable ({exc})") from None
+        text = card_path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise EvaluateError(f"{card_path}: cannot read it ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise EvaluateError(f"{card_path}: not a model card (not UTF-8 text; damaged?)") from None
+    try:
+        card = json.loads(text)
+    except ValueError as exc:
+        raise EvaluateError(f"{card_path}: not a model card (not JSON: {exc}; damaged?)") from None
+    try:
+        Preprocessing.from_card(card)  # every key evaluate and serving read, checked before any data is loaded
+    except CardError as exc:
+        raise EvaluateError(f"{card_path}: {exc}") from None
     return tflite, card
+
+
+def load_model(tflite: Path):
+    """The LiteRT model in `tflite`; a damaged or foreign file is one line naming it."""
+    from tinynas.litert import Int8Model, ModelFileError
+
+    try:
+        return Int8Model(tflite.read_bytes())
+    except ModelFileError as exc:
+        raise EvaluateError(f"{tflite}: {exc}") from None
 
 
 def evaluate(path: str | Path, windows: Windows) -> Evaluation:
     """Run the exported int8 model on every window; refuse data the model was not made for."""
-    from tinynas.litert import Int8Model
-
     tflite, card = model_files(path)
     preprocessing = Preprocessing.from_card(card)
     preprocessing.check(windows)
     labels = preprocessing.labels_for(windows)
     inputs = preprocessing.apply(windows.x)
-    model = Int8Model(tflite.read_bytes())
+    model = load_model(tflite)
     if model.classes != len(preprocessing.class_names):
         raise DataError(f"{tflite} outputs {model.classes} classes but its card names "
                         f"{len(preprocessing.class_names)}: card and model do not belong together")

@@ -4,17 +4,36 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinynas.errors import TinynasError
 from tinynas.quiet import captured_fd, quiet_environment
+
+TFLITE_IDENTIFIER = b"TFL3"
+"""FlatBuffer file identifier of a .tflite (bytes 4-8)."""
+
+
+class ModelFileError(TinynasError, ValueError):
+    """Bytes that are not a TFLite model LiteRT can load (random, truncated, another format)."""
 
 
 def litert_interpreter(tflite: bytes):
-    """A LiteRT interpreter (one thread) with tensors allocated for `tflite`."""
+    """A LiteRT interpreter (one thread) with tensors allocated for `tflite`.
+
+    LiteRT verifies the FlatBuffer before using it and raises ValueError or RuntimeError with
+    messages about FlatBuffers; a user only needs to know the file is not a usable model.
+    """
+    tflite = bytes(tflite)
+    if len(tflite) < 8 or tflite[4:8] != TFLITE_IDENTIFIER:
+        raise ModelFileError("not a TFLite model (no TFL3 identifier; damaged or another format?)")
     quiet_environment()
     from ai_edge_litert.interpreter import Interpreter
 
     with captured_fd(2):
-        interpreter = Interpreter(model_content=bytes(tflite), num_threads=1)
-        interpreter.allocate_tensors()
+        try:
+            interpreter = Interpreter(model_content=tflite, num_threads=1)
+            interpreter.allocate_tensors()
+        except (ValueError, RuntimeError) as exc:
+            failure = " ".join(str(exc).split())[:120]
+            raise ModelFileError(f"not a TFLite model LiteRT can load (damaged or truncated? {failure})") from None
     return interpreter
 
 
@@ -25,11 +44,15 @@ class Int8Model:
         from tinynas.space import SpecError
 
         self._interpreter = litert_interpreter(tflite)
-        (self._input,) = self._interpreter.get_input_details()
-        (self._output,) = self._interpreter.get_output_details()
+        inputs, outputs = self._interpreter.get_input_details(), self._interpreter.get_output_details()
+        if len(inputs) != 1 or len(outputs) != 1:
+            raise SpecError(f"not a tinynas model: {len(inputs)} inputs and {len(outputs)} outputs, expected 1 and 1")
+        (self._input,), (self._output,) = inputs, outputs
         shape = tuple(int(d) for d in self._input["shape"])
         if len(shape) != 4 or shape[1] != 1:
             raise SpecError(f"not a tinynas model: input shape {shape}, expected (1, 1, T, C)")
+        if self._input["dtype"] != np.int8 or self._output["dtype"] != np.int8:
+            raise SpecError("not a full-integer int8 model (tinynas exports int8 input and output)")
         self.window_shape = shape[2:]
         self.classes = int(self._output["shape"][-1])
         self._in_scale, self._in_zero = self._input["quantization"]

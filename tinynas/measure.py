@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynas.litert import Int8Model
+from tinynas.litert import Int8Model, ModelFileError, litert_interpreter
 from tinynas.quiet import captured_fd
 from tinynas.errors import TinynasError
 
@@ -115,6 +115,11 @@ def measure_model(path: str | Path, windows: np.ndarray | None = None,
         raise MeasureError(f"cannot read {path}: {exc.strerror}") from None
     if len(tflite) < 8 or tflite[4:8] != b"TFL3":
         raise MeasureError(f"{path} is not a TFLite flatbuffer (no TFL3 identifier)")
+    try:
+        # LiteRT verifies the FlatBuffer; TFLite Micro trusts it, so damaged bytes are stopped here first.
+        litert_interpreter(tflite)
+    except ModelFileError as exc:
+        raise MeasureError(f"{path}: {exc}") from None
     arena: ArenaMeasurement | None = None
     if tflite_micro_available():
         arena = measure_arena(tflite)

@@ -19,8 +19,13 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from tinynas.data.windows import DataError, Windows
+from tinynas.errors import TinynasError
 
 NORMALIZATIONS = ("none", "channel")
+
+
+class CardError(TinynasError, ValueError):
+    """A model card (or its stored preprocessing) with a key missing or of the wrong type."""
 
 
 @dataclass(frozen=True)
@@ -38,13 +43,15 @@ class Preprocessing:
 
     def __post_init__(self) -> None:
         if self.normalize not in NORMALIZATIONS:
-            raise ValueError(f"unknown normalization {self.normalize!r}; choose one of: {', '.join(NORMALIZATIONS)}")
+            raise CardError(f"unknown normalization {self.normalize!r}; choose one of: {', '.join(NORMALIZATIONS)}")
         for name in ("offset", "scale"):
             values = getattr(self, name)
             if values and len(values) != self.channels:
-                raise ValueError(f"{len(values)} {name} values for {self.channels} channels")
-        if any(not s > 0 for s in self.scale):
-            raise ValueError("preprocessing scales must be positive")
+                raise CardError(f"{len(values)} {name} values for {self.channels} channels")
+        if any(not (s > 0 and math.isfinite(s)) for s in self.scale):
+            raise CardError("preprocessing scales must be positive")
+        if any(not math.isfinite(o) for o in self.offset):
+            raise CardError("preprocessing offsets must be finite")
 
     @classmethod
     def fit(cls, windows: Windows, train: np.ndarray, normalize: str = "none") -> "Preprocessing":
@@ -107,17 +114,96 @@ class Preprocessing:
         return {key: list(value) if isinstance(value, tuple) else value for key, value in data.items()}
 
     @classmethod
-    def from_dict(cls, stored: dict) -> "Preprocessing":
-        """The inverse of `to_dict`."""
-        return cls(int(stored["window_length"]), int(stored["channels"]), float(stored["sample_rate_hz"]),
-                   tuple(stored["class_names"]), tuple(stored.get("channel_names", ())),
-                   stored.get("normalize", "none"), tuple(stored.get("offset", ())), tuple(stored.get("scale", ())))
+    def from_dict(cls, stored: dict, where: str = "preprocessing") -> "Preprocessing":
+        """The inverse of `to_dict`; a missing key or a wrong type is a one-line CardError naming it."""
+        _expect(stored, dict, where, "a JSON object")
+        return cls(_count(stored, "window_length", where), _count(stored, "channels", where),
+                   _rate(stored, "sample_rate_hz", where), _names(stored, "class_names", where, 2),
+                   _names(stored, "channel_names", where, 0, ()), _text(stored, "normalize", where, "none"),
+                   _numbers(stored, "offset", where), _numbers(stored, "scale", where))
 
     @classmethod
     def from_card(cls, card: dict) -> "Preprocessing":
-        """The preprocessing a card records (cards written before it was recorded: pass-through)."""
-        if card.get("preprocessing"):
-            return cls.from_dict(card["preprocessing"])
-        shape = card["input"]["shape"]
-        return cls(int(shape[0]), int(shape[1]), float(card["input"]["sample_rate_hz"]), tuple(card["classes"]),
-                   tuple(card["input"].get("channel_names", ())))
+        """The preprocessing a card records (cards written before it was recorded: pass-through).
+
+        The card comes from a file a user can edit, so every key read is checked: the first one
+        missing or of the wrong type is named in one line, instead of a KeyError deep in serving.
+        """
+        _expect(card, dict, "the card", "a JSON object")
+        if card.get("preprocessing") is not None:
+            preprocessing = cls.from_dict(card["preprocessing"], "the card's 'preprocessing'")
+            classes = _names(card, "classes", "the card", 2, preprocessing.class_names)
+            if preprocessing.class_names != classes:
+                raise CardError("the card's 'classes' differ from its 'preprocessing' class_names: "
+                                "the card was edited or belongs to another model")
+            return preprocessing
+        classes = _names(card, "classes", "the card", 2)
+        if "input" not in card:
+            raise CardError("the card has no 'input' (nor 'preprocessing'): it does not say what the model takes")
+        _expect(card["input"], dict, "the card's 'input'", "a JSON object")
+        shape = card["input"].get("shape")
+        if not (isinstance(shape, list) and len(shape) == 2 and all(_is_count(v) for v in shape)):
+            raise CardError(f"the card's 'input' 'shape' must be [samples, channels], got {shape!r}")
+        return cls(shape[0], shape[1], _rate(card["input"], "sample_rate_hz", "the card's 'input'"), classes,
+                   _names(card["input"], "channel_names", "the card's 'input'", 0, ()))
+
+
+_MISSING = object()
+
+
+def _expect(value, kind: type, where: str, what: str) -> None:
+    if not isinstance(value, kind):
+        raise CardError(f"{where} must be {what}, got {type(value).__name__} {_short(value)}")
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _get(stored: dict, key: str, where: str, default):
+    value = stored.get(key, default)
+    if value is _MISSING:
+        raise CardError(f"{where} has no {key!r}")
+    return value
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _count(stored: dict, key: str, where: str) -> int:
+    value = _get(stored, key, where, _MISSING)
+    if not _is_count(value):
+        raise CardError(f"{where} {key!r} must be a positive integer, got {_short(value)}")
+    return value
+
+
+def _rate(stored: dict, key: str, where: str) -> float:
+    value = _get(stored, key, where, _MISSING)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
+        raise CardError(f"{where} {key!r} must be a positive number, got {_short(value)}")
+    return float(value)
+
+
+def _names(stored: dict, key: str, where: str, minimum: int, default=_MISSING) -> tuple[str, ...]:
+    value = _get(stored, key, where, default)
+    if not (isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)) or len(value) < minimum:
+        need = f"a list of at least {minimum} names" if minimum else "a list of names"
+        raise CardError(f"{where} {key!r} must be {need}, got {_short(value)}")
+    return tuple(value)
+
+
+def _text(stored: dict, key: str, where: str, default: str) -> str:
+    value = _get(stored, key, where, default)
+    if not isinstance(value, str):
+        raise CardError(f"{where} {key!r} must be a string, got {_short(value)}")
+    return value
+
+
+def _numbers(stored: dict, key: str, where: str) -> tuple[float, ...]:
+    value = _get(stored, key, where, ())
+    if not (isinstance(value, (list, tuple))
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)):
+        raise CardError(f"{where} {key!r} must be a list of numbers, got {_short(value)}")
+    return tuple(float(v) for v in value)

@@ -35,6 +35,8 @@ class Target:
             value = getattr(self, field_name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise TargetError(f"target {self.name!r}: {field_name} must be a positive integer, got {value!r}")
+            if value > (MAX_MAC_BUDGET if field_name == "mac_budget" else MAX_SIZE_BYTES):
+                raise TargetError(f"target {self.name!r}: {field_name} {value:,} is out of range (a typo?)")
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
@@ -57,7 +59,10 @@ def _from_mapping(data: dict, origin: str) -> Target:
     if mac_budget is None:
         if data.get("coremark") is None:
             raise TargetError(f"{origin}: give 'mac_budget' or 'coremark'")
-        mac_budget = int(round(float(data["coremark"]) * MACS_PER_COREMARK))
+        coremark = data["coremark"]
+        if not isinstance(coremark, (int, float)) or isinstance(coremark, bool) or not 0 < coremark < 1e9:
+            raise TargetError(f"{origin}: 'coremark' must be a positive number, got {coremark!r}")
+        mac_budget = int(round(coremark * MACS_PER_COREMARK))
     return Target(name=str(data["name"]), ram_bytes=data["ram_bytes"], flash_bytes=data["flash_bytes"],
                   mac_budget=mac_budget, coremark=data.get("coremark"), core=data.get("core", ""),
                   clock_mhz=data.get("clock_mhz"), source=data.get("source", ""))
@@ -102,6 +107,11 @@ def get_target(name: str) -> Target:
     raise TargetError(f"unknown target {name!r}; built-in targets: {known} (or give a .toml file)")
 
 
+MAX_SIZE_BYTES = 1 << 40
+"""Largest RAM or flash budget read from a flag or file (1 TiB): larger values are typos, and
+would overflow the journal's 64-bit integers a few digits later."""
+MAX_MAC_BUDGET = 10**15
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)(i?b?)\s*$", re.IGNORECASE)
 
 
@@ -114,7 +124,10 @@ def parse_size(text: str | int, what: str = "size") -> int:
         raise TargetError(f"cannot read {what} {text!r}: use bytes or a number with k/M (e.g. 4096, 4k, 4KiB)")
     number, prefix, _ = match.groups()
     scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[prefix.lower()]
-    return int(float(number) * scale)
+    value = int(float(number) * scale)
+    if not 0 < value <= MAX_SIZE_BYTES:
+        raise TargetError(f"{what} {text!r} is out of range: give between 1 byte and 1 TiB (e.g. 6KiB)")
+    return value
 
 
 def parse_count(text: str | int, what: str = "count") -> int:
@@ -126,7 +139,10 @@ def parse_count(text: str | int, what: str = "count") -> int:
         raise TargetError(f"cannot read {what} {text!r}: use a number, optionally with k/M/G")
     number, prefix = match.groups()
     scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}[prefix.lower()]
-    return int(round(float(number) * scale))
+    value = int(round(float(number) * scale))
+    if not 0 < value <= MAX_MAC_BUDGET:
+        raise TargetError(f"{what} {text!r} is out of range: give between 1 and 10^15 (e.g. 1.14M)")
+    return value
 
 
 def resolve_target(name: str | None = None, *, ram: str | int | None = None,

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait as wait_for
 from typing import Any
 
+from tinynas.errors import UsageError
+
 DEFAULT_MAX_JOBS = 10
 DEFAULT_PRIVATE_LIMIT_BYTES = 400 << 20
 FAULTS = ("nan", "diverge", "lr_x100", "lr_div1000")
@@ -352,7 +354,7 @@ class WorkerPool:
     def __init__(self, size: int = 1, threads: int = 1, max_jobs: int = DEFAULT_MAX_JOBS,
                  private_limit_bytes: int = DEFAULT_PRIVATE_LIMIT_BYTES) -> None:
         if size < 1 or threads < 1:
-            raise ValueError("need at least one worker and one thread")
+            raise UsageError(f"need at least one worker and one thread, got {size} worker(s) x {threads} thread(s)")
         self._context = multiprocessing.get_context("spawn")  # TensorFlow is not fork-safe
         self._slots = [_Slot() for _ in range(size)]
         self.threads = threads

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tinynas.errors import UsageError
 from tinynas.search.base import Proposal, SearchSpace, Strategy
 from tinynas.search.fast import FastStrategy
 from tinynas.search.greedy import GreedyStrategy
@@ -19,7 +20,7 @@ def make_strategy(name: str, space: SearchSpace, **kwargs) -> Strategy:
     try:
         cls = STRATEGIES[name]
     except KeyError:
-        raise ValueError(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}") from None
+        raise UsageError(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}") from None
     return cls(space, **kwargs)
 
 

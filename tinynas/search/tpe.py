@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from tinynas.errors import MissingDependencyError
 from tinynas.search.base import Proposal, Strategy
 from tinynas.trial import Trial, TrialState
 
@@ -42,7 +43,8 @@ class TPEStrategy(Strategy):
         try:
             import optuna
         except ImportError:
-            raise ValueError("the tpe strategy needs optuna: pip install 'tinynas[optuna]'") from None
+            raise MissingDependencyError("the tpe strategy needs optuna, which is not installed: "
+                                         "pip install 'tinynas[optuna]'") from None
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._optuna = optuna
         # Optuna 5 reads constraints set on the trial; older versions need a constraints function.

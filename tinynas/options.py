@@ -1,0 +1,133 @@
+"""Option values checked at the command-line boundary, before any data is loaded or any file written.
+
+argparse checks types (an integer is an integer); this module checks ranges and the things a
+typo should never reach: a study folder half-made by `--workers 0`, 100 epochs trained for
+`--epochs 0`, eight TensorFlow workers started on two cores. Each check raises a one-line
+`UsageError` naming the option, the value and what to give instead.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from tinynas.errors import MissingDependencyError, UsageError
+
+MAX_EPOCHS = 10_000
+"""More epochs than any candidate or final training needs (the method uses 100)."""
+MAX_BATCH_SIZE = 65_536
+MAX_LEARNING_RATE = 10.0
+"""Adam's default is 1e-3 and the final recipe's 1e-2; anything above 10 only diverges."""
+MAX_SEED = 2**32 - 1
+"""NumPy and TensorFlow seeds are 32-bit unsigned integers."""
+MIN_BUDGET_SECONDS = 1.0
+MAX_BUDGET_SECONDS = 30 * 86_400.0
+"""A month: longer than any search; larger values are typos (e.g. 30000m for 30m)."""
+
+
+def cores() -> int:
+    """Processor cores of this machine: the ceiling for --workers and --threads."""
+    return os.cpu_count() or 1
+
+
+def check_range(option: str, value: int | float | None, low: float, high: float | None = None,
+                hint: str = "") -> None:
+    """Refuse `value` outside [low, high] (None means "not given" and passes)."""
+    if value is None:
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UsageError(f"{option} must be a finite number, got {value}")
+    if value < low or (high is not None and value > high):
+        bounds = f"between {_show(low)} and {_show(high)}" if high is not None else f"at least {_show(low)}"
+        raise UsageError(f"{option} must be {bounds}, got {_show(value)}{hint}")
+
+
+def _show(number: int | float) -> str:
+    return str(int(number)) if float(number).is_integer() else f"{number:g}"
+
+
+def check_workers(workers: int, threads: int) -> None:
+    """At least one worker and thread; refuse more of either than the machine has cores.
+
+    Each worker trains one candidate at a time in its own process; more workers than cores only
+    time-slice, so every candidate gets less of its budget and the search finds less (refused, not
+    capped, so that what runs is what was asked for).
+    """
+    n = cores()
+    check_range("--workers", workers, 1)
+    check_range("--threads", threads, 1)
+    if workers > n:
+        raise UsageError(f"--workers {workers} is more than this machine's {n} core(s): each worker trains on its "
+                         f"own core (use --workers {n} or fewer)")
+    if threads > n:
+        raise UsageError(f"--threads {threads} is more than this machine's {n} core(s) (use --threads {n} or fewer)")
+
+
+def check_seed(seed: int) -> None:
+    """A seed NumPy and TensorFlow accept."""
+    check_range("--seed", seed, 0, MAX_SEED)
+
+
+def check_budget(text: str) -> float:
+    """The time budget in seconds: readable, at least a second, at most a month."""
+    from tinynas.study import StudyError, parse_duration
+
+    try:
+        seconds = parse_duration(text)
+    except StudyError as exc:
+        raise UsageError(f"--budget: {exc}") from None
+    if seconds < MIN_BUDGET_SECONDS:
+        raise UsageError(f"--budget {text} is less than a second: no candidate can train (use e.g. 90s, 30m)")
+    if seconds > MAX_BUDGET_SECONDS:
+        raise UsageError(f"--budget {text} is more than 30 days (a typo? use e.g. 90s, 30m, 2h)")
+    return seconds
+
+
+def check_training(epochs: int | None, batch_size: int | None, learning_rate: float | None,
+                   final_epochs: int) -> None:
+    """Epochs, batch size and learning rate when given; 0 is refused, never read as "unset"."""
+    check_range("--epochs", epochs, 1, MAX_EPOCHS)
+    check_range("--batch-size", batch_size, 1, MAX_BATCH_SIZE)
+    if learning_rate is not None and not (math.isfinite(learning_rate) and 0 < learning_rate <= MAX_LEARNING_RATE):
+        raise UsageError(f"--learning-rate must be above 0 and at most {MAX_LEARNING_RATE:g}, got {learning_rate}"
+                         " (e.g. 0.001)")
+    check_range("--final-epochs", final_epochs, 1, MAX_EPOCHS)
+
+
+def check_strategy(name: str) -> None:
+    """A known strategy whose optional dependency is installed."""
+    from tinynas.search import STRATEGIES
+    from tinynas.search.tpe import optuna_available
+
+    if name not in STRATEGIES:
+        raise UsageError(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}")
+    if name == "tpe" and not optuna_available():
+        raise MissingDependencyError("--strategy tpe needs optuna, which is not installed: "
+                                     "pip install 'tinynas[optuna]' (or use --strategy fast or paper)")
+
+
+def _read_only(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def check_out_dir(path: str | Path, option: str = "--out") -> Path:
+    """An output folder that exists as a writable folder or can be created; nothing is created here."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{option} {path} is a file, not a folder: give a new folder or a search's folder")
+    existing = path
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"{option} {path}: {existing} is a file, so the folder cannot be made there")
+    if _read_only(existing):
+        raise UsageError(f"{option} {path}: {existing} is on a read-only file system (give a folder you can write)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path}: no permission to write in {existing} (give a folder you can write)")
+    return path
