@@ -105,3 +105,36 @@ def test_unsafe_user_names_are_refused(name):
 @pytest.mark.parametrize("name", ["alice", "bob-2", "machine_7.a", "A", "x" * 64])
 def test_safe_user_names_pass(name):
     assert check_user_name(name) == name
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=300))
+def test_any_bytes_as_a_config_give_a_config_or_a_config_error(tmp_path, data):
+    from tinynas.service.config import ConfigError, ServiceConfig, load_config
+
+    path = tmp_path / "fuzz.toml"
+    path.write_bytes(data)
+    try:
+        assert isinstance(load_config(path), ServiceConfig)
+    except ConfigError as exc:
+        assert "\n" not in str(exc)
+
+
+_VALUES = st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=True), st.text(max_size=12), st.booleans(),
+                    st.lists(st.integers(), max_size=2))
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=st.dictionaries(st.sampled_from(sorted(ServiceState.__dataclass_fields__) + [
+    "port", "workers", "budget", "min_accuracy", "http_port", "target", "epochs", "hop_seconds"]), _VALUES,
+    max_size=4))
+def test_any_config_values_give_a_config_or_a_one_line_error(values):
+    from tinynas.service.config import ConfigError, ServiceConfig, check_config_data
+
+    try:
+        config = check_config_data(values, "fuzz.toml")
+    except ConfigError as exc:
+        assert str(exc).startswith("fuzz.toml: ") and "\n" not in str(exc)
+    else:
+        assert isinstance(config, ServiceConfig)
+        assert 0 <= config.min_accuracy <= 1 and 0 <= config.http_port <= 65535 and config.workers >= 1
