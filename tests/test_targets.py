@@ -85,3 +85,16 @@ def test_parse_size():
     assert parse_size("1.5M") == 1572864
     with pytest.raises(TargetError, match="cannot read"):
         parse_size("four kilobytes")
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"\xd3\x00\xff binary", "is not a TOML text file"),
+    (b'name = ["x"]\nram_bytes = 1024\nflash_bytes = 1024\nmac_budget = 1000\n', "'name' must be a string"),
+    (b'name = "x"\nram_bytes = 1024\nflash_bytes = 1024\nmac_budget = 1000\nclock_mhz = "fast"\n',
+     "'clock_mhz' must be a positive number"),
+])
+def test_a_target_file_of_the_wrong_kind_is_one_line(tmp_path, content, message):
+    path = tmp_path / "board.toml"
+    path.write_bytes(content)
+    with pytest.raises(TargetError, match=message):
+        load_target_file(path)

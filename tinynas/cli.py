@@ -14,7 +14,7 @@ from tinynas.cost import estimate
 from tinynas.data.splits import PROTOCOLS
 from tinynas.errors import crash_log, user_message
 from tinynas.options import check_budget, check_out_dir, check_range, check_seed, check_strategy, check_training
-from tinynas.options import check_workers
+from tinynas.options import check_positive, check_probability, check_workers
 from tinynas.preprocess import NORMALIZATIONS
 from tinynas.space import Architecture, SpecError
 from tinynas.targets import builtin_targets, kib, resolve_target
@@ -275,6 +275,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from firmware_bridge.simulator import ArraySource, Faults, Simulator
     from tinynas.data.spec import load_windows
 
+    check_positive("--speed", args.speed, " (1 is the true sample rate)")
+    check_probability("--drop", args.drop)
+    check_probability("--flip", args.flip)
+    if args.unplug_every:
+        check_positive("--unplug-every", args.unplug_every, " (seconds; 0 never unplugs)")
     windows = load_windows(args.source)
     fmt = _sample_format(windows.x)
     stream = windows.x.reshape(-1, windows.channels).astype({"int8": np.int8, "int16": np.int16,
@@ -300,6 +305,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     from firmware_bridge.link import Link
     from firmware_bridge.recorder import Recorder, RecordingThread
 
+    check_range("--baud", args.baud, 1, hint=" (e.g. 1000000)")
     plan = load_plan(args.plan)
     prompter = Prompter() if args.headless or not sys.stdout.isatty() else TerminalPrompter()
     with Link(args.port, baudrate=args.baud).open() as link:

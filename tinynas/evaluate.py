@@ -78,7 +78,7 @@ def model_files(path: str | Path) -> tuple[Path, dict]:
         raise EvaluateError(f"{card_path}: not a model card (not UTF-8 text; damaged?)") from None
     try:
         card = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise EvaluateError(f"{card_path}: not a model card (not JSON: {exc}; damaged?)") from None
     try:
         Preprocessing.from_card(card)  # every key evaluate and serving read, checked before any data is loaded

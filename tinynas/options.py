@@ -47,6 +47,18 @@ def _show(number: int | float) -> str:
     return str(int(number)) if float(number).is_integer() else f"{number:g}"
 
 
+def check_positive(option: str, value: float, hint: str = "") -> None:
+    """A finite number above zero (a rate, a speed, a period)."""
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{option} must be a number above 0, got {value}{hint}")
+
+
+def check_probability(option: str, value: float) -> None:
+    """A probability: 0 to 1."""
+    if not (math.isfinite(value) and 0 <= value <= 1):
+        raise UsageError(f"{option} must be a probability between 0 and 1, got {value}")
+
+
 def check_workers(workers: int, threads: int) -> None:
     """At least one worker and thread; refuse more of either than the machine has cores.
 

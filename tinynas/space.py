@@ -162,6 +162,8 @@ class Architecture:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise SpecError(f"architecture is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        except RecursionError:  # thousands of nested brackets: not an architecture, and not a bug
+            raise SpecError("architecture is not valid JSON: nested too deeply") from None
         return cls.from_dict(data)
 
     def digest(self) -> str:

@@ -55,6 +55,12 @@ def _from_mapping(data: dict, origin: str) -> Target:
     for key in ("ram_bytes", "flash_bytes"):
         if key not in data:
             raise TargetError(f"{origin}: missing '{key}'")
+    for key in ("name", "core", "source"):
+        if key in data and not isinstance(data[key], str):
+            raise TargetError(f"{origin}: '{key}' must be a string, got {data[key]!r}")
+    clock = data.get("clock_mhz")
+    if clock is not None and (isinstance(clock, bool) or not isinstance(clock, (int, float)) or not clock > 0):
+        raise TargetError(f"{origin}: 'clock_mhz' must be a positive number, got {clock!r}")
     mac_budget = data.get("mac_budget")
     if mac_budget is None:
         if data.get("coremark") is None:
@@ -75,7 +81,9 @@ def load_target_file(path: str | Path) -> Target:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise TargetError(f"cannot read target file {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except UnicodeDecodeError:
+        raise TargetError(f"target file {path} is not a TOML text file (not UTF-8)") from None
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
         raise TargetError(f"target file {path} is not valid TOML: {exc}") from None
     return _from_mapping(data, str(path))
 
