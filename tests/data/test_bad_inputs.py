@@ -178,3 +178,13 @@ def test_a_mat_file_that_crashes_scipys_reader_is_one_line(tmp_path):
     with pytest.raises(DataError) as error:
         load_windows(f"folder:{tmp_path}?window=16&rate=100")
     assert "bad.mat: not a readable MATLAB file" in _one_line(error)
+
+
+def test_paths_of_the_wrong_kind_say_so(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(DataError, match=r"notes.txt: not a folder \(folder: takes one subfolder per class\)"):
+        load_windows(f"folder:{tmp_path / 'notes.txt'}?rate=10")
+    with pytest.raises(DataError, match="no such folder"):
+        load_windows(f"folder:{tmp_path / 'missing'}?rate=10")
+    with pytest.raises(DataError, match="holds no recorded session"):
+        load_windows(f"session:{tmp_path / 'notes.txt'}")

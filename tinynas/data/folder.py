@@ -72,7 +72,8 @@ def load_folder(root: str | Path, window: int | None = None, hop: int | None = N
     """Windows from a folder of class subfolders (see the module docstring)."""
     root = Path(root)
     if not root.is_dir():
-        raise DataError(f"{shown(root)}: no such folder")
+        raise DataError(f"{shown(root)}: " + ("not a folder (folder: takes one subfolder per class)"
+                                              if root.exists() else "no such folder"))
     if window is not None and window < 1 or hop is not None and hop < 1:
         raise DataError(f"window and hop must be positive sample counts, got window={window}, hop={hop}")
     if window is None and hop is not None:
