@@ -210,6 +210,24 @@ def isl_folder(tmp_path_factory):
     return root, target, target.read_bytes()
 
 
+REAL_ISL = Path(__file__).resolve().parents[3] / "shared" / "data" / "isl" / "Dataset"
+
+
+@pytest.fixture(scope="module")
+def real_isl_folder(tmp_path_factory):
+    """One published recording each of A and B, copied (never modified in place)."""
+    if not REAL_ISL.is_dir():
+        pytest.skip("../shared/data/isl is not here")
+    root = tmp_path_factory.mktemp("real_isl")
+    for letter in "AB":
+        source = sorted((REAL_ISL / letter).glob("*.json"))[0]
+        (root / "Dataset" / letter).mkdir(parents=True)
+        (root / "Dataset" / letter / source.name).write_bytes(source.read_bytes())
+    target = next((root / "Dataset" / "B").glob("*.json"))
+    assert len(load_windows(f"isl:{root}?imu=1")) == 2
+    return root, target, target.read_bytes()
+
+
 @pytest.mark.parametrize("imu", [0, 1])
 def test_isl_json(isl_folder, imu):
     root, target, original = isl_folder
@@ -219,6 +237,21 @@ def test_isl_json(isl_folder, imu):
     def check(data):
         target.write_bytes(data)
         _outcome(f"isl:{root}?imu={imu}")
+
+    try:
+        check()
+    finally:
+        target.write_bytes(original)
+
+
+def test_real_isl_json(real_isl_folder):
+    root, target, original = real_isl_folder
+
+    @FUZZ
+    @given(data=damaged(original))
+    def check(data):
+        target.write_bytes(data)
+        _outcome(f"isl:{root}?imu=1")
 
     try:
         check()
