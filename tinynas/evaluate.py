@@ -19,6 +19,10 @@ from tinynas.errors import TinynasError
 from tinynas.preprocess import CardError, Preprocessing
 
 
+MAX_CARD_BYTES = 16 << 20
+"""A card is a few KiB of JSON; a bigger file is the wrong file (and is not read whole)."""
+
+
 class EvaluateError(TinynasError, ValueError):
     """A model that cannot be evaluated (missing file or card)."""
 
@@ -70,6 +74,8 @@ def model_files(path: str | Path) -> tuple[Path, dict]:
     card_path = tflite.parent / "card.json"
     if not card_path.exists():
         raise EvaluateError(f"{card_path}: no card next to the model, so the data cannot be checked against it")
+    if not card_path.is_file() or card_path.stat().st_size > MAX_CARD_BYTES:
+        raise EvaluateError(f"{card_path}: not a model card (not a regular file, or far too big)")
     try:
         text = card_path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -89,10 +95,10 @@ def model_files(path: str | Path) -> tuple[Path, dict]:
 
 def load_model(tflite: Path):
     """The LiteRT model in `tflite`; a damaged or foreign file is one line naming it."""
-    from tinynas.litert import Int8Model, ModelFileError
+    from tinynas.litert import Int8Model, ModelFileError, read_model
 
     try:
-        return Int8Model(tflite.read_bytes())
+        return Int8Model(read_model(tflite))
     except ModelFileError as exc:
         raise EvaluateError(f"{tflite}: {exc}") from None
 

@@ -11,8 +11,27 @@ TFLITE_IDENTIFIER = b"TFL3"
 """FlatBuffer file identifier of a .tflite (bytes 4-8)."""
 
 
+MAX_MODEL_BYTES = 64 << 20
+"""Largest file read as a model: microcontroller models are KiB; a bigger file is the wrong file and
+reading it whole could exhaust a Pi's memory."""
+
+
 class ModelFileError(TinynasError, ValueError):
     """Bytes that are not a TFLite model LiteRT can load (random, truncated, another format)."""
+
+
+def read_model(path) -> bytes:
+    """The bytes of a .tflite file; a folder, a pipe or a file too big to be a model is refused first."""
+    from pathlib import Path
+
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        raise ModelFileError(f"{path} is not a regular file (a folder, a pipe or a device?)")
+    size = path.stat().st_size  # a missing file raises FileNotFoundError: one line from the CLI
+    if size > MAX_MODEL_BYTES:
+        raise ModelFileError(f"{path} is {size / 2**20:.0f} MiB: too big to be a microcontroller model "
+                             "(wrong file?)")
+    return path.read_bytes()
 
 
 def litert_interpreter(tflite: bytes):

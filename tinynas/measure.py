@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynas.litert import Int8Model, ModelFileError, litert_interpreter
+from tinynas.litert import Int8Model, ModelFileError, litert_interpreter, read_model
 from tinynas.quiet import captured_fd
 from tinynas.errors import TinynasError
 
@@ -110,7 +110,9 @@ def measure_model(path: str | Path, windows: np.ndarray | None = None,
     """Measure an exported .tflite: flash, TFLM arena (when installed), int8 accuracy/latency."""
     path = Path(path)
     try:
-        tflite = path.read_bytes()
+        tflite = read_model(path)
+    except ModelFileError as exc:
+        raise MeasureError(str(exc)) from None
     except OSError as exc:
         raise MeasureError(f"cannot read {path}: {exc.strerror}") from None
     if len(tflite) < 8 or tflite[4:8] != b"TFL3":

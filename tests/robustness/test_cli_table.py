@@ -114,6 +114,24 @@ def _file(name: str, data: bytes = b"keep me\n") -> Callable[[Path, Assets], Non
     return setup
 
 
+def _sparse(name: str, size: int) -> Callable[[Path, Assets], None]:
+    def setup(w: Path, assets: Assets) -> None:
+        with open(w / name, "wb") as handle:  # a hole: no disk used, but stat() says `size`
+            handle.truncate(size)
+    return setup
+
+
+def _fifo_card(w: Path, assets: Assets) -> None:
+    (w / "model").mkdir()
+    (w / "model" / "model.tflite").write_bytes(WITH_HEADER)
+    os.mkfifo(w / "model" / "card.json")
+
+
+def _big_model(w: Path, assets: Assets) -> None:
+    _model_dir(b"")(w, assets)
+    _sparse("model/model.tflite", 100 << 20)(w, assets)
+
+
 def _read_only_mount(w: Path, assets: Assets) -> None:
     assets.mount_read_only(w / "ro")
 
@@ -259,6 +277,10 @@ ROWS = [
         "not a model card", setup=_model_dir(WITH_HEADER, raw_card=b"\xff\xfe\x00" + RANDOM)),
     Row("evaluate-card-nested-deeply", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
         "not a model card (not JSON", setup=_model_dir(WITH_HEADER, raw_card=b"[" * 100_000 + b"]" * 100_000)),
+    Row("evaluate-card-a-pipe", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "not a model card (not a regular file", setup=_fifo_card),
+    Row("evaluate-model-too-big", ("evaluate", "{w}/model/model.tflite", "--data", "synthetic:vibration"),
+        "too big to be a microcontroller model", setup=_big_model),
     Row("evaluate-card-a-list", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
         "the card must be a JSON object, got list", setup=_model_dir(WITH_HEADER, card=[1, 2])),
     Row("evaluate-card-without-classes", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
@@ -293,8 +315,12 @@ ROWS = [
     Row("measure-random-with-identifier", ("measure", "{w}/r.tflite"), "not a TFLite model LiteRT can load",
         setup=_file("r.tflite", WITH_HEADER)),
     Row("measure-empty", ("measure", "{w}/e.tflite"), "not a TFLite flatbuffer", setup=_file("e.tflite", b"")),
+    Row("measure-a-pipe", ("measure", "{w}/pipe.tflite"), "is not a regular file",
+        setup=lambda w, a: os.mkfifo(w / "pipe.tflite")),
+    Row("measure-too-big", ("measure", "{w}/big.tflite"), "too big to be a microcontroller model",
+        setup=_sparse("big.tflite", 100 << 20)),
     Row("measure-missing", ("measure", "{w}/nope.tflite"), "cannot read"),
-    Row("measure-a-folder", ("measure", "{w}"), "cannot read"),
+    Row("measure-a-folder", ("measure", "{w}"), "is not a regular file"),
     # replay
     Row("replay-negative-trial", ("replay", "{w}", "--trial", "-1"), "--trial must be at least 0"),
     Row("replay-no-journal", ("replay", "{w}", "--trial", "0"), "holds no search"),
