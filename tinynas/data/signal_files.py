@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,7 +117,10 @@ def _read_wav(path: Path) -> Signal:
     from scipy.io import wavfile
 
     try:
-        rate, data = wavfile.read(path)
+        # scipy warns (two lines on stderr) about chunks it skips; what matters is whether samples came out.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", wavfile.WavFileWarning)
+            rate, data = wavfile.read(path)
     except PermissionError as exc:
         raise _cannot_read(path, exc) from None
     except Exception as exc:  # junk after the RIFF header: scipy raises ValueError, struct.error, IndexError...
