@@ -2,7 +2,7 @@ import sqlite3
 
 import pytest
 
-from tinynas.journal import Journal, JournalError
+from tinynas.journal import APPLICATION_ID, SCHEMA_VERSION, Journal, JournalError, inspect_journal
 from tinynas.space import Architecture
 from tinynas.train import Fidelity
 from tinynas.trial import Trial, TrialState
@@ -50,8 +50,20 @@ def test_commits_are_visible_to_another_connection_at_once(tmp_path):
 def test_a_corrupt_journal_is_a_clear_error(tmp_path):
     path = tmp_path / "j.sqlite"
     path.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(JournalError, match="cannot open journal"):
+    before = path.read_bytes()
+    with pytest.raises(JournalError, match="not a tinynas journal .not an SQLite database"):
         Journal(path)
+    assert path.read_bytes() == before
+
+
+def test_a_new_journal_is_stamped_in_its_header(tmp_path):
+    path = tmp_path / "j.sqlite"
+    with Journal(path) as journal:
+        journal.put(_trial(1))
+    header = path.read_bytes()[:100]
+    assert int.from_bytes(header[68:72], "big") == APPLICATION_ID == int.from_bytes(b"TNAS", "big")
+    assert int.from_bytes(header[60:64], "big") == SCHEMA_VERSION
+    assert inspect_journal(path) == "tinynas"
 
 
 def test_a_journal_written_before_trials_had_details_still_opens(tmp_path):
@@ -67,8 +79,10 @@ def test_a_journal_written_before_trials_had_details_still_opens(tmp_path):
         del row["details"]
         row["updated"] = 0.0
         db.execute(f"INSERT INTO trials ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})", tuple(row.values()))
+    assert inspect_journal(path) == "legacy"
     with Journal(path) as journal:
         (trial,) = journal.trials()
         journal.put(trial.evolve(details={"finished_at": 1.0}))
         assert journal.trials()[0].details == {"finished_at": 1.0}
     assert trial.details == {} and trial.score == 0.5
+    assert inspect_journal(path) == "tinynas"  # adopted: stamped on its first open

@@ -120,8 +120,42 @@ def test_a_second_search_into_the_same_folder_is_refused(faulty_run):
         _study(out).run()
 
 
-def test_resume_with_other_settings_is_refused(faulty_run, tmp_path):
+def _hashes(folder):
+    import hashlib
+
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.slow
+def test_a_finished_run_is_never_searched_again_nor_overwritten(faulty_run, tmp_path):
+    import shutil
+
     out, _ = faulty_run
+    before = _hashes(out)
+    with pytest.raises(StudyError, match="holds a finished search"):
+        _study(out, resume=True).run()
+    assert _hashes(out) == before
+    # The data loss: the journal emptied (0 bytes) beside the finished run's outputs.
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    (copy / "journal.sqlite").write_bytes(b"")
+    for suffix in ("-wal", "-shm"):
+        (copy / f"journal.sqlite{suffix}").unlink(missing_ok=True)
+    emptied = _hashes(copy)
+    for resume in (True, False):
+        with pytest.raises(StudyError, match="whose journal is empty"):
+            _study(copy, resume=resume).run()
+    assert _hashes(copy) == emptied
+
+
+def test_resume_with_other_settings_is_refused(faulty_run, tmp_path):
+    import shutil
+
+    # The run as it was before its final stage (a finished one is refused before settings are compared).
+    out = tmp_path / "unfinished"
+    shutil.copytree(faulty_run[0], out)
+    with Journal(out / "journal.sqlite") as journal:
+        journal.set_meta("finished", False)
     with pytest.raises(StudyError, match="cannot resume: strategy"):
         _study(out, strategy="random", resume=True).run()
     with pytest.raises(StudyError, match="nothing to resume"):

@@ -1,4 +1,8 @@
-"""Crash-safe file writes: write a temp file, fsync it, rename over the target, fsync the folder."""
+"""Crash-safe file writes: write a temp file, fsync it, rename over the target, fsync the folder.
+
+A write the disk refuses (full, read-only, permissions) raises a one-line `StorageError` and leaves the
+old file as it was; the temp file is removed.
+"""
 
 from __future__ import annotations
 
@@ -7,23 +11,39 @@ import os
 import tempfile
 from pathlib import Path
 
+from tinynas.errors import StorageError, storage_message
+
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Replace `path` with `data` so that a power cut leaves either the old or the new file."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise storage_error(exc, "cannot write", target) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, StorageError):
+            raise storage_error(exc, "cannot write", target) from None
         raise
     _fsync_dir(target.parent)
+
+
+def storage_error(exc: OSError, doing: str, path: str | os.PathLike) -> StorageError:
+    """A one-line StorageError for an OSError met while `doing` something to `path` (the user's name for
+    the file, not a temp file's). `strerror` keeps the plain reason for callers that print it."""
+    named = OSError(exc.errno, exc.strerror, str(path)) if exc.errno else exc
+    error = StorageError(storage_message(named, doing))
+    error.strerror = exc.strerror
+    return error
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

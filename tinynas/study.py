@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import numbers
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynas.atomic import atomic_write_text
+from tinynas.atomic import atomic_write_text, storage_error
 from tinynas.cost import check_space_fits, estimate
 from tinynas.data.holdout import without_test_side
 from tinynas.data.splits import Split, make_split
@@ -34,7 +36,7 @@ from tinynas.targets import Target, kib
 from tinynas.train import Fidelity
 from tinynas.trial import Trial, TrialState
 from tinynas.worker import Job, JobResult, WorkerPool
-from tinynas.errors import TinynasError
+from tinynas.errors import StorageError, TinynasError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,9 @@ TEST_WINDOWS = "test-windows.npz"
 """The separate test set of `--test-data`, beside windows.npz (workers read it)."""
 MAX_ATTEMPTS = 2
 """A trial interrupted by a crash or power cut is retried once, then recorded as failed."""
+RUN_OUTPUTS = ("best.json", "card.json", "model.tflite", "model.c", "model.h", "report.md", "trials.png")
+"""What a run leaves in its folder: with these present and no journal, the folder is a finished (or
+abandoned) run that a new search must not overwrite."""
 
 
 class StudyError(TinynasError, RuntimeError):
@@ -94,6 +99,17 @@ class Study:
                  track_test: bool = False, check_data: bool = True, health: bool = True,
                  retry_unstable: bool = True, normalize: str = "none", test_windows: Windows | None = None,
                  test_spec: str = "") -> None:
+        # Every caller (CLI, service, demo, benchmarks) gets these checks before any file is written.
+        _check_whole("workers", workers)
+        _check_whole("threads per worker", threads_per_worker)
+        if max_jobs_per_worker is not None:
+            _check_whole("jobs per worker", max_jobs_per_worker)
+        if isinstance(budget_seconds, bool) or not isinstance(budget_seconds, numbers.Real) \
+                or not math.isfinite(budget_seconds) or budget_seconds <= 0:
+            raise UsageError(f"the time budget must be a positive number of seconds, got {budget_seconds!r}")
+        for name, value in (("fidelity", fidelity), ("final fidelity", final_fidelity)):
+            if value is not None and not isinstance(value, Fidelity):
+                raise UsageError(f"the {name} must be a Fidelity, got {type(value).__name__}")
         self.out_dir = Path(out_dir)
         self.windows = windows
         self.target = target
@@ -140,21 +156,78 @@ class Study:
             settings["normalize"] = self.preprocessing.normalize
         if self.test_windows is not None:
             settings["test_data_digest"] = self.test_windows.digest()
+        # The final recipe decides the winner's losses (fast trains every candidate with it) and its
+        # retraining: a resume with another --final-epochs is another search.
+        settings["final_fidelity"] = asdict(self.final_fidelity)
         return settings
+
+    def _check_resumable(self, stored: dict, settings: dict) -> None:
+        if "final_fidelity" not in stored and self.final_fidelity == FINAL_FIDELITY:
+            # Journals written before the final recipe was recorded used the default one.
+            stored = {**stored, "final_fidelity": settings["final_fidelity"]}
+        if stored != settings:
+            changed = sorted(key for key in set(settings) | set(stored) if stored.get(key) != settings.get(key))
+            raise StudyError(f"cannot resume: {', '.join(changed)} differ from the journal's search "
+                             f"(resume with the same options, or choose another --out)")
+
+    def _check_out_dir(self) -> None:
+        """Refuse an --out that cannot take the run's files before anything is created."""
+        out = self.out_dir
+        if out.is_symlink() and not out.exists():
+            raise StudyError(f"--out {out} is a broken symbolic link: choose another folder")
+        if out.exists() and not out.is_dir():
+            raise StudyError(f"--out {out} is a file, not a folder: choose a folder for the search's files")
+        existing = out.absolute()
+        while not existing.exists():
+            existing = existing.parent
+        if not existing.is_dir():
+            raise StudyError(f"--out {out} cannot be created: {existing} is a file, not a folder")
+        try:
+            read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
+        except OSError:
+            read_only = False
+        if read_only:
+            raise StorageError(f"--out {out}: {existing} is on a read-only file system: choose a writable folder")
+        # access() also says no for root on a read-only mount (EROFS), and for others without permission.
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise StorageError(f"--out {out}: cannot write in {existing} (permission denied): "
+                               f"choose a writable folder")
 
     def _open_journal(self) -> Journal:
         path = self.out_dir / "journal.sqlite"
         exists = path.exists()
+        outputs = [name for name in RUN_OUTPUTS if (self.out_dir / name).exists()]
+        if outputs and (not exists or (path.is_file() and path.stat().st_size == 0)):
+            raise StudyError(f"{self.out_dir} holds the outputs of a run ({', '.join(outputs)}) whose journal is "
+                             f"{'missing' if not exists else 'empty'}: nothing to resume, and a new search would "
+                             f"overwrite them; choose another --out")
         if self.resume and not exists:
             raise StudyError(f"nothing to resume: {path} does not exist")
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        journal = Journal(path)
-        if exists and not self.resume and journal.trials():
-            count = len(journal.trials())
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise storage_error(exc, "cannot create", self.out_dir) from None
+        journal = Journal(path)  # refuses, untouched, a file that is not a tinynas journal
+        try:
+            finished = bool(journal.get_meta("finished"))
+            if finished and self.resume:
+                raise StudyError(f"{self.out_dir} holds a finished search (its model and card.json are there): "
+                                 f"nothing to resume; choose another --out for a new search")
+            count = len(journal.trials()) if exists and not self.resume else 0
+            if count or finished:
+                raise StudyError(f"{self.out_dir} already holds a search ({count} trials"
+                                 f"{', finished' if finished else ''}): "
+                                 + ("choose another --out" if finished else
+                                    "pass --resume to continue it or choose another --out"))
+        except BaseException:
             journal.close()
-            raise StudyError(f"{self.out_dir} already holds a search ({count} trials): "
-                             f"pass --resume to continue it or choose another --out")
+            raise
         return journal
+
+    def _strategy(self):
+        return make_strategy(self.strategy_name, self.space, seed=self.seed, fidelity=self.fidelity,
+                             is_feasible=lambda arch: estimate(arch).fits(self.target),
+                             final_fidelity=self.final_fidelity)
 
     def _check_data(self) -> list[dict]:
         from tinynas.data.checks import check_windows
@@ -171,18 +244,16 @@ class Study:
     # ---- the search ---------------------------------------------------------------------
     def run(self) -> StudyResult:
         """Search until the strategy finishes or the budget runs out, then export the winner."""
+        self._check_out_dir()
         check_space_fits(self.target, self.windows.window_length, self.windows.channels, self.windows.classes)
         self.data_findings = self._check_data()
-        strategy = make_strategy(self.strategy_name, self.space, seed=self.seed, fidelity=self.fidelity,
-                                 is_feasible=lambda arch: estimate(arch).fits(self.target),
-                                 final_fidelity=self.final_fidelity)
+        strategy = self._strategy()
         journal = self._open_journal()
         try:
             settings = self._settings(strategy)
             stored = journal.get_meta("settings")
-            if stored is not None and stored != settings:
-                changed = sorted(key for key in settings if stored.get(key) != settings[key])
-                raise StudyError(f"cannot resume: {', '.join(changed)} differ from the journal's search")
+            if stored is not None:
+                self._check_resumable(stored, settings)
             journal.set_meta("settings", settings)
             journal.set_meta("data_spec", self.data_spec)
             journal.set_meta("split", self.split.describe())
@@ -190,12 +261,9 @@ class Study:
             journal.set_meta("preprocessing", self.preprocessing.to_dict())
             journal.set_meta("test_data", bool(self.test_windows is not None))
             data_path = self.out_dir / "windows.npz"
-            if not data_path.exists() or Windows.load(data_path).digest() != self.windows.digest():
-                self.windows.save(data_path)
+            _save_windows(self.windows, data_path)
             if self.test_windows is not None:
-                test_path = self.out_dir / TEST_WINDOWS
-                if not test_path.exists() or Windows.load(test_path).digest() != self.test_windows.digest():
-                    self.test_windows.save(test_path)
+                _save_windows(self.test_windows, self.out_dir / TEST_WINDOWS)
             # One pool for the search and the final stage: its workers have TensorFlow imported already.
             with WorkerPool(self.workers, self.threads_per_worker,
                             **({"max_jobs": self.max_jobs_per_worker} if self.max_jobs_per_worker else {})) as pool:
@@ -293,11 +361,23 @@ class Study:
                         best = new_best
                         self._write_best(best, strategy)
                 self._show_progress(len(known), best, deadline, elapsed)
-        finally:
+        except BaseException:
+            self._wind_down(journal, pool, running, elapsed(), failing=True)
+            raise
+        self._wind_down(journal, pool, running, elapsed(), failing=False)
+
+    def _wind_down(self, journal: Journal, pool: WorkerPool, running: dict, elapsed: float, failing: bool) -> None:
+        """Journal the stop; when the search is already failing (a full disk), a journal write that fails
+        too must not hide the first error nor keep the workers alive."""
+        try:
             for trial in running.values():
-                record(trial.evolve(state=TrialState.INTERRUPTED, error="stopped while training"))
-            journal.set_meta("search_seconds", elapsed())
+                journal.put(trial.evolve(state=TrialState.INTERRUPTED, error="stopped while training"))
+            journal.set_meta("search_seconds", elapsed)
             journal.set_meta("peak_worker_memory", pool.peak_memory)
+        except TinynasError:
+            if not failing:
+                raise
+        finally:
             if running:
                 pool.close()  # stops the busy workers; the final stage starts fresh ones
             self.progress.close()
@@ -361,6 +441,13 @@ class Study:
                   if t.state is TrialState.COMPLETE and t.fidelity == trial.fidelity]
         best = min(scores, default=math.inf)
         return best if math.isfinite(best) else None
+
+    @staticmethod
+    def _trained_fidelity(trial: Trial) -> Fidelity:
+        """The recipe the trial's recorded result came from: a retried trial ran at its safer learning rate."""
+        if "retry_learning_rate" in trial.details:
+            return trial.fidelity.with_learning_rate(trial.details["retry_learning_rate"])
+        return trial.fidelity
 
     @staticmethod
     def _safer_retry(trial: Trial) -> Fidelity | None:
@@ -507,9 +594,9 @@ class Study:
             pool.submit(self._job(winner, "export", data_path))
             results = self._wait_one(pool)
             if results[0].ok:
-                return results[0], winner.fidelity
+                return results[0], self._trained_fidelity(winner)
             self.progress.event(f"exporting the trained winner failed ({results[0].error}); retraining it")
-        for fidelity in (self.final_fidelity, winner.fidelity):
+        for fidelity in self._final_recipes(winner):
             pool.submit(self._job(winner, "final", data_path, fidelity))
             results = self._wait_one(pool)
             if results[0].ok:
@@ -517,9 +604,29 @@ class Study:
             self.progress.event(f"final training failed ({results[0].error}); retrying with the search recipe")
         raise StudyError(f"final training of {winner.architecture.name()} failed: {results[0].error}")
 
+    def _final_recipes(self, winner: Trial) -> tuple[Fidelity, Fidelity]:
+        """The final recipe, then as a fallback the recipe the winner was searched with, at the learning
+        rate that worked for it: not the one the diagnoser found unstable."""
+        return self.final_fidelity, self._trained_fidelity(winner)
+
     @staticmethod
     def _wait_one(pool: WorkerPool) -> list[JobResult]:
         results: list[JobResult] = []
         while not results:
             results = pool.wait(timeout=5.0)
         return results
+
+
+def _check_whole(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise UsageError(f"{name} must be a whole number >= 1, got {value!r}")
+
+
+def _save_windows(windows: Windows, path: Path) -> None:
+    """Keep the workers' copy of the windows; a copy that cannot be read (a damaged disk) is rewritten."""
+    try:
+        if path.exists() and Windows.load(path).digest() == windows.digest():
+            return
+    except TinynasError:
+        pass
+    windows.save(path)

@@ -1,0 +1,137 @@
+"""A full disk (issue 16): a real small tmpfs filled with a ballast file. Every write the disk refuses is
+one line (StorageError), nothing committed is lost, and once space is freed `--resume` finishes."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tinynas.atomic import atomic_write_text
+from tinynas.errors import StorageError
+from tinynas.journal import Journal, inspect_journal
+from tinynas.space import Architecture
+from tinynas.train import Fidelity
+from tinynas.trial import Trial, TrialState
+
+TINY = "synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2&seed=1"
+TARGET = dict(ram="2200", flash="64k", macs="1M")
+FAST = Fidelity(epochs=2, batch_size=16, learning_rate=3e-3)
+
+
+@pytest.fixture
+def small_disk():
+    """A real 4 MiB file system (tmpfs); skipped where mounting is not permitted (not root)."""
+    folder = Path(tempfile.mkdtemp(prefix="tinynas-full-"))
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        folder.rmdir()
+        pytest.skip(f"cannot mount a small tmpfs here (needs root): {mounted.stderr.strip()}")
+    yield folder
+    subprocess.run(["umount", str(folder)], check=False)
+    folder.rmdir()
+
+
+def fill(disk: Path) -> Path:
+    """Write a ballast file until the file system says ENOSPC; return it (delete it to free the space)."""
+    ballast = disk / "ballast"
+    with open(ballast, "wb", buffering=0) as handle:
+        for size in (1 << 16, 4096, 512, 1):
+            try:
+                while True:
+                    handle.write(b"\xff" * size)
+            except OSError:
+                continue
+    return ballast
+
+
+def _trial(number: int, padding: int = 0) -> Trial:
+    return Trial(number, Architecture(64, 1, 4, k=1 + number % 8, c=1), FAST, TrialState.COMPLETE, score=0.5,
+                 details={"padding": "x" * padding})
+
+
+def test_an_atomic_write_on_a_full_disk_keeps_the_old_file(small_disk):
+    path = small_disk / "best.json"
+    atomic_write_text(path, '{"trial": 1}\n')
+    ballast = fill(small_disk)
+    with pytest.raises(StorageError) as raised:
+        atomic_write_text(path, '{"trial": 2, "padding": "' + "x" * 20000 + '"}\n')
+    message = str(raised.value)
+    assert "\n" not in message and f"cannot write {path}: no space left" in message and "--resume" in message
+    assert path.read_text() == '{"trial": 1}\n'
+    assert sorted(p.name for p in small_disk.iterdir()) == ["ballast", "best.json"]  # no temp file left
+    ballast.unlink()
+    atomic_write_text(path, '{"trial": 2}\n')
+    assert path.read_text() == '{"trial": 2}\n'
+
+
+def test_the_journal_on_a_full_disk_says_so_and_keeps_every_commit(small_disk):
+    path = small_disk / "journal.sqlite"
+    committed = 0
+    with Journal(path) as journal:
+        journal.put(_trial(0))
+        committed = 1
+        ballast = fill(small_disk)
+        with pytest.raises(StorageError) as raised:
+            for number in range(1, 2000):
+                journal.put(_trial(number, padding=8000))
+                committed += 1
+    message = str(raised.value)
+    assert "\n" not in message and "no space left" in message, message
+    assert inspect_journal(path) == "tinynas"
+    with Journal(path) as journal:
+        assert [t.number for t in journal.trials()] == list(range(committed))
+    ballast.unlink()
+    with Journal(path) as journal:
+        journal.put(_trial(committed, padding=8000))
+        assert len(journal.trials()) == committed + 1
+
+
+@pytest.mark.slow
+def test_a_search_that_fills_the_disk_stops_in_one_line_and_resumes_once_space_is_freed(small_disk):
+    from tinynas.data.spec import load_windows
+    from tinynas.progress import Progress
+    from tinynas.study import Study
+    from tinynas.targets import resolve_target
+
+    class FillAfterFirstResult(Progress):
+        """Fills the disk the moment the first candidate's result is announced (a real search's pace)."""
+
+        def __init__(self):
+            super().__init__(interactive=False)
+            self.announced = 0
+            self.ballast = None
+
+        def event(self, text: str) -> None:
+            super().event(text)
+            if "val loss" in text:
+                self.announced += 1
+                if self.ballast is None:
+                    self.ballast = fill(small_disk)
+
+    out = small_disk / "run"
+    windows, target = load_windows(TINY), resolve_target(**TARGET)
+    options = dict(strategy="paper", budget_seconds=600, fidelity=FAST, final_fidelity=FAST, data_spec=TINY)
+    progress = FillAfterFirstResult()
+    with pytest.raises(StorageError) as raised:
+        Study(out, windows, target, progress=progress, **options).run()
+    message = str(raised.value)
+    assert "\n" not in message and "no space left" in message and "--resume" in message, message
+    assert progress.ballast is not None and progress.announced >= 1
+
+    assert inspect_journal(out / "journal.sqlite") == "tinynas"
+    with Journal(out / "journal.sqlite") as journal:
+        before = {t.number: t for t in journal.trials()}
+    complete = {n: t for n, t in before.items() if t.state is TrialState.COMPLETE}
+    assert len(complete) >= progress.announced  # every announced result was committed first
+
+    progress.ballast.unlink()
+    result = Study(out, windows, target, resume=True, **options).run()
+    after = {t.number: t for t in result.trials}
+    for number, trial in complete.items():  # not retrained: the same results, from the journal
+        assert after[number].state is TrialState.COMPLETE and after[number].score == trial.score
+    for name in ("model.tflite", "card.json", "report.md", "best.json"):
+        assert (out / name).stat().st_size > 0, name
