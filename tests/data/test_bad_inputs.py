@@ -188,3 +188,22 @@ def test_paths_of_the_wrong_kind_say_so(tmp_path):
         load_windows(f"folder:{tmp_path / 'missing'}?rate=10")
     with pytest.raises(DataError, match="holds no recorded session"):
         load_windows(f"session:{tmp_path / 'notes.txt'}")
+
+
+def test_values_beyond_float32_are_one_line_without_warnings(tmp_path):
+    import warnings
+
+    _classes(tmp_path)
+    np.save(tmp_path / "a" / "huge.npy", np.full((200, 2), 1e300))
+    (tmp_path / "b" / "huge.csv").write_text("1e300,1\n" * 200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning on stderr would be a second line
+        with pytest.raises(DataError) as error:
+            load_windows(f"folder:{tmp_path}?window=100&rate=100")
+        assert "huge.npy: NaN/inf at sample 0, channel 0 (or a value beyond float32's range" in _one_line(error)
+        (tmp_path / "a" / "huge.npy").unlink()
+        with pytest.raises(DataError, match="huge.csv: NaN/inf at sample 0"):
+            load_windows(f"folder:{tmp_path}?window=100&rate=100")
+        np.savez(tmp_path / "w.npz", x=np.full((4, 8), 1e300), y=np.array([0, 1, 0, 1]), sample_rate_hz=1.0)
+        with pytest.raises(DataError, match=r"w.npz: 32 too large for float32 \(beyond 3.4e38\) value\(s\), first in window 0"):
+            load_windows(f"npz:{tmp_path / 'w.npz'}")

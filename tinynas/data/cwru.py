@@ -117,7 +117,8 @@ def load_cwru(path: str | Path, files: str | tuple[int, ...] = "bearingnas10", c
                 raise DataError(f"{shown(file)}: only {count} windows of {window}, {windows_per_file} requested{hint}")
             count = windows_per_file
         begin = np.arange(count) * hop
-        x.append(np.stack([signal[s:s + window] for s in begin]).astype(np.float32)[:, :, None])
+        with np.errstate(over="ignore"):  # beyond float32: inf, refused by Windows in one line
+            x.append(np.stack([signal[s:s + window] for s in begin]).astype(np.float32)[:, :, None])
         y += [label] * count
         groups += [str(number)] * count
         starts.append(begin)

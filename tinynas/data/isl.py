@@ -42,14 +42,8 @@ def _dataset_folder(path: Path) -> Path:
 def _read_recording(file: Path, with_imu: bool) -> tuple[np.ndarray, datetime.datetime]:
     check_readable(file, "an ISL recording")
     try:
-        record = json.loads(file.read_text(encoding="utf-8"))
-        emg = np.asarray(record["emg"]["data"], dtype=np.float32)
-        stamp = datetime.datetime.strptime(record["timestamp"], "%d/%m/%y/%H:%M:%S")
-        if float(record["emg"]["frequency"]) != RATE_HZ:
-            raise DataError(f"{shown(file)}: EMG at {record['emg']['frequency']} Hz, expected {RATE_HZ:g}")
-        if with_imu:
-            imu = np.asarray([s["gyroscope"] + s["acceleration"] + s["orientation"]
-                              for s in record["imu"]["data"]], dtype=np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):  # beyond float32: inf, refused by Windows
+            return _parse_recording(file, with_imu)
     except DataError:
         raise
     except OSError as exc:
@@ -60,9 +54,19 @@ def _read_recording(file: Path, with_imu: bool) -> tuple[np.ndarray, datetime.da
         raise DataError(f"{shown(file)}: not valid JSON ({exc.msg} at line {exc.lineno}; truncated?)") from None
     except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
         raise DataError(f"{shown(file)}: not an ISL recording ({type(exc).__name__}: {exc})") from None
+
+
+def _parse_recording(file: Path, with_imu: bool) -> tuple[np.ndarray, datetime.datetime]:
+    record = json.loads(file.read_text(encoding="utf-8"))
+    emg = np.asarray(record["emg"]["data"], dtype=np.float32)
+    stamp = datetime.datetime.strptime(record["timestamp"], "%d/%m/%y/%H:%M:%S")
+    if float(record["emg"]["frequency"]) != RATE_HZ:
+        raise DataError(f"{shown(file)}: EMG at {record['emg']['frequency']} Hz, expected {RATE_HZ:g}")
     if emg.shape != (SAMPLES, len(EMG_CHANNELS)):
         raise DataError(f"{shown(file)}: EMG has shape {emg.shape}, expected ({SAMPLES}, {len(EMG_CHANNELS)})")
     if with_imu:
+        imu = np.asarray([s["gyroscope"] + s["acceleration"] + s["orientation"]
+                          for s in record["imu"]["data"]], dtype=np.float32)
         if imu.shape != (SAMPLES, len(IMU_CHANNELS)):
             raise DataError(f"{shown(file)}: IMU has shape {imu.shape}, expected ({SAMPLES}, {len(IMU_CHANNELS)})")
         emg = np.concatenate([emg, imu], axis=1)

@@ -91,4 +91,7 @@ def load_npz(path: str | Path, rate: float | None = None) -> Windows:
         provenance["groups"] = "none in the file: each window is its own group"
     elif groups.shape != (len(x),):
         raise DataError(f"{shown(path)}: {len(x)} windows but groups has shape {groups.shape}")
-    return Windows(x, labels, groups, classes, sample_rate, (), provenance)
+    try:
+        return Windows(x, labels, groups, classes, sample_rate, (), provenance)
+    except DataError as exc:  # the arrays are the file's: say which file
+        raise DataError(f"{shown(path)}: {exc}") from None

@@ -245,7 +245,8 @@ def load_session(path: str | Path, window: int | None = None, hop: int | None = 
                 if samples is None:
                     skipped += 1
                     continue
-                x.append(samples * scale)
+                with np.errstate(over="ignore"):  # beyond float32: inf, refused by Windows in one line
+                    x.append(samples * scale)
                 label_names.append(readable(str(record["label"])))
                 groups.append(f"{readable(folder.name)}/{index}")
                 sessions.append(readable(folder.name))

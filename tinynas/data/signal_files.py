@@ -148,7 +148,9 @@ def _loadmat(path: Path):
     from scipy.io import loadmat
 
     try:
-        return "ok", {name: value for name, value in loadmat(path).items() if not name.startswith("__")}
+        with warnings.catch_warnings():  # "duplicate variable name"... on stderr would break the one line
+            warnings.simplefilter("ignore")
+            return "ok", {name: value for name, value in loadmat(path).items() if not name.startswith("__")}
     except Exception as exc:  # scipy raises ValueError, TypeError, OSError, struct.error... on damaged files
         return "error", exc
 
@@ -231,11 +233,11 @@ def read_signal(path: str | Path, key: str | None = None) -> Signal:
     suffix = path.suffix.lower()
     if suffix in EXTENSIONS:
         check_readable(path, f"a {suffix} signal file")
-    readers = {".csv": _read_csv, ".npy": _read_npy, ".wav": _read_wav}
-    if suffix == ".mat":
-        signal = _read_mat(path, key)
-    elif suffix in readers:
-        signal = readers[suffix](path)
+    readers = {".csv": _read_csv, ".npy": _read_npy, ".wav": _read_wav, ".mat": lambda p: _read_mat(p, key)}
+    if suffix in readers:
+        # A value beyond float32's range becomes inf (refused below), not a RuntimeWarning on stderr.
+        with np.errstate(over="ignore", invalid="ignore"):
+            signal = readers[suffix](path)
     else:
         raise DataError(f"{shown(path)}: unsupported file type {suffix or '(none)'}; "
                         f"use one of {', '.join(EXTENSIONS)}")
@@ -244,5 +246,6 @@ def read_signal(path: str | Path, key: str | None = None) -> Signal:
     bad = ~np.isfinite(signal.samples)
     if bad.any():
         sample, channel = np.argwhere(bad)[0]
-        raise DataError(f"{shown(path)}: NaN/inf at sample {sample}, channel {channel}")
+        raise DataError(f"{shown(path)}: NaN/inf at sample {sample}, channel {channel} (or a value beyond "
+                        f"float32's range, 3.4e38: scale the file down)")
     return signal

@@ -95,11 +95,15 @@ class Windows:
         empty = [self.class_names[i] for i in np.flatnonzero(counts == 0)]
         if empty:
             raise DataError(f"class(es) with no windows: {', '.join(empty)}")
-        bad = ~np.isfinite(x)
+        with np.errstate(over="ignore", invalid="ignore"):  # beyond float32 becomes inf, refused just below
+            converted = np.ascontiguousarray(x, dtype=np.float32)
+        bad = ~np.isfinite(converted)
         if bad.any():
-            where = np.argwhere(bad)[0]
-            raise DataError(f"{int(bad.sum())} NaN/inf value(s), first in window {where[0]} "
-                            f"at sample {where[1]}, channel {where[2]}")
+            where = tuple(np.argwhere(bad)[0])
+            what = "NaN/inf" if not np.isfinite(x[where]) else "too large for float32 (beyond 3.4e38)"
+            raise DataError(f"{int(bad.sum())} {what} value(s), first in window "
+                            f"{where[0]} at sample {where[1]}, channel {where[2]}")
+        x = converted
         for name in ("sessions", "time_index"):
             value = getattr(self, name)
             if value is not None and np.asarray(value).shape != (n,):
@@ -108,7 +112,7 @@ class Windows:
             raise DataError(f"{len(self.channel_names)} channel names for {channels} channels")
         if not self.sample_rate_hz > 0:
             raise DataError(f"sample rate must be positive, got {self.sample_rate_hz}")
-        object.__setattr__(self, "x", np.ascontiguousarray(x, dtype=np.float32))
+        object.__setattr__(self, "x", x)
         object.__setattr__(self, "y", y.astype(np.int64))
         groups = groups.astype(str)
         names = tuple(readable(str(name)) for name in self.class_names)
