@@ -1,9 +1,9 @@
 """Bad input through the real console entry: exit 2, one line `tinynas: error: ...`, no traceback, no file changed.
 
 Each row runs `python -m tinynas.cli ...` in a fresh workspace folder (subprocess: what a user runs)
-and snapshots every name, size, mode and hash under it before and after. Rows that other slices of
-issue 16 fix (data loaders, journal safety, service config) are marked xfail(strict=False) with the
-slice named, so they can be made strict once those land.
+and snapshots every name, size, mode and hash under it before and after. The table also holds rows
+that other slices of issue 16 fixed (data loaders, journal safety, service config); a row for a fix
+still in progress can name its slice in `owner` and is then xfail(strict=False) until it lands.
 """
 
 from __future__ import annotations
@@ -332,15 +332,14 @@ ROWS = [
     Row("simulate-unplug-negative", ("simulate", "--unplug-every=-1"), "--unplug-every must be a number above 0"),
     Row("collect-baud-0", ("collect", "--port", "{w}/nope", "--plan", "gestures4", "--out", "{w}/session",
                            "--baud", "0"), "--baud must be at least 1"),
-    # rows fixed by other slices of issue 16 (data loaders, service config); journal safety: xfail until it lands
+    # rows fixed by other slices of issue 16 (data loaders, journal safety, service config)
     Row("data-emg-rate-0", ("search", "--data", "synthetic:emg?sample_rate_hz=0", "--target", "STM32F030F4P6",
                             "--out", "{w}/run"), "sample_rate_hz"),
     Row("data-vibration-89-GiB", ("search", "--data", "synthetic:vibration?length=100000000", "--target",
                                   "STM32F030F4P6", "--out", "{w}/run"), "GiB"),
     Row("data-cwru-windows-per-file-0", _cwru_windows_per_file_zero(), "windows_per_file"),
     Row("data-wav-junk-after-riff", ("search", "--data", "folder:{w}/rec?window=16", "--target", "STM32F030F4P6",
-                                     "--out", "{w}/run"), "x.wav", setup=_junk_wav,
-        owner="data loaders"),  # scipy's WavFileWarning still reaches stderr as two extra lines
+                                     "--out", "{w}/run"), "x.wav", setup=_junk_wav),
     Row("data-npz-random-bytes", ("search", "--data", "npz:{w}/windows.npz", "--target", "STM32F030F4P6",
                                   "--out", "{w}/run"), "windows.npz", setup=_random_npz),
     Row("data-cwru-junk-mat", ("data", "inspect", "cwru:{w}/cwru?files=97"), "97.mat",
@@ -351,9 +350,8 @@ ROWS = [
                                   "--out", "{w}/run"), "y.csv line 2",
         setup=lambda w, a: (_file("rec/a/x.csv", b"1,2\n3,4\n")(w, a), _file("rec/b/y.csv", b"1,2\n3,x\n")(w, a))),
     Row("journal-empty-on-resume", (*TINY_SEARCH, "--resume"), "journal",
-        setup=_finished_run_with_empty_journal, owner="journal safety"),
-    Row("journal-foreign-sqlite", TINY_SEARCH, "journal", setup=_foreign_journal,
-        owner="journal safety"),
+        setup=_finished_run_with_empty_journal),
+    Row("journal-foreign-sqlite", TINY_SEARCH, "journal", setup=_foreign_journal),
     Row("service-config-binary", ("service", "status", "--config", "{w}/service.toml"), "service.toml",
         setup=_file("service.toml", b"\x00\xff" + RANDOM)),
     Row("service-config-a-folder", ("service", "status", "--config", "{w}/conf"), "conf",
