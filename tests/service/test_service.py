@@ -29,22 +29,36 @@ GESTURE_SAMPLES = 100
 WINDOW_SAMPLES = 200  # the plan's 1.0 s windows at 200 Hz
 
 
-def _slowdown() -> float:
+_WORK = """
+import time
+import numpy as np
+a = np.random.default_rng(0).normal(size=(200, 200)).astype(np.float32)
+started = time.perf_counter()
+for _ in range(200):
+    a = np.tanh(a @ a * 0.01)
+total = 0
+for i in range(300_000):
+    total += i * i
+print(time.perf_counter() - started)
+"""
+REFERENCE_SECONDS = 0.12  # _WORK on an idle two-core development machine, two at once
+# One BLAS thread per process: otherwise the measure is of thread oversubscription, not of the machine.
+_ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def _slowdown(workers: int = 2) -> float:
     """How much slower than an idle development machine this one runs now (>= 1): budgets scale with it.
 
-    A search budget is wall time, so on a loaded core (or a Pi) fewer candidates finish in it; the
-    scenario needs a few, whatever the machine.
+    A search budget is wall time, so on a loaded core (or a Pi) fewer candidates finish in it. The
+    workload runs in `workers` processes at once, as the search's workers do, so the measure sees the
+    cores they will share (e.g. one core under `taskset -c 0` with another program busy on it).
     """
-    def work():
-        a = np.random.default_rng(0).normal(size=(200, 200)).astype(np.float32)
-        started = time.perf_counter()
-        for _ in range(200):
-            a = np.tanh(a @ a * 0.01)
-        total = 0
-        for i in range(300_000):
-            total += i * i
-        return time.perf_counter() - started
-    return max(1.0, min(work() for _ in range(3)) / 0.12)
+    seconds = []
+    for _ in range(2):
+        runs = [subprocess.Popen([sys.executable, "-c", _WORK], stdout=subprocess.PIPE, text=True, env=_ONE_THREAD)
+                for _ in range(workers)]
+        seconds.append(max(float(run.communicate()[0]) for run in runs))
+    return max(1.0, min(seconds) / REFERENCE_SECONDS)
 
 
 class HoldingSource(PerformingSource):
