@@ -98,7 +98,7 @@ class Study:
                  max_jobs_per_worker: int | None = None, split: str = "auto",
                  track_test: bool = False, check_data: bool = True, health: bool = True,
                  retry_unstable: bool = True, normalize: str = "none", test_windows: Windows | None = None,
-                 test_spec: str = "") -> None:
+                 test_spec: str = "", clock: Callable[[], float] = time.monotonic) -> None:
         # Every caller (CLI, service, demo, benchmarks) gets these checks before any file is written.
         _check_whole("workers", workers)
         _check_whole("threads per worker", threads_per_worker)
@@ -111,6 +111,8 @@ class Study:
             if value is not None and not isinstance(value, Fidelity):
                 raise UsageError(f"the {name} must be a Fidelity, got {type(value).__name__}")
         self.out_dir = Path(out_dir)
+        # The time budget's clock (seconds); tests inject one so that a loaded machine changes nothing.
+        self.clock = clock
         self.windows = windows
         self.target = target
         self.strategy_name = strategy
@@ -274,7 +276,7 @@ class Study:
 
     def _search(self, strategy, journal: Journal, data_path: Path, pool: WorkerPool) -> None:
         elapsed_before = float(journal.get_meta("search_seconds") or 0.0)
-        started = time.monotonic()
+        started = self.clock()
         deadline = started + max(0.0, self.budget_seconds - elapsed_before)
         known = {self._key(t.architecture, t.fidelity): t for t in journal.trials()}
         numbers = iter(range(max((t.number for t in known.values()), default=0) + 1, 1 << 62))
@@ -282,7 +284,7 @@ class Study:
         best: Trial | None = self._best(strategy, journal.trials())
 
         def elapsed() -> float:
-            return elapsed_before + time.monotonic() - started
+            return elapsed_before + self.clock() - started
 
         def record(trial: Trial) -> None:
             known[self._key(trial.architecture, trial.fidelity)] = trial
@@ -306,7 +308,7 @@ class Study:
                                 f"{elapsed_before:.0f} s of {self.budget_seconds:.0f} s used")
         try:
             while True:
-                if time.monotonic() >= deadline:
+                if self.clock() >= deadline:
                     self.progress.event("time budget used up: stopping the search with the best so far")
                     break
                 while pool.idle() and not strategy.finished:
@@ -339,7 +341,7 @@ class Study:
                     if strategy.finished:
                         break
                     raise StudyError(f"strategy {strategy.name} is waiting but no candidate is running")
-                for result in pool.wait(timeout=min(1.0, max(0.0, deadline - time.monotonic()))):
+                for result in pool.wait(timeout=min(1.0, max(0.0, deadline - self.clock()))):
                     trial = self._complete(running.pop(result.job_id), result, elapsed())
                     retry = self._safer_retry(trial) if self.retry_unstable else None
                     if retry is not None:
@@ -506,7 +508,7 @@ class Study:
         self.progress.event(text)
 
     def _show_progress(self, count: int, best: Trial | None, deadline: float, elapsed) -> None:
-        left = max(0.0, deadline - time.monotonic())
+        left = max(0.0, deadline - self.clock())
         total = elapsed() + left
         best_text = (f"best {best.architecture.name()} loss {best.score:.3f}" if best else "no result yet")
         self.progress.update(elapsed() / total if total else None,
