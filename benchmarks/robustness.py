@@ -1,0 +1,1078 @@
+"""Robustness benchmark (issue 16): bad inputs and faults through the real CLI, plus frame-decoder fuzzing.
+
+    python benchmarks/robustness.py            # every case (< 20 min on 2 cores)
+    python benchmarks/robustness.py --quick    # a subset (< 3 min)
+
+Every case runs the installed `tinynas` console script as a subprocess in a fresh temporary
+folder holding real files (truncated, random, foreign, unreadable ones; read-only and full
+tmpfs mounts; a finished tiny search), then is classified:
+
+    behaved        exit 2, the last stderr line is the only `tinynas: error: ...`, no traceback,
+                   no file that existed before the run lost or changed (cases that should succeed:
+                   exit 0 instead)
+    traceback      a Python traceback, an "internal error" (exit 1) or a crash by a signal
+    lost/changed   a file that was not the run's own disappeared or changed
+    hang           still running at the case's timeout (for a bad value: it was accepted)
+    wrong exit     another exit code (e.g. 0 for a value that should be refused)
+    multi-line     the error is not one `tinynas: error:` line at the end of stderr
+    wrote first    refused, but only after writing files (the output folder exists)
+
+The decoder fuzz feeds 1,000,000 random inputs (random bytes and mutated valid frames) to one
+`StreamDecoder`, with an intact frame after every tenth so resynchronisation is checked, under
+tracemalloc. Results: benchmarks/results/robustness.md; failing cases also go one per line to
+/tmp/robustness-failures.txt (command and symptom) so they can be dispatched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import hashlib
+import json
+import os
+import random
+import shlex
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+import wave
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+SHARED = ROOT.parent / "shared" / "data"
+_SCRIPT = Path(sys.executable).with_name("tinynas")
+TINYNAS = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "tinynas.cli"]
+# Root ignores file modes; without these capabilities a chmod 000 file is really unreadable.
+UNPRIVILEGED = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+TINY_DATA = "synthetic:vibration?windows_per_class=24&length=256"
+TINY_SEARCH = ["search", "--data", TINY_DATA, "--target", "STM32C011F6P6", "--budget", "2m",
+               "--strategy", "fast", "--epochs", "1", "--final-epochs", "1"]
+# Default places a run must not touch when it was told to use the case's folder (a config ignored).
+OUTSIDE = [Path("/var/lib/tinynas"), Path("/etc/systemd/system/tinynas.service"), Path.cwd() / "tinynas-demo"]
+VERDICTS = ["behaved", "traceback", "lost/changed", "hang", "wrong exit", "multi-line", "wrote first", "misleading",
+            "skipped"]
+
+
+# ---- cases ------------------------------------------------------------------------------------------
+@dataclass
+class Case:
+    """One bad input or fault. `argv` may use {w} (the case folder) and {fx} (the shared fixtures)."""
+
+    name: str
+    category: str
+    argv: list[str]
+    setup: Callable[[Path], None] | None = None
+    expect: str = "error"          # error: exit 2 one line; ok: exit 0; any: 0 or 2, no traceback
+    owned: tuple[str, ...] = ()    # globs (under the case folder) the run may change, content kept somewhere
+    fresh: tuple[str, ...] = ()    # must not exist after a refusal (nothing written before refusing)
+    timeout: float = 90
+    unprivileged: bool = False
+    needs_run: bool = False        # copies the finished tiny search into {w}/run first
+    quick: bool = False
+    runner: Callable | None = None  # a multi-step case (interrupt + resume, full disk + resume)
+    forbid: tuple[str, ...] = ()   # words the error line must not hold (a misleading hint)
+    env: dict = field(default_factory=dict)  # extra environment, {w} replaced
+
+
+@dataclass
+class Result:
+    case: Case
+    verdict: str
+    symptom: str
+    seconds: float
+    command: str
+    code: int | None = None
+
+
+def _write(path: Path, data: bytes | str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+
+
+def _noise(size: int, seed: int = 0) -> bytes:
+    return random.Random(seed).randbytes(size)
+
+
+# ---- valid files of each format, then their corruptions ------------------------------------------
+def _csv(path: Path, rng) -> None:
+    rows = rng.normal(size=(100, 3))
+    _write(path, "a,b,c\n" + "".join(",".join(f"{v:.4f}" for v in row) + "\n" for row in rows))
+
+
+def _wav(path: Path, rng) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with wave.open(str(path), "wb") as handle:
+        handle.setnchannels(2)
+        handle.setsampwidth(2)
+        handle.setframerate(8000)
+        handle.writeframes((rng.normal(size=(400, 2)) * 3000).astype("<i2").tobytes())
+
+
+def _npy(path: Path, rng) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, rng.normal(size=(100, 3)).astype(np.float32))
+
+
+def _mat(path: Path, rng) -> None:
+    from scipy.io import savemat
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    savemat(path, {"signal": rng.normal(size=(100, 3))})
+
+
+def _class_folder(writer, suffix: str):
+    def make(folder: Path) -> Path:
+        rng = np.random.default_rng(0)
+        for label in ("open", "fist"):
+            for index in range(3):
+                writer(folder / label / f"r{index}{suffix}", rng)
+        return folder / "fist" / f"r1{suffix}"
+    return make
+
+
+def _npz(folder: Path) -> Path:
+    rng = np.random.default_rng(0)
+    folder.mkdir(parents=True, exist_ok=True)
+    np.savez(folder / "set.npz", x=rng.normal(size=(12, 64, 2)).astype(np.float32), y=np.arange(12) % 3,
+             classes=np.array(["a", "b", "c"]), sample_rate_hz=200.0)
+    return folder / "set.npz"
+
+
+def _isl(folder: Path) -> Path:
+    rng = np.random.default_rng(0)
+    for letter in "AB":
+        for rep in range(3):
+            record = {"timestamp": f"26/06/20/12:0{rep}:00", "duration": 2000,
+                      "emg": {"frequency": 200, "data": rng.integers(-128, 128, size=(400, 8)).tolist()}}
+            _write(folder / "Dataset" / letter / f"{letter}{rep}-guid.json", json.dumps(record))
+    return folder / "Dataset" / "B" / "B1-guid.json"
+
+
+def _cwru(folder: Path) -> Path:
+    from scipy.io import savemat
+
+    rng = np.random.default_rng(1)
+    folder.mkdir(parents=True, exist_ok=True)
+    savemat(folder / "105.mat", {"X105_DE_time": rng.normal(size=(24_000, 1)),
+                                 "X105_FE_time": rng.normal(size=(24_000, 1)), "X105RPM": np.array([[1797]])})
+    savemat(folder / "118.mat", {"X118_DE_time": rng.normal(size=(24_000, 1)),
+                                 "X118_FE_time": rng.normal(size=(24_000, 1))})
+    return folder / "118.mat"
+
+
+def _session(folder: Path, part: str = "samples.bin") -> Path:
+    from firmware_bridge.protocol import Hello, Samples
+    from firmware_bridge.recorder import Recorder
+
+    rng = np.random.default_rng(0)
+    hello = Hello("bench", "1.0", 2, 200.0, "int16")
+    with Recorder(folder, hello, user="bench", labels=["open", "fist"]) as recorder:
+        for block in range(12):
+            recorder.handle(Samples(block * 100, rng.integers(-2000, 2000, size=(100, 2)).astype(np.int16)))
+        for index in range(12):
+            recorder.add_window(("open", "fist")[index % 2], index * 100, 100)
+    return folder / part
+
+
+FORMATS = {
+    # name: (writer returning the file to damage, spec with {d} the data folder, folders hold class subfolders)
+    "csv": (_class_folder(_csv, ".csv"), "folder:{d}?rate=200", True),
+    "wav": (_class_folder(_wav, ".wav"), "folder:{d}", True),
+    "npy": (_class_folder(_npy, ".npy"), "folder:{d}?rate=200", True),
+    "mat": (_class_folder(_mat, ".mat"), "folder:{d}?rate=200", True),
+    "npz": (_npz, "npz:{d}/set.npz", False),
+    "isl": (_isl, "isl:{d}", True),
+    "cwru": (_cwru, "cwru:{d}?files=105,118&channel=DE&windows_per_file=20", False),
+    "session-samples": (_session, "session:{d}", False),
+    "session-manifest": (lambda d: _session(d, "manifest.json"), "session:{d}", False),
+    "session-windows": (lambda d: _session(d, "windows.jsonl"), "session:{d}", False),
+}
+
+
+def _corrupt(kind: str, target: Path) -> None:
+    data = target.read_bytes()
+    if kind == "empty":
+        target.write_bytes(b"")
+    elif kind == "truncated":
+        target.write_bytes(data[:len(data) // 2])
+    elif kind == "header-only":
+        target.write_bytes(data[:16])
+    elif kind == "random":
+        target.write_bytes(_noise(max(len(data), 64), 1))
+    elif kind == "junk-appended":
+        target.write_bytes(data + _noise(300, 2))
+    elif kind == "junk-after-header":  # e.g. a WAV with junk between its RIFF header and its chunks
+        target.write_bytes(data[:12] + _noise(300, 2) + data[12:])
+    elif kind == "zeros":
+        target.write_bytes(bytes(len(data)))
+    elif kind == "unreadable":
+        target.chmod(0)
+    elif kind == "a-folder":
+        target.unlink()
+        target.mkdir()
+    elif kind == "dangling-link":
+        target.unlink()
+        target.symlink_to(target.with_name("nowhere"))
+    else:
+        raise ValueError(kind)
+
+
+# Corruptions that may leave a valid file (a truncated CSV at a line end, JSON lines cut at a line):
+# the loader may accept them; it must still not crash.
+MAY_BE_VALID = {("csv", "truncated"), ("csv", "junk-appended"), ("csv", "junk-after-header"),
+                # A folder where a file was is a deeper folder (allowed), empty: the class keeps its other files.
+                ("csv", "a-folder"), ("wav", "a-folder"), ("npy", "a-folder"), ("mat", "a-folder"),
+                # Bytes after a WAV's data chunk or a zip's end record are outside the format: readers skip them.
+                ("wav", "junk-appended"), ("npz", "junk-appended"), ("session-samples", "truncated"),
+                ("session-samples", "junk-appended"), ("session-samples", "random"), ("session-samples", "zeros"),
+                ("session-samples", "header-only"), ("session-windows", "truncated"), ("session-windows", "empty"),
+                ("session-windows", "header-only"), ("npy", "junk-appended"), ("mat", "junk-appended"),
+                ("wav", "truncated"), ("cwru", "junk-appended"), ("session-manifest", "junk-appended")}
+CORRUPTIONS = ["empty", "truncated", "header-only", "random", "junk-appended", "junk-after-header", "zeros",
+               "unreadable", "a-folder", "dangling-link"]
+
+
+def data_file_cases() -> list[Case]:
+    cases = []
+    for fmt, (writer, spec, _) in FORMATS.items():
+        for kind in CORRUPTIONS:
+            def setup(w: Path, writer=writer, kind=kind) -> None:
+                _corrupt(kind, writer(w / "d"))
+            expect = "any" if (fmt, kind) in MAY_BE_VALID else "error"
+            # Hints that were wrong before (issue 16): a missing .mat is not "truncated", random bytes in an
+            # .npz have nothing to do with pickles.
+            forbid = ("allow_pickle",) if fmt == "npz" else ("truncated",) if kind in ("unreadable", "a-folder",
+                                                                                   "dangling-link") else ()
+            cases.append(Case(f"{fmt} {kind}", "data files", ["data", "inspect", spec.format(d="{w}/d")], setup,
+                              expect=expect, unprivileged=kind == "unreadable", forbid=forbid,
+                              quick=kind in ("random", "truncated", "unreadable")))
+    # The search path reads the same files through its own code (windows.py): one damage per format.
+    for fmt, (writer, spec, _) in FORMATS.items():
+        if fmt.startswith("session-") and fmt != "session-manifest":
+            continue
+        def setup(w: Path, writer=writer) -> None:
+            _corrupt("random", writer(w / "d"))
+        cases.append(Case(f"search on {fmt} random", "data files",
+                          [*TINY_SEARCH[:1], "--data", spec.format(d="{w}/d"), *TINY_SEARCH[3:], "--out", "{w}/out"],
+                          setup, fresh=("out",), timeout=60, quick=fmt == "wav"))
+    # Class folders: a name that is not UTF-8, an unreadable one, an empty one.
+    def bad_name(w: Path) -> None:
+        _class_folder(_csv, ".csv")(w / "d")
+        os.rename(w / "d" / "fist", os.fsencode(w / "d") + b"/f\xffst")
+    def unreadable_folder(w: Path) -> None:
+        _class_folder(_csv, ".csv")(w / "d")
+        (w / "d" / "fist").chmod(0)
+    def empty_folder(w: Path) -> None:
+        _class_folder(_csv, ".csv")(w / "d")
+        (w / "d" / "rest").mkdir()
+    for name, setup in [("non-UTF-8 class folder", bad_name), ("unreadable class folder", unreadable_folder),
+                        ("empty class folder", empty_folder)]:
+        expect = "any" if name.startswith("non") else "error"
+        forbid = ("holds no signal files",) if "unreadable" in name else ()
+        cases.append(Case(f"inspect {name}", "data files", ["data", "inspect", "folder:{w}/d?rate=200"], setup,
+                          expect=expect, unprivileged="unreadable" in name, quick=True, forbid=forbid))
+        cases.append(Case(f"search {name}", "data files",
+                          ["search", "--data", "folder:{w}/d?rate=200&window=50&hop=50", *TINY_SEARCH[3:],
+                           "--out", "{w}/out"], setup, expect=expect, unprivileged="unreadable" in name,
+                          timeout=150, fresh=("out",) if expect == "error" else ()))
+    return cases
+
+
+# ---- data specs -----------------------------------------------------------------------------------
+def spec_cases() -> list[Case]:
+    specs = [
+        "synthetic:emg?sample_rate_hz=0", "synthetic:emg?sample_rate_hz=-5", "synthetic:emg?sample_rate_hz=nan",
+        "synthetic:emg?classes=0", "synthetic:emg?classes=1", "synthetic:emg?classes=-1", "synthetic:emg?classes=abc",
+        "synthetic:emg?classes=1000000000", "synthetic:emg?channels=0", "synthetic:vibration?length=100000000",
+        "synthetic:vibration?length=0", "synthetic:vibration?windows_per_class=0",
+        "synthetic:vibration?windows_per_class=100000000", "synthetic:vibration?seed=-1",
+        "synthetic:vibration?noise=-1", "synthetic:vibration?shaft_rpm=0", "synthetic:vibration?foo=1",
+        "synthetic:vibration?length", "synthetic:vibration?seed=1&seed=2", "synthetic:nope", "nope:x", "",
+        "synthetic", "cwru:{w}/missing", "isl:{w}/missing", "folder:{w}/missing", "npz:{w}/missing.npz",
+        "session:{w}/missing", "folder:{w}/afile.txt", "isl:{w}/afile.txt",
+        "cwru:{cwru}?windows_per_file=0", "cwru:{cwru}?window=0", "cwru:{cwru}?hop=0", "cwru:{cwru}?window=-1",
+        "cwru:{cwru}?channel=XX", "cwru:{cwru}?files=abc", "cwru:{cwru}?files=99999", "cwru:{cwru}?window=100000000",
+        "folder:{csv}?rate=200&window=0", "folder:{csv}?rate=200&window=50&hop=0", "folder:{csv}?rate=0",
+        "folder:{csv}?rate=-1", "folder:{csv}?rate=nan", "folder:{csv}?rate=inf", "folder:{csv}",
+        "folder:{csv}?rate=200&channels=99",
+        "folder:{csv}?rate=200&channels=zz", "folder:{csv}?rate=200&window=100000000",
+        "isl:{isl}?imu=maybe", "npz:{npz}?rate=0", "npz:{npz}?rate=-3", "session:{session}?window=0",
+    ]
+    real_cwru = SHARED / "cwru"
+
+    def setup(w: Path) -> None:
+        _write(w / "afile.txt", "not data\n")
+        _class_folder(_csv, ".csv")(w / "csv")
+        _isl(w / "isl")
+        _npz(w / "npz")
+        _session(w / "session")
+        if not (real_cwru / "105.mat").exists():
+            _cwru(w / "cwru")
+
+    cases = []
+    for index, spec in enumerate(specs):
+        text = spec.format(w="{w}", csv="{w}/csv", isl="{w}/isl", npz="{w}/npz/set.npz", session="{w}/session",
+                           cwru=str(real_cwru) if (real_cwru / "105.mat").exists() else "{w}/cwru")
+        expect = "any" if spec in ("synthetic:emg?classes=1",) else "error"
+        cases.append(Case(f"spec {spec.replace('{', '').replace('}', '') or '(empty)'}", "data specs",
+                          ["data", "inspect", text], setup, expect=expect, quick=index % 3 == 0))
+    # The same refusals must come from search before anything is written.
+    for spec in ["synthetic:emg?sample_rate_hz=0", "synthetic:vibration?length=100000000",
+                 "synthetic:vibration?windows_per_class=0", "cwru:{cwru}?windows_per_file=0", "folder:{w}/missing"]:
+        text = spec.format(w="{w}", cwru=str(real_cwru) if (real_cwru / "105.mat").exists() else "{w}/cwru")
+        cases.append(Case(f"search spec {spec.replace('{', '').replace('}', '')}", "data specs",
+                          ["search", "--data", text, *TINY_SEARCH[3:], "--out", "{w}/out"], setup,
+                          fresh=("out",), timeout=60, quick=True))
+    return cases
+
+
+# ---- options ---------------------------------------------------------------------------------------
+def option_cases() -> list[Case]:
+    search = [("--workers", v) for v in ("0", "-2", "1000", "abc")] + \
+             [("--threads", v) for v in ("0", "-1", "1000")] + \
+             [("--epochs", v) for v in ("0", "-1")] + [("--batch-size", v) for v in ("0", "-1")] + \
+             [("--learning-rate", v) for v in ("0", "-1", "nan", "inf")] + \
+             [("--final-epochs", v) for v in ("0", "-1")] + \
+             [("--budget", v) for v in ("abc", "0", "-5m", "", "99999999h")] + \
+             [("--seed", "-1"), ("--target", "NOPE"), ("--target", "{w}/missing.toml"), ("--ram", "abc"),
+              ("--ram", "0"), ("--ram", "-1KiB"), ("--flash", "abc"), ("--macs", "x"), ("--macs", "-1"),
+              ("--split", "bogus"), ("--test-data", "synthetic:nope"), ("--normalize", "bogus")]
+    cases = []
+    for index, (option, value) in enumerate(search):
+        argv = ["search", "--data", TINY_DATA, "--target", "STM32C011F6P6", "--budget", "2m", "--strategy", "fast",
+                "--out", "{w}/out"]
+        for default, default_value in (("--epochs", "1"), ("--final-epochs", "1")):
+            if option != default:
+                argv += [default, default_value]
+        if option == "--target":
+            argv[argv.index("--target") + 1] = value
+        else:
+            argv += [option, value]
+        cases.append(Case(f"search {option} {value or '(empty)'}", "options", argv, fresh=("out",), timeout=45,
+                          quick=index % 3 == 0, forbid=("budget",) if option in ("--workers", "--threads") else ()))
+    # Optuna missing (shadowed by a package that cannot be imported, in the search and its workers).
+    cases.append(Case("search --strategy tpe without optuna", "options",
+                      [*TINY_SEARCH[:-6], "--strategy", "tpe", "--epochs", "1", "--final-epochs", "1",
+                       "--out", "{w}/out"],
+                      lambda w: _write(w / "shadow" / "optuna" / "__init__.py", "raise ImportError('no optuna')\n"),
+                      fresh=("out",), timeout=45, env={"PYTHONPATH": "{w}/shadow"}, quick=True))
+    cost = [("--input", "0x8"), ("--input", "abc"), ("--input", "400x0"), ("--input", "-1x8"), ("--input", "400"),
+            ("--input", "1000000000x8"), ("--classes", "0"), ("--classes", "-1"), ("--k", "0"), ("--k", "-1"),
+            ("--c", "-1"), ("--c", "1000"), ("--kernel", "0"), ("--kernel", "-1"), ("--kernel", "2"),
+            ("--growth", "bogus"), ("--channel-multiple", "0"), ("--channel-multiple", "-1"), ("--target", "NOPE"),
+            ("--ram", "abc")]
+    for index, (option, value) in enumerate(cost):
+        base = {"--input": "400x8", "--classes": "4", "--k": "2", "--c": "1"}
+        base[option] = value
+        argv = ["cost", *[item for pair in base.items() for item in pair]]
+        # An even kernel and a huge input are computable (the cost says it does not fit): not refusals.
+        cases.append(Case(f"cost {option} {value}", "options", argv,
+                          expect="any" if value in ("2", "1000000000x8") else "error",
+                          quick=index % 4 == 0))
+    other = [
+        ("simulate --speed 0", ["simulate", "--speed", "0", "--port", "{w}/tty"]),
+        ("simulate --speed -1", ["simulate", "--speed", "-1", "--port", "{w}/tty"]),
+        ("simulate --speed nan", ["simulate", "--speed", "nan", "--port", "{w}/tty"]),
+        ("simulate --drop 2", ["simulate", "--drop", "2", "--port", "{w}/tty"]),
+        ("simulate --flip -1", ["simulate", "--flip", "-1", "--port", "{w}/tty"]),
+        ("simulate --unplug-every -1", ["simulate", "--unplug-every", "-1", "--port", "{w}/tty"]),
+        ("simulate --source synthetic:nope", ["simulate", "--source", "synthetic:nope", "--port", "{w}/tty"]),
+        ("simulate --port on a user's file", ["simulate", "--port", "{w}/notes.txt"]),
+        ("collect --port missing", ["collect", "--port", "{w}/tty", "--plan", "gestures4", "--out", "{w}/s"]),
+        ("collect --baud 0", ["collect", "--port", "{w}/tty", "--plan", "gestures4", "--out", "{w}/s", "--baud", "0"]),
+        ("collect --plan nope", ["collect", "--port", "{w}/tty", "--plan", "nope", "--out", "{w}/s"]),
+        ("replay --trial -1 on a missing run", ["replay", "{w}/missing", "--trial", "-1"]),
+        ("demo --budget abc", ["demo", "--budget", "abc", "--out", "{w}/demo"]),
+        ("demo --budget 0", ["demo", "--budget", "0", "--out", "{w}/demo"]),
+    ]
+    for index, (name, argv) in enumerate(other):
+        fresh = ("s",) if "collect" in name else ("demo",) if "demo" in name else ()
+        setup = (lambda w: _write(w / "notes.txt", "a user's notes\n")) if "notes" in argv[-1] else None
+        cases.append(Case(name, "options", argv, setup, fresh=fresh, timeout=30, quick=index % 3 == 0))
+    return cases
+
+
+# ---- plans, targets, architectures ---------------------------------------------------------------
+def config_file_cases() -> list[Case]:
+    contents = {
+        "random": _noise(300, 3), "empty": b"", "a JSON list": b"[1, 2]", "missing keys": b"{}",
+        "wrong types": b'{"classes": 5, "window_seconds": "long"}', "a folder": None,
+    }
+    cases = []
+    for name, data in contents.items():
+        for kind, suffix, argv in [
+            ("plan", ".json", ["collect", "--port", "{w}/tty", "--plan", "{w}/f.json", "--out", "{w}/s"]),
+            ("arch", ".json", ["cost", "--arch", "{w}/f.json"]),
+            ("target", ".toml", ["cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1",
+                                 "--target", "{w}/f.toml"]),
+        ]:
+            def setup(w: Path, data=data, suffix=suffix) -> None:
+                if data is None:
+                    (w / f"f{suffix}").mkdir()
+                else:
+                    _write(w / f"f{suffix}", data)
+            cases.append(Case(f"{kind} file {name}", "plans, targets, architectures", argv, setup,
+                              fresh=("s",) if kind == "plan" else (), quick=name == "random"))
+    extra = {
+        "target ram negative": ("f.toml", b'name = "x"\nram = -1\nflash = 1000\n',
+                                ["cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1",
+                                 "--target", "{w}/f.toml"]),
+        "plan with no classes": ("f.json", b'{"classes": []}',
+                                 ["collect", "--port", "{w}/tty", "--plan", "{w}/f.json", "--out", "{w}/s"]),
+        "arch k negative": ("f.json", b'{"input_length": 400, "input_channels": 8, "classes": 4, "k": -2, "c": 1}',
+                            ["cost", "--arch", "{w}/f.json"]),
+    }
+    for name, (file, data, argv) in extra.items():
+        cases.append(Case(name, "plans, targets, architectures", argv,
+                          lambda w, file=file, data=data: _write(w / file, data), fresh=("s",)))
+    return cases
+
+
+# ---- models: measure and evaluate ------------------------------------------------------------------
+def model_cases() -> list[Case]:
+    cases = []
+    for name, damage in [("random", lambda b: _noise(len(b), 4)), ("truncated", lambda b: b[:len(b) // 2]),
+                         ("empty", lambda b: b""), ("header only", lambda b: b[:32]),
+                         ("zeros", lambda b: bytes(len(b)))]:
+        def setup(w: Path, damage=damage) -> None:
+            model = w / "run" / "model.tflite"
+            model.write_bytes(damage(model.read_bytes()))
+        cases.append(Case(f"measure {name} tflite", "models", ["measure", "{w}/run/model.tflite"], setup,
+                          needs_run=True, quick=name == "random"))
+        cases.append(Case(f"evaluate {name} tflite", "models", ["evaluate", "{w}/run", "--data", TINY_DATA], setup,
+                          needs_run=True, timeout=60, quick=name == "truncated"))
+    cards = {
+        "without classes": lambda card: {k: v for k, v in card.items() if k != "classes"} | {
+            "preprocessing": {k: v for k, v in card["preprocessing"].items() if k != "class_names"}},
+        "without preprocessing": lambda card: {k: v for k, v in card.items() if k != "preprocessing"},
+        "preprocessing a list": lambda card: card | {"preprocessing": [1, 2]},
+        "preprocessing a string": lambda card: card | {"preprocessing": "standard"},
+        "a JSON list": lambda card: [card],
+        "window length a string": lambda card: card | {"preprocessing": card["preprocessing"] | {
+            "window_length": "long"}},
+        "channels negative": lambda card: card | {"preprocessing": card["preprocessing"] | {"channels": -1}},
+    }
+    for name, change in cards.items():
+        def setup(w: Path, change=change) -> None:
+            path = w / "run" / "card.json"
+            path.write_text(json.dumps(change(json.loads(path.read_text()))))
+        # A card from before preprocessing was recorded is still read (defaults from the top-level fields).
+        cases.append(Case(f"evaluate card {name}", "models", ["evaluate", "{w}/run", "--data", TINY_DATA], setup,
+                          expect="any" if name == "without preprocessing" else "error", needs_run=True, timeout=60,
+                          quick=name == "without classes"))
+    for name, data in [("random", _noise(500, 5)), ("empty", b""), ("truncated", None)]:
+        def setup(w: Path, data=data) -> None:
+            path = w / "run" / "card.json"
+            path.write_bytes(path.read_bytes()[:40] if data is None else data)
+        cases.append(Case(f"evaluate card {name}", "models", ["evaluate", "{w}/run", "--data", TINY_DATA], setup,
+                          needs_run=True, timeout=60))
+    cases += [
+        Case("evaluate without card", "models", ["evaluate", "{w}/run", "--data", TINY_DATA],
+             lambda w: (w / "run" / "card.json").unlink(), needs_run=True, timeout=60),
+        Case("evaluate on data of another shape", "models", ["evaluate", "{w}/run", "--data", "synthetic:emg"],
+             needs_run=True, timeout=60, quick=True),
+        Case("evaluate a missing folder", "models", ["evaluate", "{w}/missing", "--data", TINY_DATA]),
+        Case("evaluate with a bad spec", "models", ["evaluate", "{w}/run", "--data", "synthetic:nope"],
+             needs_run=True),
+        Case("measure a folder", "models", ["measure", "{w}"]),
+        Case("measure a missing file", "models", ["measure", "{w}/missing.tflite"]),
+        Case("measure an unreadable file", "models", ["measure", "{w}/run/model.tflite"],
+             lambda w: (w / "run" / "model.tflite").chmod(0), needs_run=True, unprivileged=True),
+        Case("replay --trial 999", "models", ["replay", "{w}/run", "--trial", "999"], needs_run=True),
+        Case("replay --trial -1", "models", ["replay", "{w}/run", "--trial", "-1"], needs_run=True),
+        Case("replay on a random journal", "models", ["replay", "{w}/run", "--trial", "0"],
+             lambda w: (w / "run" / "journal.sqlite").write_bytes(_noise(4096, 6)), needs_run=True),
+    ]
+    return cases
+
+
+# ---- journal and output folder --------------------------------------------------------------------
+def _foreign_db(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(path) as db:
+        db.execute("create table people (name text, age int)")
+        db.execute("insert into people values ('ada', 36)")
+    db.close()
+
+
+def journal_cases() -> list[Case]:
+    resume = [*TINY_SEARCH, "--out", "{w}/run", "--resume"]
+    again = [*TINY_SEARCH, "--out", "{w}/run"]
+    journal = lambda w: w / "run" / "journal.sqlite"  # noqa: E731
+    cases = [
+        Case("empty journal + --resume on a finished run", "journal and output", resume,
+             lambda w: journal(w).write_bytes(b""), needs_run=True, quick=True),
+        Case("random journal + --resume", "journal and output", resume,
+             lambda w: journal(w).write_bytes(_noise(8192, 7)), needs_run=True),
+        Case("truncated journal + --resume", "journal and output", resume,
+             lambda w: journal(w).write_bytes(journal(w).read_bytes()[:2048]), needs_run=True),
+        Case("journal is a folder + --resume", "journal and output", resume,
+             lambda w: (journal(w).unlink(), journal(w).mkdir()), needs_run=True),
+        Case("search again into a finished run (no --resume)", "journal and output", again, needs_run=True,
+             quick=True),
+        Case("--resume with another data spec", "journal and output",
+             ["search", "--data", "synthetic:vibration?windows_per_class=30&length=256", *TINY_SEARCH[3:],
+              "--out", "{w}/run", "--resume"], needs_run=True),
+        Case("--resume with other --final-epochs", "journal and output",
+             [*TINY_SEARCH[:-1], "3", "--out", "{w}/run", "--resume"], needs_run=True),
+        Case("foreign sqlite in --out", "journal and output", [*TINY_SEARCH, "--out", "{w}/o"],
+             lambda w: _foreign_db(w / "o" / "journal.sqlite"), quick=True),
+        Case("foreign sqlite in --out + --resume", "journal and output", [*TINY_SEARCH, "--out", "{w}/o", "--resume"],
+             lambda w: _foreign_db(w / "o" / "journal.sqlite")),
+        Case("--resume on an empty folder", "journal and output", [*TINY_SEARCH, "--out", "{w}/o", "--resume"],
+             lambda w: (w / "o").mkdir()),
+        Case("--resume on a missing folder", "journal and output", [*TINY_SEARCH, "--out", "{w}/o", "--resume"],
+             fresh=("o",)),
+        Case("--out is a file", "journal and output", [*TINY_SEARCH, "--out", "{w}/o"],
+             lambda w: _write(w / "o", "my notes\n"), quick=True),
+        Case("--out under a file", "journal and output", [*TINY_SEARCH, "--out", "{w}/o/run"],
+             lambda w: _write(w / "o", "my notes\n")),
+        Case("--out unwritable (permissions)", "journal and output", [*TINY_SEARCH, "--out", "{w}/ro/run"],
+             lambda w: ((w / "ro").mkdir(), (w / "ro").chmod(0o555)), unprivileged=True, fresh=("ro/run",)),
+        Case("replay on a folder holding a foreign sqlite", "journal and output",
+             ["replay", "{w}/o", "--trial", "0"], lambda w: _foreign_db(w / "o" / "journal.sqlite")),
+    ]
+    return cases
+
+
+# ---- disks: read-only and full filesystems ----------------------------------------------------------
+def _mount(point: Path, size: str = "1m", readonly: bool = False, fill: bool = False) -> None:
+    point.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)], check=True)
+    if fill:
+        _fill(point)
+    if readonly:
+        _write(point / "keep.txt", "a user's file\n")
+        subprocess.run(["mount", "-o", "remount,ro", str(point)], check=True)
+
+
+def disk_cases() -> list[Case]:
+    ro = lambda w: _mount(w / "m", readonly=True)  # noqa: E731
+    full = lambda w: _mount(w / "m", size="256k", fill=True)  # noqa: E731
+    cases = [
+        Case("search --out on a read-only fs", "disks", [*TINY_SEARCH, "--out", "{w}/m/run"], ro, quick=True),
+        Case("search --out on a full fs", "disks", [*TINY_SEARCH, "--out", "{w}/m/run"], full, quick=True),
+        Case("demo --out on a full fs", "disks", ["demo", "--budget", "1m", "--out", "{w}/m/demo"], full),
+        Case("collect --out on a read-only fs", "disks",
+             ["collect", "--port", "{w}/tty", "--plan", "gestures4", "--out", "{w}/m/s"], ro),
+        Case("service install --unit-dir on a read-only fs", "disks",
+             ["service", "install", "--unit-dir", "{w}/m", "--config", "{w}/c.toml"],
+             lambda w: (_service_config(w), ro(w))),
+        Case("service install --unit-dir missing", "disks",
+             ["service", "install", "--unit-dir", "{w}/nowhere", "--config", "{w}/c.toml"], _service_config),
+        Case("evaluate with the model folder on a full fs", "disks",
+             ["evaluate", "{w}/m/run", "--data", TINY_DATA], lambda w: _full_with_run(w), expect="any", timeout=60,
+             needs_run=True),
+        Case("onboard with data_dir on a read-only fs", "disks",
+             ["onboard", "--user", "alice", "--config", "{w}/c.toml"],
+             lambda w: (ro(w), _service_config(w, data_dir=str(w / "m" / "data")))),
+    ]
+    cases.append(Case("search fills the disk, then --resume after space is freed", "disks", [], runner=_disk_resume,
+                      timeout=300))
+    return cases
+
+
+def _full_with_run(w: Path) -> None:
+    _mount(w / "m", size="20m")
+    shutil.copytree(FIXTURES / "run", w / "m" / "run")
+    _fill(w / "m")
+
+
+def _fill(point: Path) -> None:
+    """Write a filler file until the filesystem is full (ENOSPC)."""
+    handle = open(point / "filler", "wb", buffering=0)
+    try:
+        while True:
+            handle.write(b"\xaa" * 4096)
+    except OSError:
+        pass
+    finally:
+        try:
+            handle.close()
+        except OSError:
+            pass
+
+
+def _disk_resume(case: Case, w: Path) -> Result:
+    """ENOSPC during a search: one line, journal intact; after space is freed --resume finishes."""
+    _mount(w / "m", size="600k")
+    out = w / "m" / "run"
+    argv = [*TINY_SEARCH, "--out", str(out)]
+    first = _run(argv, w, case.timeout)
+    steps = [f"step 1 exit {first[0]}"]
+    if first[0] == 0:
+        return Result(case, "wrong exit", "the search fit in 600 KiB: no full disk happened", 0, _show(argv), 0)
+    verdict, symptom = _classify_output("error", *first)
+    if verdict != "behaved":
+        return Result(case, verdict, f"on ENOSPC: {symptom}", 0, _show(argv), first[0])
+    subprocess.run(["mount", "-o", "remount,size=200m", str(w / "m")], check=True)
+    second = _run([*argv, "--resume"], w, case.timeout)
+    steps.append(f"step 2 (--resume) exit {second[0]}")
+    verdict, symptom = _classify_output("ok", *second)
+    if verdict == "behaved" and not (out / "card.json").exists():
+        verdict, symptom = "wrong exit", "--resume exited 0 without a card.json"
+    return Result(case, verdict, symptom if verdict != "behaved" else "; ".join(steps), 0,
+                  _show([*argv, "--resume"]), second[0])
+
+
+# ---- service: config, state.json, onboarding --------------------------------------------------------
+def _service_config(w: Path, data_dir: str | None = None, extra: str = "") -> None:
+    _write(w / "c.toml", f'data_dir = "{data_dir or w / "data"}"\nport = "{w / "tty"}"\n{extra}')
+
+
+def service_cases() -> list[Case]:
+    values = ['workers = "two"', "workers = 0", "workers = -1", 'budget = "abc"', 'budget = "0s"',
+              'min_accuracy = "high"', "min_accuracy = 2", 'target = "NOPE"', "http_port = 99999", "http_port = -1",
+              "baudrate = 0", "epochs = 0", "hop_seconds = 0", "smoothing = 0", 'strategy = "bogus"',
+              'normalize = "bogus"', 'plan = "nope"', "bogus_key = 1", 'http_host = "0.0.0.0"',
+              "learning_rate = -1", "batch_size = 0", "final_epochs = -3"]
+    cases = []
+    for index, value in enumerate(values):
+        setup = lambda w, value=value: _service_config(w, extra=value + "\n")  # noqa: E731
+        cases.append(Case(f"service config {value}", "service", ["service", "config", "--config", "{w}/c.toml"],
+                          setup, quick=index % 4 == 0))
+        if index % 3 == 0:
+            cases.append(Case(f"service run {value}", "service", ["service", "run", "--config", "{w}/c.toml"],
+                              setup, timeout=25, owned=("data/**",)))
+    files = {"binary": _noise(200, 8), "a folder": None, "a TOML syntax error": b"workers = = 2\n",
+             "truncated": b'data_dir = "/tm', "UTF-16": "port = 'x'\n".encode("utf-16")}
+    for name, data in files.items():
+        def setup(w: Path, data=data) -> None:
+            if data is None:
+                (w / "c.toml").mkdir()
+            else:
+                _write(w / "c.toml", data)
+        for command in ("config", "run", "status"):
+            cases.append(Case(f"service {command} with a config that is {name}", "service",
+                              ["service", command, "--config", "{w}/c.toml"], setup, timeout=25,
+                              quick=command == "run" and name == "binary"))
+    cases.append(Case("service config with a missing config", "service",
+                      ["service", "config", "--config", "{w}/missing.toml"]))
+    states = {"truncated": b'{"state": "SERVING", "us', "a JSON list": b"[1, 2, 3]", "binary": _noise(100, 9),
+              "empty": b"", "deployed without user": json.dumps({"state": "SERVING", "deployed": {
+                  "model": "m", "accuracy": 0.9}}).encode(),
+              "unknown state": b'{"state": "DANCING"}', "a folder": None,
+              "wrong types": json.dumps({"state": 3, "user": [], "deployed": "yes"}).encode()}
+    for name, data in states.items():
+        def setup(w: Path, data=data) -> None:
+            _service_config(w)
+            if data is None:
+                (w / "data" / "state.json").mkdir(parents=True)
+            else:
+                _write(w / "data" / "state.json", data)
+        cases.append(Case(f"service status with state.json {name}", "service",
+                          ["service", "status", "--config", "{w}/c.toml"], setup, expect="any",
+                          owned=("data/state.json*",), quick=name in ("truncated", "a JSON list")))
+    for user in ["..", ".", "a/b", "", ".hidden", "x" * 100, "name with spaces", "../../etc"]:
+        cases.append(Case(f"onboard --user {user!r}", "service", ["onboard", "--user", user, "--config", "{w}/c.toml"],
+                          _service_config, fresh=("data",), quick=user == ".."))
+    cases.append(Case("onboard --plan nope", "service", ["onboard", "--user", "alice", "--plan", "nope",
+                                                          "--config", "{w}/c.toml"], _service_config, fresh=("data",)))
+    return cases
+
+
+# ---- interrupts + resume ---------------------------------------------------------------------------
+def _interrupt_resume(case: Case, w: Path, sig: signal.Signals) -> Result:
+    """Stop a tiny search with `sig` (to its whole process group, as a terminal's Ctrl-C, systemd's stop
+    or a power cut would) once a candidate has finished, then --resume it to the end."""
+    argv = [*TINY_SEARCH, "--out", str(w / "run")]
+    log = w.parent / "first.log"
+    with open(log, "wb") as handle:
+        process = subprocess.Popen(TINYNAS + argv, cwd=w, env=_env(w), stdout=subprocess.DEVNULL, stderr=handle,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + case.timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        if any(line.startswith("trial ") for line in log.read_text(errors="replace").splitlines()):
+            break
+        time.sleep(0.3)
+    if process.poll() is not None:
+        return Result(case, "skipped", f"the search ended (exit {process.returncode}) before it could be "
+                                       f"interrupted: {_last_line(log.read_text(errors='replace'))}", 0, _show(argv))
+    os.killpg(process.pid, sig)
+    try:
+        process.wait(timeout=case.timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        return Result(case, "hang", f"still running {case.timeout:.0f} s after {sig.name}", 0, _show(argv))
+    stderr = log.read_text(errors="replace")
+    if sig != signal.SIGKILL and ("Traceback" in stderr or process.returncode != 130):
+        return Result(case, "traceback" if "Traceback" in stderr else "wrong exit",
+                      f"after {sig.name}: exit {process.returncode}, {_last_line(stderr)}", 0, _show(argv),
+                      process.returncode)
+    code, stdout, stderr, timed_out = _run([*argv, "--resume"], w, case.timeout)
+    verdict, symptom = _classify_output("ok", code, stdout, stderr, timed_out)
+    if verdict == "behaved" and not (w / "run" / "card.json").exists():
+        verdict, symptom = "wrong exit", "--resume exited 0 without a card.json"
+    shown = _show(argv).replace(str(w), "$W") + f"  # {sig.name} after the first candidate, then --resume"
+    return Result(case, verdict, symptom if verdict != "behaved" else f"{sig.name}, then --resume: exit 0", 0,
+                  shown, code)
+
+
+def interrupt_cases() -> list[Case]:
+    return [Case(f"{sig.name} during a tiny search, then --resume", "interrupts", [], timeout=240,
+                 runner=lambda case, w, sig=sig: _interrupt_resume(case, w, sig))
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)]
+
+
+# ---- running and classifying -----------------------------------------------------------------------
+def _env(w: Path) -> dict:
+    env = dict(os.environ)
+    env["XDG_STATE_HOME"] = str(w.parent / "xdg")  # crash logs outside the watched folder
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    return env
+
+
+def _show(argv: list[str]) -> str:
+    return "tinynas " + " ".join(shlex.quote(a) for a in argv)
+
+
+def _run(argv: list[str], w: Path, timeout: float, unprivileged: bool = False, env: dict | None = None):
+    command = (UNPRIVILEGED if unprivileged else []) + TINYNAS + argv
+    process = subprocess.Popen(command, cwd=w, env=_env(w) | (env or {}), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        out, err = process.communicate(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        timed_out = True
+    return process.returncode, out.decode(errors="replace"), err.decode(errors="replace"), timed_out
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "(no output)"
+
+
+def _classify_output(expect: str, code, stdout: str, stderr: str, timed_out: bool) -> tuple[str, str]:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    if timed_out:
+        started = any(line.startswith(("trial ", "search ", "service ", "serving", "waiting")) for line in lines)
+        return "hang", ("still running at the timeout" + (" (the bad value was accepted: it started)"
+                                                          if started else "") + f"; last: {_last_line(stderr)}")
+    if "Traceback (most recent call last)" in stderr or "Traceback (most recent call last)" in stdout:
+        frames = [line.strip() for line in stderr.splitlines() if line.startswith("  File ")]
+        where = frames[-1] if frames else ""
+        return "traceback", f"{_last_line(stderr)} ({where})"
+    if code == 1 and "internal error" in stderr:
+        return "traceback", _last_line(stderr)
+    if code is not None and code < 0:
+        return "traceback", f"killed by signal {-code}; {_last_line(stderr)}"
+    if expect == "ok" or (expect == "any" and code == 0):
+        if code == 0:
+            return "behaved", ""
+        return "wrong exit", f"exit {code}: {_last_line(stderr)}"
+    if code == 0:
+        return "wrong exit", f"exit 0 (accepted){': ' + _last_line(stderr) if lines else ''}"
+    if code != 2:
+        return "wrong exit", f"exit {code}: {_last_line(stderr)}"
+    errors = [i for i, line in enumerate(lines) if line.startswith("tinynas: error:")]
+    if len(errors) != 1 or errors[0] != len(lines) - 1:
+        return "multi-line", " | ".join(lines[-2:])[:300]
+    return "behaved", lines[-1][:300]
+
+
+def _snapshot(folder: Path, owned: tuple[str, ...]) -> dict[str, tuple[str, bool]]:
+    """relative path -> (content hash, owned) of every regular file under `folder`."""
+    files = {}
+    for path in folder.rglob("*") if folder.exists() else []:
+        try:
+            if path.is_symlink() or not path.is_file():
+                continue
+            relative = path.relative_to(folder).as_posix()
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            relative = path.relative_to(folder).as_posix()
+            digest = f"unreadable:{path.stat().st_size}:{path.stat().st_mtime_ns}"
+        files[relative] = (digest, any(Path(relative).match(glob) or relative.startswith(glob.rstrip("*"))
+                                       for glob in owned))
+    return files
+
+
+def _compare(before: dict, folder: Path, owned: tuple[str, ...]) -> str:
+    after = _snapshot(folder, ())
+    hashes = {digest for digest, _ in after.values()}
+    problems = []
+    for relative, (digest, is_owned) in before.items():
+        now = after.get(relative)
+        if is_owned:
+            if digest not in hashes and not digest.startswith("unreadable"):
+                problems.append(f"lost {relative} (its content is nowhere)")
+        elif now is None:
+            problems.append(f"lost {relative}")
+        elif now[0] != digest:
+            problems.append(f"changed {relative}")
+    return "; ".join(problems[:4])
+
+
+def run_case(case: Case) -> Result:
+    base = Path(tempfile.mkdtemp(prefix="case-", dir=WORK))
+    w = base / "w"
+    w.mkdir()
+    if case.unprivileged:
+        for folder in (base, w):
+            folder.chmod(0o755)
+    start = time.monotonic()
+    try:
+        if case.needs_run:
+            if not (FIXTURES / "run" / "card.json").exists():
+                return Result(case, "skipped", "the fixture search did not finish", 0, _show(case.argv))
+            shutil.copytree(FIXTURES / "run", w / "run")
+        if case.setup:
+            case.setup(w)
+        if case.runner:
+            result = case.runner(case, w)
+            result.seconds = time.monotonic() - start
+            return result
+        argv = [a.replace("{w}", str(w)) for a in case.argv]
+        before = _snapshot(w, case.owned)
+        outside = {p for p in OUTSIDE if p.exists()}
+        env = {key: value.replace("{w}", str(w)) for key, value in case.env.items()}
+        code, stdout, stderr, timed_out = _run(argv, w, case.timeout, case.unprivileged, env)
+        created = [p for p in OUTSIDE if p.exists() and p not in outside]
+        for path in created:  # made by this run (it did not exist before): take it away again
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+        verdict, symptom = _classify_output(case.expect, code, stdout, stderr, timed_out)
+        changed = _compare(before, w, case.owned)
+        if created:
+            changed = "; ".join([f"wrote outside its folder: {p}" for p in created] + ([changed] if changed else []))
+        if changed:  # the worst outcome: reported over a hang or a traceback
+            verdict, symptom = "lost/changed", changed + (f" (and {verdict}: {symptom})" if symptom else "")
+        hints = [word for word in case.forbid if word in symptom]
+        if verdict == "behaved" and hints:
+            verdict, symptom = "misleading", f"says {', '.join(map(repr, hints))}: {symptom}"
+        if verdict == "behaved" and code == 2:
+            left = [f for f in case.fresh if (w / f).exists() and any((w / f).rglob("*"))]
+            left += [f for f in case.fresh if (w / f).exists() and not (w / f).is_dir()]
+            if left:
+                verdict, symptom = "wrote first", f"refused after writing {', '.join(left)}: {symptom}"
+        shown = _show(argv).replace(str(w), "$W")
+        return Result(case, verdict, symptom.replace(str(w), "$W"), time.monotonic() - start, shown, code)
+    except Exception as exc:  # a setup that failed is the benchmark's problem, reported, not a verdict
+        return Result(case, "skipped", f"setup failed: {type(exc).__name__}: {exc}", time.monotonic() - start,
+                      _show(case.argv))
+    finally:
+        _cleanup(base)
+
+
+def _cleanup(base: Path) -> None:
+    for mount in sorted((p for p in base.rglob("m") if p.is_mount()), key=lambda p: -len(p.parts)):
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+    for path in base.rglob("*"):
+        try:
+            if path.is_dir() and not path.is_symlink():
+                path.chmod(0o755)
+        except OSError:
+            pass
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def build_fixture() -> str:
+    """A finished tiny search, copied into every case that damages or resumes a run."""
+    code, stdout, stderr, timed_out = _run([*TINY_SEARCH, "--out", str(FIXTURES / "run")], FIXTURES, 300)
+    if code != 0:
+        return f"fixture search failed (exit {code}): {_last_line(stderr)}"
+    return "fixture search finished"
+
+
+# ---- frame decoder fuzz ----------------------------------------------------------------------------
+def fuzz_decoder(inputs: int, seed: int = 0) -> dict:
+    """Random bytes and mutated valid frames through one StreamDecoder, an intact frame after every tenth."""
+    from firmware_bridge.protocol import Mark, Ping, Samples, StreamDecoder, encode_frame
+
+    rng = random.Random(seed)
+    nprng = np.random.default_rng(seed)
+    templates = [encode_frame(Samples(i * 32, nprng.integers(-128, 128, size=(32, 8)).astype(np.int8)), i)[:-1]
+                 for i in range(20)]
+    templates += [encode_frame(Mark(5, 2, "go"), 3)[:-1], encode_frame(Ping(7), 9)[:-1]]
+    from firmware_bridge.protocol import decode_frame
+
+    known = {repr(decode_frame(t)[1]) for t in templates}
+    decoder = StreamDecoder()
+    sentinels_sent = sentinels_got = exceptions = unchanged = foreign = 0
+    max_buffered = 0
+    huge = b"\xff" * (64 << 20)  # a 64 MiB chunk with no delimiter, fed once: must not be buffered
+    tracemalloc.start()
+    base_memory = tracemalloc.get_traced_memory()[0]
+    start = time.perf_counter()
+    for index in range(inputs):
+        if index % 2:
+            data = rng.randbytes(rng.randrange(0, 96))
+        else:
+            frame = bytearray(rng.choice(templates))
+            for _ in range(rng.randrange(1, 4)):
+                at = rng.randrange(len(frame))
+                how = rng.randrange(4)
+                if how == 0:
+                    frame[at] ^= 1 << rng.randrange(8)
+                elif how == 1:
+                    del frame[at]
+                elif how == 2:
+                    frame.insert(at, rng.randrange(256))
+                else:
+                    del frame[at:]
+                if not frame:
+                    break
+            data = bytes(frame)
+            unchanged += data in templates  # an insertion undone by a deletion: still a valid frame
+        try:
+            for _, message in decoder.feed(data + (b"\x00" if rng.random() < 0.5 else b"")):
+                foreign += repr(message) not in known  # a damaged frame that passed the CRC
+            if index % 10 == 9:
+                sentinel = 40_000 + index % 20_000
+                sentinels_sent += 1
+                got = decoder.feed(b"\x00" + encode_frame(Ping(sentinel), index & 0xFFFF))
+                sentinels_got += sum(1 for _, m in got if m == Ping(sentinel))
+                foreign += sum(1 for _, m in got if m != Ping(sentinel) and repr(m) not in known)
+            if index == inputs // 2:
+                decoder.feed(huge)
+        except Exception:  # noqa: BLE001 - counted: the decoder must raise nothing
+            exceptions += 1
+        max_buffered = max(max_buffered, decoder.buffered)
+    seconds = time.perf_counter() - start
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del huge
+    # Throughput without tracemalloc's bookkeeping: a fresh decoder on 100,000 inputs of the same mix.
+    plain, sample = StreamDecoder(), [rng.randbytes(rng.randrange(0, 96)) if i % 2 else rng.choice(templates)
+                                      for i in range(100_000)]
+    plain_start = time.perf_counter()
+    for data in sample:
+        plain.feed(data + b"\x00")
+    plain_rate = len(sample) / (time.perf_counter() - plain_start)
+    stats = decoder.stats
+    return {"inputs": inputs, "seconds": seconds, "per_second": inputs / seconds, "plain_per_second": plain_rate,
+            "frames_ok": stats.frames_ok,
+            "bad_crc": stats.bad_crc, "bad_frames": stats.bad_frames, "gaps": stats.gaps,
+            "discarded_bytes": stats.discarded_bytes, "bytes": stats.bytes, "exceptions": exceptions,
+            "unchanged_mutations": unchanged, "foreign_messages": foreign, "sentinels_sent": sentinels_sent,
+            "sentinels_got": sentinels_got, "max_buffered": max_buffered,
+            "max_frame_bytes": decoder._max, "peak_bytes": peak - base_memory}
+
+
+# ---- report ----------------------------------------------------------------------------------------
+def _machine() -> str:
+    load = os.getloadavg()
+    top = subprocess.run(["ps", "-eo", "pcpu,args", "--sort=-pcpu", "--no-headers"], capture_output=True,
+                         text=True).stdout.splitlines()[:5]
+    busy = "; ".join(f"`{' '.join([Path(line.split()[1]).name] + line.split()[2:])[:60]}` {line.split()[0]}%"
+                     for line in top if len(line.split()) > 1)
+    return f"{os.cpu_count()} cores, load average {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}; busiest: {busy}"
+
+
+def render(command: str, results: list[Result], fuzz: dict | None, fixture: str, machine: tuple[str, str],
+           seconds: float) -> str:
+    lines = [f"`{command}`", "",
+             f"Robustness benchmark (issue 16): {len(results)} bad-input and fault cases through the real CLI, "
+             f"each in a fresh temporary folder, in {seconds / 60:.1f} min. Machine at start: {machine[0]}. "
+             f"At the end: {machine[1]}. (Other helpers' tests and searches shared the 2 cores.) {fixture}.", "",
+             "| category | cases | " + " | ".join(VERDICTS) + " |", "|---|" + "---:|" * (len(VERDICTS) + 1)]
+    categories = sorted({r.case.category for r in results}, key=[r.case.category for r in results].index)
+    for category in categories + ["all"]:
+        rows = [r for r in results if category in ("all", r.case.category)]
+        counts = [sum(1 for r in rows if r.verdict == v) for v in VERDICTS]
+        name = f"**{category}**" if category == "all" else category
+        lines.append(f"| {name} | {len(rows)} | " + " | ".join(str(c) for c in counts) + " |")
+    failing = [r for r in results if r.verdict != "behaved"]
+    lines += ["", f"## Failing cases ({len(failing)})", ""]
+    if not failing:
+        lines.append("None.")
+    for r in failing:
+        lines.append(f"- **{r.verdict}** [{r.case.category}] {r.case.name}: `{r.command}` -> {r.symptom}")
+    if fuzz:
+        lines += ["", "## Frame decoder fuzz", "",
+                  f"{fuzz['inputs']:,} inputs (half random bytes of 0-95 bytes, half valid frames with 1-3 bit "
+                  f"flips, dropped or inserted bytes or truncations; a delimiter after half of them; an intact PING "
+                  f"after every tenth; one 64 MiB chunk without a delimiter halfway) fed to one `StreamDecoder` "
+                  f"under tracemalloc: {fuzz['per_second']:,.0f} inputs/s ({fuzz['seconds']:.0f} s); without "
+                  f"tracemalloc {fuzz['plain_per_second']:,.0f} inputs/s. {fuzz['unchanged_mutations']:,} mutated "
+                  f"frames came out unchanged (an insertion undone by a deletion) and are valid frames; a damaged "
+                  f"frame accepted would show as a message that was never sent.", "",
+                  "| frames decoded | bad CRC | bad frames | exceptions | messages never sent | intact frames after "
+                  "garbage: sent / decoded | largest buffer | peak traced memory |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|",
+                  f"| {fuzz['frames_ok']:,} | {fuzz['bad_crc']:,} | {fuzz['bad_frames']:,} | {fuzz['exceptions']} | "
+                  f"{fuzz['foreign_messages']} | "
+                  f"{fuzz['sentinels_sent']:,} / {fuzz['sentinels_got']:,} | {fuzz['max_buffered']:,} B (limit "
+                  f"{fuzz['max_frame_bytes']:,}) | {fuzz['peak_bytes'] / 1024:,.0f} KiB |", "",
+                  "The peak is the decoder's own allocations while it ran, the 64 MiB chunk included: nothing is "
+                  "sized from a length field and a frame longer than the limit is refused before it is copied."]
+    lines += ["", "## All cases", "", "| case | category | verdict | exit | s |", "|---|---|---|---:|---:|"]
+    for r in results:
+        lines.append(f"| {r.case.name} | {r.case.category} | {r.verdict} | {r.code if r.code is not None else '-'} "
+                     f"| {r.seconds:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def all_cases() -> list[Case]:
+    return (interrupt_cases() + disk_cases() + journal_cases() + model_cases() + data_file_cases() + spec_cases()
+            + option_cases() + config_file_cases() + service_cases())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a subset (< 3 minutes)")
+    parser.add_argument("--jobs", type=int, default=2, help="cases run in parallel")
+    parser.add_argument("--fuzz", type=int, help="decoder fuzz inputs (default 1,000,000; 100,000 with --quick)")
+    parser.add_argument("--only", help="run only the cases of this category or whose name contains this")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "robustness.md"))
+    parser.add_argument("--failures", default="/tmp/robustness-failures.txt")
+    args = parser.parse_args(argv)
+    command = "python benchmarks/robustness.py" + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else "")
+    global WORK, FIXTURES
+    WORK = Path(tempfile.mkdtemp(prefix="tinynas-robustness-"))
+    WORK.chmod(0o755)
+    FIXTURES = WORK / "fixtures"
+    FIXTURES.mkdir()
+    started = time.monotonic()
+    machine_start = _machine()
+    cases = all_cases()
+    if args.quick:
+        cases = [c for c in cases if c.quick]
+    if args.only:
+        cases = [c for c in cases if args.only in c.name or args.only == c.category]
+    print(f"{len(cases)} cases; building the fixture search...", flush=True)
+    fixture = build_fixture() if any(c.needs_run for c in cases) else "no fixture search needed"
+    print(fixture, flush=True)
+    results = []
+    try:
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            for result in pool.map(run_case, cases):
+                results.append(result)
+                print(f"[{len(results)}/{len(cases)}] {result.verdict:12} {result.case.name}"
+                      + (f" -- {result.symptom}" if result.verdict != "behaved" else ""), flush=True)
+        fuzz = None
+        if not args.only:
+            print("decoder fuzz...", flush=True)
+            fuzz = fuzz_decoder(args.fuzz or (100_000 if args.quick else 1_000_000))
+            print(json.dumps(fuzz), flush=True)
+    finally:
+        _cleanup(WORK)
+    text = render(command, results, fuzz, fixture, (machine_start, _machine()), time.monotonic() - started)
+    if not args.only:
+        Path(args.out).write_text(text)
+        print(f"wrote {args.out}")
+    failing = [r for r in results if r.verdict != "behaved"]
+    Path(args.failures).write_text("".join(f"{r.verdict}\t[{r.case.category}] {r.case.name}\t{r.command}\t"
+                                           f"{r.symptom}\n" for r in failing))
+    print(f"{len(results) - len(failing)} of {len(results)} behaved; failures in {args.failures}")
+    return 0
+
+
+WORK = FIXTURES = Path()
+
+if __name__ == "__main__":
+    sys.exit(main())
