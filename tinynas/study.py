@@ -50,6 +50,8 @@ TEST_WINDOWS = "test-windows.npz"
 """The separate test set of `--test-data`, beside windows.npz (workers read it)."""
 MAX_ATTEMPTS = 2
 """A trial interrupted by a crash or power cut is retried once, then recorded as failed."""
+DISK_FULL_WORDS = ("No space left on device", "[Errno 28]", "errno = 28", "Disk quota exceeded", "disk is full")
+"""How a worker's error text says that the disk, not the candidate, failed (it saves weights into --out)."""
 RUN_OUTPUTS = ("best.json", "card.json", "model.tflite", "model.c", "model.h", "report.md", "trials.png")
 """What a run leaves in its folder: with these present and no journal, the folder is a finished (or
 abandoned) run that a new search must not overwrite."""
@@ -342,6 +344,12 @@ class Study:
                         break
                     raise StudyError(f"strategy {strategy.name} is waiting but no candidate is running")
                 for result in pool.wait(timeout=min(1.0, max(0.0, deadline - self.clock()))):
+                    if not result.ok and any(words in result.error for words in DISK_FULL_WORDS):
+                        # Not the candidate's fault: it stays running, is journaled as interrupted and
+                        # --resume trains it again once there is space.
+                        raise StorageError(f"a worker could not write in {self.out_dir}: no space left on the "
+                                           f"device (free some space, then run again with --resume: the "
+                                           f"journal is intact)")
                     trial = self._complete(running.pop(result.job_id), result, elapsed())
                     retry = self._safer_retry(trial) if self.retry_unstable else None
                     if retry is not None:

@@ -135,3 +135,42 @@ def test_a_search_that_fills_the_disk_stops_in_one_line_and_resumes_once_space_i
         assert after[number].state is TrialState.COMPLETE and after[number].score == trial.score
     for name in ("model.tflite", "card.json", "report.md", "best.json"):
         assert (out / name).stat().st_size > 0, name
+
+
+@pytest.mark.slow
+def test_a_worker_that_cannot_save_weights_on_a_full_disk_leaves_its_candidate_to_resume(small_disk):
+    """`fast` trains with the final recipe and its workers save each candidate's weights into --out: a
+    full disk there is the disk's failure, not the candidate's (it must not be recorded as failed)."""
+    from tinynas.data.spec import load_windows
+    from tinynas.progress import Progress
+    from tinynas.study import Study
+    from tinynas.targets import resolve_target
+
+    class FillWhileTheFirstTrains(Progress):
+        def __init__(self):
+            super().__init__(interactive=False)
+            self.ballast = None
+
+        def update(self, fraction, text):
+            super().update(fraction, text)
+            if self.ballast is None:  # the first candidate is training (its worker is importing TensorFlow)
+                self.ballast = fill(small_disk)
+
+    out = small_disk / "run"
+    windows, target = load_windows(TINY), resolve_target(**TARGET)
+    recipe = Fidelity(3, 16, 3e-3)
+    options = dict(strategy="fast", budget_seconds=600, fidelity=recipe, final_fidelity=recipe, data_spec=TINY)
+    progress = FillWhileTheFirstTrains()
+    with pytest.raises(StorageError, match="no space left") as raised:
+        Study(out, windows, target, progress=progress, **options).run()
+    assert "\n" not in str(raised.value) and "a worker could not write" in str(raised.value)
+    with Journal(out / "journal.sqlite") as journal:
+        states = [t.state for t in journal.trials() if t.attempts]
+    # Not FAILED: --resume trains it again (journaled as interrupted when the full disk let that be written).
+    assert len(states) == 1 and states[0] in (TrialState.RUNNING, TrialState.INTERRUPTED), states
+
+    progress.ballast.unlink()
+    result = Study(out, windows, target, resume=True, **options).run()
+    first = min((t for t in result.trials if t.attempts), key=lambda t: t.number)
+    assert first.state is TrialState.COMPLETE and first.attempts == 2
+    assert (out / "model.tflite").stat().st_size > 0
