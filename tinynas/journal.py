@@ -56,7 +56,7 @@ def inspect_journal(path: str | Path) -> str:
     except OSError as exc:
         raise StorageError(storage_message(exc, "cannot read journal")) from None
     if not header:
-        raise JournalError(f"{path} is empty (0 bytes), not a tinynas journal: nothing to resume; remove it "
+        raise JournalError(f"{path} is empty (0 bytes), not a tinynas journal: left untouched; remove it "
                            f"if it is yours, or choose another --out")
     if not header.startswith(_SQLITE_MAGIC) or len(header) < 100:
         raise JournalError(f"{path} is not a tinynas journal (not an SQLite database): left untouched; "
@@ -77,10 +77,16 @@ def inspect_journal(path: str | Path) -> str:
             tables = {name: {row[1] for row in db.execute(f'PRAGMA table_info("{name.replace(chr(34), chr(34) * 2)}")')}
                       for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
                                                 "AND name NOT LIKE 'sqlite_%'").fetchall()}
+            # A damaged file (truncated, overwritten pages) must be refused before it is opened for writing.
+            damage = db.execute("PRAGMA quick_check(1)").fetchone()[0] if tables else "ok"
         finally:
             db.close()
     except sqlite3.DatabaseError as exc:
-        raise JournalError(f"cannot read journal {path}: {exc} (left untouched; choose another --out)") from None
+        raise JournalError(f"{path} is not a readable tinynas journal (damaged or not ours: {exc}): left "
+                           f"untouched; choose another --out") from None
+    if damage != "ok" and application_id in (0, APPLICATION_ID):
+        raise JournalError(f"{path} is a damaged tinynas journal ({damage}): left untouched; restore it from a "
+                           f"copy, or choose another --out")
     if application_id == APPLICATION_ID:
         if version > SCHEMA_VERSION:
             raise JournalError(f"{path} was written by a newer tinynas (journal schema {version}, this one "

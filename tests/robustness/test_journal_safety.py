@@ -83,9 +83,10 @@ FOREIGN = {
     "our tables and one more": (lambda p: _lookalike_db(p, extra_table=True), "tables meta, trials, users"),
     "not SQLite": (lambda p: p.write_bytes(b"\x00garbage, not a database\n" * 300), "not an SQLite database"),
     "an SQLite header and nothing else": (lambda p: p.write_bytes(b"SQLite format 3\x00" + bytes(200)),
-                                          "cannot read journal|not a tinynas journal"),
+                                          "not a readable tinynas journal .damaged or not ours: file is not a database"),
     "empty (0 bytes)": (lambda p: p.write_bytes(b""), "is empty .0 bytes."),
     "a tinynas journal from a newer version": (_newer_journal, "newer tinynas .journal schema 99"),
+    "a folder": (lambda p: (p.mkdir(), (p / "keep.txt").write_text("mine\n")), "is a folder, not a tinynas journal"),
 }
 
 
@@ -101,6 +102,23 @@ def test_a_journal_that_is_not_ours_is_refused_and_left_byte_identical(tmp_path,
         _study(out, resume=resume).run()
     assert "\n" not in str(raised.value)
     assert _snapshot(out) == before  # same bytes, and no -wal, -shm or windows.npz appeared
+
+
+@pytest.mark.parametrize("keep", [100, 2048, 4096 * 3])
+def test_a_truncated_tinynas_journal_is_refused_and_left_byte_identical(tmp_path, keep):
+    out = tmp_path / "out"
+    out.mkdir()
+    with Journal(out / "journal.sqlite") as journal:
+        for number in range(1, 40):
+            journal.put(Trial(number, Architecture(64, 1, 4, k=1 + number % 8, c=number % 3), FAST,
+                              TrialState.COMPLETE, score=0.5, details={"padding": "x" * 500}))
+    path = out / "journal.sqlite"
+    path.write_bytes(path.read_bytes()[:keep])
+    before = _snapshot(out)
+    with pytest.raises(JournalError, match="not a tinynas journal|damaged|not a readable") as raised:
+        _study(out, resume=True).run()
+    assert "\n" not in str(raised.value)
+    assert _snapshot(out) == before
 
 
 def test_inspection_reads_without_creating_sqlite_side_files(tmp_path):
