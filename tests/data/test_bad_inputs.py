@@ -207,3 +207,10 @@ def test_values_beyond_float32_are_one_line_without_warnings(tmp_path):
         np.savez(tmp_path / "w.npz", x=np.full((4, 8), 1e300), y=np.array([0, 1, 0, 1]), sample_rate_hz=1.0)
         with pytest.raises(DataError, match=r"w.npz: 32 too large for float32 \(beyond 3.4e38\) value\(s\), first in window 0"):
             load_windows(f"npz:{tmp_path / 'w.npz'}")
+
+
+def test_a_dangling_link_is_named_as_such(tmp_path):
+    _classes(tmp_path)
+    (tmp_path / "a" / "gone.csv").symlink_to(tmp_path / "elsewhere.csv")
+    with pytest.raises(DataError, match=r"gone.csv is a symbolic link to a missing file \(.*elsewhere.csv\)"):
+        load_windows(f"folder:{tmp_path}?window=100&rate=100")

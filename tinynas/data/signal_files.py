@@ -33,6 +33,9 @@ def check_readable(path: Path, kind: str) -> None:
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
+        if path.is_symlink():
+            raise DataError(f"{shown(path)} is a symbolic link to a missing file ({shown(os.readlink(path))}): "
+                            f"restore its target or remove the link") from None
         raise DataError(f"{shown(path)}: no such file") from None
     except PermissionError:
         raise DataError(f"cannot read {shown(path)}: permission denied on its folder "
