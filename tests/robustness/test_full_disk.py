@@ -90,6 +90,18 @@ def test_the_journal_on_a_full_disk_says_so_and_keeps_every_commit(small_disk):
         assert len(journal.trials()) == committed + 1
 
 
+def test_a_journal_that_cannot_be_created_on_a_full_disk_leaves_no_file(small_disk):
+    ballast = fill(small_disk)
+    with pytest.raises(StorageError, match="no space left"):
+        Journal(small_disk / "journal.sqlite")
+    # An empty journal.sqlite left behind would later be refused as "not a tinynas journal".
+    assert sorted(p.name for p in small_disk.iterdir()) == ["ballast"]
+    ballast.unlink()
+    with Journal(small_disk / "journal.sqlite") as journal:
+        journal.put(_trial(1))
+    assert inspect_journal(small_disk / "journal.sqlite") == "tinynas"
+
+
 @pytest.mark.slow
 def test_a_search_that_fills_the_disk_stops_in_one_line_and_resumes_once_space_is_freed(small_disk):
     from tinynas.data.spec import load_windows
