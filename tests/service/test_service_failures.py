@@ -189,6 +189,8 @@ def test_the_service_outlives_failed_onboardings_and_pauses_collections(device):
     device.wait(lambda: device.state().get("paused"), "the second pause")
     kept = device.windows()
     assert 2 <= len(kept) < 6
+    shown = tinynas("service", "status", "--config", str(device.config))
+    assert f"collection: {len(kept)} of 6 windows" in shown.stdout  # the count shown is the count kept
     # Someone else's --continue does not take over bob's collection.
     request(device.data, "continue", user="carol")
     device.wait(lambda: "ignored" in device.state().get("error", ""), "the foreign continue to be ignored")

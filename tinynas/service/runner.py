@@ -400,7 +400,8 @@ class Service:
 
         def announced(label: str, attempt: int) -> None:
             self.prompt_number += 1
-            self.collection.update(prompt=label, number=self.prompt_number, attempt=attempt, go=None)
+            self.collection.update(prompt=label, number=self.prompt_number, attempt=attempt, go=None,
+                                   accepted=sum(guide.done_counts().values()))  # what status shows, kept current
 
         def go(label: str, sample: int) -> None:
             self.collection["go"] = sample
