@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tinynas.atomic import atomic_write_text
-from tinynas.errors import UsageError
+from tinynas.errors import TinynasError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class ServiceState:
         return asdict(self)
 
 
-class DamagedState(ValueError):
+class DamagedState(TinynasError, ValueError):
     """A state file that cannot be trusted (why, in one line)."""
 
 
