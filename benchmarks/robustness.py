@@ -34,6 +34,7 @@ import random
 import shlex
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -81,6 +82,7 @@ class Case:
     quick: bool = False
     runner: Callable | None = None  # a multi-step case (interrupt + resume, full disk + resume)
     forbid: tuple[str, ...] = ()   # words the error line must not hold (a misleading hint)
+    mention: tuple[str, ...] = ()  # the error line must hold one of these (refused for the right reason)
     env: dict = field(default_factory=dict)  # extra environment, {w} replaced
 
 
@@ -337,6 +339,13 @@ def spec_cases() -> list[Case]:
 
 
 # ---- options ---------------------------------------------------------------------------------------
+def _names(option: str) -> tuple[str, ...]:
+    """How an error may name an option or key: --batch-size, batch-size, batch size, batch_size."""
+    bare = option.lstrip("-")
+    also = {"--macs": ("MAC",), "--test-data": ("",)}.get(option, ())  # (a bad test spec says what is wrong)
+    return (option, bare, bare.replace("-", " "), bare.replace("-", "_"), bare.replace("_", " "), *also)
+
+
 def option_cases() -> list[Case]:
     search = [("--workers", v) for v in ("0", "-2", "1000", "abc")] + \
              [("--threads", v) for v in ("0", "-1", "1000")] + \
@@ -359,7 +368,8 @@ def option_cases() -> list[Case]:
         else:
             argv += [option, value]
         cases.append(Case(f"search {option} {value or '(empty)'}", "options", argv, fresh=("out",), timeout=45,
-                          quick=index % 3 == 0, forbid=("budget",) if option in ("--workers", "--threads") else ()))
+                          quick=index % 3 == 0, forbid=("budget",) if option in ("--workers", "--threads") else (),
+                          mention=_names(option)))
     # Optuna missing (shadowed by a package that cannot be imported, in the search and its workers).
     cases.append(Case("search --strategy tpe without optuna", "options",
                       [*TINY_SEARCH[:-6], "--strategy", "tpe", "--epochs", "1", "--final-epochs", "1",
@@ -376,7 +386,7 @@ def option_cases() -> list[Case]:
         base[option] = value
         argv = ["cost", *[item for pair in base.items() for item in pair]]
         # An even kernel and a huge input are computable (the cost says it does not fit): not refusals.
-        cases.append(Case(f"cost {option} {value}", "options", argv,
+        cases.append(Case(f"cost {option} {value}", "options", argv, mention=_names(option),
                           expect="any" if value in ("2", "1000000000x8") else "error",
                           quick=index % 4 == 0))
     other = [
@@ -639,11 +649,12 @@ def service_cases() -> list[Case]:
     cases = []
     for index, value in enumerate(values):
         setup = lambda w, value=value: _service_config(w, extra=value + "\n")  # noqa: E731
+        key = _names(value.split(" =")[0])
         cases.append(Case(f"service config {value}", "service", ["service", "config", "--config", "{w}/c.toml"],
-                          setup, quick=index % 4 == 0))
-        if index % 3 == 0:
+                          setup, quick=index % 4 == 0, mention=key))
+        if index % 3 == 0:  # (its port is missing: refused for the value, not for the port)
             cases.append(Case(f"service run {value}", "service", ["service", "run", "--config", "{w}/c.toml"],
-                              setup, timeout=25, owned=("data/**",)))
+                              setup, timeout=25, owned=("data/**",), mention=key))
     files = {"binary": _noise(200, 8), "a folder": None, "a TOML syntax error": b"workers = = 2\n",
              "truncated": b'data_dir = "/tm', "UTF-16": "port = 'x'\n".encode("utf-16")}
     for name, data in files.items():
@@ -679,6 +690,139 @@ def service_cases() -> list[Case]:
     cases.append(Case("onboard --plan nope", "service", ["onboard", "--user", "alice", "--plan", "nope",
                                                           "--config", "{w}/c.toml"], _service_config, fresh=("data",)))
     return cases
+
+
+# ---- a running service on a simulated front-end: a failing onboarding must not end it ------------------
+def _service_scenario(case: Case, w: Path, extra: str, prepare: Callable, act: Callable, check: Callable) -> Result:
+    """`service run` beside `tinynas simulate`; after `act`, the service must still run, say why in its
+    status, and stop cleanly when asked (never exit by itself: systemd would restart it into the same fault)."""
+    with socket.socket() as probe:  # a free status port: other services and tests may hold 8765
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    _service_config(w, extra=extra + f"http_port = {port}\n")
+    prepare(w)
+    config = str(w / "c.toml")
+    shown = f"tinynas service run --config $W/c.toml  # {case.name}"
+    started = []
+    try:
+        simulator = subprocess.Popen(TINYNAS + ["simulate", "--port", str(w / "tty")], cwd=w, env=_env(w),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        started.append(simulator)
+        if not _wait(lambda: (w / "tty").exists(), 60):
+            return Result(case, "skipped", "the simulated front-end did not start", 0, shown)
+        log = open(w.parent / "service.log", "wb")
+        service = subprocess.Popen(TINYNAS + ["service", "run", "--config", config], cwd=w, env=_env(w),
+                                   stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+        started.append(service)
+        text = lambda: (w.parent / "service.log").read_text(errors="replace")  # noqa: E731
+        if not _wait(lambda: "service up" in text() or service.poll() is not None, 90):
+            return Result(case, "hang", f"service not up after 90 s: {_last_line(text())}", 0, shown)
+        if service.poll() is not None:
+            return Result(case, "wrong exit", f"service run ended at start (exit {service.returncode}): "
+                                              f"{_last_line(text())}", 0, shown, service.returncode)
+        note, refused_at_the_door = act(w, config)
+        state = lambda: _json(w / "data" / "state.json")  # noqa: E731
+        # A request refused by `tinynas onboard` itself never reaches the service: it only has to stay up.
+        _wait(lambda: service.poll() is not None or refused_at_the_door or (
+            state().get("error") and state().get("state") in ("IDLE", "SERVING")), 120)
+        time.sleep(2)  # and still be running a moment later
+        if service.poll() is not None:
+            verdict = "traceback" if "Traceback" in text() else "wrong exit"
+            return Result(case, verdict, f"service run ended by itself (exit {service.returncode}; systemd would "
+                                         f"restart it into the same fault): {_last_line(text())}", 0, shown,
+                          service.returncode)
+        code, stdout, stderr, _ = _run(["service", "status", "--config", config, "--json"], w, 60)
+        try:
+            status = json.loads(stdout)
+        except ValueError:
+            return Result(case, "wrong exit", f"service status --json gave no JSON (exit {code}): "
+                                              f"{_last_line(stderr)}", 0, shown, code)
+        problem = "" if refused_at_the_door else check(w, status)
+        _run(["service", "stop", "--config", config], w, 60)
+        try:
+            service.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            return Result(case, "hang", "service run still running 90 s after `tinynas service stop`", 0, shown)
+        if "Traceback" in text():
+            return Result(case, "traceback", _last_line(text()), 0, shown, service.returncode)
+        if service.returncode != 0:
+            return Result(case, "wrong exit", f"exit {service.returncode} after stop: {_last_line(text())}", 0,
+                          shown, service.returncode)
+        if problem:
+            return Result(case, "wrong exit", problem, 0, shown, 0)
+        return Result(case, "behaved", f"{note}status: {status.get('state')}, {status.get('error', '')[:120]}", 0,
+                      shown, 0)
+    finally:
+        for process in started:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def _wait(condition: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def _json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text())
+        return value if isinstance(value, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _onboard(user: str):
+    def act(w: Path, config: str) -> str:
+        code, _, stderr, _ = _run(["onboard", "--user", user, "--config", config], w, 60)
+        return f"onboard exit {code}; " + (f"{_last_line(stderr)}; " if code else ""), code == 2
+    return act
+
+
+def _raw_request(data: bytes, wait: float = 0):
+    def act(w: Path, config: str) -> str:
+        _write(w / "data" / "requests" / f"{time.time_ns()}-onboard.json", data)
+        if wait:  # nothing to report: it must only stay up once it has read the request (within a second)
+            time.sleep(wait)
+        return "", bool(wait)
+    return act
+
+
+def _has_error(w: Path, status: dict) -> str:
+    return "" if status.get("error") and status.get("state") in ("IDLE", "SERVING") else \
+        f"status after the failure: state {status.get('state')!r}, no reason given"
+
+
+def _kept_aside(original: bytes):
+    def check(w: Path, status: dict) -> str:
+        aside = [p for p in (w / "data").glob("state.json*") if p.is_file() and p.read_bytes() == original]
+        return _has_error(w, status) or ("" if aside else "the damaged state.json was not kept for a person to see")
+    return check
+
+
+def service_scenario_cases() -> list[Case]:
+    quick_run = 'workers = 1\nbudget = "1m"\nepochs = 1\nfinal_epochs = 1\n'
+    good = json.dumps({"state": "IDLE", "user": "bob"}).encode()
+    truncated = b'{"state": "SERVING", "us'
+    scenarios = [
+        ("onboarding a plan that cannot fit the target", 'target = "STM32F030F4P6"\n', lambda w: None,
+         _onboard("alice"), _has_error),
+        ("a hand-written onboarding request for user '..'", "", lambda w: None,
+         _raw_request(json.dumps({"kind": "onboard", "user": "..", "plan": "gestures4"}).encode()), _has_error),
+        ("a request file of random bytes", "", lambda w: None, _raw_request(_noise(200, 10), wait=5),
+         lambda w, status: ""),
+        ("a truncated state.json with a last good copy", "",
+         lambda w: (_write(w / "data" / "state.json", truncated), _write(w / "data" / "state.json.bak", good)),
+         lambda w, config: ("", False), _kept_aside(truncated)),
+    ]
+    return [Case(f"service run: {name}", "service (running)", [], timeout=240,
+                 runner=lambda case, w, e=extra, p=prepare, a=act, c=check:
+                 _service_scenario(case, w, quick_run + e, p, a, c))
+            for name, extra, prepare, act, check in scenarios]
 
 
 # ---- interrupts + resume ---------------------------------------------------------------------------
@@ -854,6 +998,9 @@ def run_case(case: Case) -> Result:
         hints = [word for word in case.forbid if word in symptom]
         if verdict == "behaved" and hints:
             verdict, symptom = "misleading", f"says {', '.join(map(repr, hints))}: {symptom}"
+        if verdict == "behaved" and code == 2 and case.mention and not any(
+                word.lower() in symptom.lower() for word in case.mention):
+            verdict, symptom = "misleading", f"refused without naming {case.mention[0]!r}: {symptom}"
         if verdict == "behaved" and code == 2:
             left = [f for f in case.fresh if (w / f).exists() and any((w / f).rglob("*"))]
             left += [f for f in case.fresh if (w / f).exists() and not (w / f).is_dir()]
@@ -1019,7 +1166,7 @@ def render(command: str, results: list[Result], fuzz: dict | None, fixture: str,
 
 def all_cases() -> list[Case]:
     return (interrupt_cases() + disk_cases() + journal_cases() + model_cases() + data_file_cases() + spec_cases()
-            + option_cases() + config_file_cases() + service_cases())
+            + option_cases() + config_file_cases() + service_cases() + service_scenario_cases())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1053,7 +1200,8 @@ def main(argv: list[str] | None = None) -> int:
             for result in pool.map(run_case, cases):
                 results.append(result)
                 print(f"[{len(results)}/{len(cases)}] {result.verdict:12} {result.case.name}"
-                      + (f" -- {result.symptom}" if result.verdict != "behaved" else ""), flush=True)
+                      + (f" -- {result.symptom}" if result.verdict != "behaved" or result.case.runner else ""),
+                      flush=True)
         fuzz = None
         if not args.only:
             print("decoder fuzz...", flush=True)
