@@ -863,10 +863,45 @@ def _interrupt_resume(case: Case, w: Path, sig: signal.Signals) -> Result:
                   shown, code)
 
 
+def _interrupt_simulator(case: Case, w: Path, sig: signal.Signals) -> Result:
+    """Ctrl-C or SIGTERM to `tinynas simulate`: it stops, takes its pty link away, and says nothing of journals."""
+    argv = ["simulate", "--port", str(w / "tty")]
+    shown = _show(argv).replace(str(w), "$W") + f"  # then {sig.name}"
+    log = w.parent / "simulate.log"
+    with open(log, "wb") as handle:
+        process = subprocess.Popen(TINYNAS + argv, cwd=w, env=_env(w), stdout=handle, stderr=handle,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    if not _wait(lambda: (w / "tty").exists() or process.poll() is not None, 60):
+        os.killpg(process.pid, signal.SIGKILL)
+        return Result(case, "hang", "no pty after 60 s", 0, shown)
+    os.killpg(process.pid, sig)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        return Result(case, "hang", f"still running 60 s after {sig.name}", 0, shown)
+    text = log.read_text(errors="replace")
+    last = _last_line(text)
+    if "Traceback" in text:
+        return Result(case, "traceback", last, 0, shown, process.returncode)
+    if process.returncode not in (0, 130):
+        return Result(case, "wrong exit", f"exit {process.returncode}: {last}", 0, shown, process.returncode)
+    if "journal" in last or "--resume" in last:
+        return Result(case, "misleading", f"speaks of a journal and --resume: {last}", 0, shown,
+                      process.returncode)
+    if (w / "tty").is_symlink():
+        return Result(case, "wrong exit", "the pty link is left behind", 0, shown, process.returncode)
+    return Result(case, "behaved", last, 0, shown, process.returncode)
+
+
 def interrupt_cases() -> list[Case]:
     return [Case(f"{sig.name} during a tiny search, then --resume", "interrupts", [], timeout=240,
                  runner=lambda case, w, sig=sig: _interrupt_resume(case, w, sig))
-            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)]
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)] + \
+        [Case(f"{sig.name} to simulate", "interrupts", [], timeout=60, quick=sig == signal.SIGTERM,
+              runner=lambda case, w, sig=sig: _interrupt_simulator(case, w, sig))
+         for sig in (signal.SIGINT, signal.SIGTERM)]
 
 
 # ---- running and classifying -----------------------------------------------------------------------
@@ -1157,10 +1192,12 @@ def render(command: str, results: list[Result], fuzz: dict | None, fixture: str,
                   f"{fuzz['max_frame_bytes']:,}) | {fuzz['peak_bytes'] / 1024:,.0f} KiB |", "",
                   "The peak is the decoder's own allocations while it ran, the 64 MiB chunk included: nothing is "
                   "sized from a length field and a frame longer than the limit is refused before it is copied."]
-    lines += ["", "## All cases", "", "| case | category | verdict | exit | s |", "|---|---|---|---:|---:|"]
+    lines += ["", "## All cases", "", "What each printed (the error line, or the symptom), to judge the messages too.", "",
+              "| case | category | verdict | exit | s | message |", "|---|---|---|---:|---:|---|"]
     for r in results:
-        lines.append(f"| {r.case.name} | {r.case.category} | {r.verdict} | {r.code if r.code is not None else '-'} "
-                     f"| {r.seconds:.1f} |")
+        message = r.symptom.removeprefix("tinynas: error: ")[:160].replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {r.case.name.replace('|', '/')} | {r.case.category} | {r.verdict} | "
+                     f"{r.code if r.code is not None else '-'} | {r.seconds:.1f} | {message} |")
     return "\n".join(lines) + "\n"
 
 
