@@ -543,6 +543,12 @@ def journal_cases() -> list[Case]:
              lambda w: (w / "o").mkdir()),
         Case("--resume on a missing folder", "journal and output", [*TINY_SEARCH, "--out", "{w}/o", "--resume"],
              fresh=("o",)),
+        Case("--out holds a user's files", "journal and output", [*TINY_SEARCH, "--out", "{w}/o"],
+             lambda w: (_write(w / "o" / "notes.txt", "mine\n"), _write(w / "o" / "report.md", "my report\n")),
+             expect="any", timeout=150),
+        Case("demo --out holds a user's files", "journal and output", ["demo", "--budget", "1m", "--out", "{w}/o"],
+             lambda w: (_write(w / "o" / "best.json", "{}"), _write(w / "o" / "model.tflite", "not mine to lose")),
+             expect="any", timeout=200),
         Case("--out is a file", "journal and output", [*TINY_SEARCH, "--out", "{w}/o"],
              lambda w: _write(w / "o", "my notes\n"), quick=True),
         Case("--out under a file", "journal and output", [*TINY_SEARCH, "--out", "{w}/o/run"],
@@ -619,7 +625,7 @@ def _disk_resume(case: Case, w: Path) -> Result:
     out = w / "m" / "run"
     argv = [*TINY_SEARCH, "--out", str(out)]
     first = _run(argv, w, case.timeout)
-    steps = [f"step 1 exit {first[0]}"]
+    steps = [f"step 1 exit {first[0]}: {_last_line(first[2]).replace(str(w), '$W')}"]
     if first[0] == 0:
         return Result(case, "wrong exit", "the search fit in 600 KiB: no full disk happened", 0, _show(argv), 0)
     verdict, symptom = _classify_output("error", *first)
@@ -1237,7 +1243,8 @@ def main(argv: list[str] | None = None) -> int:
             for result in pool.map(run_case, cases):
                 results.append(result)
                 print(f"[{len(results)}/{len(cases)}] {result.verdict:12} {result.case.name}"
-                      + (f" -- {result.symptom}" if result.verdict != "behaved" or result.case.runner else ""),
+                      + (f" -- {result.symptom}" if result.verdict != "behaved" or result.case.runner or args.only
+                         else ""),
                       flush=True)
         fuzz = None
         if not args.only:
