@@ -58,6 +58,10 @@ UNPRIVILEGED = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
 TINY_DATA = "synthetic:vibration?windows_per_class=24&length=256"
 TINY_SEARCH = ["search", "--data", TINY_DATA, "--target", "STM32C011F6P6", "--budget", "2m",
                "--strategy", "fast", "--epochs", "1", "--final-epochs", "1"]
+# Python's own words passed through as a message: they say neither what is wrong nor what to do (and a
+# pickle hint on random bytes invites loading untrusted data).
+INTERNALS = ("list indices", "object is not iterable", "not subscriptable", "NoneType", "invalid literal for",
+             "allow_pickle")
 # Default places a run must not touch when it was told to use the case's folder (a config ignored).
 OUTSIDE = [Path("/var/lib/tinynas"), Path("/etc/systemd/system/tinynas.service"), Path.cwd() / "tinynas-demo"]
 VERDICTS = ["behaved", "traceback", "lost/changed", "hang", "wrong exit", "multi-line", "wrote first", "misleading",
@@ -432,9 +436,11 @@ def config_file_cases() -> list[Case]:
                 else:
                     _write(w / f"f{suffix}", data)
             cases.append(Case(f"{kind} file {name}", "plans, targets, architectures", argv, setup,
-                              fresh=("s",) if kind == "plan" else (), quick=name == "random"))
+                              fresh=("s",) if kind == "plan" else (), quick=name == "random",
+                              mention=("missing", "need", "no ", "must") if name == "missing keys" and kind != "target"
+                              else ()))
     extra = {
-        "target ram negative": ("f.toml", b'name = "x"\nram = -1\nflash = 1000\n',
+        "target ram negative": ("f.toml", b'name = "x"\nram_bytes = -1\nflash_bytes = 1000\nmac_budget = 1000000\n',
                                 ["cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1",
                                  "--target", "{w}/f.toml"]),
         "plan with no classes": ("f.json", b'{"classes": []}',
@@ -1036,7 +1042,7 @@ def run_case(case: Case) -> Result:
             changed = "; ".join([f"wrote outside its folder: {p}" for p in created] + ([changed] if changed else []))
         if changed:  # the worst outcome: reported over a hang or a traceback
             verdict, symptom = "lost/changed", changed + (f" (and {verdict}: {symptom})" if symptom else "")
-        hints = [word for word in case.forbid if word in symptom]
+        hints = [word for word in case.forbid + INTERNALS if word in symptom]
         if verdict == "behaved" and hints:
             verdict, symptom = "misleading", f"says {', '.join(map(repr, hints))}: {symptom}"
         if verdict == "behaved" and code == 2 and case.mention and not any(
