@@ -39,6 +39,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tracemalloc
 import wave
@@ -1159,12 +1160,48 @@ def fuzz_decoder(inputs: int, seed: int = 0) -> dict:
 
 # ---- report ----------------------------------------------------------------------------------------
 def _machine() -> str:
+    """Load and the other Python processes (helpers' tests and searches) sharing the cores right now."""
     load = os.getloadavg()
-    top = subprocess.run(["ps", "-eo", "pcpu,args", "--sort=-pcpu", "--no-headers"], capture_output=True,
-                         text=True).stdout.splitlines()[:5]
-    busy = "; ".join(f"`{' '.join([Path(line.split()[1]).name] + line.split()[2:])[:60]}` {line.split()[0]}%"
-                     for line in top if len(line.split()) > 1)
-    return f"{os.cpu_count()} cores, load average {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}; busiest: {busy}"
+    rows = subprocess.run(["ps", "-eo", "pid,pcpu,args", "--sort=-pcpu", "--no-headers"], capture_output=True,
+                          text=True).stdout.splitlines()
+    others = []
+    for row in rows:
+        pid, cpu, *args = row.split()
+        if int(pid) != os.getpid() and args and "python" in Path(args[0]).name and float(cpu) >= 1:
+            others.append(f"`{' '.join([Path(args[0]).name] + args[1:])[:60]}` {cpu}%")
+    return (f"{os.cpu_count()} cores, load average {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}; other Python "
+            f"processes: {'; '.join(others[:5]) or 'none busy'}")
+
+
+class _Sampler(threading.Thread):
+    """Every 20 s: the load and the other Python processes, to say what shared the machine during the run."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.stop = threading.Event()
+        self.peak = 0.0
+        self.seen: dict[str, int] = {}
+
+    def run(self) -> None:
+        while not self.stop.wait(20):
+            self.peak = max(self.peak, os.getloadavg()[0])
+            rows = subprocess.run(["ps", "-eo", "pid,ppid,pcpu,args", "--no-headers"], capture_output=True,
+                                  text=True).stdout.splitlines()
+            mine = {os.getpid()}
+            for row in rows:  # children of this benchmark are its own cases, not other load
+                pid, ppid, *_ = row.split()
+                if int(ppid) in mine:
+                    mine.add(int(pid))
+            for row in rows:
+                pid, ppid, cpu, *args = row.split()
+                if int(pid) not in mine and args and "python" in Path(args[0]).name and float(cpu) >= 5:
+                    name = " ".join(args[1:4])[:50]
+                    self.seen[name] = self.seen.get(name, 0) + 1
+
+    def summary(self) -> str:
+        busiest = sorted(self.seen.items(), key=lambda item: -item[1])[:6]
+        return (f"During the run: peak 1-min load {self.peak:.1f}; other busy Python processes seen (samples): "
+                + ("; ".join(f"`{name}` ({count})" for name, count in busiest) or "none") + ".")
 
 
 def render(command: str, results: list[Result], fuzz: dict | None, fixture: str, machine: tuple[str, str],
@@ -1172,7 +1209,16 @@ def render(command: str, results: list[Result], fuzz: dict | None, fixture: str,
     lines = [f"`{command}`", "",
              f"Robustness benchmark (issue 16): {len(results)} bad-input and fault cases through the real CLI, "
              f"each in a fresh temporary folder, in {seconds / 60:.1f} min. Machine at start: {machine[0]}. "
-             f"At the end: {machine[1]}. (Other helpers' tests and searches shared the 2 cores.) {fixture}.", "",
+             f"At the end: {machine[1]}. {machine[2]} {fixture}.", "",
+             "Verdicts: **behaved** = exit 2 with one `tinynas: error:` line last on stderr and no traceback (exit 0 "
+             "where the input may be valid or the case should succeed), and no file that existed before the run lost "
+             "or changed; **traceback** = a traceback, an internal error (exit 1) or death by a signal; "
+             "**lost/changed** = a pre-existing file that was not the run's own disappeared or changed (checked by "
+             "content hash; a file set aside must keep its bytes somewhere); **hang** = still running at the case's "
+             "timeout; **wrong exit** = e.g. 0 for a value that must be refused; **multi-line**; **wrote first** = "
+             "refused only after writing into the output folder; **misleading** = refused without naming the bad "
+             "option, or with Python's own words only (`list indices...`, a pickle hint); **skipped** = the case "
+             "could not be set up.", "",
              "| category | cases | " + " | ".join(VERDICTS) + " |", "|---|" + "---:|" * (len(VERDICTS) + 1)]
     categories = sorted({r.case.category for r in results}, key=[r.case.category for r in results].index)
     for category in categories + ["all"]:
@@ -1235,6 +1281,8 @@ def main(argv: list[str] | None = None) -> int:
     FIXTURES.mkdir()
     started = time.monotonic()
     machine_start = _machine()
+    sampler = _Sampler()
+    sampler.start()
     cases = all_cases()
     if args.quick:
         cases = [c for c in cases if c.quick]
@@ -1259,7 +1307,9 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(fuzz), flush=True)
     finally:
         _cleanup(WORK)
-    text = render(command, results, fuzz, fixture, (machine_start, _machine()), time.monotonic() - started)
+    sampler.stop.set()
+    text = render(command, results, fuzz, fixture, (machine_start, _machine(), sampler.summary()),
+                  time.monotonic() - started)
     if not args.only:
         Path(args.out).write_text(text)
         print(f"wrote {args.out}")
