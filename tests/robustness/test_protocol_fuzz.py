@@ -20,7 +20,8 @@ from firmware_bridge.protocol import (MAX_PAYLOAD, VERSION, Error, Hello, Mark, 
                                       ProtocolError, Samples, StreamDecoder, cobs_decode, cobs_encode,
                                       decode_frame, decode_payload, encode_frame, encode_payload)
 
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=300, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 MESSAGE_TYPES = (Hello, Samples, Mark, Ping, Pong, Error)
 
 messages = st.one_of(
