@@ -23,6 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
+from firmware_bridge.link import LinkError
 from firmware_bridge.protocol import Hello, Mark, Samples, encode_frame
 
 log = logging.getLogger(__name__)
@@ -140,9 +141,9 @@ class Simulator:
         tty.setraw(slave)  # no line discipline: bytes pass untouched (no CR/LF mangling, no echo)
         tty.setraw(master)
         link = Path(self.port)
-        temporary = link.with_suffix(".new")
-        if temporary.is_symlink() or temporary.exists():
-            temporary.unlink()
+        # A hidden name of our own: `with_suffix` would have picked (and deleted) e.g. a user's notes.new.
+        temporary = link.with_name(f".{link.name}.{os.getpid()}.tinynas-new")
+        temporary.unlink(missing_ok=True)
         temporary.symlink_to(os.ttyname(slave))
         os.replace(temporary, link)
         self._master, self._slave = master, slave
@@ -165,6 +166,7 @@ class Simulator:
     # ---- streaming ----------------------------------------------------------------------
     def start(self) -> "Simulator":
         """Create the pty and start streaming (HELLO first)."""
+        _check_port_path(Path(self.port))
         self._plug()
         self._thread = threading.Thread(target=self._run, name="simulator", daemon=True)
         self._thread.start()
@@ -252,3 +254,19 @@ class Simulator:
             with self._write_lock:
                 os.write(self._master, b"\x00")  # flush whatever partial frame the host holds
         self._send(self.hello)
+
+
+def _check_port_path(link: Path) -> None:
+    """Refuse a port path that holds anything but an old simulator's link to a pseudo-terminal.
+
+    The simulator replaces its port with a symlink; pointed at a user's file by mistake it must not
+    replace that file.
+    """
+    if link.is_symlink():
+        if os.readlink(link).startswith("/dev/"):
+            return  # a link left by a simulator that was killed: ours to replace
+        raise LinkError(f"{link} is a link to {os.readlink(link)}, not a simulator port: choose another --port")
+    if link.exists():
+        raise LinkError(f"{link} already exists and is not a simulator port: choose another --port")
+    if not link.parent.is_dir():
+        raise LinkError(f"cannot create the port {link}: {link.parent} is not a folder")

@@ -90,3 +90,8 @@ def test_storage_helpers():
     assert "writing journal x: no space left" in storage_message(full, "writing journal")
     assert user_message(StorageError("the journal cannot be written")) == "the journal cannot be written"
     assert user_message(ValueError("plain")) is None
+
+
+def test_an_interrupt_speaks_of_the_journal_only_where_there_is_one(monkeypatch, capsys):
+    code, lines = _run_raising(monkeypatch, capsys, KeyboardInterrupt())
+    assert code == 130 and lines == ["tinynas: interrupted"]

@@ -608,7 +608,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except KeyboardInterrupt:
-        print("tinynas: interrupted; the journal is intact (continue with --resume)", file=sys.stderr)
+        journaled = args.command in ("search", "demo")  # only these keep a journal to resume from
+        print("tinynas: interrupted" + ("; the journal is intact (continue with --resume)" if journaled else ""),
+              file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - the one place that turns any failure into one line
         message = user_message(exc)

@@ -330,6 +330,11 @@ ROWS = [
     Row("simulate-drop-above-1", ("simulate", "--drop", "1.5"), "--drop must be a probability"),
     Row("simulate-flip-negative", ("simulate", "--flip=-0.1"), "--flip must be a probability"),
     Row("simulate-unplug-negative", ("simulate", "--unplug-every=-1"), "--unplug-every must be a number above 0"),
+    Row("simulate-port-on-a-users-file", ("simulate", "--port", "{w}/notes.txt"),
+        "already exists and is not a simulator port", setup=_file("notes.txt", b"my notes\n")),
+    Row("simulate-port-in-a-missing-folder", ("simulate", "--port", "{w}/missing/tty"), "is not a folder"),
+    Row("service-config-http-host-beyond-loopback", ("service", "config", "--config", "{w}/c.toml"),
+        "http_host '0.0.0.0' is beyond loopback: set http_token", setup=_file("c.toml", b'http_host = "0.0.0.0"\n')),
     Row("collect-baud-0", ("collect", "--port", "{w}/nope", "--plan", "gestures4", "--out", "{w}/session",
                            "--baud", "0"), "--baud must be at least 1"),
     # rows fixed by other slices of issue 16 (data loaders, journal safety, service config)

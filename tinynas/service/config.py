@@ -142,6 +142,12 @@ def _check_choices(origin: str, data: dict) -> None:
             resolve_target(data["target"])
         except TinynasError as exc:  # its message names the built-in targets
             raise ConfigError(f"{origin}: target: {exc}") from None
+    if "http_host" in data and not data.get("http_token"):
+        from tinynas.service.status_server import is_loopback
+
+        if not is_loopback(data["http_host"]):
+            raise ConfigError(f"{origin}: http_host {data['http_host']!r} is beyond loopback: set http_token too "
+                              f"(every request must then carry it), or keep http_host = \"127.0.0.1\"")
     if "plan" in data:
         from firmware_bridge.errors import BridgeError
         from firmware_bridge.guide import load_plan

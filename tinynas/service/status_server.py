@@ -64,7 +64,8 @@ class StatusServerError(TinynasError, ValueError):
     """An unsafe or impossible binding."""
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses (127.0.0.0/8, ::1): the only bindings without a token."""
     if host == "localhost":
         return True
     try:
@@ -77,7 +78,7 @@ class StatusServer:
     """Serves `status()` as JSON at /status.json and the page at /."""
 
     def __init__(self, status: Callable[[], dict], host: str = "127.0.0.1", port: int = 8765, token: str = "") -> None:
-        if not _is_loopback(host) and not token:
+        if not is_loopback(host) and not token:
             raise StatusServerError(f"refusing to serve status on {host}: binding beyond loopback requires "
                                     f"http_token in the config")
         self.status = status
