@@ -89,6 +89,7 @@ class Case:
     forbid: tuple[str, ...] = ()   # words the error line must not hold (a misleading hint)
     mention: tuple[str, ...] = ()  # the error line must hold one of these (refused for the right reason)
     env: dict = field(default_factory=dict)  # extra environment, {w} replaced
+    device: bool = False           # a simulated front-end (`tinynas simulate`) streams on {w}/tty meanwhile
 
 
 @dataclass
@@ -562,6 +563,19 @@ def journal_cases() -> list[Case]:
              lambda w: _write(w / "o", "my notes\n")),
         Case("--out unwritable (permissions)", "journal and output", [*TINY_SEARCH, "--out", "{w}/ro/run"],
              lambda w: ((w / "ro").mkdir(), (w / "ro").chmod(0o555)), unprivileged=True, fresh=("ro/run",)),
+        Case("collect --out holding another program's manifest.json", "journal and output",
+             ["collect", "--port", "{w}/tty", "--plan", "gestures4", "--out", "{w}/o", "--headless"],
+             lambda w: _write(w / "o" / "manifest.json", json.dumps({"name": "my web app", "version": "2.1"})),
+             device=True, timeout=60),
+        Case("collect --out holding a damaged manifest.json", "journal and output",
+             ["collect", "--port", "{w}/tty", "--plan", "gestures4", "--out", "{w}/o", "--headless"],
+             lambda w: _write(w / "o" / "manifest.json", _noise(300, 11)), device=True, timeout=60),
+        Case("collect --out holding a session of another device layout", "journal and output",
+             ["collect", "--port", "{w}/tty", "--plan", "gestures4", "--out", "{w}/o", "--headless"],
+             lambda w: _session(w / "o"), device=True, timeout=60),
+        Case("collect --out is a file", "journal and output",
+             ["collect", "--port", "{w}/tty", "--plan", "gestures4", "--out", "{w}/o", "--headless"],
+             lambda w: _write(w / "o", "my notes\n"), device=True, timeout=60),
         Case("replay on a folder holding a foreign sqlite", "journal and output",
              ["replay", "{w}/o", "--trial", "0"], lambda w: _foreign_db(w / "o" / "journal.sqlite")),
     ]
@@ -587,7 +601,8 @@ def disk_cases() -> list[Case]:
         Case("search --out on a full fs", "disks", [*TINY_SEARCH, "--out", "{w}/m/run"], full, quick=True),
         Case("demo --out on a full fs", "disks", ["demo", "--budget", "1m", "--out", "{w}/m/demo"], full),
         Case("collect --out on a read-only fs", "disks",
-             ["collect", "--port", "{w}/tty", "--plan", "gestures4", "--out", "{w}/m/s"], ro),
+             ["collect", "--port", "{w}/tty", "--plan", "gestures4", "--out", "{w}/m/s", "--headless"], ro,
+             device=True, timeout=60, mention=("read-only",)),
         Case("service install --unit-dir on a read-only fs", "disks",
              ["service", "install", "--unit-dir", "{w}/m", "--config", "{w}/c.toml"],
              lambda w: (_service_config(w), ro(w))),
@@ -1018,6 +1033,7 @@ def run_case(case: Case) -> Result:
         for folder in (base, w):
             folder.chmod(0o755)
     start = time.monotonic()
+    device = None
     try:
         if case.needs_run:
             if not (FIXTURES / "run" / "card.json").exists():
@@ -1030,6 +1046,10 @@ def run_case(case: Case) -> Result:
             result.seconds = time.monotonic() - start
             return result
         argv = [a.replace("{w}", str(w)) for a in case.argv]
+        if case.device:
+            device = _start_device(w)
+            if device is None:
+                return Result(case, "skipped", "the simulated front-end did not start", 0, _show(argv))
         before = _snapshot(w, case.owned)
         outside = {p for p in OUTSIDE if p.exists()}
         env = {key: value.replace("{w}", str(w)) for key, value in case.env.items()}
@@ -1060,7 +1080,22 @@ def run_case(case: Case) -> Result:
         return Result(case, "skipped", f"setup failed: {type(exc).__name__}: {exc}", time.monotonic() - start,
                       _show(case.argv))
     finally:
+        if device is not None and device.poll() is None:
+            os.killpg(device.pid, signal.SIGKILL)
+            device.wait()
         _cleanup(base)
+
+
+def _start_device(w: Path) -> subprocess.Popen | None:
+    """`tinynas simulate` on a pty linked at {w}/tty (outside the watched folder's files: a symlink)."""
+    device = subprocess.Popen(TINYNAS + ["simulate", "--port", str(w / "tty")], cwd=w.parent, env=_env(w),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    if _wait(lambda: (w / "tty").exists() or device.poll() is not None, 60) and device.poll() is None:
+        return device
+    if device.poll() is None:
+        os.killpg(device.pid, signal.SIGKILL)
+    device.wait()
+    return None
 
 
 def _cleanup(base: Path) -> None:
