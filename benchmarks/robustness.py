@@ -16,6 +16,9 @@ tmpfs mounts; a finished tiny search), then is classified:
     wrong exit     another exit code (e.g. 0 for a value that should be refused)
     multi-line     the error is not one `tinynas: error:` line at the end of stderr
     wrote first    refused, but only after writing files (the output folder exists)
+    misleading     refused without naming the bad option or key, or in Python's own words only
+
+`--only TEXT` runs the cases of one category or whose name holds TEXT (no results file written).
 
 The decoder fuzz feeds 1,000,000 random inputs (random bytes and mutated valid frames) to one
 `StreamDecoder`, with an intact frame after every tenth so resynchronisation is checked, under
