@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import select
 import sys
 import time
@@ -81,11 +82,48 @@ def load_plan(spec: str) -> Plan:
     if not path.exists():
         raise PlanError(f"unknown plan {spec!r}: not a preset ({', '.join(PRESETS)}) nor a file")
     try:
-        data = tomllib.loads(path.read_text()) if path.suffix == ".toml" else json.loads(path.read_text())
-        data["classes"] = tuple(data["classes"])
-        return Plan(**{"name": path.stem, **data})
-    except (KeyError, TypeError, ValueError) as exc:
-        raise PlanError(f"plan file {path}: {exc}") from None
+        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except OSError as exc:
+        raise PlanError(f"plan file {path}: cannot read it ({exc.strerror or exc})") from None
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON/TOML, or nested beyond reason
+        kind = "TOML" if path.suffix == ".toml" else "JSON"
+        raise PlanError(f"plan file {path}: not a {kind} plan ({type(exc).__name__})") from None
+    return Plan(**{"name": path.stem, **_plan_fields(path, data)})
+
+
+# Each field of a plan file: its check and how it is said in an error.
+_PLAN_FIELDS = {
+    "name": (lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string"),
+    "classes": (lambda v: isinstance(v, list) and all(isinstance(c, str) and c.strip() for c in v),
+                "a list of class names"),
+    "repetitions": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
+    "window_seconds": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+                       "a number of seconds"),
+    "rest_seconds": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+                     "a number of seconds"),
+    "countdown": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
+    "kind": (lambda v: isinstance(v, str), "gesture or continuous"),
+    "verb": (lambda v: isinstance(v, str), "a string"),
+}
+
+
+def _plan_fields(path: Path, data) -> dict:
+    """The plan file's fields, each type-checked; a wrong file says which key and what it should be."""
+    if not isinstance(data, dict):
+        raise PlanError(f"plan file {path}: must be an object with at least 'classes' (a list of class "
+                        f"names), not a {type(data).__name__}")
+    unknown = sorted(set(data) - set(_PLAN_FIELDS))
+    if unknown:
+        raise PlanError(f"plan file {path}: unknown key(s) {', '.join(map(str, unknown))} "
+                        f"(known: {', '.join(_PLAN_FIELDS)})")
+    if "classes" not in data:
+        raise PlanError(f"plan file {path}: missing 'classes' (a list of class names)")
+    for key, value in data.items():
+        check, wanted = _PLAN_FIELDS[key]
+        if not check(value):
+            raise PlanError(f"plan file {path}: '{key}' must be {wanted}, not {value!r:.60}")
+    return {**data, "classes": tuple(data["classes"])}
 
 
 def check_window(window: np.ndarray, sample_format: str, rest: np.ndarray | None = None) -> list[str]:

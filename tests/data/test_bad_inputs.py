@@ -214,3 +214,16 @@ def test_a_dangling_link_is_named_as_such(tmp_path):
     (tmp_path / "a" / "gone.csv").symlink_to(tmp_path / "elsewhere.csv")
     with pytest.raises(DataError, match=r"gone.csv is a symbolic link to a missing file \(.*elsewhere.csv\)"):
         load_windows(f"folder:{tmp_path}?window=100&rate=100")
+
+
+def test_an_npy_that_is_not_one_never_advises_unpickling(tmp_path):
+    for name in ("fist", "rest"):
+        (tmp_path / name).mkdir()
+        np.save(tmp_path / name / "ok.npy", np.arange(64, dtype=np.float32))
+    (tmp_path / "fist" / "ok.npy").write_bytes(np.random.default_rng(0).bytes(500))
+    with pytest.raises(DataError, match=r"ok\.npy: not a NumPy \.npy file") as info:
+        load_windows(f"folder:{tmp_path}?rate=200")
+    np.save(tmp_path / "fist" / "ok.npy", np.array([object()], dtype=object), allow_pickle=True)
+    with pytest.raises(DataError, match=r"ok\.npy: holds Python objects, not numbers") as info2:
+        load_windows(f"folder:{tmp_path}?rate=200")
+    assert "allow_pickle" not in str(info.value) + str(info2.value)

@@ -165,3 +165,27 @@ def test_collect_command_pauses_in_one_line(tmp_path):
     last = run.stderr.strip().splitlines()[-1]
     assert last.startswith("tinynas: error: collection paused at fist: 3 attempts rejected") and "Traceback" not in run.stderr
     assert (tmp_path / "session" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[1, 2]", "must be an object with at least 'classes'"),
+    ('{"repetitions": 2}', "missing 'classes'"),
+    ('{"classes": 3}', "'classes' must be a list of class names, not 3"),
+    ('{"classes": ["a", "b"], "repetitions": "two"}', "'repetitions' must be a whole number"),
+    ('{"classes": ["a", "b"], "colour": "red"}', "unknown key(s) colour"),
+    ("\u00ff\u00fe not json", "not a JSON plan"),
+    ('{"classes": ["a", "b"], "window_seconds": 0}', "window > 0 s"),
+])
+def test_a_bad_plan_file_says_which_key_and_what_it_should_be(tmp_path, text, message):
+    path = tmp_path / "plan.json"
+    path.write_text(text, encoding="latin-1")
+    with pytest.raises(PlanError) as info:
+        load_plan(str(path))
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_good_plan_file_loads(tmp_path):
+    path = tmp_path / "mine.json"
+    path.write_text('{"classes": ["open", "close"], "repetitions": 2, "window_seconds": 1.5}')
+    plan = load_plan(str(path))
+    assert plan.name == "mine" and plan.classes == ("open", "close") and plan.repetitions == 2

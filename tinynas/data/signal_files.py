@@ -98,14 +98,27 @@ def _read_csv(path: Path) -> Signal:
     return Signal(np.asarray(rows, dtype=np.float32), None, header)
 
 
+_NPY_MAGIC = b"\x93NUMPY"
+
+
 def _read_npy(path: Path) -> Signal:
     try:
+        with open(path, "rb") as handle:
+            magic = handle.read(len(_NPY_MAGIC))
+        # Without its magic NumPy takes a file for a pickle and advises loading it unsafely: say what it is.
+        if magic != _NPY_MAGIC:
+            raise DataError(f"{shown(path)}: not a NumPy .npy file (no .npy header: damaged, or another format "
+                            f"named .npy)")
         array = np.load(path, allow_pickle=False)
     except PermissionError as exc:
         raise _cannot_read(path, exc) from None
+    except DataError:
+        raise
     # A damaged .npy fails as ValueError, EOFError, OSError, TypeError, MemoryError, even tokenize's
     # TokenError or SyntaxError (NumPy parses the header as a Python literal): all mean "damaged".
     except Exception as exc:
+        if "allow_pickle" in str(exc):  # an object array: never unpickled (that would run its code)
+            raise DataError(f"{shown(path)}: holds Python objects, not numbers") from None
         raise DataError(f"{shown(path)}: not a readable .npy file ({type(exc).__name__}: {exc})") from None
     if array.dtype.kind not in "iuf":
         raise DataError(f"{shown(path)}: holds {array.dtype} values, not numbers")
