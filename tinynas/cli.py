@@ -287,6 +287,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     hello = Hello(args.device_id, "sim-1", windows.channels, windows.sample_rate_hz, fmt)
     faults = Faults(drop_byte_probability=args.drop, flip_bit_probability=args.flip, seed=0)
     port = Path(args.port) if args.port else None
+    if port is not None and not port.parent.is_dir():  # a mistyped --port must not create folders
+        from firmware_bridge.link import LinkError
+
+        raise LinkError(f"cannot create the port {port}: {port.parent} is not a folder")
     with Simulator(ArraySource(stream), hello, faults=faults, speed=args.speed,
                    port_dir=port.parent if port else None,
                    **({"port_name": port.name} if port else {})) as simulator:
