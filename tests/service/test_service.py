@@ -365,9 +365,11 @@ def test_live_predictions_match_the_performed_classes(scenario):
         for label, first, count in performances:
             if first <= start and end <= first + count:
                 judged.append(prediction["label"] == label)
-    assert len(judged) >= 12, "too few predictions fell inside performed gestures"
+    assert len(judged) >= 36, "too few predictions fell inside performed gestures"
     accuracy = float(np.mean(judged))
     expected = notes["deployed"]["accuracy"]
     print(f"live accuracy {accuracy:.3f} on {len(judged)} windows; held-out accuracy {expected:.3f}")
-    # Statistical tolerance: live windows are a new sample of the same classes.
-    assert accuracy >= expected - 0.25
+    # Against chance (1/3), not against the held-out figure: that one comes from the few test windows of
+    # an 18-window collection (1.0 or 0.67 seen), far noisier than 0.25. Live windows overlap (hop 50 of
+    # 200 samples), so 72 of them are ~18 independent ones: P(>= 0.55 | chance) is about 0.03.
+    assert accuracy >= 0.55
