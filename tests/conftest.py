@@ -74,3 +74,35 @@ def exported_tiny(trained_tiny, vibration_split, tmp_path_factory):
     paths = write_export(out, arch, tflite, {"note": "test"})
     return arch, tflite, paths
 
+
+def _tmpfs(options: str, prefix: str):
+    """A real tmpfs mounted with `options` (root only); fails in CI, where .ci/run runs as root, else skips."""
+    import subprocess
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        folder.rmdir()
+        reason = f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+        folder.rmdir()
+
+
+@pytest.fixture
+def small_disk():
+    """A real 4 MiB file system, to fill up (a full disk is not simulated)."""
+    yield from _tmpfs("size=4m", "tinynas-full-")
+
+
+@pytest.fixture
+def read_only_mount():
+    """A real read-only file system; root ignores folder permissions, not this."""
+    yield from _tmpfs("ro,size=1m", "tinynas-ro-")

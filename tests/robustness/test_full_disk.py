@@ -3,8 +3,6 @@ one line (StorageError), nothing committed is lost, and once space is freed `--r
 
 from __future__ import annotations
 
-import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,19 +18,6 @@ TINY = "synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=
 TARGET = dict(ram="2200", flash="64k", macs="1M")
 FAST = Fidelity(epochs=2, batch_size=16, learning_rate=3e-3)
 
-
-@pytest.fixture
-def small_disk():
-    """A real 4 MiB file system (tmpfs); skipped where mounting is not permitted (not root)."""
-    folder = Path(tempfile.mkdtemp(prefix="tinynas-full-"))
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        folder.rmdir()
-        pytest.skip(f"cannot mount a small tmpfs here (needs root): {mounted.stderr.strip()}")
-    yield folder
-    subprocess.run(["umount", str(folder)], check=False)
-    folder.rmdir()
 
 
 def fill(disk: Path) -> Path:

@@ -9,7 +9,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -208,19 +207,6 @@ def test_an_out_that_is_a_file_is_refused(tmp_path):
         _study(target / "run").run()
     assert _snapshot(tmp_path) == before
 
-
-@pytest.fixture
-def read_only_mount():
-    """A real read-only file system (tmpfs mounted ro); root ignores folder permissions, not this."""
-    folder = Path(tempfile.mkdtemp(prefix="tinynas-ro-"))
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        folder.rmdir()
-        pytest.skip(f"cannot mount a read-only tmpfs here (needs root): {mounted.stderr.strip()}")
-    yield folder
-    subprocess.run(["umount", str(folder)], check=False)
-    folder.rmdir()
 
 
 @pytest.mark.parametrize("where", ["the mount itself", "a folder to create under it"])

@@ -16,12 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from firmware_bridge.errors import BridgeError
 from tinynas.data.spec import load_windows
 from tinynas.data.windows import Windows
 from tinynas.errors import TinynasError
+
+from damage import damaged
 
 FUZZ = settings(max_examples=int(os.environ.get("TINYNAS_FUZZ_EXAMPLES", 100)), deadline=None,
                 derandomize=not os.environ.get("TINYNAS_FUZZ_EXAMPLES"), database=None,
@@ -30,23 +31,6 @@ FUZZ = settings(max_examples=int(os.environ.get("TINYNAS_FUZZ_EXAMPLES", 100)), 
 
 def _signal(seed: int, samples: int = 64, channels: int = 2) -> np.ndarray:
     return np.random.default_rng(seed).normal(size=(samples, channels)).astype(np.float32)
-
-
-@st.composite
-def damaged(draw, original: bytes) -> bytes:
-    """A damaged copy of `original`: random bytes, a truncation, bit flips or spliced junk."""
-    kind = draw(st.sampled_from(["random", "truncate", "flip", "splice"]))
-    if kind == "random":
-        return draw(st.binary(max_size=2 * len(original)))
-    if kind == "truncate":
-        return original[:draw(st.integers(0, max(0, len(original) - 1)))]
-    data = bytearray(original)
-    if kind == "flip":
-        for bit in draw(st.lists(st.integers(0, len(data) * 8 - 1), min_size=1, max_size=8)):
-            data[bit // 8] ^= 1 << (bit % 8)
-        return bytes(data)
-    at = draw(st.integers(0, len(data)))
-    return bytes(data[:at]) + draw(st.binary(min_size=1, max_size=64)) + bytes(data[at:])
 
 
 OUTCOMES: dict[str, int] = {}
