@@ -236,7 +236,10 @@ def test_search_killed_mid_candidate_resumes_to_the_same_trials(tmp_path):
 @pytest.mark.slow
 def test_ctrl_c_stops_cleanly_with_the_journal_intact(tmp_path):
     out = tmp_path / "interrupted"
-    process = subprocess.Popen(_cli_search(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # Ctrl-C as a terminal sends it: the child must not inherit an ignored SIGINT (a test run started in
+    # the background of a script has one, and Python then never raises KeyboardInterrupt).
+    process = subprocess.Popen(_cli_search(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
     sent = False
     while time.monotonic() < deadline and process.poll() is None:
