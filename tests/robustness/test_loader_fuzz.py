@@ -48,6 +48,21 @@ def _outcome(spec: str) -> None:
     OUTCOMES["loaded"] = OUTCOMES.get("loaded", 0) + 1
 
 
+def _fuzz_file(target: Path, original: bytes, spec: str) -> None:
+    """Damage `target` every way `damaged` knows, load `spec` each time, then put the original back."""
+
+    @FUZZ
+    @given(data=damaged(original))
+    def check(data):
+        target.write_bytes(data)
+        _outcome(spec)
+
+    try:
+        check()
+    finally:
+        target.write_bytes(original)
+
+
 @pytest.fixture(autouse=True)
 def _both_outcomes_seen():
     """Every format's damage must be refused at least once (else the mutations never reached the parser)."""
@@ -101,17 +116,7 @@ def folders(tmp_path_factory):
 @pytest.mark.parametrize("suffix", sorted(WRITERS))
 def test_folder_signal_files(folders, suffix):
     spec, target, original = folders[suffix]
-
-    @FUZZ
-    @given(data=damaged(original))
-    def check(data):
-        target.write_bytes(data)
-        _outcome(spec)
-
-    try:
-        check()
-    finally:
-        target.write_bytes(original)
+    _fuzz_file(target, original, spec)
 
 
 # ---- npz: plain arrays and Windows.save ----------------------------------------------------------------------------
@@ -130,17 +135,7 @@ def npz_files(tmp_path_factory):
 @pytest.mark.parametrize("name", ["plain.npz", "saved.npz"])
 def test_npz(npz_files, name):
     target, original = npz_files[name]
-
-    @FUZZ
-    @given(data=damaged(original))
-    def check(data):
-        target.write_bytes(data)
-        _outcome(f"npz:{target}")
-
-    try:
-        check()
-    finally:
-        target.write_bytes(original)
+    _fuzz_file(target, original, f"npz:{target}")
 
 
 # ---- cwru: the Data Center's .mat layout ---------------------------------------------------------------------------
@@ -162,17 +157,7 @@ def cwru_folder(tmp_path_factory):
 
 def test_cwru_mat(cwru_folder):
     spec, target, original = cwru_folder
-
-    @FUZZ
-    @given(data=damaged(original))
-    def check(data):
-        target.write_bytes(data)
-        _outcome(spec)
-
-    try:
-        check()
-    finally:
-        target.write_bytes(original)
+    _fuzz_file(target, original, spec)
 
 
 # ---- isl: the published JSON layout --------------------------------------------------------------------------------
@@ -215,32 +200,12 @@ def real_isl_folder(tmp_path_factory):
 @pytest.mark.parametrize("imu", [0, 1])
 def test_isl_json(isl_folder, imu):
     root, target, original = isl_folder
-
-    @FUZZ
-    @given(data=damaged(original))
-    def check(data):
-        target.write_bytes(data)
-        _outcome(f"isl:{root}?imu={imu}")
-
-    try:
-        check()
-    finally:
-        target.write_bytes(original)
+    _fuzz_file(target, original, f"isl:{root}?imu={imu}")
 
 
 def test_real_isl_json(real_isl_folder):
     root, target, original = real_isl_folder
-
-    @FUZZ
-    @given(data=damaged(original))
-    def check(data):
-        target.write_bytes(data)
-        _outcome(f"isl:{root}?imu=1")
-
-    try:
-        check()
-    finally:
-        target.write_bytes(original)
+    _fuzz_file(target, original, f"isl:{root}?imu=1")
 
 
 # ---- session: a folder written by firmware_bridge's Recorder -------------------------------------------------------
@@ -265,14 +230,4 @@ def session_folder(tmp_path_factory):
 def test_session_folder(session_folder, name, recut):
     folder, originals = session_folder
     target = folder / name
-
-    @FUZZ
-    @given(data=damaged(originals[name]))
-    def check(data):
-        target.write_bytes(data)
-        _outcome(f"session:{folder}{recut}")
-
-    try:
-        check()
-    finally:
-        target.write_bytes(originals[name])
+    _fuzz_file(target, originals[name], f"session:{folder}{recut}")
