@@ -213,7 +213,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_data_inspect(args: argparse.Namespace) -> int:
-    from tinynas.data.inspect import describe_windows
+    from tinynas.data.inspect import describe_windows, format_summary
     from tinynas.data.spec import load_windows
     from tinynas.data.checks import check_windows
     from tinynas.data.splits import make_split
@@ -230,28 +230,7 @@ def _cmd_data_inspect(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    print(f"{args.spec}")
-    print(f"  windows   {summary['windows']} x {summary['window_length']} samples x {summary['channels']} channels "
-          f"at {summary['sample_rate_hz']:g} Hz ({summary['window_seconds']:.3g} s each)")
-    print(f"  channels  {', '.join(summary['channel_names'])}")
-    print(f"  groups    {summary['groups']} recordings; sessions: {summary['sessions'] or 'none'}")
-    print(f"  values    min {summary['min']:.4g}, max {summary['max']:.4g}, mean {summary['mean']:.4g}, "
-          f"std {summary['std']:.4g}")
-    print(f"  classes   {summary['classes']}:")
-    for name, count in summary["counts"].items():
-        print(f"    {name:<12}{count}")
-    split = summary["split"]
-    if "error" in split:
-        print(f"  split     impossible: {split['error']}")
-    else:
-        print(f"  split     {split['train']}/{split['val']}/{split['test']}: {split['protocol']}")
-    for key, value in summary["provenance"].items():
-        if key != "per_file":
-            print(f"  {key:<9} {value}")
-    for finding in summary["findings"]:
-        print(f"  {finding['severity'].upper():<9} {finding['message']}")
-    if not summary["findings"]:
-        print("  checks    no flat or saturated channel, no mixed-up labels, classes balanced")
+    print(format_summary(args.spec, summary))
     return 0
 
 
