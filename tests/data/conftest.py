@@ -28,6 +28,22 @@ def real_cwru():
     return path
 
 
+@pytest.fixture(scope="session")
+def real_cwru_1hp():
+    path = SHARED / "cwru_1hp_dev"
+    if not (path / "106.mat").exists():
+        pytest.skip("../shared/data/cwru_1hp_dev is not here")
+    return path
+
+
+@pytest.fixture(scope="session")
+def real_isl_session3():
+    path = SHARED / "isl_session3_dev"
+    if not (path / "Dataset").is_dir():
+        pytest.skip("../shared/data/isl_session3_dev is not here")
+    return path
+
+
 @pytest.fixture
 def small_isl(tmp_path):
     """3 letters x 5 recordings in the published layout."""
@@ -52,3 +68,19 @@ def small_cwru(tmp_path):
                                    "X105_FE_time": rng.normal(size=(12_000, 1)), "X105RPM": np.array([[1797]])})
     savemat(tmp_path / "3001.mat", {"X056_DE_time": rng.normal(size=(12_000, 1))})
     return tmp_path
+
+
+@pytest.fixture
+def small_cwru_1hp(tmp_path):
+    """Three 1 hp files (no normal baseline, as in cwru_1hp_dev): one with its RPM key, one without,
+    one with a prefix unlike its number (3002 holds X057)."""
+    from scipy.io import savemat
+
+    rng = np.random.default_rng(2)
+    folder = tmp_path / "cwru_1hp"
+    folder.mkdir()
+    savemat(folder / "106.mat", {"X106_DE_time": rng.normal(size=(12_000, 1)),
+                                 "X106_FE_time": rng.normal(size=(12_000, 1)), "X106RPM": np.array([[1774]])})
+    savemat(folder / "119.mat", {"X119_DE_time": rng.normal(size=(12_000, 1))})
+    savemat(folder / "3002.mat", {"X057_DE_time": rng.normal(size=(12_000, 1))})
+    return folder

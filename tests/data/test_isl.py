@@ -44,3 +44,16 @@ def test_wrong_shape_names_the_file(small_isl):
 def test_not_the_layout(tmp_path):
     with pytest.raises(DataError, match="is not the ISL layout"):
         load_isl(tmp_path)
+
+
+def test_sessions_are_the_recording_days_in_provenance(small_isl):
+    windows = load_isl(small_isl)
+    assert windows.provenance["sessions"] == {"2020-06-26": 10, "2020-06-27": 5}
+    assert windows.sessions.tolist() == ["2020-06-26"] * 10 + ["2020-06-27"] * 5
+
+
+def test_real_re_worn_session_loads_as_one_session(real_isl_session3):
+    windows = load_isl(real_isl_session3)
+    assert windows.x.shape == (52, 400, 8) and windows.classes == 26
+    assert np.bincount(windows.y).tolist() == [2] * 26
+    assert windows.provenance["sessions"] == {"2020-07-09": 52}

@@ -99,5 +99,7 @@ def load_isl(path: str | Path, imu: bool = False) -> Windows:
     return Windows(np.stack(x), np.array(y), np.array(groups), tuple(letters), RATE_HZ,
                    EMG_CHANNELS + (IMU_CHANNELS if imu else ()),
                    {"source": "isl", "path": str(folder), "channels": "emg+imu" if imu else "emg",
-                    "files": len(y)},
+                    "files": len(y),
+                    # A re-worn armband is a new session: which days (and how much of each) this set holds.
+                    "sessions": {day: days.count(day) for day in sorted(set(days))}},
                    sessions=np.array(days), time_index=seconds)

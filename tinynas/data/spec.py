@@ -2,7 +2,9 @@
 
     synthetic:vibration | synthetic:emg      generated sets, e.g. synthetic:emg?classes=26&seed=1
     isl:PATH[?imu=1]                         the ISL alphabet in its published layout
-    cwru:PATH[?files=bearingnas10&channel=FE&window=512&hop=512&windows_per_file=200&resample=1]
+    cwru:PATH[?files=bearingnas10&load=1&channel=FE&window=512&hop=512&windows_per_file=200&resample=1]
+                                             load=0,1 or load=all for several loads (default: the one
+                                             load of the set in the folder); files= also takes numbers
     session:PATH[?window=512&hop=256]        a recording made by firmware_bridge (or a folder of them),
                                              optionally re-cut into windows of another length
     folder:PATH[?window=400&hop=200&rate=200&channels=0,1&key=_DE_time]
@@ -90,7 +92,7 @@ def load_windows(spec: str) -> Windows:
         from tinynas.data.cwru import load_cwru
 
         options = _options(query, {"files": tuple, "channel": str, "window": int, "hop": int,
-                                   "windows_per_file": int, "resample": bool})
+                                   "windows_per_file": int, "resample": bool, "load": tuple})
         if "resample" in options:
             options["resample_normal"] = options.pop("resample")
         return load_cwru(argument, **options)
