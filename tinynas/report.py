@@ -49,6 +49,15 @@ def plot_trials(path: Path, trials: list[Trial], winner: Trial, target: Target) 
     atomic_write_bytes(path, buffer.getvalue())
 
 
+def validation_line(split: dict) -> str:
+    """Whether the search ranked candidates on a held-out session (what transfers) or not, and why."""
+    if split.get("held_out"):
+        return (f"- validation: held-out session {split['held_out']} (leave-one-session-out), never trained on: "
+                f"candidates were ranked by what transfers to another session")
+    reason = split.get("held_out_reason") or "not recorded (an older card)"
+    return f"- validation: not on a held-out session ({reason}): candidates were ranked on the training sessions"
+
+
 def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: dict, target: Target) -> None:
     """Write report.md and trials.png into `out_dir`."""
     out_dir = Path(out_dir)
@@ -64,6 +73,7 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: dict, 
         f"of {card['input']['shape'][0]}x{card['input']['shape'][1]}, {len(card['classes'])} classes",
         f"- split: {card['split']['protocol']} ({card['split']['train']}/{card['split']['val']}/"
         f"{card['split']['test']} windows)",
+        validation_line(card["split"]),
         f"- target: {target.name}: RAM {kib(target.ram_bytes)}, flash {kib(target.flash_bytes)}, "
         f"{target.mac_budget:,} MACs",
         f"- strategy `{search['strategy']}`, seed {search['seed']}: {search['candidates']} candidates, "

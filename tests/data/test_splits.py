@@ -91,7 +91,8 @@ def test_session_protocol_holds_out_a_whole_session_when_classes_span_sessions()
     split = make_split(windows, "session")
     assert set(windows.sessions[split.test]) == {"s2"}
     assert set(windows.sessions[split.train]) == {"s1"}
-    assert "test on session s2" in split.protocol
+    assert set(windows.sessions[split.val]) == {"s2"} and split.held_out == "s2"
+    assert "validates and tests on held-out session s2" in split.protocol
 
 
 def test_real_protocols_never_leak(real_isl, real_cwru):
