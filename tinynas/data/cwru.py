@@ -149,10 +149,8 @@ def _plan(folder: Path, files, load) -> tuple[list[tuple[int, str, str]], tuple[
             raise DataError("give files=NUMBERS or load=..., not both: a file number already fixes its load")
         plan = [(n, CATALOGUE[n].label if n in CATALOGUE else str(n),
                  f"{CATALOGUE[n].load_hp}hp" if n in CATALOGUE else "unknown load") for n in numbers]
-        names = tuple(dict.fromkeys(label for _, label, _ in plan))
-        if len(names) < 2:
-            raise DataError(f"files={','.join(map(str, numbers))} hold one class ({names[0]}); give at least 2")
-        return plan, names, []
+        # One class only is refused by Windows, after the files are read (a damaged file is the news).
+        return plan, tuple(dict.fromkeys(label for _, label, _ in plan)), []
     set_name, classes = _classes(files)
     loads = _loads(load)
     if loads is None:
