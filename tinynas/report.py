@@ -52,8 +52,8 @@ def plot_trials(path: Path, trials: list[Trial], winner: Trial, target: Target) 
 def validation_line(split: dict) -> str:
     """Whether the search ranked candidates on a held-out session (what transfers) or not, and why."""
     if split.get("held_out"):
-        return (f"- validation: held-out session {split['held_out']} (leave-one-session-out), never trained on: "
-                f"candidates were ranked by what transfers to another session")
+        said = split.get("held_out_reason") or f"validates on held-out session {split['held_out']}"
+        return f"- validation: leave-one-session-out, {said}: candidates were ranked by what transfers to it"
     reason = split.get("held_out_reason") or "not recorded (an older card)"
     return f"- validation: not on a held-out session ({reason}): candidates were ranked on the training sessions"
 

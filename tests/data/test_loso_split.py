@@ -93,6 +93,7 @@ def test_class_in_one_session_only_is_cut_in_time_and_named():
         assert normal in windows.y[part]
     assert set(windows.sessions[split.val][windows.y[split.val] != normal]) == {"1hp"}
     assert "1 class(es) recorded in one session only, split in time within it (70/10/20): normal" in split.protocol
+    assert split.held_out_reason == "validates on held-out session 1hp (except 1 class(es) recorded in one session only)"
     _assert_no_leak(windows, split)
 
 
@@ -164,9 +165,20 @@ def test_real_cwru_0_and_1_hp_validate_on_1_hp(tmp_path, real_cwru, real_cwru_1h
 
 def test_report_says_whether_validation_was_held_out():
     held = _recorded({(c, s): 2 for c in "AB" for s in ("d1", "d2")})
-    assert "held-out session d2 (leave-one-session-out)" in validation_line(make_split(held).describe())
+    assert validation_line(make_split(held).describe()) == (
+        "- validation: leave-one-session-out, validates on held-out session d2: candidates were ranked by what "
+        "transfers to it")
     single = _recorded({(c, "d1"): 3 for c in "AB"})
     assert validation_line(make_split(single).describe()) == (
         "- validation: not on a held-out session (one session only (d1)): candidates were ranked on the "
         "training sessions")
     assert "an older card" in validation_line({"protocol": "segment: ...", "train": 1, "val": 1, "test": 1})
+
+
+def test_a_one_session_class_too_short_to_cut_is_the_reason():
+    windows = _recorded({("A", "d1"): 2, ("A", "d2"): 2, ("B", "d1"): 1}, per_recording=2)
+    with pytest.raises(DataError, match="impossible: class 'B' has 2 window\\(s\\) in session 'd1'; a temporal "
+                                        "split needs at least 3"):
+        leave_session_out_split(windows)
+    with pytest.raises(DataError, match="class 'B' has 1 recording group"):  # and the fallback cannot either
+        make_split(windows, "auto")
