@@ -55,3 +55,26 @@ def test_fidelity_rejects_a_bad_subset_or_patience():
         Fidelity(subset=0)
     with pytest.raises(SpecError, match="patience"):
         Fidelity(patience=-1)
+
+
+def test_augmented_training_is_seeded_and_differs_from_plain():
+    from tinynas.augment import Augmentation
+
+    x, y = _data()
+    augmented = Fidelity(epochs=3, batch_size=8, augmentation=Augmentation(gain=0.3, noise=0.2))
+    first = fit(ARCH, x[:18], y[:18], x[18:], y[18:], augmented, seed=1)
+    again = fit(ARCH, x[:18], y[:18], x[18:], y[18:], augmented, seed=1)
+    plain = fit(ARCH, x[:18], y[:18], x[18:], y[18:], Fidelity(epochs=3, batch_size=8), seed=1)
+    assert first.train_loss == again.train_loss and first.val_loss == again.val_loss
+    assert first.train_loss != plain.train_loss
+
+
+def test_fidelity_with_augmentation_round_trips_and_old_dicts_still_load():
+    from tinynas.augment import Augmentation
+
+    fidelity = Fidelity(epochs=5, augmentation=Augmentation(speed=0.03))
+    stored = fidelity.to_dict()
+    assert stored["augmentation"] == {"speed": 0.03}
+    assert Fidelity(**stored) == fidelity
+    assert "augmentation" not in Fidelity(epochs=5).to_dict()  # as journals written before it existed
+    assert Fidelity(epochs=5, augmentation=Augmentation()).augmentation is None

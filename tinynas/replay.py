@@ -11,7 +11,7 @@ live incumbent) are replaced by the recorded number of epochs.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tinynas.data.holdout import without_test_side
@@ -85,7 +85,7 @@ def replay_trial(out_dir: str | Path, number: int) -> Replay:
         fidelity = fidelity.with_learning_rate(trial.details["retry_learning_rate"])
     if trial.val_loss:
         fidelity = replace(fidelity, epochs=len(trial.val_loss), curve_stop=False)
-    job = Job(trial.number, "train", trial.architecture.to_json(), asdict(fidelity), seed, str(data_path),
+    job = Job(trial.number, "train", trial.architecture.to_json(), fidelity.to_dict(), seed, str(data_path),
               tuple(int(i) for i in split.train), tuple(int(i) for i in split.val), (),
               trial.details.get("fault"), health=True, preprocessing=preprocessing)
     with WorkerPool(1, 1) as pool:

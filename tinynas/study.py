@@ -17,12 +17,13 @@ import numbers
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from tinynas.atomic import atomic_write_text, storage_error
+from tinynas.augment import parse_augmentation
 from tinynas.cost import check_space_fits, estimate
 from tinynas.data.holdout import without_test_side
 from tinynas.data.splits import Split, make_split
@@ -100,7 +101,7 @@ class Study:
                  max_jobs_per_worker: int | None = None, split: str = "auto",
                  track_test: bool = False, check_data: bool = True, health: bool = True,
                  retry_unstable: bool = True, normalize: str = "none", test_windows: Windows | None = None,
-                 test_spec: str = "", clock: Callable[[], float] = time.monotonic) -> None:
+                 test_spec: str = "", clock: Callable[[], float] = time.monotonic, augment: str = "auto") -> None:
         # Every caller (CLI, service, demo, benchmarks) gets these checks before any file is written.
         _check_whole("workers", workers)
         _check_whole("threads per worker", threads_per_worker)
@@ -121,6 +122,12 @@ class Study:
         self.budget_seconds = budget_seconds
         self.seed = seed
         self.fidelity = fidelity
+        # The final recipe's augmentation (`--augment`): every strategy's final training uses it.
+        if final_fidelity.augmentation is None:
+            augmentation, self.augmentation_note = parse_augmentation(augment, windows.provenance)
+            final_fidelity = replace(final_fidelity, augmentation=augmentation)
+        else:
+            self.augmentation_note = "given with the final recipe"
         self.final_fidelity = final_fidelity
         self.workers = workers
         self.threads_per_worker = threads_per_worker
@@ -153,7 +160,7 @@ class Study:
     # ---- set-up -------------------------------------------------------------------------
     def _settings(self, strategy) -> dict:
         settings = {"data_digest": self.windows.digest(), "target": self.target.to_dict(),
-                    "strategy": self.strategy_name, "seed": self.seed, "fidelity": asdict(strategy.fidelity),
+                    "strategy": self.strategy_name, "seed": self.seed, "fidelity": strategy.fidelity.to_dict(),
                     "space": asdict(self.space), "split": self.split.protocol}
         # Only when used, so that journals written before these options existed still resume.
         if self.preprocessing.normalize != "none":
@@ -162,7 +169,7 @@ class Study:
             settings["test_data_digest"] = self.test_windows.digest()
         # The final recipe decides the winner's losses (fast trains every candidate with it) and its
         # retraining: a resume with another --final-epochs is another search.
-        settings["final_fidelity"] = asdict(self.final_fidelity)
+        settings["final_fidelity"] = self.final_fidelity.to_dict()
         return settings
 
     def _check_resumable(self, stored: dict, settings: dict) -> None:
@@ -395,7 +402,7 @@ class Study:
     # ---- helpers ------------------------------------------------------------------------
     @staticmethod
     def _key(arch: Architecture, fidelity: Fidelity) -> tuple[str, str]:
-        return arch.digest(), json.dumps(asdict(fidelity), sort_keys=True)
+        return arch.digest(), json.dumps(fidelity.to_dict(), sort_keys=True)
 
     def _decide(self, number: int, proposal) -> Trial:
         cost = estimate(proposal.architecture)
@@ -410,7 +417,7 @@ class Study:
         with_test = kind in ("final", "export") or self.track_test
         weights = self._weights_path(trial) if kind == "export" or (
             kind == "train" and self._is_final_recipe(trial.fidelity)) else None
-        return Job(trial.number, kind, trial.architecture.to_json(), asdict(fidelity or trial.fidelity),
+        return Job(trial.number, kind, trial.architecture.to_json(), (fidelity or trial.fidelity).to_dict(),
                    self.seed, str(data_path), tuple(int(i) for i in self.split.train),
                    tuple(int(i) for i in self.split.val),
                    tuple(int(i) for i in self.split.test) if with_test else (), fault,
@@ -426,7 +433,7 @@ class Study:
         """Trained on all training windows with the final recipe: exportable without retraining."""
         final = self.final_fidelity
         return (fidelity.subset == 1 and fidelity.epochs == final.epochs and fidelity.batch_size == final.batch_size
-                and fidelity.learning_rate == final.learning_rate)
+                and fidelity.learning_rate == final.learning_rate and fidelity.augmentation == final.augmentation)
 
     def _weights_path(self, trial: Trial) -> Path:
         folder = self.out_dir / "weights"
@@ -577,7 +584,11 @@ class Study:
                        "trained": counts["complete"] + counts["failed"], "infeasible": counts["infeasible"],
                        "failed": counts["failed"], "interrupted": counts["interrupted"],
                        "peak_worker_memory_bytes": journal.get_meta("peak_worker_memory") or {}},
-            "final_training": {**asdict(fidelity), "seconds": round(time.monotonic() - started, 1),
+            "training_recipe": {"augmentation": (fidelity.augmentation.to_dict() if fidelity.augmentation else {}),
+                                "augmentation_text": (fidelity.augmentation.describe() if fidelity.augmentation
+                                                      else "none"),
+                                "chosen": self.augmentation_note},
+            "final_training": {**fidelity.to_dict(), "seconds": round(time.monotonic() - started, 1),
                                "best_val_loss": min(result.val_loss) if result.val_loss else winner.score,
                                "retrained": bool(result.val_loss),
                                "timings": {key: round(value, 3) for key, value in result.timings.items()}},

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from tinynas.augment import Augmentation
 from tinynas.space import Architecture, SpecError, as_model_input
 
 
@@ -22,7 +23,8 @@ class Fidelity:
     `subset` < 1 trains on a representative fraction of the training windows (per-class
     clustering, `tinynas.data.subset`); `patience` > 0 stops after that many epochs without a
     better validation loss; `curve_stop` stops once the learning curve cannot beat the incumbent
-    (`tinynas.curve_stop`). The method uses none of the three.
+    (`tinynas.curve_stop`). The method uses none of the three. `augmentation` changes the
+    training windows every epoch (`tinynas.augment`; None: the method's unchanged windows).
     """
 
     epochs: int = 100
@@ -31,8 +33,16 @@ class Fidelity:
     subset: float = 1.0
     patience: int = 0
     curve_stop: bool = False
+    augmentation: Augmentation | None = None
 
     def __post_init__(self) -> None:
+        # Stored fidelities (journals, jobs) hold the augmentation as a dict; "none" is stored as None.
+        augmentation = self.augmentation
+        if isinstance(augmentation, dict):
+            augmentation = Augmentation.from_dict(augmentation)
+        if augmentation is not None and not isinstance(augmentation, Augmentation):
+            raise SpecError(f"invalid fidelity augmentation {augmentation!r}")
+        object.__setattr__(self, "augmentation", augmentation if augmentation and augmentation.active else None)
         if self.epochs < 1 or self.batch_size < 1 or not self.learning_rate > 0:
             raise SpecError(f"invalid fidelity {self}: epochs and batch size >= 1, learning rate > 0")
         if not 0 < self.subset <= 1 or self.patience < 0:
@@ -41,6 +51,16 @@ class Fidelity:
     def with_learning_rate(self, learning_rate: float) -> "Fidelity":
         """The same fidelity at another learning rate."""
         return replace(self, learning_rate=learning_rate)
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict; `Fidelity(**d)` rebuilds it. No augmentation: no key, as before it existed,
+        so journals and trial keys written then still match."""
+        data = asdict(self)
+        if self.augmentation is None:
+            del data["augmentation"]
+        else:
+            data["augmentation"] = self.augmentation.to_dict()
+        return data
 
 
 @dataclass
@@ -112,8 +132,12 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
         curve = keras_callback(rule, fidelity.epochs, live_incumbent)
         extra.append(curve)
     clock = _EpochClock(tf)
-    history = model.fit(as_model_input(x_train), y_train, validation_data=(as_model_input(x_val), y_val),
-                        epochs=fidelity.epochs, batch_size=fidelity.batch_size, shuffle=True, verbose=0,
+    if fidelity.augmentation is None:
+        data = {"x": as_model_input(x_train), "y": y_train, "batch_size": fidelity.batch_size, "shuffle": True}
+    else:
+        data = {"x": _augmented_batches(tf, x_train, y_train, fidelity, seed)}
+    history = model.fit(**data, validation_data=(as_model_input(x_val), y_val),
+                        epochs=fidelity.epochs, verbose=0,
                         callbacks=[clock, *callbacks, *extra, best, tf.keras.callbacks.TerminateOnNaN()])
     curves = history.history
     ran = len(curves.get("loss", []))
@@ -128,6 +152,33 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
     return TrainResult(model, [float(v) for v in curves.get("val_loss", [])],
                        [float(v) for v in curves.get("val_accuracy", [])],
                        [float(v) for v in curves.get("loss", [])], stopped, timings)
+
+
+def _augmented_batches(tf, x: np.ndarray, y: np.ndarray, fidelity: Fidelity, seed: int):
+    """Shuffled batches of freshly augmented training windows, redrawn every epoch from a generator
+    seeded by `seed` (so a candidate trains the same way on every run)."""
+    augmentation = fidelity.augmentation
+    batch = fidelity.batch_size
+
+    class Augmented(tf.keras.utils.PyDataset):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rng = np.random.default_rng([seed, 0x5A17])
+            self.on_epoch_end()
+
+        def on_epoch_end(self) -> None:
+            order = self.rng.permutation(len(x))
+            self.x = as_model_input(augmentation.apply(x[order], self.rng))
+            self.y = y[order]
+
+        def __len__(self) -> int:
+            return -(-len(x) // batch)
+
+        def __getitem__(self, index: int):
+            part = slice(index * batch, (index + 1) * batch)
+            return self.x[part], self.y[part]
+
+    return Augmented()
 
 
 def _EpochClock(tf):

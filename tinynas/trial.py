@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 import json
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tinynas.space import Architecture
@@ -68,7 +68,7 @@ class Trial:
         """Columns for the journal."""
         return {
             "number": self.number, "architecture": self.architecture.to_json(),
-            "digest": self.architecture.digest(), "fidelity": json.dumps(asdict(self.fidelity), sort_keys=True),
+            "digest": self.architecture.digest(), "fidelity": json.dumps(self.fidelity.to_dict(), sort_keys=True),
             "state": self.state.value, "score": self.score,
             "val_loss": json.dumps(list(self.val_loss)), "val_accuracy": json.dumps(list(self.val_accuracy)),
             "costs": json.dumps(self.costs, sort_keys=True), "seconds": self.seconds, "error": self.error,

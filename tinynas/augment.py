@@ -1,0 +1,168 @@
+"""Random changes to training windows that mimic what differs between onboarding and use.
+
+The armband is put on again a little rotated, with other skin contact (per-electrode gain) and
+another effort (overall gain); the motor turns at another load (a few percent of speed, another
+amplitude). Training on windows changed this way teaches the network to ignore those changes.
+Each kind is switchable; which ones a sensor's preset keeps is decided by `benchmarks/shift.py`
+(kept only where it helped on windows of another session/condition, see its results files).
+
+Augmentation is applied per epoch to the training windows only (never to validation or test),
+drawn from a generator seeded by the run's seed, so a candidate trains the same way on every run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+
+from tinynas.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Augmentation:
+    """How strongly each change is drawn (0 = off).
+
+    channel_shift: rotate the channels by up to +-n positions (ring armbands: electrode i -> i+n mod C).
+    channel_gain:  multiply each channel by exp(u), u uniform in +-x (electrode contact).
+    gain:          multiply the whole window by exp(u), u uniform in +-x (effort, load, sensor mounting).
+    noise:         add Gaussian noise of x times each window-channel's standard deviation.
+    time_shift:    roll the window circularly by up to +-x of its length.
+    speed:         resample the window by a factor 1 +- x (machine speed), wrapping at the end.
+    """
+
+    channel_shift: int = 0
+    channel_gain: float = 0.0
+    gain: float = 0.0
+    noise: float = 0.0
+    time_shift: float = 0.0
+    speed: float = 0.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.channel_shift, bool) or not isinstance(self.channel_shift, int) \
+                or not 0 <= self.channel_shift <= 8:
+            raise UsageError(f"augmentation channel_shift must be a whole number 0..8, got {self.channel_shift!r}")
+        limits = {"channel_gain": 1.0, "gain": 1.0, "noise": 1.0, "time_shift": 0.5, "speed": 0.2}
+        for name, limit in limits.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or not 0 <= value <= limit:
+                raise UsageError(f"augmentation {name} must be a number in 0..{limit:g}, got {value!r}")
+            object.__setattr__(self, name, float(value))
+
+    @property
+    def active(self) -> bool:
+        """Whether any change is drawn at all."""
+        return any(getattr(self, f.name) for f in fields(self))
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict (cards, journals, jobs): only the kinds that are on."""
+        return {key: value for key, value in asdict(self).items() if value}
+
+    @classmethod
+    def from_dict(cls, stored: dict | None) -> "Augmentation":
+        """The inverse of `to_dict` (None or {} is no augmentation)."""
+        if not stored:
+            return cls()
+        if not isinstance(stored, dict):
+            raise UsageError(f"augmentation must be a JSON object, got {type(stored).__name__}")
+        unknown = sorted(set(stored) - {f.name for f in fields(cls)})
+        if unknown:
+            raise UsageError(f"unknown augmentation kind(s): {', '.join(unknown)}; known: {', '.join(KINDS)}")
+        return cls(**stored)
+
+    def describe(self) -> str:
+        """One line for people, e.g. "gain +-0.3, noise 0.1"."""
+        if not self.active:
+            return "none"
+        parts = []
+        for key, value in self.to_dict().items():
+            parts.append(f"{key} +-{value:g}" if key != "noise" else f"noise {value:g}")
+        return ", ".join(parts)
+
+    def apply(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """A changed copy of windows `x` (n, T, C), float32; `x` itself is not modified."""
+        x = np.array(x, dtype=np.float32, copy=True)
+        n, length, channels = x.shape
+        if n == 0 or not self.active:
+            return x
+        if self.speed:
+            x = _resample(x, 1.0 + rng.uniform(-self.speed, self.speed, n))
+        if self.time_shift:
+            reach = max(1, int(round(self.time_shift * length)))
+            shift = rng.integers(-reach, reach + 1, n)
+            index = (np.arange(length)[None, :] - shift[:, None]) % length
+            x = np.take_along_axis(x, index[:, :, None], axis=1)
+        if self.channel_shift and channels > 1:
+            shift = rng.integers(-self.channel_shift, self.channel_shift + 1, n)
+            index = (np.arange(channels)[None, :] + shift[:, None]) % channels
+            x = np.take_along_axis(x, index[:, None, :], axis=2)
+        if self.channel_gain:
+            x *= np.exp(rng.uniform(-self.channel_gain, self.channel_gain, (n, 1, channels))).astype(np.float32)
+        if self.gain:
+            x *= np.exp(rng.uniform(-self.gain, self.gain, (n, 1, 1))).astype(np.float32)
+        if self.noise:
+            spread = x.std(axis=1, keepdims=True)
+            x += (rng.standard_normal(x.shape) * spread * self.noise).astype(np.float32)
+        return x
+
+
+KINDS = tuple(f.name for f in fields(Augmentation))
+
+
+def _resample(x: np.ndarray, factor: np.ndarray) -> np.ndarray:
+    """Each window read at `factor` times its speed (linear interpolation, wrapping at the end)."""
+    n, length, _ = x.shape
+    position = np.arange(length)[None, :] * factor[:, None]
+    below = np.floor(position).astype(np.int64)
+    weight = (position - below).astype(np.float32)[:, :, None]
+    rows = np.arange(n)[:, None]
+    early = x[rows, below % length]
+    late = x[rows, (below + 1) % length]
+    return early * (1 - weight) + late * weight
+
+
+PRESETS: dict[str, Augmentation] = {
+    "none": Augmentation(),
+    # Filled from benchmarks/results/shift-*.md: only kinds that helped on another session/condition.
+    "armband": Augmentation(),
+    "vibration": Augmentation(),
+}
+
+SENSORS = {"isl": "armband", "cwru": "vibration", "synthetic:emg": "armband", "synthetic:vibration": "vibration"}
+"""Which preset `auto` takes for a data source (others: none, unless the data says what sensor it is)."""
+
+
+def sensor_of(provenance: dict) -> str | None:
+    """The sensor kind ("armband" or "vibration") a data set's provenance names, if any."""
+    kind = provenance.get("sensor") or SENSORS.get(provenance.get("source", ""))
+    return kind if kind in PRESETS else None
+
+
+def parse_augmentation(text: str, provenance: dict | None = None) -> tuple[Augmentation, str]:
+    """`--augment` value -> (augmentation, how it was chosen).
+
+    "auto" takes the preset of the data's sensor; "none", "armband" or "vibration" a preset;
+    "gain=0.3,noise=0.1" sets kinds explicitly (others off).
+    """
+    text = (text or "auto").strip()
+    if text == "auto":
+        sensor = sensor_of(provenance or {})
+        if sensor is None:
+            return PRESETS["none"], "auto: no augmentation (the data does not say what sensor it is)"
+        return PRESETS[sensor], f"auto: the {sensor} preset"
+    if text in PRESETS:
+        return PRESETS[text], f"the {text} preset"
+    values: dict[str, float | int] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in KINDS:
+            raise UsageError(f"--augment {text!r}: give auto, none, {', '.join(p for p in PRESETS if p != 'none')} "
+                             f"or kind=value pairs joined by commas (kinds: {', '.join(KINDS)})")
+        try:
+            values[key] = int(value) if key == "channel_shift" else float(value)
+        except ValueError:
+            raise UsageError(f"--augment: {key}={value!r} is not a number") from None
+    return Augmentation(**values), "explicit"
