@@ -195,6 +195,51 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_adapt(args: argparse.Namespace) -> int:
+    from tinynas.adaptation.adapt import PARTS, adapt
+    from tinynas.data.spec import load_windows
+    from tinynas.modeldir import ModelDir, check_new_folder
+    from tinynas.progress import Progress
+
+    parts = tuple(part.strip() for part in args.only.split(",")) if args.only else PARTS
+    source = ModelDir.open(args.model)  # a missing or old model is reported before the data is loaded
+    check_new_folder(args.out, source.path)
+    result = adapt(source.path, load_windows(args.data), args.out, spec=args.data, parts=parts,
+                   progress=Progress().event)
+    if args.json:
+        entry = result.card["history"][-1]
+        print(json.dumps({"out": str(result.out_dir), **entry}, indent=2))
+    else:
+        print(result.text())
+    return 0
+
+
+def _cmd_recalibrate(args: argparse.Namespace) -> int:
+    from tinynas.adaptation.recalibrate import Recipe, recalibrate
+    from tinynas.data.spec import load_windows
+    from tinynas.modeldir import ModelDir, check_new_folder
+    from tinynas.progress import Progress
+
+    check_seed(args.seed)
+    recipe = Recipe(**{key: value for key, value in (("epochs", args.epochs), ("learning_rate", args.learning_rate))
+                       if value is not None})
+    source = ModelDir.open(args.model)
+    check_new_folder(args.out, source.path)
+    verify = load_windows(args.verify) if args.verify else None
+    result = recalibrate(source.path, load_windows(args.data), args.out, spec=args.data, verify=verify,
+                         verify_spec=args.verify or "", recipe=recipe, seed=args.seed,
+                         allow_missing=args.allow_missing_classes, progress=Progress().event)
+    if args.json:
+        print(json.dumps({"accepted": result.accepted, "reason": result.reason,
+                          "out": str(result.out_dir) if result.out_dir else None, "seconds": round(result.seconds, 1),
+                          "verify_int8_accuracy": {"before": result.verify_before, "after": result.verify_after},
+                          "original_test_int8_accuracy": {"before": result.test_before, "after": result.test_after}},
+                         indent=2))
+    else:
+        print(result.text())
+    return 0 if result.accepted else 1
+
+
 def _cmd_replay(args: argparse.Namespace) -> int:
     from tinynas.replay import replay_trial
 
@@ -359,6 +404,10 @@ def _cmd_service_status(args: argparse.Namespace) -> int:
     if search:
         print(f"  search: {search.get('trials', 0)} candidates, best {search.get('best', '-')}, "
               f"{search.get('seconds_left', 0):.0f} s left")
+    if status.get("rewear"):
+        from tinynas.service.rewear import status_line
+
+        print(f"  {status_line(status['rewear'])}")
     deployed = status.get("deployed") or {}
     if deployed:
         print(f"  serving {deployed['model']} for {deployed['user']} (int8 accuracy {deployed['accuracy']:.3f})")
@@ -377,15 +426,32 @@ def _cmd_service_stop(args: argparse.Namespace) -> int:
 
 def _cmd_onboard(args: argparse.Namespace) -> int:
     from firmware_bridge.guide import load_plan
+    from tinynas.errors import UsageError
     from tinynas.service.runner import ServicePaths, request
     from tinynas.service.state import check_user_name
 
     config = _service_config(args)
     check_user_name(args.user)  # it names a folder under data_dir: refused here, before any request is left
+    if args.recalibrate and args.plan:
+        raise UsageError("--recalibrate uses the plan the served model was collected with: drop --plan")
+    if args.unlabelled and not args.recalibrate:
+        raise UsageError("--unlabelled goes with --recalibrate (record unlabelled data and adapt the served model)")
     if args.resume or args.cancel:
         kind = "continue" if args.resume else "cancel"
         request(config.data_dir, kind, user=args.user)
-        print(f"{kind} of the paused collection of {args.user} requested; follow it with `tinynas service status`")
+        print(f"{kind} of the paused collection (or running recalibration) of {args.user} requested; follow it "
+              f"with `tinynas service status`")
+        return 0
+    if args.recalibrate:
+        from tinynas.service.rewear import served_model_problem
+        from tinynas.service.state import load_state
+
+        problem = served_model_problem(load_state(ServicePaths(config.data_dir).state).deployed, args.user)
+        if problem:  # the service would refuse it too; said here at once
+            raise UsageError(f"cannot recalibrate: {problem}")
+        request(config.data_dir, "recalibrate", user=args.user, unlabelled=args.unlabelled)
+        print(f"{'adaptation to unlabelled data' if args.unlabelled else 'recalibration'} of {args.user}'s served "
+              f"model requested (it keeps serving meanwhile); follow it with `tinynas service status`")
         return 0
     plan = load_plan(args.plan or config.plan)  # a bad plan is refused here, not later on the device
     try:  # the running service says which device it reads; without it the service checks the plan itself
@@ -508,6 +574,29 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--json", action="store_true")
     evaluation.set_defaults(func=_cmd_evaluate)
 
+    adapting = sub.add_parser("adapt", help="adapt a model to a new session or condition from unlabelled windows")
+    adapting.add_argument("model", help="a model folder (a search's --out, or one adapt/recalibrate wrote)")
+    adapting.add_argument("--data", required=True, help="windows of the new session/condition (labels not used)")
+    adapting.add_argument("--out", required=True, help="new folder for the adapted model (the old one is kept)")
+    adapting.add_argument("--only", help="batchnorm or normalization (default: both, where the model has them)")
+    adapting.add_argument("--json", action="store_true")
+    adapting.set_defaults(func=_cmd_adapt)
+
+    recal = sub.add_parser("recalibrate", help="fine-tune a model on a few labelled windows of a new session")
+    recal.add_argument("model", help="a model folder (a search's --out, or one adapt/recalibrate wrote)")
+    recal.add_argument("--data", required=True, help="labelled windows of the new session (e.g. one repetition "
+                                                     "per class)")
+    recal.add_argument("--out", required=True, help="new folder for the recalibrated model (the old one is kept)")
+    recal.add_argument("--verify", help="labelled windows to check on (default: the latest recording of each class "
+                                        "recorded twice or more)")
+    recal.add_argument("--epochs", type=int, help="fine-tuning epochs (default 30)")
+    recal.add_argument("--learning-rate", type=float, help="fine-tuning learning rate (default 0.001)")
+    recal.add_argument("--seed", type=int, default=0)
+    recal.add_argument("--allow-missing-classes", action="store_true",
+                       help="accept data without some classes (replayed windows keep them)")
+    recal.add_argument("--json", action="store_true")
+    recal.set_defaults(func=_cmd_recalibrate)
+
     replay = sub.add_parser("replay", help="retrain one recorded trial deterministically and compare it")
     replay.add_argument("out_dir", help="the search's output folder")
     replay.add_argument("--trial", type=int, required=True, help="trial number (see report.md)")
@@ -567,6 +656,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="continue the user's paused collection (after checking the sensor)")
     answer.add_argument("--cancel", action="store_true",
                         help="stop the user's paused collection (its recordings stay on disk)")
+    onboard.add_argument("--recalibrate", action="store_true",
+                         help="re-wear / new condition: a short collection, then recalibrate the user's served model "
+                              "(swapped only if at least as good on the new windows)")
+    onboard.add_argument("--unlabelled", action="store_true",
+                         help="with --recalibrate: record unlabelled data (rewear_unlabelled_seconds) and adapt")
     onboard.set_defaults(func=_cmd_onboard)
 
     demo = sub.add_parser("demo", help="a complete small search on built-in synthetic vibration data")

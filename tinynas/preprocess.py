@@ -86,6 +86,14 @@ class Preprocessing:
 
     def check(self, windows: Windows, what: str = "data") -> None:
         """Refuse windows this model was not made for, naming the first mismatch in one line."""
+        self.check_input(windows, what)
+        unknown = [name for name in windows.class_names if name not in self.class_names]
+        if unknown:
+            raise DataError(f"{what} has class(es) the model does not know: {', '.join(unknown)} "
+                            f"(it knows {', '.join(self.class_names)})")
+
+    def check_input(self, windows: Windows, what: str = "data") -> None:
+        """`check` without the labels: length, channels, rate and channel order (unlabelled use)."""
         if windows.window_length != self.window_length:
             raise DataError(f"{what} windows are {windows.window_length} samples long but the model takes "
                             f"{self.window_length} (set the window length of the data spec)")
@@ -97,10 +105,6 @@ class Preprocessing:
         if self.channel_names and windows.channel_names and windows.channel_names != self.channel_names:
             raise DataError(f"{what} has channels {', '.join(windows.channel_names)} but the model takes "
                             f"{', '.join(self.channel_names)} (same order; pick them with channels=)")
-        unknown = [name for name in windows.class_names if name not in self.class_names]
-        if unknown:
-            raise DataError(f"{what} has class(es) the model does not know: {', '.join(unknown)} "
-                            f"(it knows {', '.join(self.class_names)})")
 
     def labels_for(self, windows: Windows) -> np.ndarray:
         """The windows' labels as indices into this model's classes (the data may hold fewer)."""

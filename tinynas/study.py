@@ -29,6 +29,7 @@ from tinynas.data.holdout import without_test_side
 from tinynas.data.splits import Split, make_split
 from tinynas.data.windows import Windows
 from tinynas.journal import Journal
+from tinynas.modeldir import MODEL_WEIGHTS, SPLIT_FILE, save_split
 from tinynas.preprocess import Preprocessing
 from tinynas.progress import Progress
 from tinynas.search import SearchSpace, make_strategy
@@ -53,7 +54,8 @@ MAX_ATTEMPTS = 2
 """A trial interrupted by a crash or power cut is retried once, then recorded as failed."""
 DISK_FULL_WORDS = ("No space left on device", "[Errno 28]", "errno = 28", "Disk quota exceeded", "disk is full")
 """How a worker's error text says that the disk, not the candidate, failed (it saves weights into --out)."""
-RUN_OUTPUTS = ("best.json", "card.json", "model.tflite", "model.c", "model.h", "report.md", "trials.png")
+RUN_OUTPUTS = ("best.json", "card.json", "model.tflite", "model.c", "model.h", "report.md", "trials.png",
+               "model.weights.h5", "split.npz")
 """What a run leaves in its folder: with these present and no journal, the folder is a finished (or
 abandoned) run that a new search must not overwrite."""
 
@@ -176,6 +178,10 @@ class Study:
         if "final_fidelity" not in stored and self.final_fidelity == FINAL_FIDELITY:
             # Journals written before the final recipe was recorded used the default one.
             stored = {**stored, "final_fidelity": settings["final_fidelity"]}
+        if isinstance(stored.get("split"), str) and settings["split"].startswith(
+                stored["split"] + "; not leave-one-session-out"):
+            # Journals written before the split said why it is not leave-one-session-out: same indices.
+            stored = {**stored, "split": settings["split"]}
         if stored != settings:
             changed = sorted(key for key in set(settings) | set(stored) if stored.get(key) != settings.get(key))
             raise StudyError(f"cannot resume: {', '.join(changed)} differ from the journal's search "
@@ -427,7 +433,8 @@ class Study:
                    fidelity_key=self._key(trial.architecture, trial.fidelity)[1], health=self.health,
                    preprocessing=self.preprocessing.to_dict(),
                    test_data_path=str(self.out_dir / TEST_WINDOWS) if with_test and self.test_windows is not None
-                   else None)
+                   else None,
+                   model_weights_path=str(self.out_dir / MODEL_WEIGHTS) if kind in ("final", "export") else None)
 
     def _is_final_recipe(self, fidelity: Fidelity) -> bool:
         """Trained on all training windows with the final recipe: exportable without retraining."""
@@ -599,6 +606,7 @@ class Study:
                                              "arena_head_bytes": arena.arena_head_bytes,
                                              "arena_tail_bytes": arena.arena_tail_bytes}
         write_export(self.out_dir, winner.architecture, result.tflite, card)
+        save_split(self.out_dir / SPLIT_FILE, self.split)
         journal.set_meta("finished", True)
         write_report(self.out_dir, trials, winner, card, self.target)
         self.progress.event(f"winner {winner.architecture.name()}: int8 test accuracy {int8_accuracy:.3f} "

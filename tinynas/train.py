@@ -135,7 +135,7 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
     if fidelity.augmentation is None:
         data = {"x": as_model_input(x_train), "y": y_train, "batch_size": fidelity.batch_size, "shuffle": True}
     else:
-        data = {"x": _augmented_batches(tf, x_train, y_train, fidelity, seed)}
+        data = {"x": augmented_batches(x_train, y_train, fidelity, seed)}
     history = model.fit(**data, validation_data=(as_model_input(x_val), y_val),
                         epochs=fidelity.epochs, verbose=0,
                         callbacks=[clock, *callbacks, *extra, best, tf.keras.callbacks.TerminateOnNaN()])
@@ -154,10 +154,14 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
                        [float(v) for v in curves.get("loss", [])], stopped, timings)
 
 
-def _augmented_batches(tf, x: np.ndarray, y: np.ndarray, fidelity: Fidelity, seed: int):
-    """Shuffled batches of freshly augmented training windows, redrawn every epoch from a generator
-    seeded by `seed` (so a candidate trains the same way on every run)."""
-    augmentation = fidelity.augmentation
+def augmented_batches(x: np.ndarray, y: np.ndarray, fidelity: Fidelity, seed: int):
+    """Shuffled batches of freshly augmented training windows (a Keras PyDataset), redrawn every
+    epoch from a generator seeded by `seed` (so a candidate trains the same way on every run)."""
+    from tinynas.augment import Augmentation
+    from tinynas.quiet import import_tensorflow
+
+    tf = import_tensorflow()
+    augmentation = fidelity.augmentation or Augmentation()
     batch = fidelity.batch_size
 
     class Augmented(tf.keras.utils.PyDataset):

@@ -83,6 +83,9 @@ class Job:
     """`tinynas.preprocess.Preprocessing` as a dict, applied to every window loaded (None: pass-through)."""
     test_data_path: str | None = None
     """Windows of a separate test set (measured instead of `test`), labels mapped by class name."""
+    model_weights_path: str | None = None
+    """Where a "final" or "export" job keeps the exported model's float weights (for `tinynas adapt`
+    and `tinynas recalibrate`, which start from them)."""
 
 
 @dataclass
@@ -225,6 +228,8 @@ def _export(job: Job, model, windows, train: list[int], out: JobResult, cache: d
     started = time.perf_counter()
     out.float_test_accuracy = _float_accuracy(model, *_test_set(job, windows, cache))
     out.tflite = convert_int8(model, windows.x[train], seed=job.seed)
+    if job.model_weights_path:
+        _save_weights(model, job.model_weights_path)
     out.timings["convert"] = time.perf_counter() - started
 
 

@@ -1,0 +1,36 @@
+"""A real search's model folder on small synthetic sEMG, made once for the adaptation tests."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from tinynas.data.spec import load_windows
+
+DATA = "synthetic:emg?classes=4&windows_per_class=30&length=64&channels=4&windows_per_recording=3&seed=2"
+NEW_SESSION = "synthetic:emg?classes=4&windows_per_class=12&length=64&channels=4&windows_per_recording=3&seed=9"
+
+
+def shifted(windows, rotate: int = 1, gains=(0.5, 1.6, 0.8, 1.3)):
+    """The armband put on again: electrodes rotated by `rotate` and each with another gain."""
+    x = np.roll(windows.x, rotate, axis=2) * np.asarray(gains, np.float32)
+    return replace(windows, x=x.astype(np.float32))
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory):
+    """A finished `paper` search (real workers, TensorFlow, int8 export) on DATA; the clock stands still,
+    so the search ends when the strategy does, however slow the machine."""
+    from tinynas.study import Study
+    from tinynas.targets import resolve_target
+    from tinynas.train import Fidelity
+
+    out = tmp_path_factory.mktemp("searched")
+    search = Fidelity(epochs=3, batch_size=16, learning_rate=3e-3)
+    final = Fidelity(epochs=40, batch_size=16, learning_rate=3e-3)
+    Study(out, load_windows(DATA), resolve_target(ram="6k", flash="64k", macs="2M"), strategy="paper",
+          budget_seconds=120, fidelity=search, final_fidelity=final, data_spec=DATA, split="group",
+          augment="none", clock=lambda: 0.0).run()
+    return out

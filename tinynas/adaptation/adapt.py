@@ -1,0 +1,111 @@
+"""`tinynas adapt`: make a model fit a new session or condition from unlabelled windows.
+
+Re-estimates the batch-norm statistics (AdaBN, `batchnorm.py`) and, where the model standardises
+its input per channel, that normalization, from windows of the new session; recalibrates the int8
+ranges on them; re-exports with the same architecture (the budget is re-checked). Labels in the
+data are not used; when present they are only scored, before and after, so the user sees the effect.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from tinynas.adaptation.batchnorm import reestimate_batchnorm
+from tinynas.adaptation.common import (AdaptationError, changed_card, check_shape, describe_data,
+                                       export_within_budget, int8_accuracy, original_test)
+from tinynas.data.windows import Windows
+from tinynas.modeldir import ModelDir, check_new_folder, write_model_dir
+
+PARTS = ("batchnorm", "normalization")
+MIN_WINDOWS = 8
+"""Fewer windows than this give batch-norm statistics too noisy to trust."""
+
+
+@dataclass(frozen=True)
+class AdaptResult:
+    """What `adapt` did and how the model scores before and after (None: not measurable)."""
+
+    out_dir: Path
+    adapted: tuple[str, ...]
+    windows: int
+    seconds: float
+    new_data_before: float | None
+    new_data_after: float | None
+    test_before: float | None
+    test_after: float | None
+    card: dict
+
+    def text(self) -> str:
+        lines = [f"adapted {', '.join(self.adapted)} on {self.windows} unlabelled windows "
+                 f"in {self.seconds:.1f} s -> {self.out_dir}"]
+        if self.new_data_before is not None:
+            lines.append(f"  new data (its labels were only scored, not used): int8 accuracy "
+                         f"{self.new_data_before:.3f} -> {self.new_data_after:.3f}")
+        if self.test_before is not None:
+            lines.append(f"  original test windows: int8 accuracy {self.test_before:.3f} -> {self.test_after:.3f}")
+        return "\n".join(lines)
+
+
+def _labels(model_dir: ModelDir, windows: Windows) -> np.ndarray | None:
+    """The windows' labels in the model's classes, when they carry only classes the model knows."""
+    known = set(model_dir.preprocessing.class_names)
+    if not set(windows.class_names) <= known:
+        return None
+    return model_dir.preprocessing.labels_for(windows)
+
+
+def adapt(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec: str = "",
+          parts: tuple[str, ...] = PARTS, progress=None) -> AdaptResult:
+    """Adapt the model in `model_path` to `windows` (labels ignored) and write it to `out_dir`."""
+    unknown = [part for part in parts if part not in PARTS]
+    if unknown or not parts:
+        raise AdaptationError(f"cannot adapt {', '.join(unknown) or 'nothing'}; choose from {', '.join(PARTS)}")
+    source = ModelDir.open(model_path)
+    out = check_new_folder(out_dir, source.path)
+    check_shape(source, windows, "the new data")
+    if len(windows) < MIN_WINDOWS:
+        raise AdaptationError(f"the new data holds {len(windows)} window(s); adapting needs at least {MIN_WINDOWS} "
+                              f"(record a few more seconds)")
+    say = progress or (lambda text: None)
+    started = time.perf_counter()
+    before_pre = source.preprocessing
+    pre = before_pre
+    adapted = []
+    if "normalization" in parts and before_pre.normalize == "channel":
+        fitted = type(before_pre).fit(windows, np.arange(len(windows)), "channel")
+        pre = replace(before_pre, offset=fitted.offset, scale=fitted.scale)
+        adapted.append("input normalization")
+    x_new = pre.apply(windows.x)
+    model = source.keras_model()
+    moved = []
+    if "batchnorm" in parts:
+        say(f"re-estimating batch-norm statistics on {len(windows)} windows")
+        moved = reestimate_batchnorm(model, x_new)
+        adapted.append("batch-norm statistics")
+    if not adapted:
+        raise AdaptationError("nothing to adapt: the model has no batch normalization and no input normalization")
+    say("converting to int8 (calibrated on the new windows)")
+    tflite = export_within_budget(source, model, x_new)
+    old_tflite = (source.path / "model.tflite").read_bytes()
+    labels = _labels(source, windows)
+    new_before = int8_accuracy(old_tflite, before_pre.apply(windows.x), labels) if labels is not None else None
+    new_after = int8_accuracy(tflite, x_new, labels) if labels is not None else None
+    x_old, y_old = original_test(source)
+    test_before = int8_accuracy(old_tflite, x_old, y_old)
+    # The original test windows come from the old condition: they go through the adapted model as
+    # they are, in the new model's units, to show what the adaptation costs there.
+    x_old_new, _ = original_test(source, pre)
+    test_after = int8_accuracy(tflite, x_old_new, y_old)
+    seconds = time.perf_counter() - started
+    entry = {"kind": "adapt", "adapted": adapted, "data": describe_data(spec, windows), "seconds": round(seconds, 1),
+             "batchnorm_shift": moved, "labels_used": False,
+             "new_data_int8_accuracy": {"before": new_before, "after": new_after} if labels is not None else None,
+             "original_test_int8_accuracy": {"before": test_before, "after": test_after}}
+    card = changed_card(source, tflite, pre, entry, test_after)
+    write_model_dir(out, source, model, tflite, card)
+    return AdaptResult(out, tuple(adapted), len(windows), seconds, new_before, new_after, test_before, test_after,
+                       card)

@@ -1,0 +1,92 @@
+"""Steps `adapt` and `recalibrate` share: check the new windows, re-export int8 within the budget,
+score old and new models on the same windows, and record the change in the card."""
+
+from __future__ import annotations
+
+import datetime
+import math
+
+import numpy as np
+
+from tinynas.data.windows import DataError, Windows
+from tinynas.errors import TinynasError
+from tinynas.modeldir import ModelDir
+
+
+class AdaptationError(TinynasError, ValueError):
+    """A change that cannot be made or was not accepted (budget broken, not better)."""
+
+
+def check_shape(model_dir: ModelDir, windows: Windows, what: str) -> None:
+    """Refuse windows of another length, channel count, channel order or rate, in one line."""
+    if len(windows) == 0:
+        raise DataError(f"{what} holds no windows")
+    model_dir.preprocessing.check_input(windows, what)
+
+
+def int8_accuracy(tflite: bytes, x: np.ndarray, y: np.ndarray) -> float | None:
+    """Accuracy of an int8 model (LiteRT) on model-input windows; None when there are none."""
+    from tinynas.measure import run_int8
+
+    if len(x) == 0:
+        return None
+    return round(float(np.mean(run_int8(tflite, x).predictions == y)), 4)
+
+
+def export_within_budget(model_dir: ModelDir, model, calibration: np.ndarray, seed: int = 0) -> bytes:
+    """Full-int8 export calibrated on `calibration` (model input); the budget re-checked on the result."""
+    from tinynas.cost import estimate
+    from tinynas.export import convert_int8
+
+    tflite = convert_int8(model, calibration, seed=seed)
+    target = model_dir.target()
+    violations = list(estimate(model_dir.architecture).violations(target))
+    if len(tflite) > target.flash_bytes:
+        violations.append(f"flash {len(tflite):,} B > {target.flash_bytes:,} B")
+    if violations:
+        raise AdaptationError(f"the changed model does not fit {target.name}: {'; '.join(violations)} "
+                              f"(nothing written)")
+    return tflite
+
+
+def original_test(model_dir: ModelDir, preprocessing=None) -> tuple[np.ndarray, np.ndarray]:
+    """The windows the card's test accuracy was measured on, as model input (empty if not kept)."""
+    if not model_dir.has_training_data:
+        return np.zeros((0,) + (model_dir.preprocessing.window_length, model_dir.preprocessing.channels),
+                        np.float32), np.zeros(0, np.int64)
+    windows, test = model_dir.windows, model_dir.split["test"]
+    pre = preprocessing or model_dir.preprocessing
+    return pre.apply(windows.x[test]), windows.y[test]
+
+
+def describe_data(spec: str, windows: Windows) -> dict:
+    """What the card says about the data a change used."""
+    return {"spec": spec, "digest": windows.digest(), "windows": len(windows),
+            "classes": list(windows.class_names), "sessions": sorted(set(map(str, windows.sessions)))
+            if windows.sessions is not None else []}
+
+
+def changed_card(model_dir: ModelDir, tflite: bytes, preprocessing, entry: dict,
+                 test_accuracy: float | None) -> dict:
+    """The source card with the new model's figures and `entry` appended to its history."""
+    from tinynas.measure import measure_arena, tflite_micro_available
+
+    card = {key: value for key, value in model_dir.card.items()
+            if key not in ("architecture", "name", "digest", "quantization", "tools")}
+    history = list(card.get("history") or [])
+    entry = {**entry, "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+             "from": str(model_dir.path), "previous_int8_test_accuracy": card.get("int8_test_accuracy")}
+    history.append(entry)
+    card.update(history=history, preprocessing=preprocessing.to_dict(), flash_bytes=len(tflite))
+    if test_accuracy is not None:
+        card["int8_test_accuracy"] = test_accuracy
+    if tflite_micro_available():
+        arena = measure_arena(tflite)
+        card["measured_arena_host64"] = {"arena_bytes": arena.arena_bytes,
+                                         "arena_head_bytes": arena.arena_head_bytes,
+                                         "arena_tail_bytes": arena.arena_tail_bytes}
+    return card
+
+
+def finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
