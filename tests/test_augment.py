@@ -95,3 +95,13 @@ def test_auto_follows_the_sensor():
     augmentation, how = parse_augmentation("auto", {"source": "folder"})
     assert not augmentation.active and "does not say" in how
     assert parse_augmentation("auto", {"source": "cwru"})[1] == "auto: the vibration preset"
+
+
+def test_kernels_option():
+    from tinynas.augment import parse_kernels
+
+    assert parse_kernels("3,9") == ((3, 9), "explicit")
+    assert parse_kernels("auto", {"source": "folder"})[0] == ()
+    for bad in ("4", "3,x", "", "99"):
+        with pytest.raises(UsageError, match="--kernels"):
+            parse_kernels(bad or ",")

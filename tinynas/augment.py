@@ -130,6 +130,11 @@ PRESETS: dict[str, Augmentation] = {
     "vibration": Augmentation(),
 }
 
+SEARCHED_KERNELS: dict[str, tuple[int, ...]] = {
+    # Kernel sizes the `fast` strategy also races for a sensor (filled from benchmarks/shift.py).
+    "none": (), "armband": (), "vibration": (),
+}
+
 SENSORS = {"isl": "armband", "cwru": "vibration", "synthetic:emg": "armband", "synthetic:vibration": "vibration"}
 """Which preset `auto` takes for a data source (others: none, unless the data says what sensor it is)."""
 
@@ -138,6 +143,22 @@ def sensor_of(provenance: dict) -> str | None:
     """The sensor kind ("armband" or "vibration") a data set's provenance names, if any."""
     kind = provenance.get("sensor") or SENSORS.get(provenance.get("source", ""))
     return kind if kind in PRESETS else None
+
+
+def parse_kernels(text: str, provenance: dict | None = None) -> tuple[tuple[int, ...], str]:
+    """`--kernels` value -> (extra kernel sizes to search, how chosen): "auto" (the sensor's), or "3,9"."""
+    text = (text or "auto").strip()
+    if text == "auto":
+        sensor = sensor_of(provenance or {})
+        kernels = SEARCHED_KERNELS.get(sensor or "none", ())
+        return kernels, (f"auto: the {sensor} preset" if sensor else "auto: kernel 3 only (unknown sensor)")
+    try:
+        kernels = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise UsageError(f"--kernels {text!r}: give auto or odd kernel sizes joined by commas, e.g. 3,9") from None
+    if not kernels or any(k < 1 or k % 2 == 0 or k > 63 for k in kernels):
+        raise UsageError(f"--kernels {text!r}: kernel sizes must be odd numbers 1..63, e.g. 3,9")
+    return kernels, "explicit"
 
 
 def parse_augmentation(text: str, provenance: dict | None = None) -> tuple[Augmentation, str]:

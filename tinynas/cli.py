@@ -139,7 +139,7 @@ def _print_result(result, as_json: bool) -> None:
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
-    from tinynas.augment import parse_augmentation
+    from tinynas.augment import parse_augmentation, parse_kernels
     from tinynas.data.spec import load_windows
     from tinynas.progress import Progress
     from tinynas.study import Study
@@ -152,6 +152,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     budget = check_budget(args.budget)
     check_strategy(args.strategy)
     parse_augmentation(args.augment)  # its syntax; which preset "auto" means needs the data
+    parse_kernels(args.kernels)
     target = resolve_target(args.target, ram=args.ram, flash=args.flash, macs=args.macs)
     check_out_dir(args.out)
     windows = load_windows(args.data)
@@ -169,7 +170,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
                   seed=args.seed, fidelity=fidelity, final_fidelity=final, workers=args.workers,
                   threads_per_worker=args.threads, resume=args.resume, data_spec=args.data, progress=Progress(),
                   split=args.split, check_data=not args.ignore_data_checks, normalize=args.normalize,
-                  test_windows=test_windows, test_spec=args.test_data or "", augment=args.augment)
+                  test_windows=test_windows, test_spec=args.test_data or "", augment=args.augment,
+                  kernels=args.kernels)
     _print_result(study.run(), args.json)
     return 0
 
@@ -562,6 +564,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--augment", default="auto", metavar="HOW",
                         help="augmentation in the final recipe: auto (the data's sensor preset), none, armband, "
                              "vibration, or kinds such as gain=0.3,noise=0.1 (default: auto)")
+    search.add_argument("--kernels", default="auto", metavar="SIZES",
+                        help="kernel sizes the fast strategy races, e.g. 3,9 (default auto: the data's sensor preset)")
     search.add_argument("--normalize", default="none", choices=NORMALIZATIONS,
                         help="none (raw windows), or channel: standardise each channel with the training "
                              "split's statistics (recorded in card.json, applied when serving)")

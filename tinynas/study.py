@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from tinynas.atomic import atomic_write_text, storage_error
-from tinynas.augment import parse_augmentation
+from tinynas.augment import parse_augmentation, parse_kernels
 from tinynas.cost import check_space_fits, estimate
 from tinynas.data.holdout import without_test_side
 from tinynas.data.splits import Split, make_split
@@ -103,7 +103,8 @@ class Study:
                  max_jobs_per_worker: int | None = None, split: str = "auto",
                  track_test: bool = False, check_data: bool = True, health: bool = True,
                  retry_unstable: bool = True, normalize: str = "none", test_windows: Windows | None = None,
-                 test_spec: str = "", clock: Callable[[], float] = time.monotonic, augment: str = "auto") -> None:
+                 test_spec: str = "", clock: Callable[[], float] = time.monotonic, augment: str = "auto",
+                 kernels: str = "auto") -> None:
         # Every caller (CLI, service, demo, benchmarks) gets these checks before any file is written.
         _check_whole("workers", workers)
         _check_whole("threads per worker", threads_per_worker)
@@ -147,7 +148,11 @@ class Study:
         # Health monitor + diagnoser in every candidate's training (stops unstable ones early).
         self.health = health
         self.retry_unstable = retry_unstable
-        self.space = SearchSpace(windows.window_length, windows.channels, windows.classes)
+        searched, self.kernels_note = parse_kernels(kernels, windows.provenance)
+        # Kernel 3 is the method's; a preset or --kernels adds others for `fast` to race.
+        extra = tuple(k for k in searched if k != 3)
+        self.space = SearchSpace(windows.window_length, windows.channels, windows.classes,
+                                 kernel_sizes=(3, *extra) if extra else ())
         self.split_name = split
         self.split: Split = make_split(windows, split, seed=seed)
         # A separate test set (--test-data): the split's own test side trains instead.
@@ -163,7 +168,9 @@ class Study:
     def _settings(self, strategy) -> dict:
         settings = {"data_digest": self.windows.digest(), "target": self.target.to_dict(),
                     "strategy": self.strategy_name, "seed": self.seed, "fidelity": strategy.fidelity.to_dict(),
-                    "space": asdict(self.space), "split": self.split.protocol}
+                    "space": {key: value for key, value in asdict(self.space).items()
+                              if key != "kernel_sizes" or value},  # as journals written before it existed
+                    "split": self.split.protocol}
         # Only when used, so that journals written before these options existed still resume.
         if self.preprocessing.normalize != "none":
             settings["normalize"] = self.preprocessing.normalize
@@ -594,7 +601,8 @@ class Study:
             "training_recipe": {"augmentation": (fidelity.augmentation.to_dict() if fidelity.augmentation else {}),
                                 "augmentation_text": (fidelity.augmentation.describe() if fidelity.augmentation
                                                       else "none"),
-                                "chosen": self.augmentation_note},
+                                "chosen": self.augmentation_note,
+                                "kernel_sizes_searched": list(self.space.kernels), "kernels_chosen": self.kernels_note},
             "final_training": {**fidelity.to_dict(), "seconds": round(time.monotonic() - started, 1),
                                "best_val_loss": min(result.val_loss) if result.val_loss else winner.score,
                                "retrained": bool(result.val_loss),

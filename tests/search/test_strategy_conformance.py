@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 
 from scripted_study import ScriptedStudy
+from tinynas.search import SearchSpace
+from tinynas.space import SpecError
 from tinynas.search import STRATEGIES, make_strategy
 from tinynas.search.tpe import optuna_available
 from tinynas.train import Fidelity
@@ -104,3 +106,30 @@ def test_fast_frontier_finds_the_widest_stem_past_an_infeasible_gap(space):
         make_strategy("fast", space, seed=0, is_feasible=lambda a: feasible(a.k, a.c)))
     raced = {(k, c) for k, c, _ in study.proposed}
     assert (6, 1) in raced and (10, 0) in raced
+
+
+def test_fast_races_the_frontier_of_every_kernel_size_of_the_space():
+    from dataclasses import replace as with_options
+
+    from tinynas.cost import macs
+
+    space = with_options(SearchSpace(input_length=64, input_channels=2, classes=4, max_k=64), kernel_sizes=(3, 9))
+    strategy = make_strategy("fast", space, seed=0, is_feasible=lambda a: _feasible(a.k, a.c))
+    kernels = []
+    original = strategy.ask
+
+    def ask():
+        proposal = original()
+        if proposal is not None:
+            kernels.append((proposal.architecture.k, proposal.architecture.c, proposal.architecture.kernel_size))
+        return proposal
+
+    strategy.ask = ask
+    ScriptedStudy(_score, _feasible).drive(strategy)
+    assert strategy.finished
+    frontier = {(k, c) for k, c, _ in kernels}
+    assert {(k, c, 3) for k, c in frontier} | {(k, c, 9) for k, c in frontier} == set(kernels)
+    compute = [macs(space.architecture(*kck)) for kck in kernels]
+    assert compute == sorted(compute, reverse=True)
+    with pytest.raises(SpecError, match="kernel size 5 is outside"):
+        space.architecture(2, 1, 5)

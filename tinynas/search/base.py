@@ -29,6 +29,14 @@ class SearchSpace:
     growth: str = "half"
     channel_multiple: int = 1
     max_k: int = 256
+    kernel_sizes: tuple[int, ...] = ()
+    """Kernel sizes a strategy may also try (the `fast` strategy races each); () = only `kernel_size`.
+    A wide kernel is the usual remedy for vibration recorded at another speed (benchmarks/shift.py)."""
+
+    @property
+    def kernels(self) -> tuple[int, ...]:
+        """Every kernel size of the space, `kernel_size` first."""
+        return (self.kernel_size,) + tuple(k for k in self.kernel_sizes if k != self.kernel_size)
 
     @property
     def max_c(self) -> int:
@@ -39,12 +47,14 @@ class SearchSpace:
         """True if A(k, c) is a valid member of this space."""
         return 1 <= k <= self.max_k and 0 <= c <= self.max_c
 
-    def architecture(self, k: int, c: int) -> Architecture:
+    def architecture(self, k: int, c: int, kernel_size: int | None = None) -> Architecture:
         """A(k, c) with this space's options; SpecError outside the space."""
         if not self.contains(k, c):
             raise SpecError(f"A({k},{c}) is outside the space (k 1..{self.max_k}, c 0..{self.max_c})")
+        if kernel_size is not None and kernel_size not in self.kernels:
+            raise SpecError(f"kernel size {kernel_size} is outside the space ({', '.join(map(str, self.kernels))})")
         return Architecture(self.input_length, self.input_channels, self.classes, k, c,
-                            kernel_size=self.kernel_size, growth=self.growth,
+                            kernel_size=kernel_size or self.kernel_size, growth=self.growth,
                             channel_multiple=self.channel_multiple)
 
 

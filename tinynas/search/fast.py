@@ -47,20 +47,22 @@ class FastStrategy(Strategy):
         self.race = replace(self.final_fidelity or self.fidelity, subset=1.0, patience=FINAL_PATIENCE,
                             curve_stop=True)
         self._queue = self._frontier()
-        self._pending: set[tuple[int, int]] = set()
+        self._pending: set[tuple[int, int, int]] = set()
 
-    def _frontier(self) -> list[tuple[int, int]]:
-        """For every feasible cell count the widest feasible stem, largest compute first.
+    def _frontier(self) -> list[tuple[int, int, int]]:
+        """For every kernel size and feasible cell count the widest feasible stem, largest compute first.
 
         Every k is checked: feasibility is not monotone in k (memory alignment; on an LSM6DSO16IS
         with 400 x 8 windows A(8,1) fits and A(7,1) does not).
         """
         frontier = []
-        for c in range(self.space.max_c + 1):
-            fitting = [k for k in range(1, self.space.max_k + 1) if self.is_feasible(self.space.architecture(k, c))]
-            if fitting:
-                frontier.append((max(fitting), c))
-        return sorted(frontier, key=lambda kc: (-macs(self.space.architecture(*kc)), kc[1]))
+        for kernel in self.space.kernels:
+            for c in range(self.space.max_c + 1):
+                fitting = [k for k in range(1, self.space.max_k + 1)
+                           if self.is_feasible(self.space.architecture(k, c, kernel))]
+                if fitting:
+                    frontier.append((max(fitting), c, kernel))
+        return sorted(frontier, key=lambda kck: (-macs(self.space.architecture(*kck)), kck[1], kck[2]))
 
     @property
     def finished(self) -> bool:
@@ -69,11 +71,11 @@ class FastStrategy(Strategy):
     def ask(self) -> Proposal | None:
         if not self._queue:
             return None
-        k, c = self._queue.pop(0)
-        self._pending.add((k, c))
-        return Proposal(self.space.architecture(k, c), self.race)
+        k, c, kernel = self._queue.pop(0)
+        self._pending.add((k, c, kernel))
+        return Proposal(self.space.architecture(k, c, kernel), self.race)
 
     def tell(self, trial: Trial) -> None:
         # The study ranks the raced candidates itself (lowest objective); only completion matters here.
         if trial.fidelity == self.race:
-            self._pending.discard((trial.architecture.k, trial.architecture.c))
+            self._pending.discard((trial.architecture.k, trial.architecture.c, trial.architecture.kernel_size))

@@ -1,0 +1,269 @@
+"""Models on the second day: same-block accuracy against a new session or condition, then after
+`adapt` and `recalibrate`, for today's recipe and each measure of issue 15 alone and combined.
+
+    python benchmarks/shift.py isl  --seeds 0,1,2     # -> results/shift-isl.md (+ .jsonl of every run)
+    python benchmarks/shift.py cwru --seeds 0,1,2     # -> results/shift-cwru.md
+
+Part A (recipes): every row trains the same architecture per target (today's winner there, so the
+budget holds) with the final recipe (100 epochs, lr 0.01, batch 16, best validation weights) and
+one training measure, then goes through the product's own steps: int8 export (LiteRT), the model
+folder, `evaluate`, `adapt`, `recalibrate`. Rows differ only in the measure, so the table says
+what each measure does; a kind of augmentation goes into a sensor's preset only if it helped here.
+Part B (`--search`): the whole product, `fast` search with the preset, on the same data.
+
+Data and splits (never a window of one recording on two sides):
+- ISL: train on ../shared/data/isl (June, the session split: temporal within each letter's block,
+  70/10/20; same-block test = its latest 20 %). New session = isl_session3_dev (re-worn armband):
+  zero-shot on both repetitions (52 windows) and on the second (26); `adapt` on the first
+  repetition's windows without labels; `recalibrate` on the first repetition (one window per
+  letter) with labels; both tested on the second repetition.
+- CWRU: 0 hp bearingnas10 classes, drive-end accelerometer (channel DE), 512-sample windows
+  (the segment split: temporal within each file, 70/10/20). New condition = cwru_1hp_dev (1 hp,
+  the same faults; no normal file): zero-shot on the later half of every 1 hp file; `adapt` on the
+  earlier half without labels; `recalibrate` on the first 10 windows of every file with labels;
+  both tested on the later half.
+Figures are int8 (LiteRT) accuracy, mean +- sd over seeds; "worst class" is the lowest per-class
+recall of the new-condition test, averaged over seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).parent / "results"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+SETTINGS = {
+    "isl": {
+        "train": f"isl:{SHARED / 'isl'}", "new": f"isl:{SHARED / 'isl_session3_dev'}", "split": "session",
+        # Today's winners (benchmarks/results/isl-session.md).
+        "targets": {"LSM6DSO16IS": dict(k=6, c=3), "nRF52840": dict(k=24, c=3)},
+    },
+    "cwru": {
+        "train": f"cwru:{SHARED / 'cwru'}?files=bearingnas10&channel=DE",
+        "new": f"cwru:{SHARED / 'cwru_1hp_dev'}?files=bearingnas10&channel=DE",
+        "split": "segment",
+        # Today's winners (benchmarks/results/cwru.md).
+        "targets": {"STM32C011F6P6": dict(k=4, c=4), "STM32F030F4P6": dict(k=2, c=4)},
+    },
+}
+
+ROWS = {
+    "isl": {
+        "today": {},
+        "channel_gain": {"augmentation": {"channel_gain": 0.3}},
+        "gain": {"augmentation": {"gain": 0.3}},
+        "noise": {"augmentation": {"noise": 0.1}},
+        "time_shift": {"augmentation": {"time_shift": 0.1}},
+        "channel_shift": {"augmentation": {"channel_shift": 1}},
+        "combined": {"augmentation": {"channel_gain": 0.3, "gain": 0.3, "noise": 0.1}},
+    },
+    "cwru": {
+        "today": {},
+        "gain": {"augmentation": {"gain": 0.3}},
+        "speed": {"augmentation": {"speed": 0.04}},
+        "noise": {"augmentation": {"noise": 0.1}},
+        "time_shift": {"augmentation": {"time_shift": 0.5}},
+        "kernel 9": {"kernel_size": 9},
+        "combined": {"augmentation": {"gain": 0.3, "time_shift": 0.5}, "kernel_size": 9},
+    },
+}
+FINAL = dict(epochs=100, batch_size=16, learning_rate=0.01)
+
+
+def _new_sides(setting: str, new):
+    """Indices of the new session/condition: (adapt/recalibrate data, labelled recalibration data, test)."""
+    order = np.argsort(new.time_index, kind="stable")
+    first, later, few = [], [], []
+    for label in range(new.classes):
+        for group in np.unique(new.groups[new.y == label]):
+            members = [i for i in order if new.y[i] == label and new.groups[i] == group]
+            if setting == "isl":
+                continue
+            half = len(members) // 2
+            first += members[:half]
+            later += members[half:]
+            few += members[:10]
+        if setting == "isl":
+            members = [i for i in order if new.y[i] == label]
+            first.append(members[0])
+            few.append(members[0])
+            later += members[1:]
+    return np.array(sorted(first)), np.array(sorted(few)), np.array(sorted(later))
+
+
+def _subset(windows, index):
+    return replace(windows, x=windows.x[index], y=windows.y[index], groups=windows.groups[index],
+                   sessions=None if windows.sessions is None else windows.sessions[index],
+                   time_index=None if windows.time_index is None else windows.time_index[index])
+
+
+def _model_dir(out: Path, arch, windows, split, result, target, recipe: dict) -> None:
+    """A model folder as `tinynas search` writes it (card, int8, float weights, windows, split)."""
+    from tinynas.export import convert_int8, write_export
+    from tinynas.modeldir import MODEL_WEIGHTS, SPLIT_FILE, WINDOWS_FILE, save_split
+    from tinynas.preprocess import Preprocessing
+
+    pre = Preprocessing.fit(windows, split.train)
+    tflite = convert_int8(result.model, windows.x[split.train])
+    out.mkdir(parents=True, exist_ok=True)
+    result.model.save_weights(str(out / MODEL_WEIGHTS))
+    windows.save(out / WINDOWS_FILE)
+    save_split(out / SPLIT_FILE, split)
+    write_export(out, arch, tflite, {"classes": list(windows.class_names), "target": target.to_dict(),
+                                     "preprocessing": pre.to_dict(), "split": split.describe(),
+                                     "training_recipe": recipe})
+
+
+def run_one(setting: str, target_name: str, row: str, seed: int) -> dict:
+    """Train, export, evaluate zero-shot, adapt, recalibrate: one row, one target, one seed."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from tinynas.adaptation.adapt import adapt
+    from tinynas.adaptation.recalibrate import Recipe, recalibrate
+    from tinynas.augment import Augmentation
+    from tinynas.cost import estimate
+    from tinynas.data.spec import load_windows
+    from tinynas.data.splits import make_split
+    from tinynas.evaluate import evaluate
+    from tinynas.quiet import import_tensorflow
+    from tinynas.space import Architecture
+    from tinynas.targets import get_target
+    from tinynas.train import Fidelity, fit
+
+    tf = import_tensorflow()
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    config, measure = SETTINGS[setting], ROWS[setting][row]
+    windows, new = load_windows(config["train"]), load_windows(config["new"])
+    split = make_split(windows, config["split"], seed=seed)
+    target = get_target(target_name)
+    arch = Architecture(windows.window_length, windows.channels, windows.classes,
+                        kernel_size=measure.get("kernel_size", 3), **config["targets"][target_name])
+    violations = list(estimate(arch).violations(target))
+    record = {"setting": setting, "target": target_name, "row": row, "seed": seed, "architecture": arch.name()}
+    if violations:
+        return {**record, "skipped": f"{arch.name()} exceeds the budget: {'; '.join(violations)}"}
+    augmentation = Augmentation.from_dict(measure.get("augmentation"))
+    started = time.perf_counter()
+    result = fit(arch, windows.x[split.train], windows.y[split.train], windows.x[split.val], windows.y[split.val],
+                 Fidelity(**FINAL, augmentation=augmentation), seed=seed)
+    record["train_seconds"] = round(time.perf_counter() - started, 1)
+    first, few, later = _new_sides(setting, new)
+    with tempfile.TemporaryDirectory(prefix="shift-") as folder:
+        base = Path(folder) / "base"
+        _model_dir(base, arch, windows, split, result, target, {"augmentation": augmentation.to_dict()})
+        record["same_block"] = evaluate(base, _subset(windows, split.test)).accuracy
+        zero_all = evaluate(base, new)
+        zero = evaluate(base, _subset(new, later))
+        record.update(zero_shot_all=zero_all.accuracy, zero_shot=zero.accuracy,
+                      zero_shot_recall=zero.per_class_recall)
+        started = time.perf_counter()
+        adapt(base, _subset(new, first), Path(folder) / "adapted", spec="new session, first part")
+        record["adapt_seconds"] = round(time.perf_counter() - started, 1)
+        adapted = evaluate(Path(folder) / "adapted", _subset(new, later))
+        record.update(adapted=adapted.accuracy, adapted_recall=adapted.per_class_recall)
+        started = time.perf_counter()
+        # Always written here (max_forgetting 1): the table shows what recalibration does, and the
+        # original test accuracy after it, whether or not the product would have accepted it.
+        recal = recalibrate(base, _subset(new, few), Path(folder) / "recalibrated", recipe=Recipe(max_forgetting=1.0),
+                            seed=seed, allow_missing=True)
+        record["recalibrate_seconds"] = round(time.perf_counter() - started, 1)
+        recalibrated = evaluate(Path(folder) / "recalibrated", _subset(new, later))
+        record.update(recalibrated=recalibrated.accuracy, recalibrated_recall=recalibrated.per_class_recall,
+                      recalibrated_same_block=recal.test_after)
+    return record
+
+
+def _mean_sd(values) -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    return f"{np.mean(values):.3f} ± {np.std(values):.3f}"
+
+
+def report(setting: str, records: list[dict], command: str) -> str:
+    config = SETTINGS[setting]
+    lines = [f"# Second day: {setting.upper()} (issue 15)", "", f"Command: `{command}`", "",
+             (__doc__ or "").split("\n\n")[2].strip().replace("\n", " "), "",
+             f"Training data: `{config['train']}`; new session/condition: `{config['new']}`; split: "
+             f"{config['split']}. Machine: 2-core x86_64 VM (not a Raspberry Pi); two runs at a time, "
+             f"one TensorFlow thread each.", ""]
+    for target in config["targets"]:
+        rows = [r for r in records if r["target"] == target]
+        if not rows:
+            continue
+        lines += [f"## {target}: {rows[0]['architecture']} (today's winner)", "",
+                  "| row | seeds | same-block test | new: zero-shot (all) | new: zero-shot | after adapt | "
+                  "after recalibrate | worst class zero-shot / adapt / recal | same-block after recal | "
+                  "adapt s | recal s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for row in ROWS[setting]:
+            done = [r for r in rows if r["row"] == row and "skipped" not in r]
+            skipped = [r for r in rows if r["row"] == row and "skipped" in r]
+            if skipped and not done:
+                lines.append(f"| {row} | - | {skipped[0]['skipped']} | | | | | | | | |")
+                continue
+            if not done:
+                continue
+            worst = " / ".join(f"{np.mean([min(r[key].values()) for r in done]):.2f}"
+                               for key in ("zero_shot_recall", "adapted_recall", "recalibrated_recall"))
+            lines.append(f"| {row} | {len(done)} | {_mean_sd([r['same_block'] for r in done])} | "
+                         f"{_mean_sd([r['zero_shot_all'] for r in done])} | {_mean_sd([r['zero_shot'] for r in done])} | "
+                         f"{_mean_sd([r['adapted'] for r in done])} | {_mean_sd([r['recalibrated'] for r in done])} | "
+                         f"{worst} | {_mean_sd([r['recalibrated_same_block'] for r in done])} | "
+                         f"{np.mean([r['adapt_seconds'] for r in done]):.1f} | "
+                         f"{np.mean([r['recalibrate_seconds'] for r in done]):.1f} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def _job(arguments):
+    try:
+        return run_one(*arguments)
+    except Exception as exc:  # a benchmark row that fails is reported, not fatal to the others
+        setting, target, row, seed = arguments
+        return {"setting": setting, "target": target, "row": row, "seed": seed,
+                "skipped": f"failed: {type(exc).__name__}: {exc}"[:300]}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("setting", choices=SETTINGS)
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--rows", help="comma-separated rows (default: all)")
+    parser.add_argument("--targets", help="comma-separated targets (default: both)")
+    parser.add_argument("--processes", type=int, default=2)
+    args = parser.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    rows = args.rows.split(",") if args.rows else list(ROWS[args.setting])
+    targets = args.targets.split(",") if args.targets else list(SETTINGS[args.setting]["targets"])
+    log = RESULTS / f"shift-{args.setting}.jsonl"
+    done = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    finished = {(r["target"], r["row"], r["seed"]) for r in done}
+    # Seed-major order: every row gets its first seed before any gets a second (fair when stopped early).
+    jobs = [(args.setting, target, row, seed) for seed in seeds for target in targets for row in rows
+            if (target, row, seed) not in finished]
+    command = "python benchmarks/shift.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(args.processes, maxtasksperchild=1) as pool:
+        for record in pool.imap_unordered(_job, jobs):
+            with log.open("a") as handle:
+                handle.write(json.dumps(record) + "\n")
+            done.append(record)
+            print(json.dumps({k: v for k, v in record.items() if not k.endswith("recall")}), flush=True)
+            (RESULTS / f"shift-{args.setting}.md").write_text(report(args.setting, done, command))
+    (RESULTS / f"shift-{args.setting}.md").write_text(report(args.setting, done, command))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
