@@ -68,3 +68,22 @@ def test_recalibrate_refuses_unknown_classes_and_missing_classes(model_dir, new_
     with pytest.raises(DataError, match="400 Hz"):
         recalibrate(model_dir, other_rate, tmp_path / "c")
     assert not any((tmp_path / name).exists() for name in "abc")
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--data", "synthetic:emg?classes=5&windows_per_class=6&length=64&channels=4&windows_per_recording=3"),
+     "does not know: E"),
+    (("--data", "synthetic:emg?classes=4&windows_per_class=6&length=80&channels=4&windows_per_recording=3"),
+     "80 samples long"),
+    (("--data", NEW_SESSION, "--epochs", "0"), "recalibration settings out of range"),
+])
+def test_recalibrate_cli_bad_input_is_one_line_and_exit_2(model_dir, tmp_path, args, message):
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "tinynas.cli", "recalibrate", str(model_dir), *args,
+                          "--out", str(tmp_path / "new")], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 2, run.stderr
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("tinynas: error:") and message in lines[0], run.stderr
+    assert not (tmp_path / "new").exists()

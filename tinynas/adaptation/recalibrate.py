@@ -43,9 +43,13 @@ class Recipe:
     on tests of a few dozen windows, 0.05 is one or two windows)."""
 
     def __post_init__(self) -> None:
-        if not (1 <= self.epochs <= 1000 and 1 <= self.batch_size <= 4096 and 1 <= self.repeat <= 1000
-                and 0 < self.learning_rate <= 1 and 0 <= self.replay <= 100 and 0 <= self.max_forgetting <= 1):
-            raise AdaptationError(f"recalibration settings out of range: {self}")
+        limits = {"epochs": (1, 1000), "batch_size": (1, 4096), "repeat": (1, 1000), "learning_rate": (1e-7, 1),
+                  "replay": (0, 100), "max_forgetting": (0, 1)}
+        for name, (low, high) in limits.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+                raise AdaptationError(f"recalibration settings out of range: {name} must be {low:g}..{high:g}, "
+                                      f"got {value!r}")
 
     def to_dict(self) -> dict:
         return {**asdict(self), "augmentation": self.augmentation.to_dict()}
