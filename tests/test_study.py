@@ -324,3 +324,13 @@ def test_a_diverging_candidate_is_stopped_early_and_retried_at_a_safer_learning_
         assert MIN_DIAGNOSIS_EPOCHS <= len(first["health"]) <= 12
         assert trial.details["retry_learning_rate"] == pytest.approx(1e-3)
     assert "diagnosed" in (tmp_path / "report.md").read_text()
+
+
+def test_journals_from_before_the_split_gave_its_reason_still_resume(tmp_path):
+    study = _study(tmp_path / "run")
+    settings = study._settings(study._strategy())
+    assert "; not leave-one-session-out:" in settings["split"]  # one condition only: the text says why
+    older = {**settings, "split": settings["split"].split("; not leave-one-session-out")[0]}
+    study._check_resumable(older, settings)  # same indices, older text: accepted
+    with pytest.raises(StudyError, match="split"):
+        study._check_resumable({**settings, "split": "by recording group"}, settings)
