@@ -74,8 +74,10 @@ def changed_card(model_dir: ModelDir, tflite: bytes, preprocessing, entry: dict,
     card = {key: value for key, value in model_dir.card.items()
             if key not in ("architecture", "name", "digest", "quantization", "tools")}
     history = list(card.get("history") or [])
+    # The float figure belonged to the old weights: kept in the history, not shown as the new model's.
     entry = {**entry, "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-             "from": str(model_dir.path), "previous_int8_test_accuracy": card.get("int8_test_accuracy")}
+             "from": str(model_dir.path), "previous_int8_test_accuracy": card.get("int8_test_accuracy"),
+             "previous_float_test_accuracy": card.pop("float_test_accuracy", None)}
     history.append(entry)
     card.update(history=history, preprocessing=preprocessing.to_dict(), flash_bytes=len(tflite))
     if test_accuracy is not None:
