@@ -35,6 +35,13 @@ hop_seconds = 0.25
 smoothing = 3
 # A deployed model must reach at least this int8 accuracy on its held-out windows to be served.
 min_accuracy = 0.5
+# Re-wear / new condition (`tinynas onboard --user U --recalibrate`): repetitions per class of the short
+# collection (the last one verifies the recalibrated model; with 1 only "nothing forgotten" can be checked),
+# the fine-tuning's epochs and learning rate, and the seconds recorded for `--unlabelled` (adapt, no labels).
+rewear_repetitions = 2
+rewear_epochs = 30
+rewear_learning_rate = 0.001
+rewear_unlabelled_seconds = 10.0
 # Status page. Binding anything but loopback requires a token.
 http_host = "127.0.0.1"
 http_port = 8765
@@ -66,6 +73,10 @@ class ServiceConfig:
     hop_seconds: float = 0.25
     smoothing: int = 3
     min_accuracy: float = 0.5
+    rewear_repetitions: int = 2
+    rewear_epochs: int = 30
+    rewear_learning_rate: float = 0.001
+    rewear_unlabelled_seconds: float = 10.0
     http_host: str = "127.0.0.1"
     http_port: int = 8765
     http_token: str = ""
@@ -109,7 +120,10 @@ _CHECKS = {
     "epochs": _integer(1, 10_000), "learning_rate": _number(0.0, 1.0, low_open=True),
     "batch_size": _integer(1, 65_536), "final_epochs": _integer(1, 10_000), "workers": None,
     "normalize": _text(), "plan": _text(), "hop_seconds": _number(0.0, 60.0, low_open=True),
-    "smoothing": _integer(1, 1000), "min_accuracy": _number(0.0, 1.0), "http_host": _text(),
+    "smoothing": _integer(1, 1000), "min_accuracy": _number(0.0, 1.0),
+    "rewear_repetitions": _integer(1, 20), "rewear_epochs": _integer(1, 1000),
+    "rewear_learning_rate": _number(0.0, 1.0, low_open=True), "rewear_unlabelled_seconds": _number(1.0, 600.0),
+    "http_host": _text(),
     "http_port": _integer(0, 65_535), "http_token": _text(nonempty=False),
 }
 

@@ -9,7 +9,8 @@ No failure ends the process (systemd would restart it into the same failure): a 
 that fails leaves the service IDLE, or SERVING the previous model, with the reason in `status`. A
 collection that cannot go on (a sign rejected three times, a silent device) pauses: its accepted
 windows stay on disk, `status` says what to check, and `tinynas onboard --user U --continue` resumes it
-(`--cancel` drops it, recordings kept).
+(`--cancel` drops it, recordings kept). `tinynas onboard --user U --recalibrate` brings U's served model
+back after a re-wear or a new condition without a new search (`rewear.py`), the old model serving meanwhile.
 """
 
 from __future__ import annotations
@@ -66,14 +67,16 @@ class ServicePaths:
         return self.root / "profiles" / user
 
 
-REQUESTS = ("onboard", "continue", "cancel", "stop")
+REQUESTS = ("onboard", "recalibrate", "continue", "cancel", "stop")
 
 
 def request(data_dir: str | Path, kind: str, **fields) -> Path:
     """Leave a request for a running service; it picks it up within a second.
 
-    onboard (user, plan): collect, search and deploy for a new user; continue / cancel (user): resume or
-    drop a paused collection (its windows stay on disk); stop: end the service cleanly.
+    onboard (user, plan): collect, search and deploy for a new user; recalibrate (user, unlabelled): the
+    re-wear / new-condition flow for the user whose model is served; continue / cancel (user): resume or
+    drop a paused collection (its windows stay on disk), cancel also a running recalibration; stop: end
+    the service cleanly.
     """
     folder = ServicePaths(data_dir).requests
     folder.mkdir(parents=True, exist_ok=True)
@@ -120,7 +123,7 @@ class Service:
                   "deployed": state.deployed, "collection": dict(self.collection),
                   "search": self._search_status(), "predictions": list(self.predictions.last),
                   "link": self.link.counters.to_dict() if getattr(self, "link", None) else {},
-                  "memory": memory_bytes(), "pid": os.getpid(), "paused": state.paused,
+                  "memory": memory_bytes(), "pid": os.getpid(), "paused": state.paused, "rewear": state.rewear,
                   "device": ({"channels": self.hello.channels, "sample_rate_hz": self.hello.sample_rate_hz}
                              if getattr(self, "hello", None) else {})}
         return status
@@ -258,13 +261,43 @@ class Service:
                 continue
             session = self.paths.profile(user) / "sessions" / _stamp()
             self._save(state="COLLECTING", user=user, plan=str(plan), session=str(session), study="", error="",
-                       paused="")
+                       paused="", rewear={})
+            return True
+        if self._take_rewear():
             return True
         for kind in ("continue", "cancel"):  # nothing is paused: such a request has nothing to act on
             for path, wanted in self._requests(kind):
                 path.unlink(missing_ok=True)
                 log.info("ignoring %s request for %s: no collection is paused", kind, wanted.get("user"))
         return False
+
+    def _take_rewear(self) -> bool:
+        """Start the re-wear / new-condition flow of the first acceptable `recalibrate` request."""
+        from tinynas.service import rewear
+
+        for path, wanted in self._requests("recalibrate"):
+            path.unlink(missing_ok=True)
+            user = wanted.get("user")
+            user = user.strip() if isinstance(user, str) else user
+            problem = user_name_problem(user)
+            if problem:
+                self._refuse(f"recalibration request ignored: {problem}")
+                continue
+            try:
+                flow = rewear.new_flow(self, user, bool(wanted.get("unlabelled")))
+                if flow["mode"] == "labelled":
+                    self._plan_fit(rewear.flow_plan(flow))
+            except (TinynasError, BridgeError) as exc:
+                self._refuse(f"recalibration of {user} refused: {exc}")
+                continue
+            self._save(state="COLLECTING", user=user, session=flow["session"], study="", error="", paused="",
+                       rewear=flow)
+            return True
+        return False
+
+    def _rewear_running(self) -> bool:
+        """Whether the current COLLECTING / RECALIBRATING phase belongs to a re-wear flow."""
+        return self.state.rewear.get("phase") in ("collecting", "recalibrating", "adapting")
 
     def _plan_fit(self, plan):
         """How the plan's windows fit the target on this device (PlanDoesNotFit if they cannot)."""
@@ -289,8 +322,9 @@ class Service:
                 else:
                     kept = self.state.session
                     self.collection = {}
-                    self._save(state=self._idle_state(), paused="", session="", study="",
-                               error=f"collection of {self.state.user} cancelled; its recordings are kept in {kept}")
+                    why = f"collection of {self.state.user} cancelled; its recordings are kept in {kept}"
+                    flow = self._ended_rewear("cancelled", why + "; the old model stays")
+                    self._save(state=self._idle_state(), paused="", session="", study="", error=why, rewear=flow)
                 return
         self._stop.wait(0.2)
 
@@ -322,7 +356,14 @@ class Service:
             error = f"{phase.lower()} for {self.state.user} failed: {message}{kept}; onboard again when fixed"
         log.error("%s", error)
         self.collection = {}
-        self._save(state=self._idle_state(), paused="", error=error)
+        self._save(state=self._idle_state(), paused="", error=error,
+                   rewear=self._ended_rewear("failed", error + "; the old model stays"))
+
+    def _ended_rewear(self, phase: str, text: str) -> dict:
+        """state.rewear after the phase ended early (unchanged when no re-wear flow was running)."""
+        if not self._rewear_running():
+            return self.state.rewear
+        return {**self.state.rewear, "phase": phase, "text": text, "finished": time.time()}
 
     def run(self) -> None:
         """Open the device, start the side threads, and step the state machine until stopped."""
@@ -377,6 +418,10 @@ class Service:
                     self._search()
                 elif phase == "DEPLOYING":
                     self._deploy()
+                elif phase == "RECALIBRATING":
+                    from tinynas.service.rewear import recalibrate_step
+
+                    recalibrate_step(self)
                 else:  # load_state accepts only known states; kept as a guard
                     self._failed(phase, ServiceError(f"unknown state {phase!r}"))
             except (KeyboardInterrupt, SystemExit):
@@ -389,8 +434,23 @@ class Service:
                     self._stop.wait(0.2)  # a failure in IDLE itself must not spin
 
     def _collect(self) -> None:
+        from tinynas.service import rewear
+
+        flow = self.state.rewear if self._rewear_running() else None
+        if flow and flow["mode"] == "unlabelled":
+            recorder = Recorder(self.state.session, self.hello, user=self.state.user, labels=rewear.UNLABELLED,
+                                plan={"name": "unlabelled", "seconds": flow["seconds"]})
+            self.recorder = recorder
+            try:
+                rewear.record_unlabelled(self, flow, recorder)
+            finally:
+                self.recorder = None
+                recorder.close()
+            self.collection = {}
+            self._save(state="RECALIBRATING")
+            return
         try:
-            plan = load_plan(self.state.plan)
+            plan = rewear.flow_plan(flow) if flow else load_plan(self.state.plan)
             self._plan_fit(plan)
         except (TinynasError, BridgeError) as exc:
             # The plan or the target changed since the request: nothing to resume until that is fixed.
@@ -420,6 +480,9 @@ class Service:
             self.recorder = None
             recorder.close()
         self.collection = {"total": len(plan.prompts()), "accepted": len(plan.prompts()), "plan": plan.name}
+        if flow:
+            self._save(state="RECALIBRATING")
+            return
         study = self.paths.profile(self.state.user) / "studies" / Path(self.state.session).name
         self._save(state="SEARCHING", study=str(study))
 
@@ -495,7 +558,10 @@ class Service:
         staging = target.with_name(target.name + ".tmp")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
-        for name in ("model.tflite", "model.c", "model.h", "card.json", "report.md"):
+        # The float weights, training windows and split too: a served model is a model folder that
+        # `recalibrate` / `adapt` can open (tinynas.modeldir).
+        for name in ("model.tflite", "model.c", "model.h", "card.json", "report.md", "model.weights.h5",
+                     "windows.npz", "split.npz"):
             if (study / name).exists():
                 shutil.copy2(study / name, staging / name)
         for file in staging.iterdir():
@@ -505,7 +571,8 @@ class Service:
         os.replace(staging, target)
         deployed = {"user": self.state.user, "model": str(target / "model.tflite"), "card": str(target / "card.json"),
                     "accuracy": accuracy, "card_int8_test_accuracy": card.get("int8_test_accuracy"),
-                    "classes": card.get("classes"), "study": str(study)}
+                    "classes": card.get("classes"), "study": str(study), "session": self.state.session,
+                    "plan": load_plan(self.state.plan).to_dict()}
         self._save(state="SERVING", deployed=deployed, error="")
 
 

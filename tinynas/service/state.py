@@ -21,7 +21,8 @@ from tinynas.errors import TinynasError, UsageError
 
 log = logging.getLogger(__name__)
 
-STATES = ("IDLE", "COLLECTING", "SEARCHING", "DEPLOYING", "SERVING")
+# RECALIBRATING: a served model is being adapted or recalibrated (re-wear / new condition) while it keeps serving.
+STATES = ("IDLE", "COLLECTING", "SEARCHING", "DEPLOYING", "SERVING", "RECALIBRATING")
 
 USER_NAME_MAX = 64
 _USER_NAME = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]*")
@@ -60,6 +61,7 @@ class ServiceState:
     error: str = ""
     updated: float = 0.0
     paused: str = ""      # why a collection waits for the user (COLLECTING only); empty when running
+    rewear: dict = field(default_factory=dict)  # the re-wear / new-condition flow (rewear.py): current or last
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
@@ -90,7 +92,9 @@ def _parse(text: str) -> ServiceState:
         raise DamagedState(f"unknown state {state.state!r}")
     if state.user and user_name_problem(state.user):
         raise DamagedState(user_name_problem(state.user))
-    if state.state in ("COLLECTING", "SEARCHING", "DEPLOYING") and not state.user:
+    if not isinstance(state.rewear, dict):
+        raise DamagedState("rewear is not an object")
+    if state.state in ("COLLECTING", "SEARCHING", "DEPLOYING", "RECALIBRATING") and not state.user:
         raise DamagedState(f"state {state.state} without a user")
     if state.state == "COLLECTING" and not state.session:
         raise DamagedState("state COLLECTING without a session folder")
@@ -105,8 +109,10 @@ def _parse(text: str) -> ServiceState:
                 raise DamagedState(f"the deployed model has no {key}")
         if not isinstance(deployed.get("accuracy", 0.0), (int, float)):
             raise DamagedState("the deployed model's accuracy is not a number")
-    if state.state == "SERVING" and not deployed:
-        raise DamagedState("state SERVING without a deployed model")
+    if state.state in ("SERVING", "RECALIBRATING") and not deployed:
+        raise DamagedState(f"state {state.state} without a deployed model")
+    if state.state == "RECALIBRATING" and not (state.session and state.rewear.get("phase")):
+        raise DamagedState("state RECALIBRATING without its session or flow")
     return state
 
 

@@ -40,7 +40,8 @@ function text(id, value) { document.getElementById(id).textContent = value; }
 async function refresh() {
   try {
     const s = await (await fetch(url)).json();
-    text("state", s.state + (s.paused ? " - paused" : ""));
+    const r = s.rewear || {};
+    text("state", s.state + (s.paused ? " - paused" : "") + (r.phase ? ` - re-wear of ${r.user}: ${r.phase}: ${r.text || ""}` : ""));
     text("who", (s.user ? "user " + s.user + " - " : "") + "updated " + new Date(s.time * 1000).toLocaleTimeString());
     text("error", s.error || "");
     const c = s.collection || {};

@@ -1,0 +1,278 @@
+"""The re-wear / new-condition flow (`tinynas onboard --user U --recalibrate`) in a real service process.
+
+One onboarding (simulated front-end on a pseudo-terminal, a simulated person performing the prompts,
+a real search) gives a served model; then, against that running service: a request for a user without
+a served model is refused in one line; a recalibration on data that contradicts the model (the first
+repetition performed as the wrong signs) is rejected and the old model stays; a recalibration killed
+with SIGKILL while fine-tuning leaves the old model serving after the restart, resumes, and is swapped
+in only once accepted; one cancelled with `onboard --cancel` leaves the served model; an unlabelled
+adaptation says it was judged by confidence only.
+"""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from test_service import CLASSES, Scenario
+from tinynas.service.runner import request
+
+FINAL = ("accepted", "rejected", "failed", "cancelled")
+
+
+class RewearScenario(Scenario):
+    """The onboarding scenario, whose simulated person can perform the wrong sign for a few prompts."""
+
+    def __init__(self, root: Path):
+        super().__init__(root)
+        self.wrong = {}  # prompted sign -> performed sign, for the next `wrong_left` prompts
+        self.wrong_left = 0
+        hold = self.source.hold
+
+        def maybe_wrong(label):
+            if self.wrong_left > 0 and label in self.wrong:
+                self.wrong_left -= 1
+                label = self.wrong[label]
+            hold(label)
+
+        self.source.hold = maybe_wrong
+        # Enough fine-tuning epochs that a kill reliably lands while the child trains, even on a fast machine.
+        with open(self.config, "a") as config:
+            config.write("rewear_repetitions = 2\nrewear_epochs = 150\nrewear_unlabelled_seconds = 4.0\n")
+
+    def cli(self, *args):
+        return subprocess.run([sys.executable, "-m", "tinynas.cli", *args, "--config", str(self.config)],
+                              capture_output=True, text=True, timeout=120)
+
+    def flow(self):
+        return self.state().get("rewear") or {}
+
+    def wait_flow_end(self, started, timeout=400):
+        def ended(flow):
+            return flow.get("started", 0) > started and flow.get("phase") in FINAL
+
+        self.wait(lambda: ended(self.flow()) and self.state().get("state") == "SERVING", timeout,
+                  "the re-wear flow to end")
+        # status.json (what `service status` shows of a running service) is rewritten every half second
+        self.wait(lambda: ended(self.status().get("rewear") or {}), 30, "the status to show the end")
+        return self.flow()
+
+
+def _child_processes(marker: str) -> list[int]:
+    """Processes whose command line holds `marker` (the recalibration child of one job)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "cmdline").read_bytes().decode("utf-8", "replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.fixture(scope="module")
+def rewear(tmp_path_factory):
+    run = RewearScenario(tmp_path_factory.mktemp("rewear"))
+    notes = {}
+    try:
+        run.start()
+        run.wait(lambda: run.status().get("state") == "IDLE", 60, "the service to come up")
+        refused = run.cli("onboard", "--user", "alice", "--recalibrate")
+        notes["refused_nothing_served"] = (refused.returncode, refused.stderr)
+        request(run.data, "onboard", user="alice", plan=str(run.root / "plan.json"))
+        run.wait(lambda: run.state().get("state") == "SERVING", 600, "alice's model to be served")
+        notes["deployed0"] = run.state()["deployed"]
+
+        # (3) another user has no served model: refused by the command, and by the service if asked directly.
+        refused = run.cli("onboard", "--user", "bob", "--recalibrate")
+        notes["refused_cli"] = (refused.returncode, refused.stdout, refused.stderr)
+        request(run.data, "recalibrate", user="bob")
+        run.wait(lambda: "recalibration of bob refused" in run.state().get("error", ""), 30, "bob's refusal")
+        notes["refused_service"] = run.state()
+
+        # (1b) contradicting data: the first repetition (fine-tuning) performed as the wrong signs.
+        run.wrong, run.wrong_left = dict(zip(CLASSES, CLASSES[1:] + CLASSES[:1])), len(CLASSES)
+        started = run.state()["updated"]
+        asked = run.cli("onboard", "--user", "alice", "--recalibrate")
+        notes["asked"] = (asked.returncode, asked.stdout, asked.stderr)
+        notes["rejected"] = run.wait_flow_end(started)
+        notes["deployed_after_rejection"] = run.state()["deployed"]
+        notes["status_text_rejected"] = run.cli("service", "status").stdout
+
+        # (2) kill -9 while the child fine-tunes; (1a) the resumed recalibration on good data.
+        started = run.state()["updated"]
+        assert run.cli("onboard", "--user", "alice", "--recalibrate").returncode == 0
+        run.wait(lambda: run.state().get("state") == "RECALIBRATING", 300, "the recalibration to start")
+        staging = run.flow()["staging"]
+        run.wait(lambda: _child_processes(staging), 60, "the fine-tuning child")
+        run.kill()
+        notes["killed_state"] = run.state()
+        deadline = time.monotonic() + 30 * run.slowdown  # run.wait would stop at once: the service is dead
+        while _child_processes(staging) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        notes["orphans"] = _child_processes(staging)
+        run.start()
+        run.wait(lambda: run.status().get("state") == "RECALIBRATING" and run.status().get("predictions")
+                 and run.status().get("pid") == run.process.pid, 120, "serving while recalibrating after restart")
+        notes["status_while_recalibrating"] = run.status()
+        notes["status_text_recalibrating"] = run.cli("service", "status").stdout
+        notes["accepted"] = run.wait_flow_end(started)
+        notes["deployed_after_acceptance"] = run.state()["deployed"]
+        notes["status_text_accepted"] = run.cli("service", "status").stdout
+
+        # `onboard --cancel` while the child fine-tunes: stopped, nothing swapped.
+        started = run.state()["updated"]
+        assert run.cli("onboard", "--user", "alice", "--recalibrate").returncode == 0
+        run.wait(lambda: run.state().get("state") == "RECALIBRATING", 300, "the recalibration to start")
+        notes["cancel"] = run.cli("onboard", "--user", "alice", "--cancel").returncode
+        notes["cancelled"] = run.wait_flow_end(started)
+        notes["deployed_after_cancel"] = run.state()["deployed"]
+
+        # Unlabelled: a few seconds of whatever the device streams, then adapt.
+        started = run.state()["updated"]
+        assert run.cli("onboard", "--user", "alice", "--recalibrate", "--unlabelled").returncode == 0
+        notes["unlabelled"] = run.wait_flow_end(started)
+        notes["deployed_after_unlabelled"] = run.state()["deployed"]
+        yield run, notes
+    finally:
+        run.close()
+
+
+def _one_line_error(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("tinynas: error: ")
+    return lines[0]
+
+
+@pytest.mark.slow
+def test_refused_without_a_served_model(rewear):
+    _, notes = rewear
+    code, stderr = notes["refused_nothing_served"]
+    assert code == 2 and "alice has no served model" in _one_line_error(stderr)
+    code, stdout, stderr = notes["refused_cli"]
+    assert code == 2 and "bob has no served model" in _one_line_error(stderr) and "alice" in stderr
+    state = notes["refused_service"]
+    assert state["state"] == "SERVING" and state["deployed"] == notes["deployed0"]
+    assert "\n" not in state["error"]
+
+
+@pytest.mark.slow
+def test_served_model_folder_can_be_recalibrated(rewear):
+    from tinynas.modeldir import ModelDir
+
+    _, notes = rewear
+    folder = Path(notes["deployed0"]["model"]).parent
+    model = ModelDir.open(folder)
+    assert model.has_training_data and len(model.split["test"])
+    assert notes["deployed0"]["plan"]["classes"] == list(CLASSES)
+
+
+@pytest.mark.slow
+def test_contradicting_data_is_not_swapped_in(rewear):
+    _, notes = rewear
+    assert notes["asked"][0] == 0, notes["asked"]
+    flow = notes["rejected"]
+    assert flow["phase"] == "rejected", flow
+    assert flow["mode"] == "labelled" and "The old model stays" in flow["text"]
+    assert notes["deployed_after_rejection"] == notes["deployed0"]
+    assert not Path(flow["final"]).exists() and not Path(flow["staging"]).exists()
+    assert "rejected" in notes["status_text_rejected"]
+
+
+@pytest.mark.slow
+def test_kill_mid_recalibration_keeps_the_old_model_serving(rewear):
+    _, notes = rewear
+    assert not notes["orphans"], "the fine-tuning child outlived the killed service"
+    killed = notes["killed_state"]
+    assert killed["state"] == "RECALIBRATING" and killed["rewear"]["phase"] == "recalibrating"
+    assert killed["deployed"] == notes["deployed_after_rejection"]
+    live = notes["status_while_recalibrating"]
+    assert live["deployed"]["model"] == notes["deployed0"]["model"]
+    assert live["predictions"] and all(p["label"] in CLASSES for p in live["predictions"])
+    assert "re-wear of alice (labelled): recalibrating" in notes["status_text_recalibrating"]
+
+
+@pytest.mark.slow
+def test_accepted_recalibration_is_swapped_in(rewear):
+    _, notes = rewear
+    flow, deployed = notes["accepted"], notes["deployed_after_acceptance"]
+    assert flow["phase"] == "accepted", flow
+    assert "held-out new windows" in flow["text"] and "->" in flow["text"]
+    before, after = flow["figures"]["verify"]
+    assert after >= before
+    assert deployed["model"] == str(Path(flow["final"]) / "model.tflite") and Path(deployed["model"]).exists()
+    assert deployed["replaced"] == notes["deployed0"]["model"] and deployed["changed_by"] == "recalibrate"
+    card = json.loads(Path(deployed["card"]).read_text())
+    assert card["history"][-1]["kind"] == "recalibrate"
+    assert not Path(flow["staging"]).exists()
+    assert not [p for p in Path(flow["final"]).parent.iterdir() if p.name.endswith((".tmp", ".json", ".log"))]
+    assert "accepted" in notes["status_text_accepted"]
+
+
+@pytest.mark.slow
+def test_unlabelled_adaptation_says_how_it_was_judged(rewear):
+    _, notes = rewear
+    flow, deployed = notes["unlabelled"], notes["deployed_after_unlabelled"]
+    assert flow["mode"] == "unlabelled" and flow["phase"] in ("accepted", "rejected"), flow
+    assert "confidence is not accuracy" in flow["text"]
+    before, after = flow["figures"]["confidence"]
+    if flow["phase"] == "accepted":
+        assert after >= before and deployed["changed_by"] == "adapt"
+        assert deployed["model"] == str(Path(flow["final"]) / "model.tflite")
+    else:
+        assert after < before and deployed == notes["deployed_after_acceptance"]
+
+
+@pytest.mark.slow
+def test_cancel_mid_recalibration_keeps_the_served_model(rewear):
+    _, notes = rewear
+    assert notes["cancel"] == 0
+    flow = notes["cancelled"]
+    assert flow["phase"] == "cancelled" and "the old model stays" in flow["text"], flow
+    assert notes["deployed_after_cancel"] == notes["deployed_after_acceptance"]
+    assert not Path(flow["staging"]).exists() and not Path(flow["final"]).exists()
+
+
+def test_cli_refuses_without_a_served_model_in_one_line(tmp_path):
+    config = tmp_path / "tinynas.toml"
+    config.write_text(f'data_dir = "{tmp_path / "data"}"\n')
+    run = subprocess.run([sys.executable, "-m", "tinynas.cli", "onboard", "--user", "bob", "--recalibrate",
+                          "--config", str(config)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "bob has no served model" in _one_line_error(run.stderr)
+    assert not (tmp_path / "data" / "requests").exists()  # nothing left for a service to act on
+    run = subprocess.run([sys.executable, "-m", "tinynas.cli", "onboard", "--user", "bob", "--unlabelled",
+                          "--config", str(config)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "--unlabelled goes with --recalibrate" in _one_line_error(run.stderr)
+
+
+def test_state_with_a_recalibration_is_checked(tmp_path):
+    from tinynas.service.state import DamagedState, ServiceState, _parse, load_state, save_state
+
+    deployed = {"user": "alice", "model": "/m/model.tflite", "card": "/m/card.json", "accuracy": 1.0}
+    good = ServiceState(state="RECALIBRATING", user="alice", session="/s", deployed=deployed,
+                        rewear={"phase": "recalibrating", "user": "alice"})
+    save_state(tmp_path / "state.json", good)
+    assert load_state(tmp_path / "state.json").rewear == good.rewear
+    for broken in ({**good.to_dict(), "deployed": {}}, {**good.to_dict(), "rewear": {}},
+                   {**good.to_dict(), "rewear": ["phase"]}):
+        with pytest.raises(DamagedState):
+            _parse(json.dumps(broken))
+
+
+def test_onboarding_plan_of_an_older_deployment_comes_from_its_session(tmp_path):
+    from tinynas.service.rewear import RewearRefused, onboarding_plan
+
+    session = tmp_path / "profiles" / "alice" / "sessions" / "20260101-000000"
+    session.mkdir(parents=True)
+    (session / "manifest.json").write_text(json.dumps({"plan": {"name": "p", "classes": ["a", "b"],
+                                                                "repetitions": 6}}))
+    study = tmp_path / "profiles" / "alice" / "studies" / "20260101-000000"
+    plan = onboarding_plan({"user": "alice", "study": str(study)}, 2)
+    assert plan.classes == ("a", "b") and plan.repetitions == 2
+    with pytest.raises(RewearRefused, match="plan is not known"):
+        onboarding_plan({"user": "alice", "study": str(tmp_path / "gone" / "studies" / "x")}, 2)

@@ -1,0 +1,337 @@
+"""Re-wear / new condition: bring the served model back without a new search, while it keeps serving.
+
+`tinynas onboard --user U --recalibrate` -> COLLECTING (the user's onboarding plan with
+`rewear_repetitions` per class: the last repetition verifies) -> RECALIBRATING (`recalibrate` into a
+staging folder) -> the new model is served only if `recalibrate` accepted it (at least as accurate on the
+held-out new windows, the original test windows not forgotten); otherwise the old one stays and
+`state.rewear` says why. With `--unlabelled`, `rewear_unlabelled_seconds` of whatever the machine does are
+recorded and `adapt` runs; with no labels the only check is the models' own confidence on those windows,
+and the status says so.
+
+Power cuts: the session is crash-safe (Recorder); `state.deployed` changes only after the accepted model
+is in its final folder, so a kill at any point leaves the old model serving. A kill in RECALIBRATING
+reruns the step from the recorded windows (the staging folder, ours, is removed first). The fine-tuning
+runs in a child process: TensorFlow stays out of the serving process, and the kernel kills the child
+with the service (PR_SET_PDEATHSIG), so a restarted service never races an orphan on the staging folder.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from firmware_bridge.guide import Plan
+from tinynas.errors import TinynasError, user_message
+
+log = logging.getLogger(__name__)
+
+UNLABELLED = ("unlabelled-a", "unlabelled-b")
+"""Labels of the two halves of an unlabelled recording: `Windows` needs two classes; `adapt` ignores them
+(they are not the model's classes, so they are not even scored)."""
+
+
+class RewearRefused(TinynasError, ValueError):
+    """A re-wear request that cannot be followed (no served model for the user, an old model folder)."""
+
+
+# ---- the request --------------------------------------------------------------------------------------
+def served_model_problem(deployed: dict, user: str) -> str | None:
+    """Why `user` cannot re-wear (one line), or None when the served model is theirs."""
+    if not deployed:
+        return f"{user} has no served model (nothing is served yet): onboard {user} first"
+    if deployed.get("user") != user:
+        return (f"{user} has no served model (the service serves {deployed.get('user')}'s): "
+                f"onboard {user} first")
+    return None
+
+
+def onboarding_plan(deployed: dict, repetitions: int) -> Plan:
+    """The plan the served model was collected with, with `repetitions` per class.
+
+    Models deployed by this version record it; older ones are found through their study's session manifest.
+    """
+    stored = deployed.get("plan")
+    if not isinstance(stored, dict):
+        session = deployed.get("session") or ""
+        if not session and deployed.get("study"):
+            study = Path(deployed["study"])
+            session = str(study.parent.parent / "sessions" / study.name)
+        try:
+            stored = json.loads((Path(session) / "manifest.json").read_text(encoding="utf-8")).get("plan")
+        except (OSError, ValueError, AttributeError):
+            stored = None
+    if not isinstance(stored, dict) or not stored.get("classes"):
+        raise RewearRefused("the served model's collection plan is not known (its session is gone): "
+                            "onboard again to make a model that can be recalibrated")
+    try:
+        return Plan(**{**stored, "classes": tuple(stored["classes"]), "repetitions": repetitions})
+    except (TypeError, TinynasError) as exc:
+        raise RewearRefused(f"the served model's collection plan is not usable ({exc})") from None
+
+
+def new_flow(service, user: str, unlabelled: bool) -> dict:
+    """The `state.rewear` of a new flow for `user` (RewearRefused in one line if it cannot start)."""
+    from tinynas.modeldir import ModelDir
+
+    deployed = service.state.deployed
+    problem = served_model_problem(deployed, user)
+    if problem:
+        raise RewearRefused(problem)
+    source = ModelDir.open(Path(deployed["model"]).parent)  # no float weights: refused before anyone records
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    profile = service.paths.profile(user)
+    flow = {"user": user, "mode": "unlabelled" if unlabelled else "labelled", "phase": "collecting",
+            "session": str(profile / "sessions" / f"{stamp}-rewear"),
+            "staging": str(profile / "deployed" / f"{stamp}-rewear.tmp"),
+            "final": str(profile / "deployed" / f"{stamp}-rewear"), "from": deployed["model"],
+            "window": source.preprocessing.window_length, "started": time.time()}
+    if unlabelled:
+        # At least 6 windows long: each half then gives 5 half-overlapping windows, 10 in all (adapt needs 8).
+        least = 6 * flow["window"] / service.hello.sample_rate_hz
+        flow["seconds"] = round(max(float(service.config.rewear_unlabelled_seconds), least), 3)
+        flow["text"] = f"recording {flow['seconds']:g} s of unlabelled data (the old model keeps serving)"
+    else:
+        plan = onboarding_plan(deployed, service.config.rewear_repetitions)
+        flow["plan"] = {**plan.to_dict(), "classes": list(plan.classes)}
+        flow["text"] = (f"collecting {plan.repetitions} repetition(s) of each of {len(plan.classes)} classes "
+                        f"(the old model keeps serving)")
+        if plan.repetitions < 2:
+            flow["text"] += ("; with 1 repetition nothing of the new session is held out: the check can only be "
+                             "that nothing is forgotten")
+    return flow
+
+
+def flow_plan(flow: dict) -> Plan:
+    """The Plan of a labelled flow (stored in state.rewear when it started)."""
+    return Plan(**{**flow["plan"], "classes": tuple(flow["plan"]["classes"])})
+
+
+# ---- unlabelled recording -------------------------------------------------------------------------------
+def record_unlabelled(service, flow: dict, recorder) -> None:
+    """Record `flow['seconds']` of the stream into the session as two windows (halves); resumable."""
+    windows_file = Path(flow["session"]) / "windows.jsonl"
+    if windows_file.exists() and len(windows_file.read_text().splitlines()) >= 2:
+        return  # recorded before a power cut that came before the state was saved
+    rate = service.hello.sample_rate_hz
+    total = int(round(flow["seconds"] * rate))
+    while not recorder.samples_written:  # the recorder's stream starts with the next chunk it is handed
+        if service._stop.wait(0.05):
+            raise KeyboardInterrupt
+    start = recorder.latest_sample
+    # No "prompt": nothing is to be performed (a person following the status page must not act on it);
+    # what is recorded is said in state.rewear's text.
+    service.collection = {"total": 1, "accepted": 0, "plan": "unlabelled"}
+    while recorder.latest_sample < start + total:
+        if service._stop.wait(0.1):
+            raise KeyboardInterrupt  # stopping: nothing recorded is labelled yet; the next start records again
+    half = total // 2
+    recorder.add_window(UNLABELLED[0], start, half)
+    recorder.add_window(UNLABELLED[1], start + half, total - half)
+
+
+# ---- the child process ----------------------------------------------------------------------------------
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _confidence(tflite: bytes, card: dict, windows) -> float:
+    from tinynas.litert import Int8Model
+    from tinynas.preprocess import Preprocessing
+
+    logits = Int8Model(tflite).logits(Preprocessing.from_card(card).apply(windows.x)).astype(np.float64)
+    probabilities = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probabilities /= probabilities.sum(axis=1, keepdims=True)
+    return round(float(probabilities.max(axis=1).mean()), 4)
+
+
+def _job(job: dict) -> dict:
+    """Run in the child: recalibrate or adapt into the staging folder; the decision as a dict."""
+    from tinynas.data.spec import load_windows
+
+    windows = load_windows(job["spec"])
+    if job["mode"] == "labelled":
+        from tinynas.adaptation.recalibrate import Recipe, recalibrate
+
+        result = recalibrate(job["source"], windows, job["staging"], spec=job["spec"],
+                             recipe=Recipe(epochs=job["epochs"], learning_rate=job["learning_rate"]))
+        return {"accepted": result.accepted, "reason": result.reason, "windows": result.windows,
+                "verify_windows": result.verify_windows, "seconds": round(result.seconds, 1),
+                "verify": [result.verify_before, result.verify_after], "test": [result.test_before, result.test_after]}
+    from tinynas.adaptation.adapt import adapt
+
+    result = adapt(job["source"], windows, job["staging"], spec=job["spec"])
+    source = Path(job["source"])
+    before = _confidence((source / "model.tflite").read_bytes(), json.loads((source / "card.json").read_text()),
+                         windows)
+    after = _confidence((Path(job["staging"]) / "model.tflite").read_bytes(), result.card, windows)
+    # No labels: accuracy on the new condition cannot be measured. The served model's own confidence on the
+    # new windows is the honest proxy available; a swap on it is said to be one.
+    accepted = after >= before
+    reason = (f"{'accepted' if accepted else 'rejected'}: no labels, so judged only by mean confidence on "
+              f"{len(windows)} new windows ({before:.3f} -> {after:.3f}; confidence is not accuracy)"
+              + ("" if accepted else ". The old model stays."))
+    return {"accepted": accepted, "reason": reason, "windows": len(windows), "seconds": round(result.seconds, 1),
+            "confidence": [before, after], "test": [result.test_before, result.test_after]}
+
+
+def _child_main(job_path: str) -> int:
+    job = json.loads(Path(job_path).read_text())
+    try:
+        outcome = _job(job)
+    except Exception as exc:  # noqa: BLE001 - reported to the service as one line, never a traceback
+        outcome = {"error": user_message(exc) or f"internal error {type(exc).__name__}: {exc} (a bug: please "
+                                                  f"report it with the log)"}
+    from tinynas.atomic import atomic_write_text
+
+    atomic_write_text(Path(job["result"]), json.dumps(outcome))
+    return 0
+
+
+# ---- RECALIBRATING --------------------------------------------------------------------------------------
+def _spec(service, flow: dict) -> str:
+    spec = f"session:{flow['session']}"
+    if flow["mode"] == "unlabelled":
+        return spec + f"?window={flow['window']}&hop={max(1, flow['window'] // 2)}"
+    fit = service._plan_fit(flow_plan(flow))
+    return spec + (f"?window={fit.window}&hop={fit.hop}" if fit.cut else "")
+
+
+def _figures(outcome: dict) -> str:
+    parts = []
+    # (adapt's confidence figures are in its reason already)
+    for key, what in (("verify", "held-out new windows"), ("test", "original test windows")):
+        before, after = (outcome.get(key) or [None, None])[:2]
+        if before is not None and after is not None:
+            parts.append(f"{what} {before:.3f} -> {after:.3f}")
+    return "; ".join(parts)
+
+
+def _cancel_requested(service, user: str) -> bool:
+    cancelled = False
+    for path, wanted in service._requests("cancel"):
+        path.unlink(missing_ok=True)
+        if wanted.get("user") == user:
+            cancelled = True
+        else:
+            service._refuse(f"cancel request for {wanted.get('user')!r} ignored: the running recalibration is "
+                            f"{user}'s")
+    return cancelled
+
+
+def recalibrate_step(service) -> None:
+    """RECALIBRATING: run the change in a child, then swap only an accepted model (see module docstring)."""
+    flow = dict(service.state.rewear)
+    staging, final = Path(flow["staging"]), Path(flow["final"])
+    shutil.rmtree(staging, ignore_errors=True)  # ours: a run a power cut interrupted
+    result_path = staging.with_name(staging.name + ".result.json")
+    result_path.unlink(missing_ok=True)
+    job = {"mode": flow["mode"], "source": str(Path(flow["from"]).parent), "staging": str(staging),
+           "spec": _spec(service, flow), "epochs": service.config.rewear_epochs,
+           "learning_rate": service.config.rewear_learning_rate, "result": str(result_path)}
+    job_path = staging.with_name(staging.name + ".job.json")
+    job_path.parent.mkdir(parents=True, exist_ok=True)
+    job_path.write_text(json.dumps(job))
+    flow.update(phase="adapting" if flow["mode"] == "unlabelled" else "recalibrating",
+                text=("adapting batch-norm statistics to the unlabelled windows" if flow["mode"] == "unlabelled"
+                      else "fine-tuning on the new windows") + " (the old model keeps serving)")
+    service._save(rewear=flow)
+    log_path = staging.with_name(staging.name + ".log")  # a file, not a pipe: a chatty child never blocks
+    with open(log_path, "wb") as child_log:
+        child = subprocess.Popen([sys.executable, "-m", "tinynas.service.rewear", str(job_path)],
+                                 stdout=subprocess.DEVNULL, stderr=child_log, preexec_fn=_die_with_parent)
+    try:
+        while child.poll() is None:
+            if _cancel_requested(service, flow["user"]):
+                child.kill()
+                child.wait()
+                shutil.rmtree(staging, ignore_errors=True)
+                for path in (job_path, result_path, log_path):
+                    path.unlink(missing_ok=True)
+                _finish(service, flow, "cancelled", f"recalibration of {flow['user']} cancelled; the old model "
+                        f"stays; recordings kept in {flow['session']}")
+                return
+            if service._stop.wait(0.5):
+                return  # stopping: the child is killed below and the next start runs this step again
+    finally:
+        if child.poll() is None:  # the service is stopping: the next start runs the step again
+            child.kill()
+            child.wait()
+    try:
+        stderr = log_path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        stderr = ""
+    try:
+        outcome = json.loads(result_path.read_text())
+    except (OSError, ValueError):
+        last = stderr.splitlines()[-1] if stderr else ""
+        outcome = {"error": f"the recalibration process ended with code {child.returncode}"
+                            + (f" ({last})" if last else "")}
+    for path in (job_path, result_path, log_path):
+        path.unlink(missing_ok=True)
+    if "error" in outcome:
+        shutil.rmtree(staging, ignore_errors=True)
+        _finish(service, flow, "failed", f"recalibration of {flow['user']} failed: {outcome['error']}; the old "
+                f"model stays; recordings kept in {flow['session']}", error=True)
+        return
+    figures = _figures(outcome)
+    flow["figures"] = {key: outcome[key] for key in ("verify", "confidence", "test") if key in outcome}
+    if not outcome["accepted"]:
+        shutil.rmtree(staging, ignore_errors=True)
+        _finish(service, flow, "rejected", f"{outcome['reason']}" + (f" ({figures})" if figures else ""))
+        return
+    _swap(service, flow, staging, final, outcome, figures)
+
+
+def _swap(service, flow: dict, staging: Path, final: Path, outcome: dict, figures: str) -> None:
+    for file in staging.iterdir():
+        with open(file, "rb") as handle:
+            os.fsync(handle.fileno())
+    if final.exists() and str(final / "model.tflite") != service.state.deployed.get("model"):
+        shutil.rmtree(final)  # a swap a power cut interrupted before the state was saved
+    os.replace(staging, final)
+    card = json.loads((final / "card.json").read_text())
+    old = service.state.deployed
+    after = [(outcome.get(key) or [None, None])[1] for key in ("verify", "test")]
+    deployed = {**old, "model": str(final / "model.tflite"), "card": str(final / "card.json"),
+                "accuracy": next((value for value in after if value is not None), old.get("accuracy", 0.0)),
+                "card_int8_test_accuracy": card.get("int8_test_accuracy"), "replaced": old["model"],
+                "changed_by": "recalibrate" if flow["mode"] == "labelled" else "adapt"}
+    flow.update(phase="accepted", text=f"{outcome['reason']}" + (f" ({figures})" if figures else "")
+                + f"; now serving {final}", finished=time.time())
+    service.collection = {}
+    service._save(state="SERVING", deployed=deployed, rewear=flow, session="", error="", paused="")
+
+
+def _finish(service, flow: dict, phase: str, text: str, error: bool = False) -> None:
+    """End the flow without a swap: the old model keeps serving; `text` is what status shows."""
+    log.log(logging.ERROR if error else logging.INFO, "%s", text)
+    flow.update(phase=phase, text=text, finished=time.time())
+    service.collection = {}
+    service._save(state="SERVING", rewear=flow, session="", paused="", error=text if error else "")
+
+
+def status_line(rewear: dict) -> str:
+    """The flow in one line for `tinynas service status`."""
+    if not rewear:
+        return ""
+    return f"re-wear of {rewear.get('user')} ({rewear.get('mode')}): {rewear.get('phase')}: {rewear.get('text', '')}"
+
+
+if __name__ == "__main__":
+    from tinynas.quiet import quiet_environment
+
+    quiet_environment()
+    sys.exit(_child_main(sys.argv[1]))
