@@ -276,3 +276,16 @@ def test_onboarding_plan_of_an_older_deployment_comes_from_its_session(tmp_path)
     assert plan.classes == ("a", "b") and plan.repetitions == 2
     with pytest.raises(RewearRefused, match="plan is not known"):
         onboarding_plan({"user": "alice", "study": str(tmp_path / "gone" / "studies" / "x")}, 2)
+
+
+def test_status_line_names_the_phase_once():
+    from tinynas.service.rewear import status_line
+
+    assert status_line({}) == ""
+    line = status_line({"user": "alice", "mode": "labelled", "phase": "rejected",
+                        "text": "rejected: less accurate on held-out new windows. The old model stays."})
+    assert line == "re-wear of alice (labelled): rejected: less accurate on held-out new windows. The old model stays."
+    assert status_line({"user": "a", "mode": "unlabelled", "phase": "adapting", "text": "adapting x"}) \
+        == "re-wear of a (unlabelled): adapting x"
+    assert status_line({"user": "a", "mode": "labelled", "phase": "collecting", "text": "2 of 6"}) \
+        == "re-wear of a (labelled): collecting: 2 of 6"

@@ -327,7 +327,10 @@ def status_line(rewear: dict) -> str:
     """The flow in one line for `tinynas service status`."""
     if not rewear:
         return ""
-    return f"re-wear of {rewear.get('user')} ({rewear.get('mode')}): {rewear.get('phase')}: {rewear.get('text', '')}"
+    phase, text = str(rewear.get("phase", "")), str(rewear.get("text", ""))
+    # recalibrate's and adapt's reasons begin with "accepted:" / "rejected:" already
+    return f"re-wear of {rewear.get('user')} ({rewear.get('mode')}): " + (text if text.startswith(phase) else
+                                                                          f"{phase}: {text}")
 
 
 if __name__ == "__main__":
