@@ -67,7 +67,8 @@ def main() -> int:
                            target, strategy="paper", budget_seconds=3600, fidelity=fidelity,
                            final_fidelity=Fidelity(args.epochs, 16, args.learning_rate), workers=args.workers,
                            data_spec=spec, fault_for=_faulty, health=mode != "off",
-                           retry_unstable=mode == "stop + retry", progress=Progress(interactive=False)).run()
+                           retry_unstable=mode == "stop + retry", progress=Progress(interactive=False),
+                           augment="none", kernels="3").run()
             trained = [t for t in result.trials if t.attempts]
             faulty = [t for t in trained if t.details.get("fault")]
             diagnosed = [t for t in trained if (t.details.get("first_attempt") or {}).get("diagnosis")

@@ -68,7 +68,8 @@ def run(name: str, title: str, args: argparse.Namespace) -> int:
                                budget_seconds=parse_duration(args.budget), seed=args.seed,
                                fidelity=Fidelity(args.epochs, 16, 1e-3),
                                final_fidelity=Fidelity(args.final_epochs, 16, 0.01), workers=args.workers,
-                               data_spec=args.data, split=args.split, progress=Progress(interactive=False)).run()
+                               data_spec=args.data, split=args.split, progress=Progress(interactive=False),
+                               augment="none", kernels="3").run()
             except BudgetError as exc:
                 row.update(status="no architecture fits", note=str(exc))
                 rows.append(row)

@@ -92,7 +92,7 @@ def main() -> int:
             result = Study(out, windows, target, strategy="paper", budget_seconds=args.budget, seed=0,
                            fidelity=Fidelity(args.epochs, 16, 1e-3), final_fidelity=Fidelity(args.epochs, 16, 0.01),
                            workers=workers, threads_per_worker=threads, data_spec=args.data,
-                           progress=Progress(interactive=False)).run()
+                           progress=Progress(interactive=False), augment="none", kernels="3").run()
             wall = time.perf_counter() - started
             sampler.stop()
         search = result.card["search"]

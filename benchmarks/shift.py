@@ -67,6 +67,8 @@ ROWS = {
         "time_shift": {"augmentation": {"time_shift": 0.1}},
         "channel_shift": {"augmentation": {"channel_shift": 1}},
         "combined": {"augmentation": {"channel_gain": 0.3, "gain": 0.3, "noise": 0.1}},
+        # What the armband preset holds: the kinds kept by the rule below.
+        "preset": {"augmentation": {"channel_gain": 0.3, "noise": 0.1}},
     },
     "cwru": {
         "today": {},
@@ -76,6 +78,8 @@ ROWS = {
         "time_shift": {"augmentation": {"time_shift": 0.5}},
         "kernel 9": {"kernel_size": 9},
         "combined": {"augmentation": {"gain": 0.3, "time_shift": 0.5}, "kernel_size": 9},
+        # What the vibration preset holds: the kinds kept by the rule below, and kernel 9.
+        "preset": {"augmentation": {"gain": 0.3, "noise": 0.1, "time_shift": 0.5}, "kernel_size": 9},
     },
 }
 FINAL = dict(epochs=100, batch_size=16, learning_rate=0.01)
@@ -223,7 +227,37 @@ def report(setting: str, records: list[dict], command: str) -> str:
                          f"{np.mean([r['adapt_seconds'] for r in done]):.1f} | "
                          f"{np.mean([r['recalibrate_seconds'] for r in done]):.1f} |")
         lines.append("")
+    lines += decision(setting, records)
     return "\n".join(lines) + "\n"
+
+
+def decision(setting: str, records: list[dict]) -> list[str]:
+    """Which single measures helped, by the rule the presets follow: on the primary target, the mean over
+    seeds of the new-condition accuracy (zero-shot and after adapt, averaged) is higher than today's,
+    and the same-block accuracy is not more than 1 point lower."""
+    primary = next(iter(SETTINGS[setting]["targets"]))
+    rows = [r for r in records if r["target"] == primary and "skipped" not in r]
+
+    def mean(row, key):
+        values = [r[key] for r in rows if r["row"] == row]
+        return float(np.mean(values)) if values else None
+
+    base_new = mean("today", "zero_shot_all")
+    if base_new is None:
+        return []
+    base_adapt, base_same = mean("today", "adapted"), mean("today", "same_block")
+    lines = [f"## What helped ({primary}; rule: mean of zero-shot (all) and after-adapt accuracy above today's, "
+             f"same-block at most 1 point below today's)", "", "| measure | new: zero-shot + adapt (mean) | vs today | "
+             "same-block vs today | kept |", "|---|---|---|---|---|"]
+    for row in ROWS[setting]:
+        if row in ("today", "combined", "preset") or mean(row, "zero_shot_all") is None:
+            continue
+        new = (mean(row, "zero_shot_all") + mean(row, "adapted")) / 2
+        base = (base_new + base_adapt) / 2
+        same = mean(row, "same_block") - base_same
+        kept = new > base and same >= -0.01
+        lines.append(f"| {row} | {new:.3f} | {new - base:+.3f} | {same:+.3f} | {'yes' if kept else 'no'} |")
+    return lines + [""]
 
 
 def _job(arguments):

@@ -87,7 +87,7 @@ def run_one(args, windows, target, strategy: str, seed: int, scratch: Path) -> d
     result = Study(scratch / f"{strategy}-{seed}", windows, target, strategy=strategy,
                    budget_seconds=parse_duration(args.budget), seed=seed, fidelity=fidelity,
                    final_fidelity=final, workers=args.workers, data_spec=args.data, split=args.split,
-                   progress=Progress(interactive=False), track_test=True).run()
+                   progress=Progress(interactive=False), track_test=True, augment="none", kernels="3").run()
     wall = time.monotonic() - started
     card = result.card
     space = SearchSpace(windows.window_length, windows.channels, windows.classes)

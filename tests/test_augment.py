@@ -101,7 +101,8 @@ def test_kernels_option():
     from tinynas.augment import parse_kernels
 
     assert parse_kernels("3,9") == ((3, 9), "explicit")
-    assert parse_kernels("auto", {"source": "folder"})[0] == ()
+    assert parse_kernels("auto", {"source": "folder"})[0] == (3,)
+    assert parse_kernels("auto", {"source": "cwru"})[0] == (9,)
     for bad in ("4", "3,x", "", "99"):
         with pytest.raises(UsageError, match="--kernels"):
             parse_kernels(bad or ",")

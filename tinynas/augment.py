@@ -125,18 +125,21 @@ def _resample(x: np.ndarray, factor: np.ndarray) -> np.ndarray:
 
 PRESETS: dict[str, Augmentation] = {
     "none": Augmentation(),
-    # Filled from benchmarks/results/shift-*.md: only kinds that helped on another session/condition.
-    "armband": Augmentation(),
-    "vibration": Augmentation(),
+    # From benchmarks/results/shift-*.md: only kinds that helped on another session/condition there.
+    "armband": Augmentation(channel_gain=0.3, noise=0.1),
+    "vibration": Augmentation(gain=0.3, noise=0.1, time_shift=0.5),
 }
 
 SEARCHED_KERNELS: dict[str, tuple[int, ...]] = {
-    # Kernel sizes the `fast` strategy also races for a sensor (filled from benchmarks/shift.py).
-    "none": (), "armband": (), "vibration": (),
+    # The kernel sizes of a sensor's search space (the first is used by every strategy; `fast` races
+    # all of them). Vibration: a wide kernel transferred to another load far better after `adapt`
+    # (benchmarks/results/shift-cwru.md); racing 3 against 9 on one load's validation cannot see that.
+    "none": (3,), "armband": (3,), "vibration": (9,),
 }
 
-SENSORS = {"isl": "armband", "cwru": "vibration", "synthetic:emg": "armband", "synthetic:vibration": "vibration"}
-"""Which preset `auto` takes for a data source (others: none, unless the data says what sensor it is)."""
+SENSORS = {"isl": "armband", "cwru": "vibration"}
+"""Which preset `auto` takes for a data source. Others (synthetic sets, recorded sessions, folders) get
+none unless their provenance names a "sensor": the presets were measured on these two only."""
 
 
 def sensor_of(provenance: dict) -> str | None:
@@ -146,12 +149,13 @@ def sensor_of(provenance: dict) -> str | None:
 
 
 def parse_kernels(text: str, provenance: dict | None = None) -> tuple[tuple[int, ...], str]:
-    """`--kernels` value -> (extra kernel sizes to search, how chosen): "auto" (the sensor's), or "3,9"."""
+    """`--kernels` value -> (the search space's kernel sizes, how chosen): "auto" (the sensor's), or "3,9"."""
     text = (text or "auto").strip()
     if text == "auto":
         sensor = sensor_of(provenance or {})
-        kernels = SEARCHED_KERNELS.get(sensor or "none", ())
-        return kernels, (f"auto: the {sensor} preset" if sensor else "auto: kernel 3 only (unknown sensor)")
+        kernels = SEARCHED_KERNELS[sensor or "none"]
+        return kernels, (f"auto: the {sensor} preset" if sensor else "auto: kernel 3 (the data does not say "
+                                                                      "what sensor it is)")
     try:
         kernels = tuple(int(part) for part in text.split(","))
     except ValueError:

@@ -149,10 +149,9 @@ class Study:
         self.health = health
         self.retry_unstable = retry_unstable
         searched, self.kernels_note = parse_kernels(kernels, windows.provenance)
-        # Kernel 3 is the method's; a preset or --kernels adds others for `fast` to race.
-        extra = tuple(k for k in searched if k != 3)
+        # The first kernel size is every strategy's (3 is the method's); `fast` races the others too.
         self.space = SearchSpace(windows.window_length, windows.channels, windows.classes,
-                                 kernel_sizes=(3, *extra) if extra else ())
+                                 kernel_size=searched[0], kernel_sizes=searched if len(searched) > 1 else ())
         self.split_name = split
         self.split: Split = make_split(windows, split, seed=seed)
         # A separate test set (--test-data): the split's own test side trains instead.
