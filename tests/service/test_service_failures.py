@@ -178,6 +178,9 @@ def test_the_service_outlives_failed_onboardings_and_pauses_collections(device):
     assert state["state"] == "COLLECTING" and state["user"] == "bob"
     assert "no movement seen" in state["paused"] and "check the electrodes" in state["paused"]
     assert "tinynas onboard --user bob --continue" in state["paused"]
+    # `service status` shows status.json, rewritten every half second: it may lag state.json a little.
+    device.wait(lambda: "collection paused at fist" in tinynas("service", "status", "--config",
+                                                               str(device.config)).stdout, "status to show the pause")
     shown = tinynas("service", "status", "--config", str(device.config))
     assert "\n  collection paused at fist: 3 attempts rejected" in shown.stdout
 
