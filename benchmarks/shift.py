@@ -23,7 +23,7 @@ Data and splits (never a window of one recording on two sides):
   earlier half without labels; `recalibrate` on the first 10 windows of every file with labels;
   both tested on the later half.
 Figures are int8 (LiteRT) accuracy, mean +- sd over seeds; "worst class" is the lowest per-class
-recall of the new-condition test, averaged over seeds.
+recall of the new-condition test, averaged over seeds (ISL: one test window per letter, so it is 0).
 """
 
 from __future__ import annotations
@@ -83,6 +83,7 @@ ROWS = {
     },
 }
 FINAL = dict(epochs=100, batch_size=16, learning_rate=0.01)
+SEARCH_ROW = "fast search, preset"
 
 
 def _new_sides(setting: str, new):
@@ -132,8 +133,6 @@ def _model_dir(out: Path, arch, windows, split, result, target, recipe: dict) ->
 def run_one(setting: str, target_name: str, row: str, seed: int) -> dict:
     """Train, export, evaluate zero-shot, adapt, recalibrate: one row, one target, one seed."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    from tinynas.adaptation.adapt import adapt
-    from tinynas.adaptation.recalibrate import Recipe, recalibrate
     from tinynas.augment import Augmentation
     from tinynas.cost import estimate
     from tinynas.data.spec import load_windows
@@ -162,30 +161,62 @@ def run_one(setting: str, target_name: str, row: str, seed: int) -> dict:
     result = fit(arch, windows.x[split.train], windows.y[split.train], windows.x[split.val], windows.y[split.val],
                  Fidelity(**FINAL, augmentation=augmentation), seed=seed)
     record["train_seconds"] = round(time.perf_counter() - started, 1)
-    first, few, later = _new_sides(setting, new)
     with tempfile.TemporaryDirectory(prefix="shift-") as folder:
         base = Path(folder) / "base"
         _model_dir(base, arch, windows, split, result, target, {"augmentation": augmentation.to_dict()})
         record["same_block"] = evaluate(base, _subset(windows, split.test)).accuracy
-        zero_all = evaluate(base, new)
-        zero = evaluate(base, _subset(new, later))
-        record.update(zero_shot_all=zero_all.accuracy, zero_shot=zero.accuracy,
-                      zero_shot_recall=zero.per_class_recall)
-        started = time.perf_counter()
-        adapt(base, _subset(new, first), Path(folder) / "adapted", spec="new session, first part")
-        record["adapt_seconds"] = round(time.perf_counter() - started, 1)
-        adapted = evaluate(Path(folder) / "adapted", _subset(new, later))
-        record.update(adapted=adapted.accuracy, adapted_recall=adapted.per_class_recall)
-        started = time.perf_counter()
-        # Always written here (max_forgetting 1): the table shows what recalibration does, and the
-        # original test accuracy after it, whether or not the product would have accepted it.
-        recal = recalibrate(base, _subset(new, few), Path(folder) / "recalibrated", recipe=Recipe(max_forgetting=1.0),
-                            seed=seed, allow_missing=True)
-        record["recalibrate_seconds"] = round(time.perf_counter() - started, 1)
-        recalibrated = evaluate(Path(folder) / "recalibrated", _subset(new, later))
-        record.update(recalibrated=recalibrated.accuracy, recalibrated_recall=recalibrated.per_class_recall,
-                      recalibrated_same_block=recal.test_after)
+        _evaluate_new(setting, base, new, record, seed, Path(folder))
     return record
+
+
+def _evaluate_new(setting: str, base: Path, new, record: dict, seed: int, folder: Path) -> dict:
+    """Zero-shot, adapt and recalibrate on the new session/condition, from model folder `base`."""
+    from tinynas.adaptation.adapt import adapt
+    from tinynas.adaptation.recalibrate import Recipe, recalibrate
+    from tinynas.evaluate import evaluate
+
+    first, few, later = _new_sides(setting, new)
+    zero_all = evaluate(base, new)
+    zero = evaluate(base, _subset(new, later))
+    record.update(zero_shot_all=zero_all.accuracy, zero_shot=zero.accuracy, zero_shot_recall=zero.per_class_recall)
+    started = time.perf_counter()
+    adapt(base, _subset(new, first), folder / "adapted", spec="new session, first part")
+    record["adapt_seconds"] = round(time.perf_counter() - started, 1)
+    adapted = evaluate(folder / "adapted", _subset(new, later))
+    record.update(adapted=adapted.accuracy, adapted_recall=adapted.per_class_recall)
+    started = time.perf_counter()
+    # Always written here (max_forgetting 1): the table shows what recalibration does, and the
+    # original test accuracy after it, whether or not the product would have accepted it.
+    recal = recalibrate(base, _subset(new, few), folder / "recalibrated", recipe=Recipe(max_forgetting=1.0),
+                        seed=seed, allow_missing=True)
+    record["recalibrate_seconds"] = round(time.perf_counter() - started, 1)
+    recalibrated = evaluate(folder / "recalibrated", _subset(new, later))
+    record.update(recalibrated=recalibrated.accuracy, recalibrated_recall=recalibrated.per_class_recall,
+                  recalibrated_same_block=recal.test_after)
+    return record
+
+
+def run_search(setting: str, target_name: str, seed: int, budget: float = 900.0) -> dict:
+    """Part B: the whole product: `fast` search with the defaults (the sensor's preset), then the same steps."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from tinynas.data.spec import load_windows
+    from tinynas.progress import Progress
+    from tinynas.study import Study
+    from tinynas.targets import get_target
+
+    config = SETTINGS[setting]
+    windows, new = load_windows(config["train"]), load_windows(config["new"])
+    record = {"setting": setting, "target": target_name, "row": SEARCH_ROW, "seed": seed}
+    with tempfile.TemporaryDirectory(prefix="shift-search-") as folder:
+        out = Path(folder) / "run"
+        started = time.perf_counter()
+        result = Study(out, windows, get_target(target_name), strategy="fast", budget_seconds=budget, seed=seed,
+                       data_spec=config["train"], split=config["split"], workers=1,
+                       progress=Progress(interactive=False)).run()
+        record.update(architecture=result.winner.architecture.name(), search_seconds=round(
+            time.perf_counter() - started, 1), same_block=result.card["int8_test_accuracy"],
+            recipe=result.card["training_recipe"])
+        return _evaluate_new(setting, out, new, record, seed, Path(folder))
 
 
 def _mean_sd(values) -> str:
@@ -198,7 +229,7 @@ def _mean_sd(values) -> str:
 def report(setting: str, records: list[dict], command: str) -> str:
     config = SETTINGS[setting]
     lines = [f"# Second day: {setting.upper()} (issue 15)", "", f"Command: `{command}`", "",
-             (__doc__ or "").split("\n\n")[2].strip().replace("\n", " "), "",
+             *[paragraph.strip() + "\n" for paragraph in (__doc__ or "").split("\n\n")[2:4]],
              f"Training data: `{config['train']}`; new session/condition: `{config['new']}`; split: "
              f"{config['split']}. Machine: 2-core x86_64 VM (not a Raspberry Pi); two runs at a time, "
              f"one TensorFlow thread each.", ""]
@@ -206,11 +237,12 @@ def report(setting: str, records: list[dict], command: str) -> str:
         rows = [r for r in records if r["target"] == target]
         if not rows:
             continue
-        lines += [f"## {target}: {rows[0]['architecture']} (today's winner)", "",
+        fixed = next((r["architecture"] for r in rows if r["row"] != SEARCH_ROW and "architecture" in r), "-")
+        lines += [f"## {target}: {fixed} (today's winner) in the recipe rows", "",
                   "| row | seeds | same-block test | new: zero-shot (all) | new: zero-shot | after adapt | "
                   "after recalibrate | worst class zero-shot / adapt / recal | same-block after recal | "
                   "adapt s | recal s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-        for row in ROWS[setting]:
+        for row in [*ROWS[setting], SEARCH_ROW]:
             done = [r for r in rows if r["row"] == row and "skipped" not in r]
             skipped = [r for r in rows if r["row"] == row and "skipped" in r]
             if skipped and not done:
@@ -220,7 +252,8 @@ def report(setting: str, records: list[dict], command: str) -> str:
                 continue
             worst = " / ".join(f"{np.mean([min(r[key].values()) for r in done]):.2f}"
                                for key in ("zero_shot_recall", "adapted_recall", "recalibrated_recall"))
-            lines.append(f"| {row} | {len(done)} | {_mean_sd([r['same_block'] for r in done])} | "
+            label = row if row != SEARCH_ROW else f"{row} ({', '.join(sorted({r['architecture'] for r in done}))})"
+            lines.append(f"| {label} | {len(done)} | {_mean_sd([r['same_block'] for r in done])} | "
                          f"{_mean_sd([r['zero_shot_all'] for r in done])} | {_mean_sd([r['zero_shot'] for r in done])} | "
                          f"{_mean_sd([r['adapted'] for r in done])} | {_mean_sd([r['recalibrated'] for r in done])} | "
                          f"{worst} | {_mean_sd([r['recalibrated_same_block'] for r in done])} | "
@@ -262,6 +295,8 @@ def decision(setting: str, records: list[dict]) -> list[str]:
 
 def _job(arguments):
     try:
+        if arguments[2] == SEARCH_ROW:
+            return run_search(arguments[0], arguments[1], arguments[3])
         return run_one(*arguments)
     except Exception as exc:  # a benchmark row that fails is reported, not fatal to the others
         setting, target, row, seed = arguments
@@ -276,9 +311,11 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", help="comma-separated rows (default: all)")
     parser.add_argument("--targets", help="comma-separated targets (default: both)")
     parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--search", action="store_true",
+                        help="part B: the whole product (fast search with the preset) instead of the recipe rows")
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
-    rows = args.rows.split(",") if args.rows else list(ROWS[args.setting])
+    rows = [SEARCH_ROW] if args.search else args.rows.split(",") if args.rows else list(ROWS[args.setting])
     targets = args.targets.split(",") if args.targets else list(SETTINGS[args.setting]["targets"])
     log = RESULTS / f"shift-{args.setting}.jsonl"
     done = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
@@ -287,14 +324,21 @@ def main(argv=None) -> int:
     jobs = [(args.setting, target, row, seed) for seed in seeds for target in targets for row in rows
             if (target, row, seed) not in finished]
     command = "python benchmarks/shift.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(args.processes, maxtasksperchild=1) as pool:
-        for record in pool.imap_unordered(_job, jobs):
-            with log.open("a") as handle:
-                handle.write(json.dumps(record) + "\n")
-            done.append(record)
-            print(json.dumps({k: v for k, v in record.items() if not k.endswith("recall")}), flush=True)
-            (RESULTS / f"shift-{args.setting}.md").write_text(report(args.setting, done, command))
+    def finished_one(record: dict) -> None:
+        with log.open("a") as handle:
+            handle.write(json.dumps(record) + "\n")
+        done.append(record)
+        print(json.dumps({k: v for k, v in record.items() if not k.endswith("recall")}), flush=True)
+        (RESULTS / f"shift-{args.setting}.md").write_text(report(args.setting, done, command))
+
+    if args.search:  # a study starts its own worker processes: not from a (daemonic) pool worker
+        for job in jobs:
+            finished_one(_job(job))
+    else:
+        context = multiprocessing.get_context("spawn")
+        with context.Pool(args.processes, maxtasksperchild=1) as pool:
+            for record in pool.imap_unordered(_job, jobs):
+                finished_one(record)
     (RESULTS / f"shift-{args.setting}.md").write_text(report(args.setting, done, command))
     return 0
 
