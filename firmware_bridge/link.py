@@ -66,7 +66,7 @@ class Link:
         self._write_lock = threading.Lock()
 
     # ---- lifecycle ----------------------------------------------------------------------
-    def open(self) -> "Link":
+    def open(self) -> Link:
         """Open the port (LinkError if it cannot be opened) and start reading."""
         try:
             self._port = self._open_port()
@@ -92,7 +92,7 @@ class Link:
                 pass
         self.connected.clear()
 
-    def __enter__(self) -> "Link":
+    def __enter__(self) -> Link:
         return self.open() if self._thread is None else self
 
     def __exit__(self, *exc_info) -> None:

@@ -149,7 +149,7 @@ class Recorder:
             for handle in (self._samples, self._windows, self._events):
                 handle.close()
 
-    def __enter__(self) -> "Recorder":
+    def __enter__(self) -> Recorder:
         return self
 
     def __exit__(self, *exc_info) -> None:

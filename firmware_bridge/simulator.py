@@ -164,7 +164,7 @@ class Simulator:
             pass
 
     # ---- streaming ----------------------------------------------------------------------
-    def start(self) -> "Simulator":
+    def start(self) -> Simulator:
         """Create the pty and start streaming (HELLO first)."""
         _check_port_path(Path(self.port))
         self._plug()
@@ -179,7 +179,7 @@ class Simulator:
             self._thread.join(timeout=5)
         self._unplug_now()
 
-    def __enter__(self) -> "Simulator":
+    def __enter__(self) -> Simulator:
         return self.start()
 
     def __exit__(self, *exc_info) -> None:

@@ -61,7 +61,7 @@ class Augmentation:
         return {key: value for key, value in asdict(self).items() if value}
 
     @classmethod
-    def from_dict(cls, stored: dict | None) -> "Augmentation":
+    def from_dict(cls, stored: dict | None) -> Augmentation:
         """The inverse of `to_dict` (None or {} is no augmentation)."""
         if not stored:
             return cls()

@@ -111,7 +111,7 @@ class Diagnoser:
 
     @classmethod
     def fit(cls, rows: Sequence[dict], labels: Sequence[str], features: Sequence[str],
-            l2: float = 1e-2) -> "Diagnoser":
+            l2: float = 1e-2) -> Diagnoser:
         """Train on feature dicts and their fault labels (classes weighted to balance)."""
         from scipy.optimize import minimize
 
@@ -175,7 +175,7 @@ class Diagnoser:
                            "weights": self.weights.tolist()}, indent=1)
 
     @classmethod
-    def from_json(cls, text: str) -> "Diagnoser":
+    def from_json(cls, text: str) -> Diagnoser:
         """Inverse of `to_json`."""
         data = json.loads(text)
         return cls(tuple(data["features"]), tuple(data["classes"]), np.array(data["mean"]),

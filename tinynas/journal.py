@@ -164,7 +164,7 @@ class Journal:
             self._db.close()
             self._db = None
 
-    def __enter__(self) -> "Journal":
+    def __enter__(self) -> Journal:
         return self
 
     def __exit__(self, *exc_info) -> None:

@@ -69,7 +69,7 @@ class ModelDir:
     _split: dict | None = field(default=None, repr=False)
 
     @classmethod
-    def open(cls, path: str | os.PathLike) -> "ModelDir":
+    def open(cls, path: str | os.PathLike) -> ModelDir:
         """Read and check a model folder; every missing piece is one line saying what to do."""
         from tinynas.evaluate import model_files
 

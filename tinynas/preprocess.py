@@ -54,7 +54,7 @@ class Preprocessing:
             raise CardError("preprocessing offsets must be finite")
 
     @classmethod
-    def fit(cls, windows: Windows, train: np.ndarray, normalize: str = "none") -> "Preprocessing":
+    def fit(cls, windows: Windows, train: np.ndarray, normalize: str = "none") -> Preprocessing:
         """The preprocessing a search applies, with statistics from the training windows only."""
         offset: tuple[float, ...] = ()
         scale: tuple[float, ...] = ()
@@ -118,7 +118,7 @@ class Preprocessing:
         return {key: list(value) if isinstance(value, tuple) else value for key, value in data.items()}
 
     @classmethod
-    def from_dict(cls, stored: dict, where: str = "preprocessing") -> "Preprocessing":
+    def from_dict(cls, stored: dict, where: str = "preprocessing") -> Preprocessing:
         """The inverse of `to_dict`; a missing key or a wrong type is a one-line CardError naming it."""
         _expect(stored, dict, where, "a JSON object")
         return cls(_count(stored, "window_length", where), _count(stored, "channels", where),
@@ -127,7 +127,7 @@ class Preprocessing:
                    _numbers(stored, "offset", where), _numbers(stored, "scale", where))
 
     @classmethod
-    def from_card(cls, card: dict) -> "Preprocessing":
+    def from_card(cls, card: dict) -> Preprocessing:
         """The preprocessing a card records (cards written before it was recorded: pass-through).
 
         The card comes from a file a user can edit, so every key read is checked: the first one

@@ -92,7 +92,8 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: dict, 
     ]
     for finding in card.get("data_findings", []):
         lines.append(f"- data check ({finding['severity']}): {finding['message']}")
-    diagnosed = [t for t in trials if t.details.get("diagnosis") or (t.details.get("first_attempt") or {}).get("diagnosis")]
+    diagnosed = [t for t in trials
+                 if t.details.get("diagnosis") or (t.details.get("first_attempt") or {}).get("diagnosis")]
     if diagnosed:
         lines.append(f"- training faults diagnosed: {len(diagnosed)} candidate(s) stopped early "
                      f"(see the notes below; `tinynas replay {out_dir} --trial N` reproduces one)")

@@ -137,7 +137,7 @@ class Architecture:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Architecture":
+    def from_dict(cls, data: dict[str, Any]) -> Architecture:
         """Build from `to_dict()` output; unknown keys are an error, not silently dropped."""
         if not isinstance(data, dict):
             raise SpecError(f"architecture must be a JSON object, got {type(data).__name__}")
@@ -156,7 +156,7 @@ class Architecture:
         return cls(**data)
 
     @classmethod
-    def from_json(cls, text: str) -> "Architecture":
+    def from_json(cls, text: str) -> Architecture:
         """Parse canonical (or any equivalent) JSON."""
         try:
             data = json.loads(text)

@@ -48,7 +48,7 @@ class Fidelity:
         if not 0 < self.subset <= 1 or self.patience < 0:
             raise SpecError(f"invalid fidelity {self}: subset in (0, 1], patience >= 0")
 
-    def with_learning_rate(self, learning_rate: float) -> "Fidelity":
+    def with_learning_rate(self, learning_rate: float) -> Fidelity:
         """The same fidelity at another learning rate."""
         return replace(self, learning_rate=learning_rate)
 

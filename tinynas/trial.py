@@ -60,7 +60,7 @@ class Trial:
             return math.inf
         return self.score
 
-    def evolve(self, **changes) -> "Trial":
+    def evolve(self, **changes) -> Trial:
         """A copy with some fields changed (trials are immutable)."""
         return replace(self, **changes)
 
@@ -77,7 +77,7 @@ class Trial:
         }
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "Trial":
+    def from_row(cls, row: dict[str, Any]) -> Trial:
         """Inverse of `to_row`."""
         return cls(
             number=row["number"], architecture=Architecture.from_json(row["architecture"]),

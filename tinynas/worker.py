@@ -468,7 +468,7 @@ class WorkerPool:
             self._discard(slot)
             slot.job = None
 
-    def __enter__(self) -> "WorkerPool":
+    def __enter__(self) -> WorkerPool:
         return self
 
     def __exit__(self, *exc_info) -> None:

@@ -75,7 +75,7 @@ def changed_card(model_dir: ModelDir, tflite: bytes, preprocessing, entry: dict,
             if key not in ("architecture", "name", "digest", "quantization", "tools")}
     history = list(card.get("history") or [])
     # The float figure belonged to the old weights: kept in the history, not shown as the new model's.
-    entry = {**entry, "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    entry = {**entry, "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
              "from": str(model_dir.path), "previous_int8_test_accuracy": card.get("int8_test_accuracy"),
              "previous_float_test_accuracy": card.pop("float_test_accuracy", None)}
     history.append(entry)

@@ -189,7 +189,8 @@ def recalibrate(model_path: str | Path, windows: Windows, out_dir: str | Path, *
         return RecalibrateResult(None, False, reason, len(tune), len(y_verify), seconds, verify_before,
                                  verify_after, test_before, test_after, None)
     reason = ("accepted: " + (f"checked on {verify_from}" if verify_from else
-                              "no held-out windows of the new session (record two repetitions, or give verification data): "
+                              "no held-out windows of the new session (record two repetitions, or give "
+                              "verification data): "
                               "checked only that the original test windows are not forgotten"))
     entry = {"kind": "recalibrate", "data": describe_data(spec, windows), "fine_tune_windows": int(len(tune)),
              "replayed_windows": replayed, "recipe": recipe.to_dict(), "seed": seed, "seconds": round(seconds, 1),

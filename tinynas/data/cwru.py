@@ -160,7 +160,8 @@ def _plan(folder: Path, files, load) -> tuple[list[tuple[int, str, str]], tuple[
             raise DataError(f"{shown(folder)} holds no file of the CWRU set {set_name} at any load: expected "
                             f"{expected} at 0 hp (or the same classes at 1-3 hp, e.g. {number_of(classes[1], 1)}.mat)")
         if len(present) > 1:
-            raise DataError(f"{shown(folder)} holds files of {set_name} at {' and '.join(f'{hp} hp' for hp in present)}: "
+            loads = " and ".join(f"{hp} hp" for hp in present)
+            raise DataError(f"{shown(folder)} holds files of {set_name} at {loads}: "
                             f"choose one with load={' or load='.join(map(str, present))}, or all of them with "
                             f"load={','.join(map(str, present))}")
         loads = tuple(present)

@@ -79,8 +79,8 @@ def format_summary(spec: str, summary: dict) -> str:
     """What `tinynas data inspect` prints for people (the --json output is `summary` itself)."""
     lines: list[str] = []
     lines.append(f"{spec}")
-    lines.append(f"  windows   {summary['windows']} x {summary['window_length']} samples x {summary['channels']} channels "
-                 f"at {summary['sample_rate_hz']:g} Hz ({summary['window_seconds']:.3g} s each)")
+    lines.append(f"  windows   {summary['windows']} x {summary['window_length']} samples x {summary['channels']} "
+                 f"channels at {summary['sample_rate_hz']:g} Hz ({summary['window_seconds']:.3g} s each)")
     lines.append(f"  channels  {', '.join(summary['channel_names'])}")
     lines.append(f"  groups    {summary['groups']} recordings")
     rows = summary.get("per_session", [])

@@ -95,7 +95,7 @@ def load_isl(path: str | Path, imu: bool = False) -> Windows:
             groups.append(file.stem)
             days.append(stamp.strftime("%Y-%m-%d"))
             stamps.append(stamp)
-    seconds = np.array([int(stamp.replace(tzinfo=datetime.timezone.utc).timestamp()) for stamp in stamps])
+    seconds = np.array([int(stamp.replace(tzinfo=datetime.UTC).timestamp()) for stamp in stamps])
     return Windows(np.stack(x), np.array(y), np.array(groups), tuple(letters), RATE_HZ,
                    EMG_CHANNELS + (IMU_CHANNELS if imu else ()),
                    {"source": "isl", "path": str(folder), "channels": "emg+imu" if imu else "emg",

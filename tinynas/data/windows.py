@@ -148,7 +148,7 @@ class Windows:
         """Number of classes."""
         return len(self.class_names)
 
-    def subset(self, indices: np.ndarray) -> "Windows":
+    def subset(self, indices: np.ndarray) -> Windows:
         """The windows at `indices` (same classes, rate and provenance)."""
         indices = np.asarray(indices, dtype=int)
         return Windows(self.x[indices], self.y[indices], self.groups[indices], self.class_names,
@@ -182,7 +182,7 @@ class Windows:
         atomic_write_bytes(path, buffer.getvalue())
 
     @classmethod
-    def load(cls, path: str | Path) -> "Windows":
+    def load(cls, path: str | Path) -> Windows:
         """Read windows written by `save`."""
         import json
 

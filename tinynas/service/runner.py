@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from firmware_bridge.errors import BridgeError, CollectionPaused
+from firmware_bridge.errors import BridgeError
 from firmware_bridge.guide import GuidedCollection, Prompter, load_plan
 from firmware_bridge.link import Link
 from firmware_bridge.protocol import Samples
@@ -86,7 +86,7 @@ def request(data_dir: str | Path, kind: str, **fields) -> Path:
 
 
 class _StatusPrompter(Prompter):
-    def __init__(self, service: "Service") -> None:
+    def __init__(self, service: Service) -> None:
         self.service = service
 
     def say(self, text: str) -> None:

@@ -124,7 +124,7 @@ class StatusServer:
         self.address = self._httpd.server_address
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="status http", daemon=True)
 
-    def start(self) -> "StatusServer":
+    def start(self) -> StatusServer:
         """Serve in a background thread."""
         self._thread.start()
         return self
