@@ -334,3 +334,20 @@ def test_journals_from_before_the_split_gave_its_reason_still_resume(tmp_path):
     study._check_resumable(older, settings)  # same indices, older text: accepted
     with pytest.raises(StudyError, match="split"):
         study._check_resumable({**settings, "split": "by recording group"}, settings)
+
+
+def test_a_search_from_before_the_presets_is_told_how_to_resume(tmp_path):
+    from tinynas.data.windows import Windows
+
+    windows = load_windows(TINY)
+    as_cwru = Windows(windows.x, windows.y, windows.groups, windows.class_names, windows.sample_rate_hz,
+                      windows.channel_names, {**windows.provenance, "source": "cwru"}, sessions=windows.sessions,
+                      time_index=windows.time_index)
+    study = Study(tmp_path / "run", as_cwru, resolve_target(**TARGET), strategy="fast", fidelity=FAST, data_spec=TINY,
+                  split="group")
+    assert study.final_fidelity.augmentation is not None and study.space.kernel_size == 9  # the vibration preset
+    settings = study._settings(study._strategy())
+    older = {**settings, "final_fidelity": {k: v for k, v in settings["final_fidelity"].items() if k != "augmentation"},
+             "space": {**settings["space"], "kernel_size": 3}}
+    with pytest.raises(StudyError, match="resume with --augment none --kernels 3"):
+        study._check_resumable(older, settings)

@@ -190,8 +190,13 @@ class Study:
             stored = {**stored, "split": settings["split"]}
         if stored != settings:
             changed = sorted(key for key in set(settings) | set(stored) if stored.get(key) != settings.get(key))
-            raise StudyError(f"cannot resume: {', '.join(changed)} differ from the journal's search "
-                             f"(resume with the same options, or choose another --out)")
+            hint = "resume with the same options, or choose another --out"
+            old_recipe = stored.get("final_fidelity")
+            if ({"final_fidelity", "space"} & set(changed) and isinstance(old_recipe, dict)
+                    and "augmentation" not in old_recipe and self.final_fidelity.augmentation is not None):
+                # Searches started before the sensor presets trained without augmentation, at kernel 3.
+                hint = "it was started without augmentation at kernel 3: resume with --augment none --kernels 3"
+            raise StudyError(f"cannot resume: {', '.join(changed)} differ from the journal's search ({hint})")
 
     def _check_out_dir(self) -> None:
         """Refuse an --out that cannot take the run's files before anything is created."""
