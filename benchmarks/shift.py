@@ -35,7 +35,6 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -107,22 +106,16 @@ def _new_sides(setting: str, new):
     return np.array(sorted(first)), np.array(sorted(few)), np.array(sorted(later))
 
 
-def _subset(windows, index):
-    return replace(windows, x=windows.x[index], y=windows.y[index], groups=windows.groups[index],
-                   sessions=None if windows.sessions is None else windows.sessions[index],
-                   time_index=None if windows.time_index is None else windows.time_index[index])
-
-
 def _model_dir(out: Path, arch, windows, split, result, target, recipe: dict) -> None:
     """A model folder as `tinynas search` writes it (card, int8, float weights, windows, split)."""
     from tinynas.export import convert_int8, write_export
-    from tinynas.modeldir import MODEL_WEIGHTS, SPLIT_FILE, WINDOWS_FILE, save_split
+    from tinynas.modeldir import MODEL_WEIGHTS, SPLIT_FILE, WINDOWS_FILE, save_split, save_weights
     from tinynas.preprocess import Preprocessing
 
     pre = Preprocessing.fit(windows, split.train)
     tflite = convert_int8(result.model, windows.x[split.train])
     out.mkdir(parents=True, exist_ok=True)
-    result.model.save_weights(str(out / MODEL_WEIGHTS))
+    save_weights(result.model, out / MODEL_WEIGHTS)
     windows.save(out / WINDOWS_FILE)
     save_split(out / SPLIT_FILE, split)
     write_export(out, arch, tflite, {"classes": list(windows.class_names), "target": target.to_dict(),
@@ -164,7 +157,7 @@ def run_one(setting: str, target_name: str, row: str, seed: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="shift-") as folder:
         base = Path(folder) / "base"
         _model_dir(base, arch, windows, split, result, target, {"augmentation": augmentation.to_dict()})
-        record["same_block"] = evaluate(base, _subset(windows, split.test)).accuracy
+        record["same_block"] = evaluate(base, windows.subset(split.test)).accuracy
         _evaluate_new(setting, base, new, record, seed, Path(folder))
     return record
 
@@ -177,20 +170,20 @@ def _evaluate_new(setting: str, base: Path, new, record: dict, seed: int, folder
 
     first, few, later = _new_sides(setting, new)
     zero_all = evaluate(base, new)
-    zero = evaluate(base, _subset(new, later))
+    zero = evaluate(base, new.subset(later))
     record.update(zero_shot_all=zero_all.accuracy, zero_shot=zero.accuracy, zero_shot_recall=zero.per_class_recall)
     started = time.perf_counter()
-    adapt(base, _subset(new, first), folder / "adapted", spec="new session, first part")
+    adapt(base, new.subset(first), folder / "adapted", spec="new session, first part")
     record["adapt_seconds"] = round(time.perf_counter() - started, 1)
-    adapted = evaluate(folder / "adapted", _subset(new, later))
+    adapted = evaluate(folder / "adapted", new.subset(later))
     record.update(adapted=adapted.accuracy, adapted_recall=adapted.per_class_recall)
     started = time.perf_counter()
     # Always written here (max_forgetting 1): the table shows what recalibration does, and the
     # original test accuracy after it, whether or not the product would have accepted it.
-    recal = recalibrate(base, _subset(new, few), folder / "recalibrated", recipe=Recipe(max_forgetting=1.0),
+    recal = recalibrate(base, new.subset(few), folder / "recalibrated", recipe=Recipe(max_forgetting=1.0),
                         seed=seed, allow_missing=True)
     record["recalibrate_seconds"] = round(time.perf_counter() - started, 1)
-    recalibrated = evaluate(folder / "recalibrated", _subset(new, later))
+    recalibrated = evaluate(folder / "recalibrated", new.subset(later))
     record.update(recalibrated=recalibrated.accuracy, recalibrated_recall=recalibrated.per_class_recall,
                   recalibrated_same_block=recal.test_after)
     return record

@@ -36,6 +36,14 @@ class ModelDirError(TinynasError, ValueError):
     """A model folder that cannot be adapted or recalibrated (files missing, or not ours)."""
 
 
+def save_weights(model, path: str | os.PathLike) -> None:
+    """A Keras model's weights, written whole or not at all (a temporary file, then a rename)."""
+    # Keras picks the format by suffix, so the temporary file keeps it.
+    temporary = f"{path}.partial.weights.h5"
+    model.save_weights(temporary)
+    os.replace(temporary, path)
+
+
 def save_split(path: str | os.PathLike, split) -> None:
     """Write a split's indices atomically (train, val, test; the protocol as text)."""
     buffer = io.BytesIO()
@@ -162,10 +170,7 @@ def write_model_dir(out: Path, source: ModelDir, model, tflite: bytes, card: dic
 
     try:
         out.mkdir(parents=True, exist_ok=True)
-        weights = out / MODEL_WEIGHTS
-        partial = out / f"{MODEL_WEIGHTS}.partial.weights.h5"
-        model.save_weights(str(partial))
-        os.replace(partial, weights)
+        save_weights(model, out / MODEL_WEIGHTS)
         for name in (WINDOWS_FILE, SPLIT_FILE):
             if (source.path / name).is_file():
                 temporary = out / f".{name}.partial"

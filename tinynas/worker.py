@@ -20,6 +20,7 @@ from multiprocessing.connection import wait as wait_for
 from typing import Any
 
 from tinynas.errors import UsageError
+from tinynas.modeldir import save_weights
 
 DEFAULT_MAX_JOBS = 10
 DEFAULT_PRIVATE_LIMIT_BYTES = 400 << 20
@@ -190,14 +191,6 @@ def _live_incumbent(job: Job):
     return read
 
 
-def _save_weights(model, path: str) -> None:
-    import os
-
-    # Keras picks the format by suffix, so the temporary file keeps it.
-    temporary = f"{path}.partial.weights.h5"
-    model.save_weights(temporary)
-    os.replace(temporary, path)
-
 
 def _test_set(job: Job, windows, cache: dict):
     """The windows (model input) and labels this job measures test accuracy on."""
@@ -229,7 +222,7 @@ def _export(job: Job, model, windows, train: list[int], out: JobResult, cache: d
     out.float_test_accuracy = _float_accuracy(model, *_test_set(job, windows, cache))
     out.tflite = convert_int8(model, windows.x[train], seed=job.seed)
     if job.model_weights_path:
-        _save_weights(model, job.model_weights_path)
+        save_weights(model, job.model_weights_path)
     out.timings["convert"] = time.perf_counter() - started
 
 
@@ -295,7 +288,7 @@ def _run(job: Job, tf, cache: dict) -> JobResult:
     elif job.test or job.test_data_path:
         out.float_test_accuracy = _float_accuracy(result.model, *_test_set(job, windows, cache))
     if job.weights_path:
-        _save_weights(result.model, job.weights_path)
+        save_weights(result.model, job.weights_path)
     del result
     tf.keras.backend.clear_session()
     out.seconds = time.perf_counter() - started

@@ -26,9 +26,7 @@ def test_recalibrate_improves_a_shifted_session_and_keeps_the_original(model_dir
     assert result.accepted, result.reason
     assert result.verify_after > result.verify_before  # held-out recordings of the new session
     assert result.test_after >= result.test_before - 0.10  # the original test windows are not forgotten
-    held = replace(new_session, x=new_session.x[verify], y=new_session.y[verify],
-                   groups=new_session.groups[verify], sessions=None, time_index=None)
-    assert evaluate(out, held).accuracy == pytest.approx(result.verify_after, abs=1e-3)
+    assert evaluate(out, new_session.subset(verify)).accuracy == pytest.approx(result.verify_after, abs=1e-3)
     card = json.loads((out / "card.json").read_text())
     entry = card["history"][-1]
     assert entry["kind"] == "recalibrate" and entry["labels_used"] is True

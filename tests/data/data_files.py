@@ -52,3 +52,12 @@ def as_other_user(action):
         data = pipe.read()
     os.waitpid(pid, 0)
     return pickle.loads(data)
+
+
+def linked_mat_folder(folder, *sources):
+    """A new folder holding links to every .mat file of `sources` (e.g. two loads' folders; nothing copied)."""
+    folder.mkdir()
+    for source in sources:
+        for file in source.glob("*.mat"):
+            (folder / file.name).symlink_to(file)
+    return folder

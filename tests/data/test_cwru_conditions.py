@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from data_files import linked_mat_folder
 
 from tinynas.data.cwru import CATALOGUE, FILE_SETS, load_cwru, number_of
 from tinynas.data.spec import load_windows
@@ -10,13 +11,7 @@ from tinynas.data.windows import DataError, Windows
 
 
 def _both_loads(tmp_path, zero_hp, one_hp):
-    """A folder holding the files of two load folders (links, nothing copied)."""
-    folder = tmp_path / "both"
-    folder.mkdir()
-    for source in (zero_hp, one_hp):
-        for file in source.glob("*.mat"):
-            (folder / file.name).symlink_to(file)
-    return folder
+    return linked_mat_folder(tmp_path / "both", zero_hp, one_hp)
 
 
 def test_catalogue_numbers_every_class_at_every_load():

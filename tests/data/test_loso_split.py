@@ -148,11 +148,9 @@ def test_too_small_held_out_session_falls_back():
 def test_real_cwru_0_and_1_hp_validate_on_1_hp(tmp_path, real_cwru, real_cwru_1hp):
     from tinynas.data.cwru import load_cwru
 
-    folder = tmp_path / "both"
-    folder.mkdir()
-    for source in (real_cwru, real_cwru_1hp):
-        for file in source.glob("*.mat"):
-            (folder / file.name).symlink_to(file)
+    from data_files import linked_mat_folder
+
+    folder = linked_mat_folder(tmp_path / "both", real_cwru, real_cwru_1hp)
     windows = load_cwru(folder, "bearingnas10", channel="DE", load=(0, 1), hop=256)
     split = make_split(windows)
     assert split.held_out == "1hp" and "validates and tests on held-out session 1hp" in split.protocol

@@ -106,8 +106,7 @@ def _check_labels(model_dir: ModelDir, windows: Windows, what: str, allow_missin
     if unknown:
         raise DataError(f"{what} has class(es) the model does not know: {', '.join(unknown)} "
                         f"(it knows {', '.join(known)}); recalibration cannot add classes: search again")
-    present = set(np.asarray(windows.class_names)[np.unique(windows.y)])
-    missing = [name for name in known if name not in present]
+    missing = [name for name in known if name not in windows.class_names]  # Windows has no empty class
     if missing and not allow_missing:
         raise DataError(f"{what} has no window of {len(missing)} class(es): {', '.join(missing[:8])}"
                         f"{', ...' if len(missing) > 8 else ''}; record at least one per class "
