@@ -4,7 +4,7 @@
 
 Converts `count` random architectures (both published input shapes, trained-like random
 weights) to int8, measures each with tflite-micro's recording allocator, and compares head,
-tail, total arena and flash with `tinynas.cost`. Also refits the flash constants on this set
+tail, total arena and flash with `tinynas.cost.estimate`. Also refits the flash constants on this set
 (`--fit` prints what to paste into cost.py) and times the estimate against conversion.
 Writes benchmarks/results/cost_model.md and .json.
 """
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynas.calibration import calibration_windows, random_architectures, randomized_model
-from tinynas.cost import ILP32, LP64, estimate, estimate_arena, flash_bytes
-from tinynas.export import convert_int8
-from tinynas.graph import lower
-from tinynas.measure import measure_arena, tflite_micro_available
+from tinynas.deploy.random_weights import calibration_windows, random_architectures, randomized_model
+from tinynas.cost.estimate import ILP32, LP64, estimate, estimate_arena, flash_bytes
+from tinynas.deploy.export import convert_int8
+from tinynas.cost.graph import lower
+from tinynas.deploy.measure import measure_arena, tflite_micro_available
 
 RESULTS = Path(__file__).parent / "results"
 

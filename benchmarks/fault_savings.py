@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 
 from tinynas.data.spec import load_windows
-from tinynas.diagnose import shipped_diagnoser
+from tinynas.training.diagnose import shipped_diagnoser
 from tinynas.progress import Progress
 from tinynas.study import Study
-from tinynas.targets import get_target
-from tinynas.train import Fidelity
+from tinynas.cost.targets import get_target
+from tinynas.trial import Fidelity
 
 RESULTS = Path(__file__).parent / "results"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

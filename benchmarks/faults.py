@@ -4,7 +4,7 @@
 
 Injects faults into real training runs (TensorFlow, the search space's architectures, the ISL and
 CWRU copies in ../shared/data when present, and two synthetic data sets), records the health
-trace of every run (`tinynas.health`), and evaluates the linear diagnoser (`tinynas.diagnose`)
+trace of every run (`tinynas.training.health`), and evaluates the linear diagnoser (`tinynas.training.diagnose`)
 three ways, per feature set: within-architecture (random folds: the test runs' architectures
 were seen in training), architecture-held-out (folds grouped by data set and architecture) and
 data-set-held-out (leave one data set out). Balanced accuracy is reported for the full fault
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynas.diagnose import FAULTS, FEATURE_SETS, INSTABILITIES, MODEL_PATH, Diagnoser, balanced_accuracy, trace_features
+from tinynas.training.diagnose import DIAGNOSED_FAULTS, FEATURE_SETS, INSTABILITIES, MODEL_PATH, Diagnoser, balanced_accuracy, trace_features
 
 RESULTS = Path(__file__).parent / "results"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -82,10 +82,11 @@ def _run_group(task: dict) -> list[dict]:
     """Worker process: every fault for one (data set, architecture)."""
     from tinynas.data.spec import load_windows
     from tinynas.data.splits import make_split
-    from tinynas.health import health_callback, probe_batch
+    from tinynas.training.health import health_callback, probe_batch
     from tinynas.quiet import import_tensorflow
     from tinynas.space import Architecture, as_model_input
-    from tinynas.train import Fidelity, fit
+    from tinynas.training.train import fit
+    from tinynas.trial import Fidelity
 
     tf = import_tensorflow()
     tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -98,7 +99,7 @@ def _run_group(task: dict) -> list[dict]:
     arch = Architecture.from_json(task["architecture"])
     rows = []
     for fault in task["faults"]:
-        fault_rng = np.random.default_rng([task["seed"], FAULTS.index(fault)])
+        fault_rng = np.random.default_rng([task["seed"], DIAGNOSED_FAULTS.index(fault)])
         x, y, lr = _inject(fault, windows.x[train], windows.y[train], windows.classes, fault_rng)
         x_probe, y_probe = probe_batch(np.nan_to_num(x, posinf=0.0, neginf=0.0), y, seed=task["seed"])
         monitor = health_callback(as_model_input(x_probe), y_probe)
@@ -136,7 +137,7 @@ def _tasks(args) -> list[dict]:
             k, c = int(rng.integers(1, 13)), int(rng.integers(0, min(space.max_c, 5) + 1))
             chosen.setdefault((k, c), space.architecture(k, c))
         for number, arch in enumerate(chosen.values()):
-            tasks.append({"data": name, "architecture": arch.to_json(), "faults": list(FAULTS),
+            tasks.append({"data": name, "architecture": arch.to_json(), "faults": list(DIAGNOSED_FAULTS),
                           "epochs": args.epochs, "seed": args.seed * 1000 + offset * 100 + number})
     return tasks
 
@@ -177,7 +178,7 @@ def evaluate(rows: list[dict], folds: int, seed: int) -> list[dict]:
             results.append({"scheme": scheme, "features": set_name, "fault_balanced_accuracy": fault_accuracy,
                             "instability_balanced_accuracy": balanced_accuracy(truth, guess),
                             "per_fault_recall": {f: float(np.mean(predicted[labels == f] == f))
-                                                 for f in FAULTS if (labels == f).any()}})
+                                                 for f in DIAGNOSED_FAULTS if (labels == f).any()}})
     return results
 
 
@@ -225,7 +226,7 @@ def main() -> int:
                 if not r["error"] and r["trace"]]
     if args.save_model:
         MODEL_PATH.write_text(train_shipped(rows).to_json() + "\n")
-    counts = {f: sum(r["fault"] == f for r in rows) for f in FAULTS}
+    counts = {f: sum(r["fault"] == f for r in rows) for f in DIAGNOSED_FAULTS}
     datasets = sorted({r["data"] for r in rows})
     lines = ["# Training-fault diagnosis", "", f"Command: `{command}`", "",
              f"Corpus: {len(rows)} real training runs ({args.epochs} epochs, Adam, batch 16, base lr {BASE_LR:g}, "
@@ -254,9 +255,9 @@ def main() -> int:
                      f"{w['fault_balanced_accuracy']:.3f} | {a['fault_balanced_accuracy']:.3f} | "
                      f"{d['fault_balanced_accuracy']:.3f} |")
     lines += ["", "Recall per fault type, all features, architecture-held-out:", "",
-              "| " + " | ".join(FAULTS) + " |", "|" + "---|" * len(FAULTS),
+              "| " + " | ".join(DIAGNOSED_FAULTS) + " |", "|" + "---|" * len(DIAGNOSED_FAULTS),
               "| " + " | ".join(f"{table[('architecture', 'all')]['per_fault_recall'].get(f, math.nan):.2f}"
-                                for f in FAULTS) + " |", "",
+                                for f in DIAGNOSED_FAULTS) + " |", "",
               "Data faults (dead or clipped channel, mixed-up labels, imbalance) barely show in a training trace; "
               "they are caught before any search by `tinynas.data.checks` instead (tests/data/test_checks.py).", ""]
     text = "\n".join(lines) + "\n"

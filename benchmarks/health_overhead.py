@@ -4,7 +4,7 @@
 
 Trains a few architectures of the search space on ISL and CWRU (the copies in ../shared/data, else
 synthetic data) in one process with one TensorFlow thread, as a search worker does, alternating
-runs with and without `tinynas.health`'s monitor, and reports the extra wall time. Writes
+runs with and without `tinynas.training.health`'s monitor, and reports the extra wall time. Writes
 benchmarks/results/health_overhead.md.
 """
 
@@ -21,11 +21,12 @@ import numpy as np
 
 from tinynas.data.spec import load_windows
 from tinynas.data.splits import make_split
-from tinynas.health import health_callback, probe_batch
+from tinynas.training.health import health_callback, probe_batch
 from tinynas.quiet import import_tensorflow
 from tinynas.search.base import SearchSpace
 from tinynas.space import as_model_input
-from tinynas.train import Fidelity, fit
+from tinynas.training.train import fit
+from tinynas.trial import Fidelity
 
 RESULTS = Path(__file__).parent / "results"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

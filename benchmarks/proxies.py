@@ -30,9 +30,10 @@ from tinynas.data.spec import load_windows
 from tinynas.data.splits import make_split
 from tinynas.data.subset import representative_subset
 from tinynas.search.base import SearchSpace
-from tinynas.targets import get_target
-from tinynas.cost import estimate
-from tinynas.train import Fidelity, fit
+from tinynas.cost.targets import get_target
+from tinynas.cost.estimate import estimate
+from tinynas.training.train import fit
+from tinynas.trial import Fidelity
 
 RESULTS = Path(__file__).parent / "results"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

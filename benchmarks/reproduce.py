@@ -15,12 +15,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from tinynas.cost import BudgetError
+from tinynas.cost.estimate import BudgetError
 from tinynas.data.spec import load_windows
 from tinynas.progress import Progress
 from tinynas.study import Study, parse_duration
-from tinynas.targets import get_target, kib
-from tinynas.train import Fidelity
+from tinynas.cost.targets import get_target, kib
+from tinynas.trial import Fidelity
 
 RESULTS = Path(__file__).parent / "results"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -23,9 +23,9 @@ from pathlib import Path
 from tinynas.data.spec import load_windows
 from tinynas.progress import Progress
 from tinynas.study import Study
-from tinynas.targets import get_target
-from tinynas.train import Fidelity
-from tinynas.worker import memory_bytes
+from tinynas.cost.targets import get_target
+from tinynas.trial import Fidelity
+from tinynas.process_memory import memory_bytes
 
 RESULTS = Path(__file__).parent / "results"
 LAYOUTS = ((1, 1), (1, 2), (2, 1))  # (workers, threads per worker)

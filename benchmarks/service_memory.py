@@ -24,13 +24,13 @@ import numpy as np
 from firmware_bridge.protocol import Hello
 from firmware_bridge.simulator import ArraySource, Simulator
 from tinynas.service.runner import request
-from tinynas.worker import memory_bytes
+from tinynas.process_memory import memory_bytes
 
 RESULTS = Path(__file__).parent / "results"
 EXPORT = """
 import json, sys
-from tinynas.calibration import calibration_windows, randomized_model
-from tinynas.export import convert_int8, write_export
+from tinynas.deploy.random_weights import calibration_windows, randomized_model
+from tinynas.deploy.export import convert_int8, write_export
 from tinynas.space import Architecture
 arch = Architecture(400, 8, 26, k=8, c=4)
 tflite = convert_int8(randomized_model(arch, 0), calibration_windows(arch, 32, 0))

@@ -108,9 +108,9 @@ def _new_sides(setting: str, new):
 
 def _model_dir(out: Path, arch, windows, split, result, target, recipe: dict) -> None:
     """A model folder as `tinynas search` writes it (card, int8, float weights, windows, split)."""
-    from tinynas.export import convert_int8, write_export
-    from tinynas.modeldir import MODEL_WEIGHTS, SPLIT_FILE, WINDOWS_FILE, save_split, save_weights
-    from tinynas.preprocess import Preprocessing
+    from tinynas.deploy.export import convert_int8, write_export
+    from tinynas.deploy.modeldir import MODEL_WEIGHTS, SPLIT_FILE, WINDOWS_FILE, save_split, save_weights
+    from tinynas.data.preprocess import Preprocessing
 
     pre = Preprocessing.fit(windows, split.train)
     tflite = convert_int8(result.model, windows.x[split.train])
@@ -127,14 +127,15 @@ def run_one(setting: str, target_name: str, row: str, seed: int) -> dict:
     """Train, export, evaluate zero-shot, adapt, recalibrate: one row, one target, one seed."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     from tinynas.augment import Augmentation
-    from tinynas.cost import estimate
+    from tinynas.cost.estimate import estimate
     from tinynas.data.spec import load_windows
     from tinynas.data.splits import make_split
-    from tinynas.evaluate import evaluate
+    from tinynas.deploy.evaluate import evaluate
     from tinynas.quiet import import_tensorflow
     from tinynas.space import Architecture
-    from tinynas.targets import get_target
-    from tinynas.train import Fidelity, fit
+    from tinynas.cost.targets import get_target
+    from tinynas.training.train import fit
+    from tinynas.trial import Fidelity
 
     tf = import_tensorflow()
     tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -166,7 +167,7 @@ def _evaluate_new(setting: str, base: Path, new, record: dict, seed: int, folder
     """Zero-shot, adapt and recalibrate on the new session/condition, from model folder `base`."""
     from tinynas.adaptation.adapt import adapt
     from tinynas.adaptation.recalibrate import Recipe, recalibrate
-    from tinynas.evaluate import evaluate
+    from tinynas.deploy.evaluate import evaluate
 
     first, few, later = _new_sides(setting, new)
     zero_all = evaluate(base, new)
@@ -195,7 +196,7 @@ def run_search(setting: str, target_name: str, seed: int, budget: float = 900.0)
     from tinynas.data.spec import load_windows
     from tinynas.progress import Progress
     from tinynas.study import Study
-    from tinynas.targets import get_target
+    from tinynas.cost.targets import get_target
 
     config = SETTINGS[setting]
     windows, new = load_windows(config["train"]), load_windows(config["new"])

@@ -30,14 +30,14 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynas.cost import estimate
+from tinynas.cost.estimate import estimate
 from tinynas.data.spec import load_windows
 from tinynas.progress import Progress
 from tinynas.search import SearchSpace, make_strategy
 from tinynas.search.tpe import optuna_available
 from tinynas.study import Study, parse_duration
-from tinynas.targets import get_target
-from tinynas.train import Fidelity
+from tinynas.cost.targets import get_target
+from tinynas.trial import Fidelity
 from tinynas.trial import TrialState
 
 RESULTS = Path(__file__).parent / "results"

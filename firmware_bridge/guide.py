@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+
 from firmware_bridge.errors import BridgeError, CollectionPaused
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass
 
 import serial
 
-from firmware_bridge.protocol import Hello, Message, Ping, StreamDecoder, encode_frame
 from firmware_bridge.errors import BridgeError
+from firmware_bridge.protocol import Hello, Message, Ping, StreamDecoder, encode_frame
 
 log = logging.getLogger(__name__)
 

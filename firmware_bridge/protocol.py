@@ -19,6 +19,7 @@ import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from firmware_bridge.errors import BridgeError
 
 VERSION = 1
@@ -39,8 +40,9 @@ class MessageType(enum.IntEnum):
     ERROR = 6
 
 
-SAMPLE_FORMATS = {1: ("int8", np.dtype("<i1")), 2: ("int16", np.dtype("<i2")), 3: ("float32", np.dtype("<f4"))}
-FORMAT_CODES = {name: code for code, (name, _) in SAMPLE_FORMATS.items()}
+# One table for the wire and the session files: code -> (name, dtype); FORMAT_CODES is its inverse.
+FORMAT_BY_CODE = {1: ("int8", np.dtype("<i1")), 2: ("int16", np.dtype("<i2")), 3: ("float32", np.dtype("<f4"))}
+FORMAT_CODES = {name: code for code, (name, _) in FORMAT_BY_CODE.items()}
 
 
 class ProtocolError(BridgeError, ValueError):
@@ -177,7 +179,7 @@ def _encode_payload(message: Message) -> tuple[MessageType, bytes]:
         code = {"int8": 1, "int16": 2, "float32": 3}.get(data.dtype.name)
         if code is None:
             raise ProtocolError(f"samples must be int8, int16 or float32, got {data.dtype}")
-        dtype = SAMPLE_FORMATS[code][1]
+        dtype = FORMAT_BY_CODE[code][1]
         return MessageType.SAMPLES, (struct.pack("<QHBB", message.first_sample, data.shape[0], data.shape[1], code)
                                      + np.ascontiguousarray(data, dtype=dtype).tobytes())
     if isinstance(message, Mark):
@@ -200,16 +202,16 @@ def decode_payload(kind: int, payload: bytes) -> Message:
             m = payload[1 + n]
             firmware = payload[2 + n:2 + n + m].decode()
             channels, rate_mhz, code = struct.unpack_from("<BIB", payload, 2 + n + m)
-            if code not in SAMPLE_FORMATS:
+            if code not in FORMAT_BY_CODE:
                 raise ProtocolError(f"HELLO names unknown sample format code {code}")
             if channels == 0 or rate_mhz == 0:  # what encode refuses: a recorder would divide by them
                 raise ProtocolError(f"HELLO with {channels} channels at {rate_mhz} mHz")
-            return Hello(device, firmware, channels, rate_mhz / 1000, SAMPLE_FORMATS[code][0])
+            return Hello(device, firmware, channels, rate_mhz / 1000, FORMAT_BY_CODE[code][0])
         if kind == MessageType.SAMPLES:
             first, count, channels, code = struct.unpack_from("<QHBB", payload, 0)
-            if code not in SAMPLE_FORMATS or channels == 0:
+            if code not in FORMAT_BY_CODE or channels == 0:
                 raise ProtocolError(f"SAMPLES with format code {code} and {channels} channels")
-            dtype = SAMPLE_FORMATS[code][1]
+            dtype = FORMAT_BY_CODE[code][1]
             body = payload[12:]
             if len(body) != count * channels * dtype.itemsize:
                 raise ProtocolError(f"SAMPLES says {count}x{channels} but carries {len(body)} bytes")

@@ -32,13 +32,13 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
+
 from firmware_bridge.errors import BridgeError
+from firmware_bridge.protocol import FORMAT_BY_CODE, FORMAT_CODES
 
 MAGIC = b"TNSC"
 VERSION = 1
 HEADER = struct.Struct("<4sHHB3xQII")
-SAMPLE_FORMATS = {"int8": (1, np.dtype("<i1")), "int16": (2, np.dtype("<i2")), "float32": (3, np.dtype("<f4"))}
-_BY_CODE = {code: (name, dtype) for name, (code, dtype) in SAMPLE_FORMATS.items()}
 FORMAT_NAME = "tinynas-session"
 
 
@@ -48,9 +48,10 @@ class SessionFormatError(BridgeError, ValueError):
 
 def encode_chunk(first_sample: int, samples: np.ndarray, sample_format: str) -> bytes:
     """Header + payload for `samples` (n, channels) starting at session sample `first_sample`."""
-    if sample_format not in SAMPLE_FORMATS:
-        raise SessionFormatError(f"unknown sample format {sample_format!r}; choose {', '.join(SAMPLE_FORMATS)}")
-    code, dtype = SAMPLE_FORMATS[sample_format]
+    if sample_format not in FORMAT_CODES:
+        raise SessionFormatError(f"unknown sample format {sample_format!r}; choose {', '.join(FORMAT_CODES)}")
+    code = FORMAT_CODES[sample_format]
+    dtype = FORMAT_BY_CODE[code][1]
     samples = np.asarray(samples)
     if samples.ndim != 2 or samples.shape[1] < 1:
         raise SessionFormatError(f"samples must have shape (n, channels), got {samples.shape}")
@@ -86,8 +87,8 @@ def scan(data: bytes) -> ScanResult:
     while position < len(data):
         if data[position:position + 4] == MAGIC and len(data) - position >= HEADER.size:
             _, version, channels, code, first, count, crc = HEADER.unpack_from(data, position)
-            if version == VERSION and code in _BY_CODE and channels >= 1:
-                name, dtype = _BY_CODE[code]
+            if version == VERSION and code in FORMAT_BY_CODE and channels >= 1:
+                name, dtype = FORMAT_BY_CODE[code]
                 end = position + HEADER.size + count * channels * dtype.itemsize
                 if end > len(data):
                     return ScanResult(chunks, corrupt, len(data) - position)  # torn last chunk

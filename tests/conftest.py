@@ -22,7 +22,7 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 @pytest.fixture(scope="session")
 def tflite_micro():
     """Skip the requesting test when tflite-micro (x86_64-only pre-release) is not installed."""
-    from tinynas.measure import tflite_micro_available
+    from tinynas.deploy.measure import tflite_micro_available
 
     if not tflite_micro_available():
         pytest.skip("tflite-micro is not installed (pip install --pre tflite-micro)")
@@ -53,7 +53,8 @@ def vibration_split():
 def trained_tiny(vibration_split):
     """A(3,3) trained for a few epochs on the synthetic vibration set."""
     from tinynas.space import Architecture
-    from tinynas.train import Fidelity, fit
+    from tinynas.training.train import fit
+    from tinynas.trial import Fidelity
 
     data, train, val, _ = vibration_split
     arch = Architecture(512, 1, len(data.class_names), k=3, c=3)
@@ -65,7 +66,7 @@ def trained_tiny(vibration_split):
 @pytest.fixture(scope="session")
 def exported_tiny(trained_tiny, vibration_split, tmp_path_factory):
     """The tiny trained model converted to int8 and written with its C array and card."""
-    from tinynas.export import convert_int8, write_export
+    from tinynas.deploy.export import convert_int8, write_export
 
     arch, result = trained_tiny
     data, train, _, _ = vibration_split

@@ -3,16 +3,16 @@
 import numpy as np
 import pytest
 
-from tinynas.calibration import calibration_windows, random_architectures, randomized_model
-from tinynas.cost import LP64, estimate, estimate_arena
-from tinynas.export import convert_int8
+from tinynas.deploy.random_weights import calibration_windows, random_architectures, randomized_model
+from tinynas.cost.estimate import LP64, estimate, estimate_arena
+from tinynas.deploy.export import convert_int8
 
 ARCHITECTURES = 32
 
 
 @pytest.fixture(scope="module")
 def converted(tflite_micro):
-    from tinynas.measure import measure_arena
+    from tinynas.deploy.measure import measure_arena
 
     rows = []
     for index, arch in enumerate(random_architectures(ARCHITECTURES, seed=2026)):
@@ -58,8 +58,8 @@ def test_macs_and_params_match_keras(converted):
 
 @pytest.mark.slow
 def test_graph_lowering_matches_the_converter(converted):
-    from tinynas.graph import lower
-    from tinynas.litert import litert_interpreter
+    from tinynas.cost.graph import lower
+    from tinynas.deploy.litert import litert_interpreter
 
     for arch, _, tflite, _ in converted[:6]:
         details = litert_interpreter(tflite).get_tensor_details()

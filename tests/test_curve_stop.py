@@ -2,7 +2,7 @@ import math
 
 import numpy as np
 
-from tinynas.curve_stop import CurveStop, keras_callback
+from tinynas.training.curve_stop import CurveStop, keras_callback
 
 
 def test_a_plateau_above_the_incumbent_is_stopped_early():
@@ -41,7 +41,8 @@ def test_stops_within_a_bounded_number_of_epochs_on_random_plateaus():
 
 def test_keras_callback_stops_training():
     from tinynas.space import Architecture
-    from tinynas.train import Fidelity, fit
+    from tinynas.training.train import fit
+    from tinynas.trial import Fidelity
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(24, 32, 1)).astype(np.float32)

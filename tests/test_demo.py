@@ -3,7 +3,7 @@ import json
 import pytest
 
 from tinynas.demo import run_demo
-from tinynas.train import Fidelity
+from tinynas.trial import Fidelity
 
 EXPECTED_FILES = ("journal.sqlite", "best.json", "model.tflite", "model.c", "model.h", "card.json",
                   "report.md", "trials.png")

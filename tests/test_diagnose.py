@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from tinynas.diagnose import FEATURE_SETS, Diagnoser, balanced_accuracy, shipped_diagnoser, trace_features
+from tinynas.training.diagnose import FEATURE_SETS, Diagnoser, balanced_accuracy, shipped_diagnoser, trace_features
 
 
 def _trace(losses, update=1e-2, sharpness=5.0, nonfinite=False):

@@ -61,21 +61,21 @@ def test_every_project_error_derives_from_a_package_base():
     import firmware_bridge.link
     import firmware_bridge.protocol
     import firmware_bridge.session_format
-    import tinynas.cost
-    import tinynas.evaluate
-    import tinynas.journal
-    import tinynas.measure
+    import tinynas.cost.estimate
+    import tinynas.deploy.evaluate
+    import tinynas.study.journal
+    import tinynas.deploy.measure
     import tinynas.service.config
     import tinynas.service.runner
     import tinynas.service.status_server
     import tinynas.space
-    import tinynas.study
-    import tinynas.targets
+    import tinynas.study.run
+    import tinynas.cost.targets
 
     modules = [firmware_bridge.guide, firmware_bridge.link, firmware_bridge.protocol,
-               firmware_bridge.session_format, tinynas.cost, tinynas.evaluate, tinynas.journal, tinynas.measure,
+               firmware_bridge.session_format, tinynas.cost.estimate, tinynas.deploy.evaluate, tinynas.study.journal, tinynas.deploy.measure,
                tinynas.service.config, tinynas.service.runner, tinynas.service.status_server, tinynas.space,
-               tinynas.study, tinynas.targets]
+               tinynas.study.run, tinynas.cost.targets]
     found = [cls for module in modules for _, cls in inspect.getmembers(module, inspect.isclass)
              if issubclass(cls, Exception) and cls.__module__ == module.__name__]
     assert len(found) >= 14

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tinynas.data.spec import load_windows
-from tinynas.preprocess import CardError, Preprocessing
+from tinynas.data.preprocess import CardError, Preprocessing
+from tinynas.training.model import build_model
 
 RATE = 200
 LENGTH = 64
@@ -75,8 +76,8 @@ def test_evaluate_on_the_separate_test_set_reproduces_the_card(searched):
 def test_keras_float_int8_evaluate_and_serving_agree(searched):
     from firmware_bridge.protocol import Samples
     from firmware_bridge.ring import SampleRing
-    from tinynas.evaluate import evaluate
-    from tinynas.litert import Int8Model
+    from tinynas.deploy.evaluate import evaluate
+    from tinynas.deploy.litert import Int8Model
     from tinynas.quiet import import_tensorflow
     from tinynas.service.inference import LiveClassifier
     from tinynas.space import Architecture, as_model_input
@@ -87,7 +88,7 @@ def test_keras_float_int8_evaluate_and_serving_agree(searched):
     int8 = np.array(evaluate(out, windows).predictions)
 
     import_tensorflow()
-    model = Architecture.from_dict(card["architecture"]).to_keras()
+    model = build_model(Architecture.from_dict(card["architecture"]))
     model.load_weights(out / "weights" / f"trial-{card['search']['winner_trial']}.weights.h5")
     inputs = preprocessing.apply(windows.x)
     float_predictions = model(as_model_input(inputs), training=False).numpy().argmax(axis=1)
@@ -151,10 +152,10 @@ def test_evaluate_without_a_card_says_so(tmp_path):
 
 @pytest.mark.slow
 def test_evaluate_on_the_search_split_reproduces_the_card(tmp_path):
-    from tinynas.evaluate import evaluate
+    from tinynas.deploy.evaluate import evaluate
     from tinynas.study import Study
-    from tinynas.targets import resolve_target
-    from tinynas.train import Fidelity
+    from tinynas.cost.targets import resolve_target
+    from tinynas.trial import Fidelity
 
     synthetic = load_windows("synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2&seed=1")
     # Searched from an npz: spec (arrays with names and groups), as a user's own windows would be.

@@ -4,8 +4,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from tinynas.export import c_array_source, convert_int8
-from tinynas.measure import run_int8
+from tinynas.deploy.export import c_array_source, convert_int8
+from tinynas.deploy.measure import run_int8
 from tinynas.space import SpecError, as_model_input
 
 
@@ -23,7 +23,7 @@ def test_int8_model_agrees_with_float_model(trained_tiny, exported_tiny, vibrati
 
 
 def test_exported_model_is_int8_in_and_out(exported_tiny):
-    from tinynas.litert import litert_interpreter
+    from tinynas.deploy.litert import litert_interpreter
 
     _, tflite, _ = exported_tiny
     interpreter = litert_interpreter(tflite)

@@ -4,9 +4,10 @@ import math
 
 import numpy as np
 
-from tinynas.health import FIELDS, health_callback, probe_batch
+from tinynas.training.health import FIELDS, health_callback, probe_batch
 from tinynas.space import Architecture, as_model_input
-from tinynas.train import Fidelity, fit
+from tinynas.training.train import fit
+from tinynas.trial import Fidelity
 
 ARCH = Architecture(64, 2, 3, k=3, c=2)
 

@@ -2,9 +2,9 @@ import sqlite3
 
 import pytest
 
-from tinynas.journal import APPLICATION_ID, SCHEMA_VERSION, Journal, JournalError, inspect_journal
+from tinynas.study.journal import APPLICATION_ID, SCHEMA_VERSION, Journal, JournalError, inspect_journal
 from tinynas.space import Architecture
-from tinynas.train import Fidelity
+from tinynas.trial import Fidelity
 from tinynas.trial import Trial, TrialState
 
 

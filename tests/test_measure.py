@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from tinynas.cost import LP64, estimate_arena
-from tinynas.measure import MeasureError, measure_arena, measure_model, run_int8
+from tinynas.cost.estimate import LP64, estimate_arena
+from tinynas.deploy.measure import MeasureError, measure_arena, measure_model, run_int8
 from tinynas.space import SpecError
 
 

@@ -1,4 +1,4 @@
-from tinynas.memory_planner import Buffer, align_up, plan, planned_size
+from tinynas.cost.memory_planner import Buffer, align_up, plan, planned_size
 
 
 def test_align_up():

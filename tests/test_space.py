@@ -3,6 +3,7 @@ import json
 import pytest
 
 from tinynas.space import Architecture, SpecError, as_model_input, max_cells
+from tinynas.training.model import build_model
 
 
 def test_filters_grow_by_half_rounded_up():
@@ -77,11 +78,11 @@ def test_frozen():
         arch.k = 3
 
 
-def test_to_keras_layout_and_params():
-    from tinynas.cost import params
+def test_keras_model_layout_and_params():
+    from tinynas.cost.estimate import params
 
     arch = Architecture(400, 8, 26, k=4, c=3)
-    model = arch.to_keras(seed=0)
+    model = build_model(arch, seed=0)
     assert tuple(model.input_shape) == (None, 1, 400, 8)
     assert tuple(model.output_shape) == (None, 26)
     assert model.count_params() == params(arch)

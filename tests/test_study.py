@@ -11,10 +11,10 @@ import time
 import pytest
 
 from tinynas.data.spec import load_windows
-from tinynas.journal import Journal
+from tinynas.study.journal import Journal
 from tinynas.study import Study, StudyError, parse_duration
-from tinynas.targets import resolve_target
-from tinynas.train import Fidelity
+from tinynas.cost.targets import resolve_target
+from tinynas.trial import Fidelity
 from tinynas.trial import TrialState
 
 TINY = "synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2&seed=1"
@@ -54,7 +54,7 @@ def test_nan_candidate_is_failed_and_the_search_goes_on(faulty_run):
 
 @pytest.mark.slow
 def test_replay_reproduces_a_recorded_failure_and_a_success(faulty_run):
-    from tinynas.replay import replay_trial
+    from tinynas.study.replay import replay_trial
 
     out, result = faulty_run
     failed = next(t for t in result.trials if t.state is TrialState.FAILED)
@@ -301,8 +301,8 @@ def test_a_data_fault_stops_the_study_before_any_training(tmp_path, fault, words
 
 @pytest.mark.slow
 def test_a_diverging_candidate_is_stopped_early_and_retried_at_a_safer_learning_rate(tmp_path):
-    from tinynas.diagnose import INSTABILITIES, shipped_diagnoser
-    from tinynas.worker import MIN_DIAGNOSIS_EPOCHS
+    from tinynas.training.diagnose import INSTABILITIES, shipped_diagnoser
+    from tinynas.training.diagnose import MIN_DIAGNOSIS_EPOCHS
 
     if shipped_diagnoser() is None:
         pytest.skip("no shipped diagnoser (run benchmarks/faults.py --save-model)")

@@ -1,6 +1,6 @@
 import pytest
 
-from tinynas.targets import (MACS_PER_COREMARK, TargetError, builtin_targets, get_target, load_target_file,
+from tinynas.cost.targets import (MACS_PER_COREMARK, TargetError, builtin_targets, get_target, load_target_file,
                              parse_size, resolve_target)
 
 

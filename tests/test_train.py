@@ -1,8 +1,10 @@
 import numpy as np
 import pytest
 
+from tinynas.errors import UsageError
 from tinynas.space import Architecture, SpecError
-from tinynas.train import Fidelity, fit
+from tinynas.training.train import fit
+from tinynas.trial import Fidelity
 
 ARCH = Architecture(64, 2, 3, k=2, c=1)
 
@@ -35,7 +37,7 @@ def test_bad_training_data_is_rejected_in_one_line(mutate, message):
 
 
 def test_bad_fidelity():
-    with pytest.raises(SpecError, match="invalid fidelity"):
+    with pytest.raises(UsageError, match="invalid fidelity"):
         Fidelity(epochs=0)
 
 
@@ -51,9 +53,9 @@ def test_patience_stops_training_and_says_so():
 
 
 def test_fidelity_rejects_a_bad_subset_or_patience():
-    with pytest.raises(SpecError, match="subset"):
+    with pytest.raises(UsageError, match="subset"):
         Fidelity(subset=0)
-    with pytest.raises(SpecError, match="patience"):
+    with pytest.raises(UsageError, match="patience"):
         Fidelity(patience=-1)
 
 

@@ -8,7 +8,9 @@ import pytest
 
 from tinynas.data.synthetic import vibration
 from tinynas.space import Architecture
-from tinynas.worker import Job, WorkerPool, memory_bytes
+from tinynas.process_memory import memory_bytes
+from tinynas.study.pool import WorkerPool
+from tinynas.training.job import Job
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,23 @@ import sys
 from pathlib import Path
 
 from tinynas import __version__
-from tinynas.cost import estimate
+from tinynas.cost.estimate import estimate
+from tinynas.cost.targets import builtin_targets, kib, resolve_target
+from tinynas.data.preprocess import NORMALIZATIONS
 from tinynas.data.splits import PROTOCOLS
 from tinynas.errors import crash_log, user_message
-from tinynas.options import check_budget, check_out_dir, check_range, check_seed, check_strategy, check_training
-from tinynas.options import check_positive, check_probability, check_workers
-from tinynas.preprocess import NORMALIZATIONS
+from tinynas.options import (
+    check_budget,
+    check_out_dir,
+    check_positive,
+    check_probability,
+    check_range,
+    check_seed,
+    check_strategy,
+    check_training,
+    check_workers,
+)
 from tinynas.space import Architecture, SpecError
-from tinynas.targets import builtin_targets, kib, resolve_target
 
 log = logging.getLogger("tinynas")
 
@@ -111,7 +120,7 @@ def _cmd_cost(args: argparse.Namespace) -> int:
 
 
 def _cmd_measure(args: argparse.Namespace) -> int:
-    from tinynas.measure import measure_model
+    from tinynas.deploy.measure import measure_model
 
     result = measure_model(args.model)
     if args.json:
@@ -143,7 +152,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     from tinynas.data.spec import load_windows
     from tinynas.progress import Progress
     from tinynas.study import Study
-    from tinynas.train import Fidelity
+    from tinynas.trial import Fidelity
 
     # Every option is checked before data is loaded or --out is touched: a typo leaves nothing behind.
     check_workers(args.workers, args.threads)
@@ -178,7 +187,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from tinynas.data.spec import load_windows
-    from tinynas.evaluate import evaluate, load_model, model_files, plot_confusion
+    from tinynas.deploy.evaluate import evaluate, load_model, model_files, plot_confusion
 
     tflite, _ = model_files(args.model)  # a missing model, a bad card or a damaged .tflite is reported
     load_model(tflite)                   # before the data is loaded
@@ -200,7 +209,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 def _cmd_adapt(args: argparse.Namespace) -> int:
     from tinynas.adaptation.adapt import PARTS, adapt
     from tinynas.data.spec import load_windows
-    from tinynas.modeldir import ModelDir, check_new_folder
+    from tinynas.deploy.modeldir import ModelDir, check_new_folder
     from tinynas.progress import Progress
 
     parts = tuple(part.strip() for part in args.only.split(",")) if args.only else PARTS
@@ -219,7 +228,7 @@ def _cmd_adapt(args: argparse.Namespace) -> int:
 def _cmd_recalibrate(args: argparse.Namespace) -> int:
     from tinynas.adaptation.recalibrate import Recipe, recalibrate
     from tinynas.data.spec import load_windows
-    from tinynas.modeldir import ModelDir, check_new_folder
+    from tinynas.deploy.modeldir import ModelDir, check_new_folder
     from tinynas.progress import Progress
 
     check_seed(args.seed)
@@ -243,7 +252,7 @@ def _cmd_recalibrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from tinynas.replay import replay_trial
+    from tinynas.study.replay import replay_trial
 
     check_range("--trial", args.trial, 0)
     replay = replay_trial(args.out_dir, args.trial)
@@ -262,9 +271,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_data_inspect(args: argparse.Namespace) -> int:
+    from tinynas.data.checks import check_windows
     from tinynas.data.inspect import describe_windows, format_summary
     from tinynas.data.spec import load_windows
-    from tinynas.data.checks import check_windows
     from tinynas.data.splits import make_split
     from tinynas.data.windows import DataError
 
@@ -461,8 +470,8 @@ def _cmd_onboard(args: argparse.Namespace) -> int:
     except (OSError, ValueError, AttributeError):
         device = {}
     if device.get("channels") and device.get("sample_rate_hz"):
+        from tinynas.cost.targets import resolve_target
         from tinynas.service.fit import check_plan_fits
-        from tinynas.targets import resolve_target
 
         fit = check_plan_fits(plan, resolve_target(config.target), device["channels"], device["sample_rate_hz"])
         if fit.cut:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tinynas.cost.targets import get_target
 from tinynas.data.spec import load_windows
 from tinynas.progress import Progress
 from tinynas.study import Study, StudyResult
-from tinynas.targets import get_target
-from tinynas.train import Fidelity
+from tinynas.trial import Fidelity
 
 DEMO_DATA = "synthetic:vibration?windows_per_class=60&seed=0"
 DEMO_TARGET = "STM32C011F6P6"

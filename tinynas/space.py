@@ -14,13 +14,13 @@ import json
 import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
+
 from tinynas.errors import TinynasError
 
 GROWTH_RULES = ("half", "double", "none")
 """How filters grow per cell: n + ceil(n/2) (the method's), n * 2, or constant."""
 
 SCHEMA_VERSION = 1
-BN_MOMENTUM = 0.9
 
 
 class SpecError(TinynasError, ValueError):
@@ -169,32 +169,6 @@ class Architecture:
     def digest(self) -> str:
         """Stable 12-hex-digit id of this architecture (same on every machine and run)."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:12]
-
-    def to_keras(self, seed: int | None = None):
-        """Build the float Keras model (logits output; input shape (1, T, C))."""
-        from tinynas.quiet import import_tensorflow
-
-        tf = import_tensorflow()
-        keras = tf.keras
-        if seed is not None:
-            keras.utils.set_random_seed(seed)
-        layers = keras.layers
-        kernel = (1, self.kernel_size)
-        inputs = keras.Input(shape=self.model_input_shape, name="window")
-        # No conv bias: BatchNormalization follows and the converter folds both into one bias.
-        x = layers.Conv2D(self.filters[0], kernel, padding="same", use_bias=False, name="stem_conv")(inputs)
-        # Momentum 0.9, not Keras's 0.99: with a few hundred windows there are only ~10 steps per
-        # epoch, and slow moving statistics leave inference-mode accuracy far below training's.
-        x = layers.BatchNormalization(momentum=BN_MOMENTUM, name="stem_bn")(x)
-        x = layers.ReLU(name="stem_relu")(x)
-        for cell, filters in enumerate(self.filters[1:], start=1):
-            x = layers.MaxPooling2D((1, 2), name=f"cell{cell}_pool")(x)
-            x = layers.Conv2D(filters, kernel, padding="same", use_bias=False, name=f"cell{cell}_conv")(x)
-            x = layers.BatchNormalization(momentum=BN_MOMENTUM, name=f"cell{cell}_bn")(x)
-            x = layers.ReLU(name=f"cell{cell}_relu")(x)
-        x = layers.GlobalAveragePooling2D(name="gap")(x)
-        outputs = layers.Dense(self.classes, name="head")(x)
-        return keras.Model(inputs, outputs, name="tinynas")
 
 
 def as_model_input(windows):

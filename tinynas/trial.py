@@ -1,16 +1,65 @@
 """`Trial`: the frozen record of one candidate, the only thing that crosses between study,
-strategy and journal."""
+strategy and journal; and `Fidelity`, how hard a candidate is trained, which strategies choose,
+the study records and training carries out (so it lives here, below all three)."""
 
 from __future__ import annotations
 
 import enum
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from tinynas.augment import Augmentation
+from tinynas.errors import UsageError
 from tinynas.space import Architecture
-from tinynas.train import Fidelity
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """How hard to train a candidate (the method's defaults: 100 epochs, batch 16, Adam 1e-3).
+
+    `subset` < 1 trains on a representative fraction of the training windows (per-class
+    clustering, `tinynas.data.subset`); `patience` > 0 stops after that many epochs without a
+    better validation loss; `curve_stop` stops once the learning curve cannot beat the incumbent
+    (`tinynas.training.curve_stop`). The method uses none of the three. `augmentation` changes the
+    training windows every epoch (`tinynas.augment`; None: the method's unchanged windows).
+    """
+
+    epochs: int = 100
+    batch_size: int = 16
+    learning_rate: float = 1e-3
+    subset: float = 1.0
+    patience: int = 0
+    curve_stop: bool = False
+    augmentation: Augmentation | None = None
+
+    def __post_init__(self) -> None:
+        # Stored fidelities (journals, jobs) hold the augmentation as a dict; "none" is stored as None.
+        augmentation = self.augmentation
+        if isinstance(augmentation, dict):
+            augmentation = Augmentation.from_dict(augmentation)
+        if augmentation is not None and not isinstance(augmentation, Augmentation):
+            raise UsageError(f"invalid fidelity augmentation {augmentation!r}")
+        object.__setattr__(self, "augmentation", augmentation if augmentation and augmentation.active else None)
+        if self.epochs < 1 or self.batch_size < 1 or not self.learning_rate > 0:
+            raise UsageError(f"invalid fidelity {self}: epochs and batch size >= 1, learning rate > 0")
+        if not 0 < self.subset <= 1 or self.patience < 0:
+            raise UsageError(f"invalid fidelity {self}: subset in (0, 1], patience >= 0")
+
+    def with_learning_rate(self, learning_rate: float) -> Fidelity:
+        """The same fidelity at another learning rate."""
+        return replace(self, learning_rate=learning_rate)
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict; `Fidelity(**d)` rebuilds it. No augmentation: no key, as before it existed,
+        so journals and trial keys written then still match."""
+        data = asdict(self)
+        if self.augmentation is None:
+            del data["augmentation"]
+        else:
+            data["augmentation"] = self.augmentation.to_dict()
+        return data
 
 
 class TrialState(str, enum.Enum):

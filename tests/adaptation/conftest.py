@@ -24,8 +24,8 @@ def model_dir(tmp_path_factory):
     """A finished `paper` search (real workers, TensorFlow, int8 export) on DATA; the clock stands still,
     so the search ends when the strategy does, however slow the machine."""
     from tinynas.study import Study
-    from tinynas.targets import resolve_target
-    from tinynas.train import Fidelity
+    from tinynas.cost.targets import resolve_target
+    from tinynas.trial import Fidelity
 
     out = tmp_path_factory.mktemp("searched")
     search = Fidelity(epochs=3, batch_size=16, learning_rate=3e-3)

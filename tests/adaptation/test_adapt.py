@@ -5,10 +5,10 @@ import pytest
 
 from tinynas.adaptation.adapt import adapt
 from tinynas.adaptation.common import AdaptationError
-from tinynas.cost import estimate
+from tinynas.cost.estimate import estimate
 from tinynas.data.spec import load_windows
 from tinynas.data.windows import DataError
-from tinynas.modeldir import ModelDir, ModelDirError
+from tinynas.deploy.modeldir import ModelDir, ModelDirError
 from tinynas.options import UsageError
 
 from .conftest import NEW_SESSION, shifted

@@ -7,7 +7,7 @@ import pytest
 from tinynas.adaptation.recalibrate import Recipe, hold_out, recalibrate
 from tinynas.data.spec import load_windows
 from tinynas.data.windows import DataError
-from tinynas.evaluate import evaluate
+from tinynas.deploy.evaluate import evaluate
 
 from .conftest import NEW_SESSION, shifted
 

@@ -7,7 +7,7 @@ import pytest
 
 from tinynas.data.splits import leave_session_out_split, make_split
 from tinynas.data.windows import DataError, Windows
-from tinynas.report import validation_line
+from tinynas.study.report import validation_line
 
 
 def _recorded(plan, per_recording=6, hop=None, length=32, source="session"):

@@ -9,9 +9,9 @@ import pytest
 
 from tinynas.atomic import atomic_write_text
 from tinynas.errors import StorageError
-from tinynas.journal import Journal, inspect_journal
+from tinynas.study.journal import Journal, inspect_journal
 from tinynas.space import Architecture
-from tinynas.train import Fidelity
+from tinynas.trial import Fidelity
 from tinynas.trial import Trial, TrialState
 
 TINY = "synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2&seed=1"
@@ -92,7 +92,7 @@ def test_a_search_that_fills_the_disk_stops_in_one_line_and_resumes_once_space_i
     from tinynas.data.spec import load_windows
     from tinynas.progress import Progress
     from tinynas.study import Study
-    from tinynas.targets import resolve_target
+    from tinynas.cost.targets import resolve_target
 
     class FillAfterFirstResult(Progress):
         """Fills the disk the moment the first candidate's result is announced (a real search's pace)."""
@@ -141,7 +141,7 @@ def test_a_worker_that_cannot_save_weights_on_a_full_disk_leaves_its_candidate_t
     from tinynas.data.spec import load_windows
     from tinynas.progress import Progress
     from tinynas.study import Study
-    from tinynas.targets import resolve_target
+    from tinynas.cost.targets import resolve_target
 
     class FillWhileTheFirstTrains(Progress):
         def __init__(self):

@@ -15,11 +15,11 @@ import pytest
 
 from tinynas.data.spec import load_windows
 from tinynas.errors import StorageError, UsageError
-from tinynas.journal import APPLICATION_ID, Journal, JournalError, inspect_journal
+from tinynas.study.journal import APPLICATION_ID, Journal, JournalError, inspect_journal
 from tinynas.space import Architecture
 from tinynas.study import FINAL_FIDELITY, Study, StudyError
-from tinynas.targets import resolve_target
-from tinynas.train import Fidelity
+from tinynas.cost.targets import resolve_target
+from tinynas.trial import Fidelity
 from tinynas.trial import Trial, TrialState
 
 TINY = "synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2&seed=1"
@@ -278,7 +278,7 @@ def test_the_winners_fallback_retraining_uses_its_safer_learning_rate(tmp_path):
 
 
 def test_the_readme_states_the_diagnosers_stop_probability_of_the_code():
-    from tinynas.worker import STOP_PROBABILITY
+    from tinynas.training.diagnose import STOP_PROBABILITY
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert f"at probability >= {STOP_PROBABILITY:g}" in readme

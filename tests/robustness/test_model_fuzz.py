@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 
 from damage import damaged
 from tinynas.errors import TinynasError
-from tinynas.litert import Int8Model
+from tinynas.deploy.litert import Int8Model
 
 OK, REFUSED, OTHER = 0, 1, 3
 

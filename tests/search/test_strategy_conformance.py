@@ -8,7 +8,7 @@ from tinynas.search import SearchSpace
 from tinynas.space import SpecError
 from tinynas.search import STRATEGIES, make_strategy
 from tinynas.search.tpe import optuna_available
-from tinynas.train import Fidelity
+from tinynas.trial import Fidelity
 from tinynas.trial import TrialState
 
 
@@ -77,7 +77,7 @@ def test_seeded_strategies_are_deterministic(name, space):
 
 
 def test_fast_strategy_races_the_frontier_with_the_final_recipe_largest_compute_first(space):
-    from tinynas.cost import macs
+    from tinynas.cost.estimate import macs
 
     final = Fidelity(epochs=60, batch_size=16, learning_rate=0.01)
     strategy = make_strategy("fast", space, seed=0, is_feasible=lambda a: _feasible(a.k, a.c), final_fidelity=final)
@@ -111,7 +111,7 @@ def test_fast_frontier_finds_the_widest_stem_past_an_infeasible_gap(space):
 def test_fast_races_the_frontier_of_every_kernel_size_of_the_space():
     from dataclasses import replace as with_options
 
-    from tinynas.cost import macs
+    from tinynas.cost.estimate import macs
 
     space = with_options(SearchSpace(input_length=64, input_channels=2, classes=4, max_k=64), kernel_sizes=(3, 9))
     strategy = make_strategy("fast", space, seed=0, is_feasible=lambda a: _feasible(a.k, a.c))

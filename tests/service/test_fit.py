@@ -3,10 +3,10 @@
 import pytest
 
 from firmware_bridge.guide import Plan, load_plan
-from tinynas.cost import estimate
+from tinynas.cost.estimate import estimate
 from tinynas.service.fit import PlanDoesNotFit, check_plan_fits, longest_fitting_window
 from tinynas.space import Architecture
-from tinynas.targets import get_target
+from tinynas.cost.targets import get_target
 
 
 def _fits(target, length, channels, classes):

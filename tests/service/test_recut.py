@@ -10,7 +10,7 @@ from firmware_bridge.recorder import Recorder
 from tinynas.service.config import ServiceConfig
 from tinynas.service.fit import check_plan_fits
 from tinynas.service.runner import Service
-from tinynas.targets import get_target
+from tinynas.cost.targets import get_target
 
 
 def test_a_too_long_vibration_window_is_searched_on_target_sized_windows(tmp_path):

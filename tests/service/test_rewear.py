@@ -163,7 +163,7 @@ def test_refused_without_a_served_model(rewear):
 
 @pytest.mark.slow
 def test_served_model_folder_can_be_recalibrated(rewear):
-    from tinynas.modeldir import ModelDir
+    from tinynas.deploy.modeldir import ModelDir
 
     _, notes = rewear
     folder = Path(notes["deployed0"]["model"]).parent

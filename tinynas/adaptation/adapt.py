@@ -15,10 +15,17 @@ from pathlib import Path
 import numpy as np
 
 from tinynas.adaptation.batchnorm import reestimate_batchnorm
-from tinynas.adaptation.common import (AdaptationError, changed_card, check_shape, describe_data,
-                                       export_within_budget, int8_accuracy, original_test)
+from tinynas.adaptation.common import (
+    AdaptationError,
+    changed_card,
+    check_shape,
+    describe_data,
+    export_within_budget,
+    int8_accuracy,
+    original_test,
+)
 from tinynas.data.windows import Windows
-from tinynas.modeldir import ModelDir, check_new_folder, write_model_dir
+from tinynas.deploy.modeldir import ModelDir, check_new_folder, write_model_dir
 
 PARTS = ("batchnorm", "normalization")
 MIN_WINDOWS = 8

@@ -9,8 +9,8 @@ import math
 import numpy as np
 
 from tinynas.data.windows import DataError, Windows
+from tinynas.deploy.modeldir import ModelDir
 from tinynas.errors import TinynasError
-from tinynas.modeldir import ModelDir
 
 
 class AdaptationError(TinynasError, ValueError):
@@ -26,7 +26,7 @@ def check_shape(model_dir: ModelDir, windows: Windows, what: str) -> None:
 
 def int8_accuracy(tflite: bytes, x: np.ndarray, y: np.ndarray) -> float | None:
     """Accuracy of an int8 model (LiteRT) on model-input windows; None when there are none."""
-    from tinynas.measure import run_int8
+    from tinynas.deploy.measure import run_int8
 
     if len(x) == 0:
         return None
@@ -35,8 +35,8 @@ def int8_accuracy(tflite: bytes, x: np.ndarray, y: np.ndarray) -> float | None:
 
 def export_within_budget(model_dir: ModelDir, model, calibration: np.ndarray, seed: int = 0) -> bytes:
     """Full-int8 export calibrated on `calibration` (model input); the budget re-checked on the result."""
-    from tinynas.cost import estimate
-    from tinynas.export import convert_int8
+    from tinynas.cost.estimate import estimate
+    from tinynas.deploy.export import convert_int8
 
     tflite = convert_int8(model, calibration, seed=seed)
     target = model_dir.target()
@@ -69,7 +69,7 @@ def describe_data(spec: str, windows: Windows) -> dict:
 def changed_card(model_dir: ModelDir, tflite: bytes, preprocessing, entry: dict,
                  test_accuracy: float | None) -> dict:
     """The source card with the new model's figures and `entry` appended to its history."""
-    from tinynas.measure import measure_arena, tflite_micro_available
+    from tinynas.deploy.measure import measure_arena, tflite_micro_available
 
     card = {key: value for key, value in model_dir.card.items()
             if key not in ("architecture", "name", "digest", "quantization", "tools")}

@@ -17,11 +17,18 @@ from pathlib import Path
 import numpy as np
 
 from tinynas.adaptation.batchnorm import reestimate_batchnorm
-from tinynas.adaptation.common import (AdaptationError, changed_card, check_shape, describe_data,
-                                       export_within_budget, int8_accuracy, original_test)
+from tinynas.adaptation.common import (
+    AdaptationError,
+    changed_card,
+    check_shape,
+    describe_data,
+    export_within_budget,
+    int8_accuracy,
+    original_test,
+)
 from tinynas.augment import Augmentation
 from tinynas.data.windows import DataError, Windows
-from tinynas.modeldir import ModelDir, check_new_folder, write_model_dir
+from tinynas.deploy.modeldir import ModelDir, check_new_folder, write_model_dir
 
 
 @dataclass(frozen=True)
@@ -115,7 +122,8 @@ def _check_labels(model_dir: ModelDir, windows: Windows, what: str, allow_missin
 
 def _fine_tune(model, x: np.ndarray, y: np.ndarray, recipe: Recipe, seed: int) -> None:
     from tinynas.quiet import import_tensorflow
-    from tinynas.train import Fidelity, augmented_batches
+    from tinynas.training.train import augmented_batches
+    from tinynas.trial import Fidelity
 
     tf = import_tensorflow()
     tf.keras.utils.set_random_seed(seed)

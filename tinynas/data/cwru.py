@@ -22,7 +22,7 @@ from tinynas.data.windows import DataError, Windows, check_size, shown
 
 LOADS_HP = (0, 1, 2, 3)
 NOMINAL_RPM = {0: 1797, 1: 1772, 2: 1750, 3: 1730}
-FAULTS = {"IR": "inner_race", "B": "ball", "OR": "outer_race"}
+FAULT_NAMES = {"IR": "inner_race", "B": "ball", "OR": "outer_race"}
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class CwruFile:
     @property
     def fault(self) -> str:
         """normal, inner_race, ball or outer_race."""
-        return "normal" if self.label == "normal" else FAULTS[self.label.split("@")[0].rstrip("0123456789")]
+        return "normal" if self.label == "normal" else FAULT_NAMES[self.label.split("@")[0].rstrip("0123456789")]
 
     @property
     def diameter_in(self) -> float:

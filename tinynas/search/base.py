@@ -14,8 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tinynas.space import Architecture, SpecError, max_cells
-from tinynas.train import Fidelity
-from tinynas.trial import Trial
+from tinynas.trial import Fidelity, Trial
 
 
 @dataclass(frozen=True)

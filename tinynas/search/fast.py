@@ -9,7 +9,7 @@ What the method spends its time on, and what this strategy does instead:
 - It trains each candidate for 100 epochs with the search recipe, then retrains the winner with
   the final recipe. Here every frontier candidate is trained once, with the final recipe, on all
   training windows, and stops after FINAL_PATIENCE epochs without progress or as soon as its
-  learning curve can no longer beat the best candidate so far (`tinynas.curve_stop`, with the
+  learning curve can no longer beat the best candidate so far (`tinynas.training.curve_stop`, with the
   incumbent read live while candidates train in parallel). The study exports the winner as trained.
 - Candidates go largest-compute first (multiply-accumulates per window, ties to fewer cells): the
   likeliest winners finish first and set the incumbent that stops the others early.
@@ -25,10 +25,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tinynas.cost import macs
+from tinynas.cost.estimate import macs
 from tinynas.search.base import Proposal, Strategy
-from tinynas.train import Fidelity
-from tinynas.trial import Trial
+from tinynas.trial import Fidelity, Trial
 
 FINAL_PATIENCE = 20
 """Epochs without a better validation loss before a candidate stops."""

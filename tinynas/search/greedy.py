@@ -9,8 +9,7 @@ from __future__ import annotations
 import math
 
 from tinynas.search.paper import PaperStrategy
-from tinynas.train import Fidelity
-from tinynas.trial import Trial, TrialState
+from tinynas.trial import Fidelity, Trial, TrialState
 
 
 class GreedyStrategy(PaperStrategy):

@@ -12,8 +12,7 @@ from __future__ import annotations
 import math
 
 from tinynas.search.base import Proposal, Strategy
-from tinynas.train import Fidelity
-from tinynas.trial import Trial, TrialState
+from tinynas.trial import Fidelity, Trial, TrialState
 
 
 class PaperStrategy(Strategy):

@@ -6,6 +6,7 @@ import os
 import tomllib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+
 from tinynas.errors import TinynasError
 
 DEFAULT_CONFIG = '''# tinynas service configuration (TOML). Every key is optional; the values below are the defaults.
@@ -136,10 +137,10 @@ def _check_value(origin: str, key: str, value) -> None:
 
 def _check_choices(origin: str, data: dict) -> None:
     """Values whose meaning lives in other modules: the same parsers as the search uses."""
-    from tinynas.preprocess import NORMALIZATIONS
+    from tinynas.cost.targets import resolve_target
+    from tinynas.data.preprocess import NORMALIZATIONS
     from tinynas.search import STRATEGIES
     from tinynas.study import parse_duration
-    from tinynas.targets import resolve_target
 
     if "normalize" in data and data["normalize"] not in NORMALIZATIONS:
         raise ConfigError(f"{origin}: normalize must be one of {', '.join(NORMALIZATIONS)}, not {data['normalize']!r}")

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tinynas.cost import estimate
+from tinynas.cost.estimate import estimate
+from tinynas.cost.targets import Target, kib
 from tinynas.errors import UsageError
 from tinynas.space import Architecture
-from tinynas.targets import Target, kib
 
 MIN_WINDOW = 16
 """Shorter windows than this are too short to classify anything: a plan that needs them is refused."""

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynas.litert import Int8Model
-from tinynas.preprocess import Preprocessing
+from tinynas.data.preprocess import Preprocessing
+from tinynas.deploy.litert import Int8Model
 
 log = logging.getLogger(__name__)
 

@@ -81,7 +81,7 @@ def onboarding_plan(deployed: dict, repetitions: int) -> Plan:
 
 def new_flow(service, user: str, unlabelled: bool) -> dict:
     """The `state.rewear` of a new flow for `user` (RewearRefused in one line if it cannot start)."""
-    from tinynas.modeldir import ModelDir
+    from tinynas.deploy.modeldir import ModelDir
 
     deployed = service.state.deployed
     problem = served_model_problem(deployed, user)
@@ -148,8 +148,8 @@ def _die_with_parent() -> None:
 
 
 def _confidence(tflite: bytes, card: dict, windows) -> float:
-    from tinynas.litert import Int8Model
-    from tinynas.preprocess import Preprocessing
+    from tinynas.data.preprocess import Preprocessing
+    from tinynas.deploy.litert import Int8Model
 
     logits = Int8Model(tflite).logits(Preprocessing.from_card(card).apply(windows.x)).astype(np.float64)
     probabilities = np.exp(logits - logits.max(axis=1, keepdims=True))

@@ -33,12 +33,12 @@ from firmware_bridge.protocol import Samples
 from firmware_bridge.recorder import Recorder
 from firmware_bridge.ring import SampleRing
 from tinynas.atomic import atomic_write_text
+from tinynas.errors import TinynasError, user_message
+from tinynas.process_memory import memory_bytes
 from tinynas.service.config import ServiceConfig
 from tinynas.service.inference import LiveClassifier, PredictionLog
 from tinynas.service.state import load_state, save_state, user_name_problem
 from tinynas.service.status_server import StatusServer
-from tinynas.worker import memory_bytes
-from tinynas.errors import TinynasError, user_message
 
 log = logging.getLogger(__name__)
 
@@ -301,8 +301,8 @@ class Service:
 
     def _plan_fit(self, plan):
         """How the plan's windows fit the target on this device (PlanDoesNotFit if they cannot)."""
+        from tinynas.cost.targets import resolve_target
         from tinynas.service.fit import check_plan_fits
-        from tinynas.targets import resolve_target
 
         return check_plan_fits(plan, resolve_target(self.config.target), self.hello.channels,
                                self.hello.sample_rate_hz)
@@ -487,12 +487,12 @@ class Service:
         self._save(state="SEARCHING", study=str(study))
 
     def _search(self) -> None:
+        from tinynas.cost.targets import resolve_target
         from tinynas.data.checks import check_windows
-        from tinynas.journal import Journal
         from tinynas.progress import Progress
         from tinynas.study import Study, parse_duration
-        from tinynas.targets import resolve_target
-        from tinynas.train import Fidelity
+        from tinynas.study.journal import Journal
+        from tinynas.trial import Fidelity
 
         study = Path(self.state.study)
         journal_path = study / "journal.sqlite"
@@ -537,9 +537,9 @@ class Service:
         return load_windows(spec), spec
 
     def _deploy(self) -> None:
+        from tinynas.data.preprocess import Preprocessing
         from tinynas.data.splits import make_split
-        from tinynas.litert import Int8Model
-        from tinynas.preprocess import Preprocessing
+        from tinynas.deploy.litert import Int8Model
 
         study = Path(self.state.study)
         card = json.loads((study / "card.json").read_text())
@@ -559,7 +559,7 @@ class Service:
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         # The float weights, training windows and split too: a served model is a model folder that
-        # `recalibrate` / `adapt` can open (tinynas.modeldir).
+        # `recalibrate` / `adapt` can open (tinynas.deploy.modeldir).
         for name in ("model.tflite", "model.c", "model.h", "card.json", "report.md", "model.weights.h5",
                      "windows.npz", "split.npz"):
             if (study / name).exists():

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
+
 from tinynas.errors import TinynasError
 
 PAGE = """<!doctype html>

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from tinynas.graph import Graph, lower
-from tinynas.memory_planner import ARENA_ALIGNMENT, Buffer, align_up, planned_size
-from tinynas.space import Architecture
-from tinynas.targets import Target, kib
+from tinynas.cost.graph import Graph, lower
+from tinynas.cost.memory_planner import ARENA_ALIGNMENT, Buffer, align_up, planned_size
+from tinynas.cost.targets import Target, kib
 from tinynas.errors import TinynasError
+from tinynas.space import Architecture
 
 
 @dataclass(frozen=True)

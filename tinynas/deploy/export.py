@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from tinynas.atomic import atomic_write_bytes, atomic_write_text
-from tinynas.flatbuffer_strip import strip_names
+from tinynas.deploy.flatbuffer_strip import strip_names
 from tinynas.space import Architecture, SpecError, as_model_input
 
 REPRESENTATIVE_WINDOWS = 200
@@ -92,7 +92,7 @@ def c_array_source(tflite: bytes, symbol: str = "tinynas_model") -> tuple[str, s
 
 def io_quantization(tflite: bytes) -> dict[str, dict]:
     """Shape, dtype, scale and zero point of the model's input and output, read by LiteRT."""
-    from tinynas.litert import litert_interpreter
+    from tinynas.deploy.litert import litert_interpreter
 
     interpreter = litert_interpreter(tflite)
     described = {}

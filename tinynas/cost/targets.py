@@ -7,6 +7,7 @@ import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+
 from tinynas.errors import TinynasError
 
 MACS_PER_COREMARK = 10_000
@@ -75,7 +76,7 @@ def _from_mapping(data: dict, origin: str) -> Target:
 
 
 def load_target_file(path: str | Path) -> Target:
-    """Read a target from a TOML file (keys as in `tinynas/boards/*.toml`)."""
+    """Read a target from a TOML file (keys as in `tinynas/cost/boards/*.toml`)."""
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -90,7 +91,7 @@ def load_target_file(path: str | Path) -> Target:
 
 def builtin_targets() -> dict[str, Target]:
     """The boards shipped with tinynas, keyed by file stem (e.g. 'stm32f030f4p6')."""
-    boards = resources.files("tinynas") / "boards"
+    boards = resources.files("tinynas.cost") / "boards"
     found = {}
     for entry in sorted(boards.iterdir(), key=lambda item: item.name):
         if entry.name.endswith(".toml"):

@@ -1,6 +1,6 @@
 """Training-fault diagnosis: trace features and a small linear classifier from features to fault.
 
-`trace_features` summarises a health trace (`tinynas.health`), whole or partial, into a fixed
+`trace_features` summarises a health trace (`tinynas.training.health`), whole or partial, into a fixed
 vector grouped in feature sets (optimizer, curvature, activations). `Diagnoser` is a multinomial
 logistic regression (numpy + scipy's L-BFGS, standardised features, class-balanced, L2): small
 enough to read, train in a second and ship as JSON. `benchmarks/faults.py` builds the corpus,
@@ -19,8 +19,15 @@ import numpy as np
 
 INSTABILITIES = ("diverging", "nonfinite", "stalled")
 """Fault types a search acts on (stop the candidate, maybe retry with a safer learning rate)."""
-FAULTS = ("healthy", *INSTABILITIES, "dead_channel", "clipped_channel", "label_noise", "missing_class",
-          "imbalance")
+MIN_DIAGNOSIS_EPOCHS = 3
+"""Epochs of health trace before the diagnoser may stop a candidate."""
+STOP_PROBABILITY = 0.7
+"""Probability of instability (diverging + stalled + non-finite) at which the diagnoser stops a
+candidate. Healthy runs measured here stayed below 0.45 at lr 1e-3 and 1e-2; runs at lr 1.0 rose to
+0.5-0.93 (`benchmarks/results/faults.md`)."""
+
+DIAGNOSED_FAULTS = ("healthy", *INSTABILITIES, "dead_channel", "clipped_channel", "label_noise", "missing_class",
+                    "imbalance")
 """Every fault type of the corpus."""
 
 FEATURE_SETS = {
@@ -188,3 +195,26 @@ def shipped_diagnoser() -> Diagnoser | None:
         return Diagnoser.from_json(MODEL_PATH.read_text())
     except (OSError, ValueError, KeyError):
         return None
+
+
+def health_monitor(windows, train: list[int], seed: int, learning_rate: float, cache: dict):
+    """The health callback, and the dict it fills with the diagnosis when it stops training."""
+    from tinynas.space import as_model_input
+    from tinynas.training.health import health_callback, probe_batch
+
+    if "diagnoser" not in cache:
+        cache["diagnoser"] = shipped_diagnoser()
+    diagnoser = cache["diagnoser"]
+    verdict: dict = {}
+
+    def judge(trace) -> bool:
+        if diagnoser is None or len(trace) < MIN_DIAGNOSIS_EPOCHS:
+            return False
+        label, probability = diagnoser.instability(trace, learning_rate)
+        if probability >= STOP_PROBABILITY:
+            verdict["diagnosis"] = (label, probability)
+            return True
+        return False
+
+    x_probe, y_probe = probe_batch(windows.x[train], windows.y[train], seed=seed)
+    return health_callback(as_model_input(x_probe), y_probe, on_epoch=judge), verdict

@@ -12,7 +12,7 @@ no extra training step):
   Hessian-vector products. Loss curvature is the signal that still separates unstable from stable
   training on programs a diagnoser has never seen (METHOD.md); every candidate is such a program.
 
-The trace (one dict per epoch) feeds `tinynas.diagnose`. `seconds` is the monitor's own time, so
+The trace (one dict per epoch) feeds `tinynas.training.diagnose`. `seconds` is the monitor's own time, so
 its overhead is measured, not guessed.
 """
 

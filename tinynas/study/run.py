@@ -24,21 +24,21 @@ import numpy as np
 
 from tinynas.atomic import atomic_write_text, storage_error
 from tinynas.augment import parse_augmentation, parse_kernels
-from tinynas.cost import check_space_fits, estimate
+from tinynas.cost.estimate import check_space_fits, estimate
+from tinynas.cost.targets import Target, kib
 from tinynas.data.holdout import without_test_side
+from tinynas.data.preprocess import Preprocessing
 from tinynas.data.splits import Split, make_split
 from tinynas.data.windows import Windows
-from tinynas.journal import Journal
-from tinynas.modeldir import MODEL_WEIGHTS, SPLIT_FILE, save_split
-from tinynas.preprocess import Preprocessing
+from tinynas.deploy.modeldir import MODEL_WEIGHTS, SPLIT_FILE, save_split
+from tinynas.errors import StorageError, TinynasError, UsageError
 from tinynas.progress import Progress
 from tinynas.search import SearchSpace, make_strategy
 from tinynas.space import Architecture
-from tinynas.targets import Target, kib
-from tinynas.train import Fidelity
-from tinynas.trial import Trial, TrialState
-from tinynas.worker import Job, JobResult, WorkerPool
-from tinynas.errors import StorageError, TinynasError, UsageError
+from tinynas.study.journal import Journal
+from tinynas.study.pool import WorkerPool
+from tinynas.training.job import Job, JobResult
+from tinynas.trial import Fidelity, Trial, TrialState
 
 log = logging.getLogger(__name__)
 
@@ -549,9 +549,9 @@ class Study:
 
     # ---- final stage --------------------------------------------------------------------
     def _finish(self, strategy, journal: Journal, data_path: Path, pool: WorkerPool) -> StudyResult:
-        from tinynas.export import write_export
-        from tinynas.measure import measure_arena, run_int8, tflite_micro_available
-        from tinynas.report import write_report
+        from tinynas.deploy.export import write_export
+        from tinynas.deploy.measure import measure_arena, run_int8, tflite_micro_available
+        from tinynas.study.report import write_report
 
         trials = journal.trials()
         winner = self._best(strategy, trials)

@@ -3,64 +3,18 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from tinynas.augment import Augmentation
 from tinynas.space import Architecture, SpecError, as_model_input
-
+from tinynas.training.model import build_model
+from tinynas.trial import Fidelity
 
 STEPS_PER_EXECUTION = 32
 """Training steps per compiled call: tiny networks spend most of a step in dispatch overhead, and
 running 32 batches per call cut an epoch from 0.47 s to 0.36 s (A(4,4), 1,440 CWRU-shaped windows)."""
-
-
-@dataclass(frozen=True)
-class Fidelity:
-    """How hard to train a candidate (the method's defaults: 100 epochs, batch 16, Adam 1e-3).
-
-    `subset` < 1 trains on a representative fraction of the training windows (per-class
-    clustering, `tinynas.data.subset`); `patience` > 0 stops after that many epochs without a
-    better validation loss; `curve_stop` stops once the learning curve cannot beat the incumbent
-    (`tinynas.curve_stop`). The method uses none of the three. `augmentation` changes the
-    training windows every epoch (`tinynas.augment`; None: the method's unchanged windows).
-    """
-
-    epochs: int = 100
-    batch_size: int = 16
-    learning_rate: float = 1e-3
-    subset: float = 1.0
-    patience: int = 0
-    curve_stop: bool = False
-    augmentation: Augmentation | None = None
-
-    def __post_init__(self) -> None:
-        # Stored fidelities (journals, jobs) hold the augmentation as a dict; "none" is stored as None.
-        augmentation = self.augmentation
-        if isinstance(augmentation, dict):
-            augmentation = Augmentation.from_dict(augmentation)
-        if augmentation is not None and not isinstance(augmentation, Augmentation):
-            raise SpecError(f"invalid fidelity augmentation {augmentation!r}")
-        object.__setattr__(self, "augmentation", augmentation if augmentation and augmentation.active else None)
-        if self.epochs < 1 or self.batch_size < 1 or not self.learning_rate > 0:
-            raise SpecError(f"invalid fidelity {self}: epochs and batch size >= 1, learning rate > 0")
-        if not 0 < self.subset <= 1 or self.patience < 0:
-            raise SpecError(f"invalid fidelity {self}: subset in (0, 1], patience >= 0")
-
-    def with_learning_rate(self, learning_rate: float) -> Fidelity:
-        """The same fidelity at another learning rate."""
-        return replace(self, learning_rate=learning_rate)
-
-    def to_dict(self) -> dict:
-        """JSON-ready dict; `Fidelity(**d)` rebuilds it. No augmentation: no key, as before it existed,
-        so journals and trial keys written then still match."""
-        data = asdict(self)
-        if self.augmentation is None:
-            del data["augmentation"]
-        else:
-            data["augmentation"] = self.augmentation.to_dict()
-        return data
 
 
 @dataclass
@@ -106,8 +60,8 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
     """
     import time
 
-    from tinynas.curve_stop import CurveStop, keras_callback
     from tinynas.quiet import import_tensorflow
+    from tinynas.training.curve_stop import CurveStop, keras_callback
 
     x_train, x_val = np.asarray(x_train, np.float32), np.asarray(x_val, np.float32)
     y_train, y_val = np.asarray(y_train, np.int64), np.asarray(y_val, np.int64)
@@ -117,7 +71,7 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
         raise SpecError("need at least one training and one validation window")
     tf = import_tensorflow()
     started = time.perf_counter()
-    model = arch.to_keras(seed=seed)
+    model = build_model(arch, seed=seed)
     model.compile(optimizer=tf.keras.optimizers.Adam(fidelity.learning_rate),
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"], steps_per_execution=STEPS_PER_EXECUTION)
@@ -157,7 +111,6 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
 def augmented_batches(x: np.ndarray, y: np.ndarray, fidelity: Fidelity, seed: int):
     """Shuffled batches of freshly augmented training windows (a Keras PyDataset), redrawn every
     epoch from a generator seeded by `seed` (so a candidate trains the same way on every run)."""
-    from tinynas.augment import Augmentation
     from tinynas.quiet import import_tensorflow
 
     tf = import_tensorflow()

@@ -18,10 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from tinynas.atomic import atomic_write_bytes, storage_error
+from tinynas.data.preprocess import Preprocessing
 from tinynas.data.windows import Windows
 from tinynas.errors import TinynasError
-from tinynas.preprocess import Preprocessing
 from tinynas.space import Architecture, SpecError
+from tinynas.training.model import build_model
 
 MODEL_WEIGHTS = "model.weights.h5"
 """The exported model's float weights."""
@@ -79,7 +80,7 @@ class ModelDir:
     @classmethod
     def open(cls, path: str | os.PathLike) -> ModelDir:
         """Read and check a model folder; every missing piece is one line saying what to do."""
-        from tinynas.evaluate import model_files
+        from tinynas.deploy.evaluate import model_files
 
         folder = Path(path)
         if folder.is_file():
@@ -122,7 +123,7 @@ class ModelDir:
 
     def keras_model(self):
         """The float Keras model with the exported weights."""
-        model = self.architecture.to_keras(seed=0)
+        model = build_model(self.architecture, seed=0)
         try:
             model.load_weights(str(self.path / MODEL_WEIGHTS))
         except (OSError, ValueError) as exc:
@@ -132,7 +133,7 @@ class ModelDir:
 
     def target(self):
         """The target whose budget the model was made for."""
-        from tinynas.targets import Target
+        from tinynas.cost.targets import Target
 
         stored = self.card.get("target")
         if not isinstance(stored, dict):
@@ -166,7 +167,7 @@ def check_new_folder(out: str | os.PathLike, source: Path) -> Path:
 def write_model_dir(out: Path, source: ModelDir, model, tflite: bytes, card: dict) -> None:
     """Write a changed model: int8 files and card (`write_export`), float weights, and the source's
     training windows and split (copied, so the new folder can be changed again)."""
-    from tinynas.export import write_export
+    from tinynas.deploy.export import write_export
 
     try:
         out.mkdir(parents=True, exist_ok=True)

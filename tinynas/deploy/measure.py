@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynas.litert import Int8Model, ModelFileError, litert_interpreter, read_model
-from tinynas.quiet import captured_fd
+from tinynas.deploy.litert import Int8Model, ModelFileError, litert_interpreter, read_model
 from tinynas.errors import TinynasError
+from tinynas.quiet import captured_fd
 
 MEASURE_ARENA_BYTES = 4 << 20
 """Arena handed to TFLite Micro when measuring; what it reports is what the model used."""

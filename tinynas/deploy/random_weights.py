@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinynas.space import Architecture, max_cells
+from tinynas.training.model import build_model
 
 CALIBRATION_SHAPES = ((400, 8), (512, 1))
 """The two published input shapes: ISL sEMG (400 x 8) and CWRU vibration (512 x 1)."""
@@ -31,8 +32,8 @@ def random_architectures(count: int, seed: int, shapes=CALIBRATION_SHAPES, max_k
 
 
 def randomized_model(arch: Architecture, seed: int):
-    """`arch.to_keras()` with every weight random and non-zero (batch-norm variances positive)."""
-    model = arch.to_keras(seed=seed)
+    """`build_model(arch)` with every weight random and non-zero (batch-norm variances positive)."""
+    model = build_model(arch, seed=seed)
     rng = np.random.default_rng(seed)
     for layer in model.layers:
         weights = layer.get_weights()

@@ -17,10 +17,11 @@ from pathlib import Path
 from tinynas.data.holdout import without_test_side
 from tinynas.data.splits import make_split
 from tinynas.data.windows import Windows
-from tinynas.journal import Journal
-from tinynas.study import TEST_WINDOWS, StudyError
+from tinynas.study.journal import Journal
+from tinynas.study.pool import WorkerPool
+from tinynas.study.run import TEST_WINDOWS, StudyError
+from tinynas.training.job import Job, JobResult
 from tinynas.trial import Trial, TrialState
-from tinynas.worker import Job, JobResult, WorkerPool
 
 TOLERANCE = 1e-6
 """Largest difference between recorded and replayed validation losses still called identical."""

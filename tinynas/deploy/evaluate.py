@@ -14,10 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
+from tinynas.data.preprocess import CardError, Preprocessing
 from tinynas.data.windows import DataError, Windows
 from tinynas.errors import TinynasError
-from tinynas.preprocess import CardError, Preprocessing
-
 
 MAX_CARD_BYTES = 16 << 20
 """A card is a few KiB of JSON; a bigger file is the wrong file (and is not read whole)."""
@@ -95,7 +94,7 @@ def model_files(path: str | Path) -> tuple[Path, dict]:
 
 def load_model(tflite: Path):
     """The LiteRT model in `tflite`; a damaged or foreign file is one line naming it."""
-    from tinynas.litert import Int8Model, ModelFileError, read_model
+    from tinynas.deploy.litert import Int8Model, ModelFileError, read_model
 
     try:
         return Int8Model(read_model(tflite))

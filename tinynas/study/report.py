@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tinynas.atomic import atomic_write_bytes, atomic_write_text
-from tinynas.targets import Target, kib
+from tinynas.cost.targets import Target, kib
 from tinynas.trial import Trial, TrialState
 
 

@@ -1,0 +1,152 @@
+"""Long-lived worker processes that keep TensorFlow imported and train candidates.
+
+The parent (the study) never imports TensorFlow. Each worker imports it once, sets its thread
+counts once, and trains candidates sent over a pipe until it is recycled: after
+`max_jobs` candidates or once its private memory passes `private_limit_bytes` (Keras keeps
+~20 MB of caches per model that `clear_session` does not return). A worker that dies
+(segfault, the kernel's OOM killer) fails only the candidate it was training. What a worker does
+with a job is `tinynas.training.job`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import time
+from multiprocessing.connection import wait as wait_for
+
+from tinynas.errors import UsageError
+from tinynas.training.job import Job, JobResult, serve
+
+DEFAULT_MAX_JOBS = 10
+DEFAULT_PRIVATE_LIMIT_BYTES = 400 << 20
+
+
+class _Slot:
+    def __init__(self) -> None:
+        self.process = None
+        self.conn = None
+        self.job: Job | None = None
+        self.started = 0.0
+
+
+class WorkerPool:
+    """`size` worker processes (spawned on demand, recycled, replaced when they die)."""
+
+    def __init__(self, size: int = 1, threads: int = 1, max_jobs: int = DEFAULT_MAX_JOBS,
+                 private_limit_bytes: int = DEFAULT_PRIVATE_LIMIT_BYTES) -> None:
+        if size < 1 or threads < 1:
+            raise UsageError(f"need at least one worker and one thread, got {size} worker(s) x {threads} thread(s)")
+        self._context = multiprocessing.get_context("spawn")  # TensorFlow is not fork-safe
+        self._slots = [_Slot() for _ in range(size)]
+        self.threads = threads
+        self.max_jobs = max_jobs
+        self.private_limit_bytes = private_limit_bytes
+        self.peak_memory: dict[str, int] = {}
+        self.spawned = 0
+
+    def idle(self) -> int:
+        """Slots free for a job."""
+        return sum(slot.job is None for slot in self._slots)
+
+    def running(self) -> list[Job]:
+        """Jobs being worked on."""
+        return [slot.job for slot in self._slots if slot.job is not None]
+
+    def worker_pids(self) -> list[int]:
+        """PIDs of live worker processes."""
+        return [slot.process.pid for slot in self._slots if slot.process is not None and slot.process.is_alive()]
+
+    def submit(self, job: Job) -> None:
+        """Give `job` to a free worker, starting one if needed."""
+        slot = next((s for s in self._slots if s.job is None), None)
+        if slot is None:
+            raise RuntimeError("no idle worker")
+        if slot.process is None or not slot.process.is_alive():
+            self._start(slot)
+        slot.conn.send(job)
+        slot.job = job
+        slot.started = time.monotonic()
+
+    def _start(self, slot: _Slot) -> None:
+        parent, child = self._context.Pipe()
+        process = self._context.Process(target=serve, name="tinynas-worker", daemon=True,
+                                        args=(child, self.threads, self.max_jobs, self.private_limit_bytes))
+        process.start()
+        child.close()
+        slot.process, slot.conn = process, parent
+        self.spawned += 1
+
+    def wait(self, timeout: float) -> list[JobResult]:
+        """Results that arrive within `timeout` seconds (a dead worker yields a failed result)."""
+        busy = [slot for slot in self._slots if slot.job is not None]
+        if not busy:
+            time.sleep(max(0.0, min(timeout, 0.05)))
+            return []
+        handles = {}
+        for slot in busy:
+            handles[slot.conn] = slot
+            handles[slot.process.sentinel] = slot
+        ready = wait_for(list(handles), timeout=max(0.0, timeout))
+        results = []
+        for slot in {id(handles[h]): handles[h] for h in ready}.values():
+            result = self._collect(slot)
+            if result is not None:
+                results.append(result)
+        return results
+
+    def _collect(self, slot: _Slot) -> JobResult | None:
+        job = slot.job
+        result = None
+        try:
+            if slot.conn.poll():
+                result = slot.conn.recv()
+        except (EOFError, OSError):
+            result = None
+        if result is None:
+            if slot.process.is_alive():
+                return None
+            slot.process.join(1)
+            code = slot.process.exitcode
+            reason = (f"killed by signal {signal.Signals(-code).name}" if code is not None and code < 0
+                      else f"exit code {code}")
+            hint = " (out of memory?)" if code == -signal.SIGKILL else ""
+            result = JobResult(job.job_id, False, error=f"worker died while training: {reason}{hint}",
+                               seconds=time.monotonic() - slot.started)
+            self._discard(slot)
+        else:
+            for key, value in result.memory.items():
+                self.peak_memory[key] = max(self.peak_memory.get(key, 0), value)
+            if result.retiring:
+                slot.process.join(5)
+                self._discard(slot)
+        slot.job = None
+        return result
+
+    def _discard(self, slot: _Slot) -> None:
+        if slot.conn is not None:
+            slot.conn.close()
+        if slot.process is not None and slot.process.is_alive():
+            slot.process.kill()
+            slot.process.join(5)
+        slot.process = slot.conn = None
+
+    def close(self) -> None:
+        """Stop every worker: idle ones politely, busy ones at once."""
+        for slot in self._slots:
+            if slot.process is None:
+                continue
+            if slot.job is None:
+                try:
+                    slot.conn.send(None)
+                except (BrokenPipeError, OSError):
+                    pass
+                slot.process.join(5)
+            self._discard(slot)
+            slot.job = None
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
