@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import signal
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from tinynas.cost.targets import builtin_targets, kib, resolve_target
 from tinynas.data.preprocess import NORMALIZATIONS
 from tinynas.data.splits import PROTOCOLS
 from tinynas.errors import crash_log, user_message
+from tinynas.interrupts import sigterm_as_interrupt
 from tinynas.options import (
     check_budget,
     check_out_dir,
@@ -698,10 +698,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(message)s", stream=sys.stderr)
-    # systemd stops services with SIGTERM: stop like Ctrl-C, journal intact.
-    signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        return args.func(args)
+        with sigterm_as_interrupt():  # systemd and kill stop like Ctrl-C, journal intact
+            return args.func(args)
     except KeyboardInterrupt:
         journaled = args.command in ("search", "demo")  # only these keep a journal to resume from
         print("tinynas: interrupted" + ("; the journal is intact (continue with --resume)" if journaled else ""),
@@ -717,10 +716,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tinynas: internal error: {type(exc).__name__}: {exc} (a bug: please report it{where})",
               file=sys.stderr)
         return 1
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from firmware_bridge.recorder import Recorder
 from firmware_bridge.ring import SampleRing
 from tinynas.atomic import atomic_write_text
 from tinynas.errors import TinynasError, user_message
+from tinynas.interrupts import sigterm_as_interrupt
 from tinynas.process_memory import memory_bytes
 from tinynas.service.config import ServiceConfig
 from tinynas.service.inference import LiveClassifier, PredictionLog
@@ -367,7 +368,10 @@ class Service:
 
     def run(self) -> None:
         """Open the device, start the side threads, and step the state machine until stopped."""
-        previous = signal.signal(signal.SIGTERM, _interrupt)
+        with sigterm_as_interrupt():  # systemd stops the service with SIGTERM: stop as on Ctrl-C
+            self._run()
+
+    def _run(self) -> None:
         self.paths.pid.write_text(str(os.getpid()))
         try:
             self.link = Link(self.config.port, baudrate=self.config.baudrate).open()
@@ -400,7 +404,6 @@ class Service:
             if self.recorder is not None:
                 self.recorder.close()
             self.paths.pid.unlink(missing_ok=True)
-            signal.signal(signal.SIGTERM, previous)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -574,7 +577,3 @@ class Service:
                     "classes": card.get("classes"), "study": str(study), "session": self.state.session,
                     "plan": load_plan(self.state.plan).to_dict()}
         self._save(state="SERVING", deployed=deployed, error="")
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
