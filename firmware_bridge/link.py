@@ -14,6 +14,7 @@ import queue
 import threading
 import time
 from dataclasses import asdict, dataclass
+from typing import Protocol, cast
 
 import serial
 
@@ -21,6 +22,16 @@ from firmware_bridge.errors import BridgeError
 from firmware_bridge.protocol import Hello, Message, Ping, StreamDecoder, encode_frame
 
 log = logging.getLogger(__name__)
+
+
+class SerialPort(Protocol):
+    """What the link uses of a pySerial port."""
+
+    @property
+    def in_waiting(self) -> int: ...
+    def read(self, size: int = 1) -> bytes: ...
+    def write(self, data: bytes, /) -> int | None: ...
+    def close(self) -> None: ...
 
 
 class LinkError(BridgeError, RuntimeError):
@@ -59,7 +70,7 @@ class Link:
         self._hello_seen = threading.Event()
         self._queue: queue.Queue = queue.Queue(maxsize=queue_size)
         self._decoder = StreamDecoder()
-        self._port = None
+        self._port: SerialPort | None = None
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
         self._sequence = 0
@@ -77,8 +88,16 @@ class Link:
         self._thread.start()
         return self
 
-    def _open_port(self):
-        return serial.serial_for_url(self.url, baudrate=self.baudrate, timeout=self.read_timeout)
+    def _open_port(self) -> SerialPort:
+        port = serial.serial_for_url(self.url, baudrate=self.baudrate, timeout=self.read_timeout)
+        # Every URL handler's class has in_waiting; the stubs declare it only on the concrete classes.
+        return cast(SerialPort, port)
+
+    def _opened(self) -> SerialPort:
+        """The open port; LinkError before open()."""
+        if self._port is None:
+            raise LinkError(f"{self.url} is not open: call open() first")
+        return self._port
 
     def close(self) -> None:
         """Stop the reader and close the port."""
@@ -103,6 +122,7 @@ class Link:
         """The device's HELLO; LinkError if none arrives within `timeout` seconds."""
         if not self._hello_seen.wait(timeout):
             raise LinkError(f"no HELLO from {self.url} within {timeout:g} s: is the device streaming?")
+        assert self.hello is not None  # _handle sets it before _hello_seen
         return self.hello
 
     def get(self, timeout: float | None = None) -> Message | None:
@@ -114,11 +134,12 @@ class Link:
 
     def _read_loop(self) -> None:
         while not self._closing.is_set():
+            port = self._opened()  # looked up each time: _reopen replaces it
             try:
                 # Block for the first byte (up to read_timeout), then take whatever else has arrived.
-                data = self._port.read(1)
-                if data and self._port.in_waiting:
-                    data += self._port.read(self._port.in_waiting)
+                data = port.read(1)
+                if data and port.in_waiting:
+                    data += port.read(port.in_waiting)
             except (serial.SerialException, OSError) as exc:
                 self._lost(exc)
                 if not self.reconnect or not self._reopen():
@@ -153,7 +174,7 @@ class Link:
         self.connected.clear()
         log.warning("link %s lost: %s", self.url, exc)
         try:
-            self._port.close()
+            self._opened().close()
         except Exception:  # the device is already gone
             pass
 
@@ -176,10 +197,11 @@ class Link:
     def send(self, message: Message) -> None:
         """Send a message to the device (e.g. a Ping)."""
         with self._write_lock:
+            port = self._opened()
             frame = encode_frame(message, self._sequence)
             self._sequence = (self._sequence + 1) & 0xFFFF
             try:
-                self._port.write(frame)
+                port.write(frame)
             except (serial.SerialException, OSError) as exc:
                 raise LinkError(f"cannot write to {self.url}: {exc}") from None
 

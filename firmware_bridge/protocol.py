@@ -41,7 +41,8 @@ class MessageType(enum.IntEnum):
 
 
 # One table for the wire and the session files: code -> (name, dtype); FORMAT_CODES is its inverse.
-FORMAT_BY_CODE = {1: ("int8", np.dtype("<i1")), 2: ("int16", np.dtype("<i2")), 3: ("float32", np.dtype("<f4"))}
+FORMAT_BY_CODE: dict[int, tuple[str, np.dtype]] = {
+    1: ("int8", np.dtype("<i1")), 2: ("int16", np.dtype("<i2")), 3: ("float32", np.dtype("<f4"))}
 FORMAT_CODES = {name: code for code, (name, _) in FORMAT_BY_CODE.items()}
 
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
-from firmware_bridge.protocol import Hello, Mark, Ping, Samples, encode_frame, encode_payload
+from firmware_bridge.protocol import Hello, Mark, Message, Ping, Samples, encode_frame, encode_payload
 
 
 def vectors() -> list[dict]:
     """The shared vectors: message type, sequence, payload and the expected wire bytes (hex)."""
     rng = np.random.default_rng(2026)
-    messages = [
+    messages: list[tuple[int, Message]] = [
         (0, Hello("adc-frontend", "1.0.0", 4, 1000.0, "int16")),
         (1, Samples(0, rng.integers(-2048, 2048, size=(32, 4)).astype(np.int16))),
         (2, Samples(2**33 + 5, rng.integers(-128, 128, size=(50, 8)).astype(np.int8))),
