@@ -14,6 +14,7 @@ deviation: for recordings whose channels come in very different units.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -54,7 +55,7 @@ class Preprocessing:
             raise CardError("preprocessing offsets must be finite")
 
     @classmethod
-    def fit(cls, windows: Windows, train: np.ndarray, normalize: str = "none") -> Preprocessing:
+    def fit(cls, windows: Windows, train: Sequence[int] | np.ndarray, normalize: str = "none") -> Preprocessing:
         """The preprocessing a search applies, with statistics from the training windows only."""
         offset: tuple[float, ...] = ()
         scale: tuple[float, ...] = ()

@@ -7,6 +7,8 @@ nearest each centroid is kept, so every cluster of every class has a representat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from tinynas.data.windows import DataError, Windows
@@ -26,7 +28,7 @@ def window_features(x: np.ndarray, bands: int = BANDS) -> np.ndarray:
     return (features - features.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
 
 
-def cluster_within_classes(windows: Windows, indices: np.ndarray, fraction: float,
+def cluster_within_classes(windows: Windows, indices: Sequence[int] | np.ndarray, fraction: float,
                            seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Cluster each class's windows into about `fraction` x its size clusters (k-means++, seeded).
 
@@ -40,7 +42,7 @@ def cluster_within_classes(windows: Windows, indices: np.ndarray, fraction: floa
     indices = np.asarray(indices, dtype=int)
     features = window_features(windows.x[indices])
     labels = np.empty(len(indices), dtype=int)
-    centroids = []
+    centroids: list[np.ndarray] = []
     for label in np.unique(windows.y[indices]):
         members = np.flatnonzero(windows.y[indices] == label)
         clusters = min(len(members), max(1, int(round(fraction * len(members)))))
@@ -53,7 +55,8 @@ def cluster_within_classes(windows: Windows, indices: np.ndarray, fraction: floa
     return labels, np.array(centroids), features
 
 
-def representative_subset(windows: Windows, indices: np.ndarray, fraction: float, seed: int = 0) -> np.ndarray:
+def representative_subset(windows: Windows, indices: Sequence[int] | np.ndarray, fraction: float,
+                          seed: int = 0) -> np.ndarray:
     """Indices (a subset of `indices`): the window nearest each cluster centre of each class."""
     indices = np.asarray(indices, dtype=int)
     labels, centroids, features = cluster_within_classes(windows, indices, fraction, seed)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 MAX_DECAY = 0.95
 """Most optimistic per-epoch ratio between successive improvements (0.95: gains fade over ~20 epochs)."""
@@ -58,7 +59,7 @@ def keras_callback(rule: CurveStop, total_epochs: int, incumbent: Callable[[], f
     """
     from tinynas.quiet import import_tensorflow
 
-    tf = import_tensorflow()
+    tf: Any = import_tensorflow()  # declared Any so that mypy accepts its classes as bases
 
     class CurveStopCallback(tf.keras.callbacks.Callback):
         def __init__(self) -> None:

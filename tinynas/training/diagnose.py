@@ -101,8 +101,8 @@ def feature_matrix(traces: Sequence[dict], names: Sequence[str]) -> np.ndarray:
 
 def balanced_accuracy(truth: Sequence[str], predicted: Sequence[str]) -> float:
     """Mean recall over the classes present in `truth`."""
-    truth, predicted = np.asarray(truth), np.asarray(predicted)
-    recalls = [float(np.mean(predicted[truth == label] == label)) for label in np.unique(truth)]
+    true_labels, predicted_labels = np.asarray(truth), np.asarray(predicted)
+    recalls = [float(np.mean(predicted_labels[true_labels == label] == label)) for label in np.unique(true_labels)]
     return float(np.mean(recalls)) if recalls else math.nan
 
 

@@ -3,6 +3,8 @@ diagnoser recognises: those are `tinynas.training.diagnose.DIAGNOSED_FAULTS`).""
 
 from __future__ import annotations
 
+from typing import Any
+
 INJECTED_FAULTS = ("nan", "diverge", "lr_x100", "lr_div1000")
 """Faults a job can inject, for tests and fault studies: 'nan' poisons a weight with NaN at the
 start of the second epoch (a numeric blow-up mid-training); 'diverge' multiplies the learning
@@ -11,7 +13,7 @@ by 1000 (a run that stalls)."""
 LEARNING_RATE_FAULTS = {"diverge": 1e7, "lr_x100": 100.0, "lr_div1000": 1e-3}
 
 
-def poison_weights_callback(tf):
+def poison_weights_callback(tf: Any):
     """Keras callback that sets the stem's first weight to NaN when epoch 2 begins."""
 
     class PoisonWeights(tf.keras.callbacks.Callback):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ def health_callback(x_probe: np.ndarray, y_probe: np.ndarray, sharpness_every: i
     """
     from tinynas.quiet import import_tensorflow
 
-    tf = import_tensorflow()
+    tf: Any = import_tensorflow()  # declared Any so that mypy accepts its classes as bases
     x_probe = tf.constant(np.asarray(x_probe, np.float32))
     y_probe = tf.constant(np.asarray(y_probe, np.int64))
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -57,10 +58,12 @@ def health_callback(x_probe: np.ndarray, y_probe: np.ndarray, sharpness_every: i
             self.trace: list[dict[str, float]] = []
             self.seconds = 0.0
             self.stopped_epoch: int | None = None
-            self._previous_weights = None
-            self._previous_gradient = None
-            self._direction = None
-            self._probe = self._hessian_vector = None
+            self._previous_weights: np.ndarray | None = None
+            self._previous_gradient: np.ndarray | None = None
+            self._direction: np.ndarray | None = None
+            # tf.functions, traced in on_train_begin.
+            self._probe: Any = None
+            self._hessian_vector: Any = None
 
         def on_train_begin(self, logs=None):
             started = time.perf_counter()
@@ -132,10 +135,12 @@ def health_callback(x_probe: np.ndarray, y_probe: np.ndarray, sharpness_every: i
             if not row["nonfinite"]:
                 gradient, dead = self._probe()
                 gradient = gradient.numpy()
-                step = weights - self._previous_weights
+                previous = self._previous_weights
+                assert previous is not None  # set by on_train_begin, which Keras calls before any epoch
+                step = weights - previous
                 row["grad_norm"] = _finite_or_nan(np.linalg.norm(gradient))
                 row["update_ratio"] = _finite_or_nan(
-                    np.linalg.norm(step) / max(np.linalg.norm(self._previous_weights), 1e-12))
+                    np.linalg.norm(step) / max(float(np.linalg.norm(previous)), 1e-12))
                 if self._previous_gradient is not None and np.dot(step, step) > 0:
                     row["secant_curvature"] = _finite_or_nan(
                         np.dot(gradient - self._previous_gradient, step) / np.dot(step, step))
@@ -159,7 +164,7 @@ def probe_batch(x: np.ndarray, y: np.ndarray, seed: int = 0, size: int = PROBE_W
     order = rng.permutation(len(x))
     # Round-robin over classes so that every class present is in the probe.
     by_class = [order[y[order] == label] for label in np.unique(y)]
-    picked = []
+    picked: list[int] = []
     for position in range(max((len(members) for members in by_class), default=0)):
         picked.extend(int(members[position]) for members in by_class if position < len(members))
         if len(picked) >= size:

@@ -108,13 +108,13 @@ def _training_indices(job: Job, fidelity, windows, cache: dict) -> list[int]:
     return cache[key]
 
 
-def _live_incumbent(job: Job):
+def _live_incumbent(incumbents_path: str, fidelity_key: str):
     import json
 
     def read() -> float | None:
         try:
-            with open(job.incumbents_path, encoding="utf-8") as handle:
-                value = json.load(handle).get(job.fidelity_key)
+            with open(incumbents_path, encoding="utf-8") as handle:
+                value = json.load(handle).get(fidelity_key)
         except (OSError, ValueError):
             return None  # not written yet, or being replaced: keep the last verdict
         return float(value) if isinstance(value, (int, float)) else None
@@ -132,10 +132,10 @@ def _test_set(job: Job, windows, cache: dict):
         from tinynas.data.preprocess import Preprocessing
         from tinynas.data.windows import Windows
 
-        test = Windows.load(job.test_data_path)
+        test_set = Windows.load(job.test_data_path)
         pre = (Preprocessing.from_dict(job.preprocessing) if job.preprocessing
                else Preprocessing.fit(windows, list(job.train)))
-        cache.update(test_path=job.test_data_path, test=(pre.apply(test.x), pre.labels_for(test)))
+        cache.update(test_path=job.test_data_path, test=(pre.apply(test_set.x), pre.labels_for(test_set)))
     return cache["test"]
 
 
@@ -195,7 +195,8 @@ def _run(job: Job, tf, cache: dict) -> JobResult:
         callbacks.append(monitor)
     result = fit(arch, windows.x[train], windows.y[train], windows.x[val], windows.y[val], fidelity,
                  seed=job.seed, callbacks=callbacks, incumbent=job.incumbent,
-                 live_incumbent=_live_incumbent(job) if job.incumbents_path else None)
+                 live_incumbent=(_live_incumbent(job.incumbents_path, job.fidelity_key)
+                                 if job.incumbents_path else None))
     trace = monitor.trace if monitor is not None else []
     timings = dict(result.timings, **({"health": monitor.seconds} if monitor is not None else {}))
     curves = result.train_loss + result.val_loss

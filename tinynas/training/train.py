@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -113,7 +114,7 @@ def augmented_batches(x: np.ndarray, y: np.ndarray, fidelity: Fidelity, seed: in
     epoch from a generator seeded by `seed` (so a candidate trains the same way on every run)."""
     from tinynas.quiet import import_tensorflow
 
-    tf = import_tensorflow()
+    tf: Any = import_tensorflow()  # declared Any so that mypy accepts its classes as bases
     augmentation = fidelity.augmentation or Augmentation()
     batch = fidelity.batch_size
 
@@ -138,7 +139,7 @@ def augmented_batches(x: np.ndarray, y: np.ndarray, fidelity: Fidelity, seed: in
     return Augmented()
 
 
-def _EpochClock(tf):
+def _EpochClock(tf: Any):
     """Keras callback recording each epoch's wall time (the first one includes graph tracing)."""
     import time
 
