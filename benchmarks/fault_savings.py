@@ -76,11 +76,11 @@ def main() -> int:
             epochs = sum(len(t.val_loss) + len((t.details.get("first_attempt") or {}).get("health") or [])
                          for t in trained)
             rows.append({"mode": mode, "wall_seconds": round(time.monotonic() - started, 1),
-                         "search_seconds": result.card["search"]["seconds"], "trained": len(trained),
+                         "search_seconds": result.card.search["seconds"], "trained": len(trained),
                          "faulty": len(faulty), "diagnosed": len(diagnosed),
                          "diagnosed_faulty": sum(1 for t in diagnosed if t.details.get("fault")),
                          "epochs": epochs, "winner": result.winner.architecture.name(),
-                         "int8_test_accuracy": result.card["int8_test_accuracy"]})
+                         "int8_test_accuracy": result.card.int8_test_accuracy})
             print(rows[-1], file=sys.stderr, flush=True)
     retry, stop, off = rows
     lines = ["# Search time saved by the training-health diagnoser", "", f"Command: `{command}`", "",

@@ -74,7 +74,7 @@ def run(name: str, title: str, args: argparse.Namespace) -> int:
                 row.update(status="no architecture fits", note=str(exc))
                 rows.append(row)
                 continue
-            card = result.card
+            card = result.card.to_dict()
             row.update(status="ok", winner=result.winner.architecture.name(),
                        filters=list(result.winner.architecture.filters),
                        int8_test_accuracy=card["int8_test_accuracy"], float_test_accuracy=card["float_test_accuracy"],

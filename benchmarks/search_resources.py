@@ -95,12 +95,12 @@ def main() -> int:
                            progress=Progress(interactive=False), augment="none", kernels="3").run()
             wall = time.perf_counter() - started
             sampler.stop()
-        search = result.card["search"]
+        search = result.card.search
         rows.append({"workers": workers, "threads": threads, "search_seconds": search["seconds"],
                      "total_seconds": round(wall, 1), "trained": search["trained"],
                      "seconds_per_candidate": search["seconds"] / max(1, search["trained"]),
                      "winner": result.winner.architecture.name(),
-                     "int8_test_accuracy": result.card["int8_test_accuracy"],
+                     "int8_test_accuracy": result.card.int8_test_accuracy,
                      "parent": sampler.parent, "worker": sampler.worker, "total_rss": sampler.total_rss})
         print(f"{workers} worker(s) x {threads} thread(s): {search['trained']} candidates in "
               f"{search['seconds']:.0f} s; parent RSS {sampler.parent.get('rss', 0) >> 20} MiB, "

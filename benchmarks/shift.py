@@ -208,8 +208,8 @@ def run_search(setting: str, target_name: str, seed: int, budget: float = 900.0)
                        data_spec=config["train"], split=config["split"], workers=1,
                        progress=Progress(interactive=False)).run()
         record.update(architecture=result.winner.architecture.name(), search_seconds=round(
-            time.perf_counter() - started, 1), same_block=result.card["int8_test_accuracy"],
-            recipe=result.card["training_recipe"])
+            time.perf_counter() - started, 1), same_block=result.card.int8_test_accuracy,
+            recipe=result.card.training_recipe)
         return _evaluate_new(setting, out, new, record, seed, Path(folder))
 
 

@@ -89,7 +89,7 @@ def run_one(args, windows, target, strategy: str, seed: int, scratch: Path) -> d
                    final_fidelity=final, workers=args.workers, data_spec=args.data, split=args.split,
                    progress=Progress(interactive=False), track_test=True, augment="none", kernels="3").run()
     wall = time.monotonic() - started
-    card = result.card
+    card = result.card.to_dict()
     space = SearchSpace(windows.window_length, windows.channels, windows.classes)
     objective = make_strategy(strategy, space, seed=seed, fidelity=fidelity, final_fidelity=final,
                               is_feasible=lambda arch: estimate(arch).fits(target)).objective

@@ -16,7 +16,7 @@ def test_demo_runs_a_search_and_writes_every_file(tmp_path):
     for name in EXPECTED_FILES:
         assert (tmp_path / name).stat().st_size > 0, name
     card = json.loads((tmp_path / "card.json").read_text())
-    assert card["int8_test_accuracy"] == result.card["int8_test_accuracy"]
+    assert card["int8_test_accuracy"] == result.card.int8_test_accuracy
     assert 0.0 <= card["int8_test_accuracy"] <= 1.0
     assert card["search"]["trained"] >= 1
     assert card["flash_bytes"] == (tmp_path / "model.tflite").stat().st_size

@@ -166,15 +166,15 @@ def test_evaluate_on_the_search_split_reproduces_the_card(tmp_path):
     recipe = Fidelity(2, 16, 3e-3)
     result = Study(tmp_path / "out", windows, resolve_target(ram="2200", flash="64k", macs="1M"), strategy="fast",
                    budget_seconds=300, fidelity=recipe, final_fidelity=recipe, data_spec=spec).run()
-    test = result.card["split"]["test"]
+    test = result.card.split["test"]
     from tinynas.data.splits import make_split
 
     split = make_split(windows, "auto", seed=0)
-    assert result.card["data"]["spec"] == spec and result.card["classes"] == sorted(synthetic.class_names)
+    assert result.card.data["spec"] == spec and result.card.classes == sorted(synthetic.class_names)
     assert len(split.test) == test
     evaluation = evaluate(tmp_path / "out", windows.subset(split.test))
     assert evaluation.n_windows == test
-    assert evaluation.accuracy == pytest.approx(result.card["int8_test_accuracy"], abs=1e-12)
+    assert evaluation.accuracy == pytest.approx(result.card.int8_test_accuracy, abs=1e-12)
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ import pytest
 
 from tinynas.data.spec import load_windows
 from tinynas.study.journal import Journal
+from tinynas.study.settings import check_resumable
 from tinynas.study import Study, StudyError, parse_duration
 from tinynas.cost.targets import resolve_target
 from tinynas.trial import Fidelity
@@ -267,7 +268,7 @@ def test_fast_search_exports_its_winner_without_retraining(tmp_path):
     raced = [t for t in result.trials if t.state is TrialState.COMPLETE]
     assert len(raced) >= 2 and all(t.fidelity.curve_stop and t.fidelity.subset == 1 for t in raced)
     assert result.winner in raced
-    card = result.card
+    card = result.card.to_dict()
     assert card["final_training"]["retrained"] is False
     assert card["final_training"]["best_val_loss"] == result.winner.score
     assert (tmp_path / "weights" / f"trial-{result.winner.number}.weights.h5").exists()
@@ -328,12 +329,12 @@ def test_a_diverging_candidate_is_stopped_early_and_retried_at_a_safer_learning_
 
 def test_journals_from_before_the_split_gave_its_reason_still_resume(tmp_path):
     study = _study(tmp_path / "run")
-    settings = study._settings(study._strategy())
+    settings = study.fingerprint()
     assert "; not leave-one-session-out:" in settings["split"]  # one condition only: the text says why
     older = {**settings, "split": settings["split"].split("; not leave-one-session-out")[0]}
-    study._check_resumable(older, settings)  # same indices, older text: accepted
+    check_resumable(older, settings, study.final_fidelity)  # same indices, older text: accepted
     with pytest.raises(StudyError, match="split"):
-        study._check_resumable({**settings, "split": "by recording group"}, settings)
+        check_resumable({**settings, "split": "by recording group"}, settings, study.final_fidelity)
 
 
 def test_a_search_from_before_the_presets_is_told_how_to_resume(tmp_path):
@@ -346,8 +347,8 @@ def test_a_search_from_before_the_presets_is_told_how_to_resume(tmp_path):
     study = Study(tmp_path / "run", as_cwru, resolve_target(**TARGET), strategy="fast", fidelity=FAST, data_spec=TINY,
                   split="group")
     assert study.final_fidelity.augmentation is not None and study.space.kernel_size == 9  # the vibration preset
-    settings = study._settings(study._strategy())
+    settings = study.fingerprint()
     older = {**settings, "final_fidelity": {k: v for k, v in settings["final_fidelity"].items() if k != "augmentation"},
              "space": {**settings["space"], "kernel_size": 3}}
     with pytest.raises(StudyError, match="resume with --augment none --kernels 3"):
-        study._check_resumable(older, settings)
+        check_resumable(older, settings, study.final_fidelity)

@@ -8,7 +8,7 @@ The public API, what a notebook or a script imports (the CLI is built on the sam
     target = tinynas.get_target("STM32C011F6P6")
     cost = tinynas.estimate(tinynas.Architecture(512, 1, 4, k=3, c=2))   # RAM, flash, MACs
     result = tinynas.Study("run", windows, target, budget_seconds=120).run()
-    print(result.card["int8_test_accuracy"], tinynas.evaluate("run", windows).accuracy)
+    print(result.card.int8_test_accuracy, tinynas.evaluate("run", windows).accuracy)
 
 Names are loaded on first use, so `import tinynas` stays cheap (the CLI and the search process
 import it, and neither may pay for TensorFlow). Everything else is internal and may change.

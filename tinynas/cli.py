@@ -137,7 +137,7 @@ def _cmd_measure(args: argparse.Namespace) -> int:
 
 
 def _print_result(result, as_json: bool) -> None:
-    card = result.card
+    card = result.card.to_dict()
     if as_json:
         print(json.dumps({"out_dir": str(result.out_dir), "winner": result.winner.architecture.to_dict(),
                           "name": result.winner.architecture.name(), **card}, indent=2))

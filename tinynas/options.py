@@ -12,7 +12,7 @@ import math
 import os
 from pathlib import Path
 
-from tinynas.errors import MissingDependencyError, UsageError
+from tinynas.errors import MissingDependencyError, StorageError, UsageError
 
 MAX_EPOCHS = 10_000
 """More epochs than any candidate or final training needs (the method uses 100)."""
@@ -127,11 +127,15 @@ def _read_only(folder: Path) -> bool:
 
 
 def check_out_dir(path: str | Path, option: str = "--out") -> Path:
-    """An output folder that exists as a writable folder or can be created; nothing is created here."""
+    """An output folder that exists as a writable folder or can be created; nothing is created here.
+
+    The one check of every folder tinynas writes (a search's, a demo's, an adapted model's)."""
     path = Path(path)
+    if path.is_symlink() and not path.exists():
+        raise UsageError(f"{option} {path} is a broken symbolic link: choose another folder")
     if path.exists() and not path.is_dir():
         raise UsageError(f"{option} {path} is a file, not a folder: give a new folder or a search's folder")
-    existing = path
+    existing = path.absolute()
     while not existing.exists():
         if existing.parent == existing:
             break
@@ -139,7 +143,9 @@ def check_out_dir(path: str | Path, option: str = "--out") -> Path:
     if not existing.is_dir():
         raise UsageError(f"{option} {path}: {existing} is a file, so the folder cannot be made there")
     if _read_only(existing):
-        raise UsageError(f"{option} {path}: {existing} is on a read-only file system (give a folder you can write)")
+        raise StorageError(f"{option} {path}: {existing} is on a read-only file system: choose a writable folder")
+    # access() also says no for root on a read-only mount (EROFS), and for others without permission.
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"{option} {path}: no permission to write in {existing} (give a folder you can write)")
+        raise StorageError(f"{option} {path}: cannot write in {existing} (permission denied): "
+                           f"choose a writable folder")
     return path

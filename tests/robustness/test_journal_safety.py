@@ -17,6 +17,8 @@ from tinynas.data.spec import load_windows
 from tinynas.errors import StorageError, UsageError
 from tinynas.study.journal import APPLICATION_ID, Journal, JournalError, inspect_journal
 from tinynas.space import Architecture
+from tinynas.study.final import final_recipes
+from tinynas.study.settings import check_resumable
 from tinynas.study import FINAL_FIDELITY, Study, StudyError
 from tinynas.cost.targets import resolve_target
 from tinynas.trial import Fidelity
@@ -201,9 +203,9 @@ def test_an_out_that_is_a_file_is_refused(tmp_path):
     target = tmp_path / "notes.txt"
     target.write_text("the user's notes\n")
     before = _snapshot(tmp_path)
-    with pytest.raises(StudyError, match="is a file, not a folder"):
+    with pytest.raises(UsageError, match="is a file, not a folder"):
         _study(target).run()
-    with pytest.raises(StudyError, match="cannot be created: .* is a file"):
+    with pytest.raises(UsageError, match="is a file, so the folder cannot be made"):
         _study(target / "run").run()
     assert _snapshot(tmp_path) == before
 
@@ -249,7 +251,7 @@ def _journal_of(study: Study, settings: dict) -> None:
 
 def test_a_resume_with_another_final_recipe_is_refused(tmp_path):
     first = _study(tmp_path, strategy="fast", final_fidelity=Fidelity(4, 16, 3e-3))
-    _journal_of(first, first._settings(first._strategy()))
+    _journal_of(first, first.fingerprint())
     before = _snapshot(tmp_path)
     with pytest.raises(StudyError, match="cannot resume: final_fidelity differ"):
         _study(tmp_path, strategy="fast", final_fidelity=Fidelity(8, 16, 3e-3), resume=True).run()
@@ -258,23 +260,23 @@ def test_a_resume_with_another_final_recipe_is_refused(tmp_path):
 
 def test_an_older_journal_without_the_final_recipe_resumes_only_with_the_default(tmp_path):
     default = _study(tmp_path, final_fidelity=FINAL_FIDELITY)
-    settings = default._settings(default._strategy())
+    settings = default.fingerprint()
     old = {key: value for key, value in settings.items() if key != "final_fidelity"}
-    default._check_resumable(old, settings)  # the default recipe: accepted
+    check_resumable(old, settings, default.final_fidelity)  # the default recipe: accepted
     other = _study(tmp_path, final_fidelity=Fidelity(30, 16, 0.01))
     with pytest.raises(StudyError, match="final_fidelity"):
-        other._check_resumable(old, other._settings(other._strategy()))
+        check_resumable(old, other.fingerprint(), other.final_fidelity)
 
 
 def test_the_winners_fallback_retraining_uses_its_safer_learning_rate(tmp_path):
     study = _study(tmp_path, final_fidelity=Fidelity(5, 16, 0.01))
     retried = Trial(2, Architecture(64, 1, 4, k=2, c=1), Fidelity(4, 16, 1.0), TrialState.COMPLETE, score=0.4,
                     details={"first_attempt": {"diagnosis": "diverging"}, "retry_learning_rate": 0.1})
-    final, fallback = study._final_recipes(retried)
+    final, fallback = final_recipes(study.final_fidelity, retried)
     assert final == Fidelity(5, 16, 0.01)
     assert fallback == Fidelity(4, 16, 0.1)  # not lr 1.0, which the diagnoser found diverging
     plain = retried.evolve(details={})
-    assert study._final_recipes(plain)[1] == Fidelity(4, 16, 1.0)
+    assert final_recipes(study.final_fidelity, plain)[1] == Fidelity(4, 16, 1.0)
 
 
 def test_the_readme_states_the_diagnosers_stop_probability_of_the_code():

@@ -21,8 +21,8 @@ from tinynas.adaptation.common import (
     check_shape,
     describe_data,
     export_within_budget,
-    int8_accuracy,
     original_test,
+    rounded_int8_accuracy,
 )
 from tinynas.data.windows import Windows
 from tinynas.deploy.modeldir import ModelDir, check_new_folder, write_model_dir
@@ -99,14 +99,14 @@ def adapt(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec
     tflite = export_within_budget(source, model, x_new)
     old_tflite = (source.path / "model.tflite").read_bytes()
     labels = _labels(source, windows)
-    new_before = int8_accuracy(old_tflite, before_pre.apply(windows.x), labels) if labels is not None else None
-    new_after = int8_accuracy(tflite, x_new, labels) if labels is not None else None
+    new_before = rounded_int8_accuracy(old_tflite, before_pre.apply(windows.x), labels) if labels is not None else None
+    new_after = rounded_int8_accuracy(tflite, x_new, labels) if labels is not None else None
     x_old, y_old = original_test(source)
-    test_before = int8_accuracy(old_tflite, x_old, y_old)
+    test_before = rounded_int8_accuracy(old_tflite, x_old, y_old)
     # The original test windows come from the old condition: they go through the adapted model as
     # they are, in the new model's units, to show what the adaptation costs there.
     x_old_new, _ = original_test(source, pre)
-    test_after = int8_accuracy(tflite, x_old_new, y_old)
+    test_after = rounded_int8_accuracy(tflite, x_old_new, y_old)
     seconds = time.perf_counter() - started
     entry = {"kind": "adapt", "adapted": adapted, "data": describe_data(spec, windows), "seconds": round(seconds, 1),
              "batchnorm_shift": moved, "labels_used": False,

@@ -24,13 +24,12 @@ def check_shape(model_dir: ModelDir, windows: Windows, what: str) -> None:
     model_dir.preprocessing.check_input(windows, what)
 
 
-def int8_accuracy(tflite: bytes, x: np.ndarray, y: np.ndarray) -> float | None:
-    """Accuracy of an int8 model (LiteRT) on model-input windows; None when there are none."""
-    from tinynas.deploy.measure import run_int8
+def rounded_int8_accuracy(tflite: bytes, x: np.ndarray, y: np.ndarray) -> float | None:
+    """`int8_accuracy` to 4 digits, as the card's history records it; None when there are no windows."""
+    from tinynas.deploy.measure import int8_accuracy
 
-    if len(x) == 0:
-        return None
-    return round(float(np.mean(run_int8(tflite, x).predictions == y)), 4)
+    accuracy = int8_accuracy(tflite, x, y)
+    return None if accuracy is None else round(accuracy, 4)
 
 
 def export_within_budget(model_dir: ModelDir, model, calibration: np.ndarray, seed: int = 0) -> bytes:

@@ -23,8 +23,8 @@ from tinynas.adaptation.common import (
     check_shape,
     describe_data,
     export_within_budget,
-    int8_accuracy,
     original_test,
+    rounded_int8_accuracy,
 )
 from tinynas.augment import Augmentation
 from tinynas.data.windows import DataError, Windows
@@ -180,10 +180,11 @@ def recalibrate(model_path: str | Path, windows: Windows, out_dir: str | Path, *
     say("converting to int8 and checking")
     tflite = export_within_budget(source, model, np.concatenate([x_new, x_parts[-1][:len(x_new)]]))
     old_tflite = (source.path / "model.tflite").read_bytes()
-    verify_before = int8_accuracy(old_tflite, x_verify, y_verify)
-    verify_after = int8_accuracy(tflite, x_verify, y_verify)
+    verify_before = rounded_int8_accuracy(old_tflite, x_verify, y_verify)
+    verify_after = rounded_int8_accuracy(tflite, x_verify, y_verify)
     x_test, y_test = original_test(source)
-    test_before, test_after = int8_accuracy(old_tflite, x_test, y_test), int8_accuracy(tflite, x_test, y_test)
+    test_before = rounded_int8_accuracy(old_tflite, x_test, y_test)
+    test_after = rounded_int8_accuracy(tflite, x_test, y_test)
     seconds = time.perf_counter() - started
     problems = []
     if verify_before is not None and verify_after < verify_before:

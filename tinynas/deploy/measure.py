@@ -78,6 +78,10 @@ class InterpreterResult:
     logits: np.ndarray
     seconds_per_window: float
 
+    def accuracy(self, labels: np.ndarray) -> float:
+        """Share of windows whose predicted class is their label: the int8 accuracy every figure reports."""
+        return float(np.mean(self.predictions == np.asarray(labels)))
+
 
 def run_int8(tflite: bytes, windows: np.ndarray) -> InterpreterResult:
     """Quantize float `windows` (n, T, C) with the model's input params and run them one by one."""
@@ -86,6 +90,13 @@ def run_int8(tflite: bytes, windows: np.ndarray) -> InterpreterResult:
     logits = model.logits(windows)
     elapsed = time.perf_counter() - started
     return InterpreterResult(logits.argmax(axis=1), logits, elapsed / max(len(logits), 1))
+
+
+def int8_accuracy(tflite: bytes, windows: np.ndarray, labels: np.ndarray) -> float | None:
+    """Accuracy of an int8 model (LiteRT) on model-input windows; None when there are none."""
+    if len(windows) == 0:
+        return None
+    return run_int8(tflite, windows).accuracy(labels)
 
 
 @dataclass(frozen=True)
@@ -130,7 +141,7 @@ def measure_model(path: str | Path, windows: np.ndarray | None = None,
         result = run_int8(tflite, windows)
         latency = result.seconds_per_window
         if labels is not None:
-            accuracy = float(np.mean(result.predictions == np.asarray(labels)))
+            accuracy = result.accuracy(labels)
     return ModelMeasurement(
         flash_bytes=len(tflite),
         arena_bytes=arena.arena_bytes if arena else None,

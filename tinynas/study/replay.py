@@ -17,10 +17,12 @@ from pathlib import Path
 from tinynas.data.holdout import without_test_side
 from tinynas.data.splits import make_split
 from tinynas.data.windows import Windows
+from tinynas.study.jobs import JobFactory
 from tinynas.study.journal import Journal
+from tinynas.study.outdir import JOURNAL, TEST_WINDOWS, WINDOWS
 from tinynas.study.pool import WorkerPool
-from tinynas.study.run import TEST_WINDOWS, StudyError
-from tinynas.training.job import Job, JobResult
+from tinynas.study.settings import StudyError
+from tinynas.training.job import JobResult
 from tinynas.trial import Trial, TrialState
 
 TOLERANCE = 1e-6
@@ -54,7 +56,7 @@ class Replay:
 def replay_trial(out_dir: str | Path, number: int) -> Replay:
     """Retrain trial `number` of the study in `out_dir` and compare it with the journal."""
     out_dir = Path(out_dir)
-    path = out_dir / "journal.sqlite"
+    path = out_dir / JOURNAL
     if not path.exists():
         raise StudyError(f"{out_dir} holds no search (no journal.sqlite)")
     with Journal(path) as journal:
@@ -71,7 +73,7 @@ def replay_trial(out_dir: str | Path, number: int) -> Replay:
         raise StudyError(f"trial {number} was never trained to the end (state {trial.state.value}): nothing to replay")
     if split_name is None:
         raise StudyError(f"{path} was written by an older tinynas that did not record its split: cannot replay")
-    data_path = out_dir / "windows.npz"
+    data_path = out_dir / WINDOWS
     windows = Windows.load(data_path)
     if windows.digest() != settings.get("data_digest"):
         raise StudyError(f"{data_path} is not the data this search trained on (digest differs)")
@@ -88,9 +90,9 @@ def replay_trial(out_dir: str | Path, number: int) -> Replay:
         fidelity = fidelity.with_learning_rate(trial.details["retry_learning_rate"])
     if trial.val_loss:
         fidelity = replace(fidelity, epochs=len(trial.val_loss), curve_stop=False)
-    job = Job(trial.number, "train", trial.architecture.to_json(), fidelity.to_dict(), seed, str(data_path),
-              tuple(int(i) for i in split.train), tuple(int(i) for i in split.val), (),
-              trial.details.get("fault"), health=True, preprocessing=preprocessing)
+    # No out_dir: the replay writes nothing into the search's folder.
+    jobs = JobFactory(seed, data_path, split, preprocessing, trial.fidelity, health=True)
+    job = jobs.job(trial, "train", fidelity)
     with WorkerPool(1, 1) as pool:
         pool.submit(job)
         results: list[JobResult] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tinynas.atomic import atomic_write_bytes, atomic_write_text
+from tinynas.card import ModelCard
 from tinynas.cost.targets import Target, kib
 from tinynas.trial import Trial, TrialState
 
@@ -58,22 +59,22 @@ def validation_line(split: dict) -> str:
     return f"- validation: not on a held-out session ({reason}): candidates were ranked on the training sessions"
 
 
-def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: dict, target: Target) -> None:
+def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: ModelCard, target: Target) -> None:
     """Write report.md and trials.png into `out_dir`."""
     out_dir = Path(out_dir)
     plot_trials(out_dir / "trials.png", trials, winner, target)
-    search = card["search"]
-    test = card.get("test_data")
+    search = card.search
+    test = card.test_data
     tested_on = (f"{test['windows']} windows of the separate test set `{test['spec']}`" if test
-                 else f"{card['split']['test']} held-out windows")
+                 else f"{card.split['test']} held-out windows")
     lines = [
         f"# tinynas search: {winner.architecture.name()} for {target.name}",
         "",
-        f"- data: `{card['data']['spec'] or 'in-memory windows'}`, {card['data']['windows']} windows "
-        f"of {card['input']['shape'][0]}x{card['input']['shape'][1]}, {len(card['classes'])} classes",
-        f"- split: {card['split']['protocol']} ({card['split']['train']}/{card['split']['val']}/"
-        f"{card['split']['test']} windows)",
-        validation_line(card["split"]),
+        f"- data: `{card.data['spec'] or 'in-memory windows'}`, {card.data['windows']} windows "
+        f"of {card.input['shape'][0]}x{card.input['shape'][1]}, {len(card.classes)} classes",
+        f"- split: {card.split['protocol']} ({card.split['train']}/{card.split['val']}/"
+        f"{card.split['test']} windows)",
+        validation_line(card.split),
         f"- target: {target.name}: RAM {kib(target.ram_bytes)}, flash {kib(target.flash_bytes)}, "
         f"{target.mac_budget:,} MACs",
         f"- strategy `{search['strategy']}`, seed {search['seed']}: {search['candidates']} candidates, "
@@ -81,26 +82,26 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: dict, 
         f"{search['interrupted']} interrupted; {search['seconds']:.0f} s of a {search['budget_seconds']:.0f} s budget",
         f"- winner: trial {winner.number} {winner.architecture.name()} filters "
         f"{list(winner.architecture.filters)}, search val loss {winner.score:.4f}",
-        (f"- final training: {card['final_training']['epochs']} epochs, lr {card['final_training']['learning_rate']}"
-         f" ({card['final_training']['seconds']:.0f} s)" if card["final_training"].get("retrained", True) else
+        (f"- final training: {card.final_training['epochs']} epochs, lr {card.final_training['learning_rate']}"
+         f" ({card.final_training['seconds']:.0f} s)" if card.final_training.get("retrained", True) else
          f"- final training: none, the winner was searched with the final recipe; exported as trained "
-         f"({card['final_training']['seconds']:.0f} s)"),
-        f"- test accuracy: float {card['float_test_accuracy']:.3f}, **int8 {card['int8_test_accuracy']:.3f}** "
+         f"({card.final_training['seconds']:.0f} s)"),
+        f"- test accuracy: float {card.float_test_accuracy:.3f}, **int8 {card.int8_test_accuracy:.3f}** "
         f"(LiteRT, {tested_on})",
-        f"- cost: {card['cost_estimate']['macs']:,} MACs, flash {kib(card['flash_bytes'])} (.tflite), "
-        f"peak RAM {kib(card['cost_estimate']['peak_ram_bytes'])} (32-bit TFLM arena estimate)",
+        f"- cost: {card.cost_estimate['macs']:,} MACs, flash {kib(card.flash_bytes)} (.tflite), "
+        f"peak RAM {kib(card.cost_estimate['peak_ram_bytes'])} (32-bit TFLM arena estimate)",
     ]
-    for finding in card.get("data_findings", []):
+    for finding in card.data_findings or []:
         lines.append(f"- data check ({finding['severity']}): {finding['message']}")
     diagnosed = [t for t in trials
                  if t.details.get("diagnosis") or (t.details.get("first_attempt") or {}).get("diagnosis")]
     if diagnosed:
         lines.append(f"- training faults diagnosed: {len(diagnosed)} candidate(s) stopped early "
                      f"(see the notes below; `tinynas replay {out_dir} --trial N` reproduces one)")
-    if "measured_arena_host64" in card:
-        measured = card["measured_arena_host64"]
+    if card.measured_arena_host64 is not None:
+        measured = card.measured_arena_host64
         lines.append(f"- TFLite Micro arena on this 64-bit host: {measured['arena_bytes']:,} B "
-                     f"(estimate {card['host64_estimate']['arena_bytes']:,} B)")
+                     f"(estimate {card.host64_estimate['arena_bytes']:,} B)")
     lines += ["", "![trials](trials.png)", "",
               "| # | architecture | state | val loss | val acc | RAM | flash | MACs | s | note |",
               "|---|---|---|---|---|---|---|---|---|---|"]

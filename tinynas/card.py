@@ -1,0 +1,78 @@
+"""`ModelCard`: what `card.json` says about an exported model, as a typed record.
+
+The study writes it, `report.md` and the CLI read it, and the deploy side (evaluate, serve, adapt,
+recalibrate) starts from it. Sections that are themselves records of other modules (the cost
+estimate, the split, the preprocessing, ...) stay JSON objects, described field by field here.
+Keys this version does not know (written by a newer tinynas, or by hand) are kept in `extra` and
+written back unchanged, so reading and writing a card loses nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+_OPTIONAL = ("measured_arena_host64", "history", "architecture", "name", "digest", "quantization", "tools")
+"""Keys written only when known: the TFLite Micro measurement (needs tflite-micro), the adaptation
+history, and what the export adds beside the study's figures."""
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """The figures and provenance of one exported int8 model."""
+
+    classes: list[str]
+    """Class names, in the model's output order."""
+    input: dict[str, Any]
+    """shape [T, C], model_input_shape, sample_rate_hz, channel_names."""
+    target: dict[str, Any]
+    """The microcontroller budget the model was searched for (`Target.to_dict`)."""
+    cost_estimate: dict[str, Any]
+    """The cost model's 32-bit figures (`Cost.to_dict`): peak_ram_bytes, flash_bytes, macs, ..."""
+    host64_estimate: dict[str, Any]
+    """The same for a 64-bit host, to compare with a TFLite Micro measurement on this machine."""
+    flash_bytes: int
+    """Size of model.tflite."""
+    float_test_accuracy: float | None
+    int8_test_accuracy: float
+    """Accuracy of the int8 model (LiteRT) on the held-out test windows."""
+    int8_seconds_per_window: float
+    data: dict[str, Any]
+    """spec, digest, windows, provenance."""
+    split: dict[str, Any]
+    """The split's protocol and sizes (`Split.describe`)."""
+    preprocessing: dict[str, Any]
+    """What every window goes through before the model (`Preprocessing.to_dict`)."""
+    test_data: dict[str, Any] | None
+    """The separate test set of `--test-data` (None: the split's test side)."""
+    data_findings: list[dict[str, Any]]
+    """Warnings of the data checks."""
+    search: dict[str, Any]
+    """strategy, seed, seconds, budget_seconds, winner_trial, candidates, trained, infeasible, ..."""
+    training_recipe: dict[str, Any]
+    """The final recipe's augmentation and the searched kernel sizes, with why they were chosen."""
+    final_training: dict[str, Any]
+    """The winner's final training: fidelity, seconds, best_val_loss, retrained, timings."""
+    measured_arena_host64: dict[str, Any] | None = None
+    history: list[dict[str, Any]] | None = None
+    architecture: dict[str, Any] | None = None
+    name: str | None = None
+    digest: str | None = None
+    quantization: dict[str, Any] | None = None
+    tools: dict[str, str] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """card.json's content."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        for key in _OPTIONAL:
+            if data[key] is None:
+                del data[key]
+        return {**self.extra, **data}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelCard:
+        """A card read from card.json; a key missing from an older card reads as None."""
+        known = {f.name for f in fields(cls)} - {"extra"}
+        values = {key: data.get(key) for key in known}
+        return cls(**values, extra={key: value for key, value in data.items() if key not in known})

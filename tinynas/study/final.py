@@ -1,0 +1,155 @@
+"""The final stage of a search: the winner retrained with the final recipe (or exported as trained),
+converted to int8, measured on the held-out windows and written with its card and report."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tinynas.card import ModelCard
+from tinynas.cost.estimate import estimate
+from tinynas.cost.targets import kib
+from tinynas.data.windows import Windows
+from tinynas.deploy.modeldir import SPLIT_FILE, save_split
+from tinynas.study.jobs import JobFactory
+from tinynas.study.journal import Journal
+from tinynas.study.outcomes import best_trial, is_final_recipe, trained_fidelity
+from tinynas.study.outdir import weights_path
+from tinynas.study.pool import WorkerPool
+from tinynas.study.settings import StudyError
+from tinynas.training.job import JobResult
+from tinynas.trial import Fidelity, Trial, TrialState
+
+
+@dataclass
+class StudyResult:
+    """What a finished study produced."""
+
+    winner: Trial
+    card: ModelCard
+    out_dir: Path
+    trials: list[Trial]
+
+
+def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: WorkerPool) -> StudyResult:
+    """Train (or export) the winner of `journal`'s search and write every output file into the study's folder."""
+    from tinynas.deploy.export import write_export
+    from tinynas.deploy.measure import run_int8, tflite_micro_available
+    from tinynas.study.report import write_report
+
+    trials = journal.trials()
+    winner = best_trial(strategy, trials)
+    if winner is None:
+        raise StudyError("no candidate finished training within the budget: give a longer --budget")
+    final = study.final_fidelity
+    if is_final_recipe(winner.fidelity, final):
+        study.progress.event(f"exporting {winner.architecture.name()}: it was trained with the final recipe")
+    else:
+        study.progress.event(f"final training of {winner.architecture.name()} "
+                             f"({final.epochs} epochs, lr {final.learning_rate})")
+    started = time.monotonic()
+    result, fidelity = _final_training(study, winner, jobs, pool)
+    x_test, y_test = study.test_set()
+    int8 = run_int8(result.tflite, x_test)
+    int8_accuracy = int8.accuracy(y_test)
+    cost = estimate(winner.architecture)
+    card = ModelCard(
+        classes=list(study.windows.class_names),
+        input={"shape": [study.windows.window_length, study.windows.channels],
+               "model_input_shape": list(winner.architecture.model_input_shape),
+               "sample_rate_hz": study.windows.sample_rate_hz,
+               "channel_names": list(study.windows.channel_names)},
+        target=study.target.to_dict(),
+        cost_estimate=cost.to_dict(),
+        host64_estimate=estimate(winner.architecture, "lp64").to_dict(),
+        flash_bytes=len(result.tflite),
+        float_test_accuracy=result.float_test_accuracy,
+        int8_test_accuracy=int8_accuracy,
+        int8_seconds_per_window=int8.seconds_per_window,
+        data={"spec": study.settings.data_spec, "digest": study.windows.digest(), "windows": len(study.windows),
+              "provenance": study.windows.provenance},
+        split=study.split.describe(),
+        preprocessing=study.preprocessing.to_dict(),
+        test_data=_test_data(study.test_windows, study.settings.test_spec),
+        data_findings=study.data_findings,
+        search=_search_summary(study, journal, trials, winner),
+        training_recipe={"augmentation": fidelity.augmentation.to_dict() if fidelity.augmentation else {},
+                         "augmentation_text": fidelity.augmentation.describe() if fidelity.augmentation else "none",
+                         "chosen": study.augmentation_note,
+                         "kernel_sizes_searched": list(study.space.kernels), "kernels_chosen": study.kernels_note},
+        final_training={**fidelity.to_dict(), "seconds": round(time.monotonic() - started, 1),
+                        "best_val_loss": min(result.val_loss) if result.val_loss else winner.score,
+                        "retrained": bool(result.val_loss),
+                        "timings": {key: round(value, 3) for key, value in result.timings.items()}},
+        measured_arena_host64=_measured_arena(result.tflite) if tflite_micro_available() else None,
+    )
+    exported = write_export(study.out_dir, winner.architecture, result.tflite, card.to_dict())
+    card = ModelCard.from_dict(json.loads(exported.card_path.read_text()))
+    save_split(study.out_dir / SPLIT_FILE, study.split)
+    journal.set_meta("finished", True)
+    write_report(study.out_dir, trials, winner, card, study.target)
+    study.progress.event(f"winner {winner.architecture.name()}: int8 test accuracy {int8_accuracy:.3f} "
+                         f"(float {result.float_test_accuracy:.3f}) on {len(y_test)} held-out windows; "
+                         f"flash {kib(len(result.tflite))}, RAM {kib(cost.peak_ram_bytes)}")
+    return StudyResult(winner, card, study.out_dir, trials)
+
+
+def _measured_arena(tflite: bytes) -> dict:
+    from tinynas.deploy.measure import measure_arena
+
+    arena = measure_arena(tflite)
+    return {"arena_bytes": arena.arena_bytes, "arena_head_bytes": arena.arena_head_bytes,
+            "arena_tail_bytes": arena.arena_tail_bytes}
+
+
+def _test_data(test_windows: Windows | None, spec: str) -> dict | None:
+    if test_windows is None:
+        return None
+    return {"spec": spec, "digest": test_windows.digest(), "windows": len(test_windows),
+            "classes": list(test_windows.class_names)}
+
+
+def _search_summary(study, journal: Journal, trials: list[Trial], winner: Trial) -> dict:
+    counts = {state.value: sum(t.state is state for t in trials) for state in TrialState}
+    return {"strategy": study.settings.strategy, "seed": study.settings.seed,
+            "seconds": round(float(journal.get_meta("search_seconds") or 0.0), 1),
+            "budget_seconds": study.settings.budget_seconds, "winner_trial": winner.number,
+            "winner_val_loss": winner.score, "candidates": len(trials),
+            "trained": counts["complete"] + counts["failed"], "infeasible": counts["infeasible"],
+            "failed": counts["failed"], "interrupted": counts["interrupted"],
+            "peak_worker_memory_bytes": journal.get_meta("peak_worker_memory") or {}}
+
+
+def _final_training(study, winner: Trial, jobs: JobFactory, pool: WorkerPool) -> tuple[JobResult, Fidelity]:
+    """Retrain the winner with the final recipe; if that diverges, fall back to its search recipe, at the
+    learning rate that worked for it (not the one the diagnoser found unstable).
+
+    A winner already trained with the final recipe (saved weights) is exported as it is.
+    """
+    if is_final_recipe(winner.fidelity, study.final_fidelity) and weights_path(study.out_dir, winner.number).exists():
+        result = _run_one(pool, jobs.job(winner, "export"))
+        if result.ok:
+            return result, trained_fidelity(winner)
+        study.progress.event(f"exporting the trained winner failed ({result.error}); retraining it")
+    for fidelity in final_recipes(study.final_fidelity, winner):
+        result = _run_one(pool, jobs.job(winner, "final", fidelity))
+        if result.ok:
+            return result, fidelity
+        study.progress.event(f"final training failed ({result.error}); retrying with the search recipe")
+    raise StudyError(f"final training of {winner.architecture.name()} failed: {result.error}")
+
+
+def final_recipes(final: Fidelity, winner: Trial) -> tuple[Fidelity, Fidelity]:
+    """The final recipe, then as a fallback the recipe the winner was searched with, at the learning
+    rate that worked for it: not the one the diagnoser found unstable."""
+    return final, trained_fidelity(winner)
+
+
+def _run_one(pool: WorkerPool, job) -> JobResult:
+    pool.submit(job)
+    results: list[JobResult] = []
+    while not results:
+        results = pool.wait(timeout=5.0)
+    return results[0]

@@ -1,0 +1,133 @@
+"""What a search is asked to do, in one frozen record, and the fingerprint a resume must match.
+
+`StudySettings` holds every option of a study (the CLI, the service, the demo and the benchmarks
+fill it the same way) and checks them before any file is written. `fingerprint` is what the
+journal keeps of a search: the settings as they were resolved against the data (preset recipe,
+kernel sizes, split), so that `--resume` with other options is refused in one line.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from tinynas.errors import TinynasError, UsageError
+from tinynas.trial import Fidelity
+
+FINAL_FIDELITY = Fidelity(epochs=100, batch_size=16, learning_rate=0.01)
+"""The method's final training of the winner: 100 epochs, lr 0.01, batch 16, best-val weights."""
+
+
+class StudyError(TinynasError, RuntimeError):
+    """A study that cannot start or continue (wrong folder, mismatched resume, nothing finished)."""
+
+
+def parse_duration(text: str | float | int) -> float:
+    """'90s', '30m', '1h30m', '2h' or plain seconds -> seconds."""
+    if isinstance(text, (int, float)):
+        seconds = float(text)
+    else:
+        cleaned = str(text).strip().lower()
+        parts = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?", cleaned)
+        if not cleaned or parts is None:
+            raise StudyError(f"cannot read duration {text!r}: use e.g. 90s, 30m, 1h30m")
+        hours, minutes, secs = (float(p) if p else 0.0 for p in parts.groups())
+        seconds = hours * 3600 + minutes * 60 + secs
+    if not seconds > 0:
+        raise StudyError(f"the time budget must be positive, got {text!r}")
+    return seconds
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    """Every option of a study. Checked when made, so that every caller gets the same one-line errors."""
+
+    strategy: str = "paper"
+    budget_seconds: float = 1800.0
+    seed: int = 0
+    fidelity: Fidelity | None = None
+    """The strategy's search recipe (None: the strategy's own default)."""
+    final_fidelity: Fidelity = FINAL_FIDELITY
+    """The winner's final recipe; its augmentation, when None, comes from `augment`."""
+    workers: int = 1
+    threads_per_worker: int = 1
+    max_jobs_per_worker: int | None = None
+    split: str = "auto"
+    normalize: str = "none"
+    augment: str = "auto"
+    """`--augment`: auto (the sensor's preset), none, a preset name or kind=value,..."""
+    kernels: str = "auto"
+    """`--kernels`: the searched kernel sizes (auto: the sensor's)."""
+    track_test: bool = False
+    """Benchmarks only: measure every trained candidate on the test split (anytime curves). No strategy
+    or objective reads it."""
+    check_data: bool = True
+    """Data faults (a flat channel, mixed-up labels) stop the study before it searches."""
+    health: bool = True
+    """Health monitor + diagnoser in every candidate's training (stops unstable ones early)."""
+    retry_unstable: bool = True
+    """A candidate the diagnoser stopped is retried once at a safer learning rate."""
+    data_spec: str = ""
+    test_spec: str = ""
+
+    def __post_init__(self) -> None:
+        _check_whole("workers", self.workers)
+        _check_whole("threads per worker", self.threads_per_worker)
+        if self.max_jobs_per_worker is not None:
+            _check_whole("jobs per worker", self.max_jobs_per_worker)
+        budget = self.budget_seconds
+        if isinstance(budget, bool) or not isinstance(budget, numbers.Real) or not math.isfinite(budget) \
+                or budget <= 0:
+            raise UsageError(f"the time budget must be a positive number of seconds, got {budget!r}")
+        for name, value in (("fidelity", self.fidelity), ("final fidelity", self.final_fidelity)):
+            if value is not None and not isinstance(value, Fidelity):
+                raise UsageError(f"the {name} must be a Fidelity, got {type(value).__name__}")
+
+
+def fingerprint(*, data_digest: str, target: dict, strategy: str, seed: int, fidelity: Fidelity, space: dict,
+                split: str, normalize: str, test_data_digest: str | None, final_fidelity: Fidelity) -> dict[str, Any]:
+    """What a resumed search must share with the journal's: the resolved settings as JSON."""
+    settings: dict[str, Any] = {"data_digest": data_digest, "target": target, "strategy": strategy, "seed": seed,
+                                "fidelity": fidelity.to_dict(),
+                                # As journals written before `kernel_sizes` existed, when it is not used.
+                                "space": {key: value for key, value in space.items()
+                                          if key != "kernel_sizes" or value},
+                                "split": split}
+    # Only when used, so that journals written before these options existed still resume.
+    if normalize != "none":
+        settings["normalize"] = normalize
+    if test_data_digest is not None:
+        settings["test_data_digest"] = test_data_digest
+    # The final recipe decides the winner's losses (fast trains every candidate with it) and its
+    # retraining: a resume with another --final-epochs is another search.
+    settings["final_fidelity"] = final_fidelity.to_dict()
+    return settings
+
+
+def check_resumable(stored: dict, current: dict, final_fidelity: Fidelity) -> None:
+    """Refuse, in one line naming what differs, to resume a journal's search with other settings."""
+    if "final_fidelity" not in stored and final_fidelity == FINAL_FIDELITY:
+        # Journals written before the final recipe was recorded used the default one.
+        stored = {**stored, "final_fidelity": current["final_fidelity"]}
+    if isinstance(stored.get("split"), str) and current["split"].startswith(
+            stored["split"] + "; not leave-one-session-out"):
+        # Journals written before the split said why it is not leave-one-session-out: same indices.
+        stored = {**stored, "split": current["split"]}
+    if stored == current:
+        return
+    changed = sorted(key for key in set(current) | set(stored) if stored.get(key) != current.get(key))
+    hint = "resume with the same options, or choose another --out"
+    old_recipe = stored.get("final_fidelity")
+    if ({"final_fidelity", "space"} & set(changed) and isinstance(old_recipe, dict)
+            and "augmentation" not in old_recipe and final_fidelity.augmentation is not None):
+        # Searches started before the sensor presets trained without augmentation, at kernel 3.
+        hint = "it was started without augmentation at kernel 3: resume with --augment none --kernels 3"
+    raise StudyError(f"cannot resume: {', '.join(changed)} differ from the journal's search ({hint})")
+
+
+def _check_whole(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise UsageError(f"{name} must be a whole number >= 1, got {value!r}")
