@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -84,7 +85,7 @@ class Augmentation:
     def apply(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """A changed copy of windows `x` (n, T, C), float32; `x` itself is not modified."""
         x = np.array(x, dtype=np.float32, copy=True)
-        n, length, channels = x.shape
+        n, length, channels = map(int, x.shape)  # ints (not Any) pick numpy's array-sized overloads
         if n == 0 or not self.active:
             return x
         if self.speed:
@@ -179,7 +180,7 @@ def parse_augmentation(text: str, provenance: dict | None = None) -> tuple[Augme
         return PRESETS[sensor], f"auto: the {sensor} preset"
     if text in PRESETS:
         return PRESETS[text], f"the {text} preset"
-    values: dict[str, float | int] = {}
+    values: dict[str, Any] = {}  # Augmentation's keyword arguments: channel_shift an int, the others floats
     for part in text.split(","):
         key, sep, value = part.partition("=")
         key = key.strip()

@@ -137,8 +137,8 @@ class Architecture:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Architecture:
-        """Build from `to_dict()` output; unknown keys are an error, not silently dropped."""
+    def from_dict(cls, data: object) -> Architecture:
+        """Build from `to_dict()` output (anything read from JSON: checked here); unknown keys are an error."""
         if not isinstance(data, dict):
             raise SpecError(f"architecture must be a JSON object, got {type(data).__name__}")
         data = dict(data)

@@ -153,8 +153,10 @@ def estimate_arena(arch: Architecture, abi: Abi = ILP32) -> ArenaEstimate:
     for op in graph.operators:
         tail.allocate(abi.op_data[op.kind], ARENA_ALIGNMENT)
     for op in graph.operators:
-        weights = graph.tensors[op.inputs[1]] if len(op.inputs) > 1 else None
-        if op.kind == "CONV_2D" or (op.kind == "FULLY_CONNECTED" and weights.per_channel):
+        if op.kind not in ("CONV_2D", "FULLY_CONNECTED"):
+            continue
+        weights = graph.tensors[op.inputs[1]]  # both take (input, weights, bias)
+        if op.kind == "CONV_2D" or weights.per_channel:
             channels = weights.shape[0]
             tail.allocate(4 * channels, ARENA_ALIGNMENT)  # per-channel multipliers
             tail.allocate(4 * channels, ARENA_ALIGNMENT)  # per-channel shifts

@@ -157,19 +157,21 @@ def parse_count(text: str | int, what: str = "count") -> int:
 def resolve_target(name: str | None = None, *, ram: str | int | None = None,
                    flash: str | int | None = None, macs: str | int | None = None) -> Target:
     """Target from a name/file, with any of RAM, flash or MAC budget overridden by flags."""
-    if name is None and None in (ram, flash, macs):
-        raise TargetError("give --target NAME, or all of --ram, --flash and --macs")
-    base = get_target(name) if name is not None else None
+    if name is None:
+        if ram is None or flash is None or macs is None:
+            raise TargetError("give --target NAME, or all of --ram, --flash and --macs")
+        return Target(name="custom", ram_bytes=parse_size(ram, "RAM"), flash_bytes=parse_size(flash, "flash"),
+                      mac_budget=parse_count(macs, "MAC budget"), source="command-line budget")
+    base = get_target(name)
     return Target(
-        name=base.name if base else "custom",
+        name=base.name,
         ram_bytes=parse_size(ram, "RAM") if ram is not None else base.ram_bytes,
         flash_bytes=parse_size(flash, "flash") if flash is not None else base.flash_bytes,
         mac_budget=parse_count(macs, "MAC budget") if macs is not None else base.mac_budget,
-        coremark=base.coremark if base else None,
-        core=base.core if base else "",
-        clock_mhz=base.clock_mhz if base else None,
-        source=(base.source if base else "command-line budget")
-        + (" (budget overridden on the command line)" if base and (ram or flash or macs) else ""),
+        coremark=base.coremark,
+        core=base.core,
+        clock_mhz=base.clock_mhz,
+        source=base.source + (" (budget overridden on the command line)" if ram or flash or macs else ""),
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -160,8 +161,8 @@ def _plan(folder: Path, files, load) -> tuple[list[tuple[int, str, str]], tuple[
             raise DataError(f"{shown(folder)} holds no file of the CWRU set {set_name} at any load: expected "
                             f"{expected} at 0 hp (or the same classes at 1-3 hp, e.g. {number_of(classes[1], 1)}.mat)")
         if len(present) > 1:
-            loads = " and ".join(f"{hp} hp" for hp in present)
-            raise DataError(f"{shown(folder)} holds files of {set_name} at {loads}: "
+            found = " and ".join(f"{hp} hp" for hp in present)
+            raise DataError(f"{shown(folder)} holds files of {set_name} at {found}: "
                             f"choose one with load={' or load='.join(map(str, present))}, or all of them with "
                             f"load={','.join(map(str, present))}")
         loads = tuple(present)
@@ -216,10 +217,10 @@ def load_cwru(path: str | Path, files: str | tuple[int, ...] = "bearingnas10", c
         signal, key, rpm = _read_signal(file, channel)
         known = CATALOGUE.get(number)
         rate = known.sample_rate_hz if known else TARGET_RATE_HZ
-        note = {"key": key, "sample_rate_hz": rate, "label": label,
-                "load_hp": known.load_hp if known else None,
-                "rpm": rpm if rpm is not None else (known.nominal_rpm if known else None),
-                "rpm_from": "file" if rpm is not None else ("nominal" if known else "unknown")}
+        note: dict[str, Any] = {"key": key, "sample_rate_hz": rate, "label": label,
+                                "load_hp": known.load_hp if known else None,
+                                "rpm": rpm if rpm is not None else (known.nominal_rpm if known else None),
+                                "rpm_from": "file" if rpm is not None else ("nominal" if known else "unknown")}
         if rate != TARGET_RATE_HZ and resample_normal:
             factor = int(round(rate / TARGET_RATE_HZ))
             signal = resample_poly(signal, 1, factor)
@@ -243,7 +244,7 @@ def load_cwru(path: str | Path, files: str | tuple[int, ...] = "bearingnas10", c
         sessions += [session] * count
         starts.append(begin)
         notes[str(number)] = note
-    conditions = {}
+    conditions: dict[str, dict[str, Any]] = {}
     for number, _, session in plan:
         rpm = notes[str(number)]["rpm"]
         entry = conditions.setdefault(session, {"load_hp": notes[str(number)]["load_hp"], "rpm": []})

@@ -93,7 +93,10 @@ def load_folder(root: str | Path, window: int | None = None, hop: int | None = N
     classes = [readable(p.name) for p in folders]
     if len(set(classes)) != len(classes):
         raise DataError(f"{shown(root)}: two class folders have the same readable name; rename them")
-    xs, ys, groups, starts = [], [], [], []
+    xs: list[np.ndarray] = []
+    ys: list[int] = []
+    groups: list[str] = []
+    starts: list[int] = []
     skipped: list[str] = []
     file_rate: tuple[float, Path] | None = None
     layout: tuple[int, tuple[str, ...], Path] | None = None
@@ -159,6 +162,7 @@ def load_folder(root: str | Path, window: int | None = None, hop: int | None = N
         raise DataError(f"{shown(unrated)} carries no sample rate but {shown(file_rate[1])} does "
                         f"({file_rate[0]:g} Hz): "
                         f"give rate= for all files")
+    assert layout is not None  # every class folder holds a signal file, and each one sets it
     provenance = {"source": "folder", "path": shown(root), "window": window, "hop": hop or window,
                   "files": len(set(groups)), **({"skipped": skipped} if skipped else {})}
     return Windows(np.stack(xs), np.asarray(ys), np.asarray(groups), tuple(classes), float(sample_rate),

@@ -169,7 +169,7 @@ def read_window_records(folder: Path) -> list[dict]:
         return []
     except OSError as exc:
         raise DataError(f"cannot read {shown(path)}: {exc.strerror or exc}") from None
-    records = []
+    records: list[dict] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -210,7 +210,11 @@ def load_session(path: str | Path, window: int | None = None, hop: int | None = 
         raise DataError(f"cannot read folder {shown(root)}: {exc.strerror or exc}") from None
     if not folders:
         raise DataError(f"{shown(root)} holds no recorded session (no manifest.json)")
-    x, label_names, groups, sessions, starts = [], [], [], [], []
+    x: list[np.ndarray] = []
+    label_names: list[str] = []
+    groups: list[str] = []
+    sessions: list[str] = []
+    starts: list[int] = []
     planned: list[str] = []
     rate = None
     channel_names: tuple[str, ...] = ()
@@ -270,6 +274,7 @@ def load_session(path: str | Path, window: int | None = None, hop: int | None = 
         raise DataError(f"{shown(root)}: windows of different lengths {sorted(lengths)}; re-cut them to one "
                         f"length with session:{shown(root)}?window={min(lengths)}")
     check_size(len(x), lengths.pop(), len(channel_names), f"session:{shown(root)}", "re-cut with a larger hop")
+    assert rate is not None  # windows were cut, so at least one manifest was read
     return Windows(np.stack(x), np.array(labels), np.array(groups), tuple(class_names), float(rate),
                    channel_names, {"source": "session", "path": shown(root),
                                    "sessions": [readable(f.name) for f in folders], "skipped_windows": skipped,

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from urllib.parse import parse_qsl
 
@@ -79,8 +80,8 @@ def load_windows(spec: str) -> Windows:
         if generator is None:
             raise DataError(f"unknown synthetic set {argument!r}; choose one of: "
                             + ", ".join(f"synthetic:{name}" for name in _SYNTHETIC))
-        names = generator.__code__.co_varnames[:generator.__code__.co_argcount]
-        defaults = dict(zip(names[-len(generator.__defaults__):], generator.__defaults__))
+        defaults = {name: parameter.default for name, parameter in inspect.signature(generator).parameters.items()
+                    if parameter.default is not inspect.Parameter.empty}
         return generator(**_options(query, {name: type(value) for name, value in defaults.items()}))
     if source in ("isl", "cwru", "session", "folder", "npz") and not argument:
         raise DataError(f"{source}: needs a path, e.g. {source}:/data/{source}")

@@ -23,10 +23,12 @@ rung: `benchmarks/results/strategies-isl.md`, first run).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from tinynas.cost.estimate import macs
 from tinynas.search.base import Proposal, Strategy
+from tinynas.space import Architecture
 from tinynas.trial import Fidelity, Trial
 
 FINAL_PATIENCE = 20
@@ -45,10 +47,10 @@ class FastStrategy(Strategy):
             raise ValueError("the fast strategy needs the cost model's feasibility check")
         self.race = replace(self.final_fidelity or self.fidelity, subset=1.0, patience=FINAL_PATIENCE,
                             curve_stop=True)
-        self._queue = self._frontier()
+        self._queue = self._frontier(self.is_feasible)
         self._pending: set[tuple[int, int, int]] = set()
 
-    def _frontier(self) -> list[tuple[int, int, int]]:
+    def _frontier(self, is_feasible: Callable[[Architecture], bool]) -> list[tuple[int, int, int]]:
         """For every kernel size and feasible cell count the widest feasible stem, largest compute first.
 
         Every k is checked: feasibility is not monotone in k (memory alignment; on an LSM6DSO16IS
@@ -58,7 +60,7 @@ class FastStrategy(Strategy):
         for kernel in self.space.kernels:
             for c in range(self.space.max_c + 1):
                 fitting = [k for k in range(1, self.space.max_k + 1)
-                           if self.is_feasible(self.space.architecture(k, c, kernel))]
+                           if is_feasible(self.space.architecture(k, c, kernel))]
                 if fitting:
                     frontier.append((max(fitting), c, kernel))
         return sorted(frontier, key=lambda kck: (-macs(self.space.architecture(*kck)), kck[1], kck[2]))

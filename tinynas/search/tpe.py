@@ -9,6 +9,7 @@ from what is known instead of being trained twice.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from tinynas.errors import MissingDependencyError
 from tinynas.search.base import Proposal, Strategy
@@ -49,7 +50,7 @@ class TPEStrategy(Strategy):
         self._optuna = optuna
         # Optuna 5 reads constraints set on the trial; older versions need a constraints function.
         self._set_constraint = hasattr(optuna.trial.Trial, "set_constraint")
-        options = {} if self._set_constraint else {"constraints_func": _constraint}
+        options: dict[str, Any] = {} if self._set_constraint else {"constraints_func": _constraint}
         sampler = optuna.samplers.TPESampler(seed=self.seed, **options)
         self._study = optuna.create_study(direction="minimize", sampler=sampler)
         self._pending: dict[tuple[int, int], object] = {}
