@@ -1,0 +1,110 @@
+"""The layout's promises, checked live: the search process never imports TensorFlow, and the package has
+no import cycles (ruff's banned-import rule, TID251 in pyproject.toml, checks the same boundary statically)."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tinynas
+
+PACKAGE = Path(tinynas.__file__).parent
+BEHIND_THE_BOUNDARY = ("tinynas.training", "tinynas.deploy", "tinynas.adaptation")
+"""Subpackages that may import TensorFlow (workers, model conversion and checks, model adaptation)."""
+
+
+def _modules() -> list[str]:
+    # From the files, not pkgutil.walk_packages: that one skips, silently, a package whose import fails
+    # (as a real import cycle makes it do).
+    names = []
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        names.append(".".join(("tinynas",) + (parts[:-1] if parts[-1] == "__init__" else parts)))
+    return sorted(name for name in names if name != "tinynas")
+
+
+def test_importing_every_module_in_front_of_the_boundary_leaves_tensorflow_out():
+    front = [name for name in _modules() if not name.startswith(BEHIND_THE_BOUNDARY)]
+    assert "tinynas.study.run" in front and "tinynas.search.fast" in front and "tinynas.cli" in front
+    code = (f"import importlib, sys\nfor name in {front!r}: importlib.import_module(name)\n"
+            "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras'))\n"
+            "print(len(loaded)); assert not loaded, loaded[:5]")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_a_whole_search_never_imports_tensorflow_in_the_search_process(tmp_path):
+    # A real study (workers train in TensorFlow) run in a fresh interpreter, which then looks at its own modules.
+    code = f"""
+import sys
+from tinynas.cost.targets import resolve_target
+from tinynas.data.spec import load_windows
+from tinynas.study import Study
+from tinynas.trial import Fidelity
+tiny = Fidelity(epochs=1, batch_size=16, learning_rate=3e-3)
+spec = "synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2&seed=1"
+result = Study({str(tmp_path / "run")!r}, load_windows(spec), resolve_target(ram="2200", flash="64k", macs="1M"),
+               strategy="paper", budget_seconds=300, fidelity=tiny, final_fidelity=tiny, augment="none").run()
+assert result.card.int8_test_accuracy is not None
+loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras'))
+assert not loaded, loaded[:5]
+print("ok", result.winner.architecture.name())
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "ok A(" in done.stdout, done.stderr[-3000:]
+    assert (tmp_path / "run" / "model.tflite").stat().st_size > 0  # the workers did train and export
+
+
+def _module_level_imports(path: Path, name: str) -> set[str]:
+    """tinynas modules `name` imports when it is imported (function-level imports run later: no cycle)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for inner in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node]:
+            if isinstance(inner, ast.Import):
+                found |= {alias.name for alias in inner.names}
+            elif isinstance(inner, ast.ImportFrom):
+                base = inner.module or ""
+                if inner.level:
+                    base = ".".join(package.split(".")[: len(package.split(".")) - inner.level + 1]
+                                    + ([inner.module] if inner.module else []))
+                found.add(base)
+                found |= {f"{base}.{alias.name}" for alias in inner.names}
+    return {module for module in found if module.startswith("tinynas")}
+
+
+def test_no_import_cycles():
+    modules = {}
+    for name in _modules():
+        path = PACKAGE.joinpath(*name.split(".")[1:])
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        modules[name] = path
+    graph = {name: {m for m in _module_level_imports(path, name) if m in modules and m != name}
+             for name, path in modules.items()}
+    # A submodule import also runs its packages' __init__ files.
+    for name in modules:
+        graph[name] |= {parent for parent in (name.rsplit(".", i)[0] for i in range(1, name.count(".")))
+                        if parent in modules and parent != "tinynas"} - {name}
+    cycles, state = [], {}
+
+    def visit(node, stack):
+        state[node] = "open"
+        for successor in sorted(graph[node]):
+            if state.get(successor) == "open":
+                cycles.append(stack[stack.index(successor):] + [successor])
+            elif successor not in state:
+                visit(successor, stack + [successor])
+        state[node] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    # A package's __init__ importing its own submodules is how packages re-export; not a cycle.
+    real = [c for c in cycles if not all(m == c[0] or m.startswith(c[0] + ".") for m in c)
+            and not all(m == c[-1] or m.startswith(c[-1] + ".") for m in c)]
+    assert not real, "\n".join(" -> ".join(c) for c in real[:10])
