@@ -10,6 +10,7 @@ import pytest
 from firmware_bridge.errors import BridgeError
 from firmware_bridge.link import LinkError
 from tinynas import cli
+from tinynas.cli import models as model_commands
 from tinynas.data.windows import DataError
 from tinynas.errors import StorageError, TinynasError, UsageError, is_disk_full, storage_message, user_message
 from tinynas.study import StudyError
@@ -19,7 +20,7 @@ def _run_raising(monkeypatch, capsys, exc: BaseException) -> tuple[int, list[str
     def boom(args):
         raise exc
 
-    monkeypatch.setattr(cli, "_cmd_targets", boom)
+    monkeypatch.setattr(model_commands, "_cmd_targets", boom)
     code = cli.main(["targets"])
     return code, capsys.readouterr().err.splitlines()
 

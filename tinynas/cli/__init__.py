@@ -1,0 +1,58 @@
+"""`tinynas ...`: a thin command-line face over the library."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from tinynas import __version__
+from tinynas.cli import device, models, searching
+from tinynas.errors import crash_log, user_message
+from tinynas.interrupts import sigterm_as_interrupt
+
+log = logging.getLogger("tinynas")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its own errors (unknown option, missing value, not a number) as one line too."""
+
+    def error(self, message: str) -> None:  # argparse's default prints the whole usage block
+        text = " ".join(message.split())
+        self.exit(2, f"tinynas: error: {text} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `tinynas` command."""
+    parser = _Parser(prog="tinynas", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"tinynas {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for group in (models, searching, device):
+        group.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `tinynas` console script."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(message)s", stream=sys.stderr)
+    try:
+        with sigterm_as_interrupt():  # systemd and kill stop like Ctrl-C, journal intact
+            return args.func(args)
+    except KeyboardInterrupt:
+        journaled = args.command in ("search", "demo")  # only these keep a journal to resume from
+        print("tinynas: interrupted" + ("; the journal is intact (continue with --resume)" if journaled else ""),
+              file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the one place that turns any failure into one line
+        message = user_message(exc)
+        if message is not None:
+            print(f"tinynas: error: {message}", file=sys.stderr)
+            return 2
+        log_path = crash_log(exc)
+        where = f"; traceback in {log_path}" if log_path else ""
+        print(f"tinynas: internal error: {type(exc).__name__}: {exc} (a bug: please report it{where})",
+              file=sys.stderr)
+        return 1

@@ -1,0 +1,283 @@
+"""Commands at the device: simulate a front-end, collect, the headless service and onboarding."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from tinynas.options import (
+    check_positive,
+    check_probability,
+    check_range,
+)
+
+log = logging.getLogger("tinynas")
+
+
+def register(sub) -> None:
+    """Add these commands to the `tinynas` parser's subcommands."""
+    simulate = sub.add_parser("simulate", help="a virtual sensor front-end on a pseudo-terminal")
+    simulate.add_argument("--source", default="synthetic:emg", help="data spec to replay (isl:, cwru:, synthetic:)")
+    simulate.add_argument("--port", help="path of the port to create (a symlink to the pty; default: in a temp folder)")
+    simulate.add_argument("--speed", type=float, default=1.0, help="multiple of the true sample rate")
+    simulate.add_argument("--drop", type=float, default=0.0, help="probability of dropping each byte")
+    simulate.add_argument("--flip", type=float, default=0.0, help="probability of flipping a bit in each byte")
+    simulate.add_argument("--unplug-every", type=float, default=0.0, help="seconds between simulated unplugs")
+    simulate.add_argument("--device-id", default="tinynas-sim")
+    simulate.set_defaults(func=_cmd_simulate)
+
+    collect = sub.add_parser("collect", help="guided collection of labelled windows from a device")
+    collect.add_argument("--port", required=True, help="serial port or URL (/dev/ttyACM0, socket://..., a pty)")
+    collect.add_argument("--plan", required=True, help="isl26, gestures4, bearing4 or a plan file (.json/.toml)")
+    collect.add_argument("--out", required=True, help="session folder (an existing one is resumed)")
+    collect.add_argument("--user", default="")
+    collect.add_argument("--baud", type=int, default=1_000_000)
+    collect.add_argument("--headless", action="store_true", help="prompts as log lines")
+    collect.set_defaults(func=_cmd_collect)
+
+    service = sub.add_parser("service", help="the headless device service")
+    service_sub = service.add_subparsers(dest="service_command", required=True)
+    for name, func, text in (("run", _cmd_service_run, "run the service (systemd runs this)"),
+                             ("status", _cmd_service_status, "state, collection, search and serving"),
+                             ("stop", _cmd_service_stop, "ask a running service to stop cleanly"),
+                             ("install", _cmd_service_install, "write a systemd unit"),
+                             ("config", _cmd_service_config, "print the default config, or check and print --config")):
+        command = service_sub.add_parser(name, help=text)
+        command.add_argument("--config", help="service config (TOML); default values if omitted")
+        command.set_defaults(func=func)
+        if name == "status":
+            command.add_argument("--json", action="store_true")
+        if name == "install":
+            command.add_argument("--user", default="tinynas", help="unprivileged user that runs the service")
+            command.add_argument("--memory-max", default="1536M", help="systemd MemoryMax")
+            command.add_argument("--unit-dir", default="/etc/systemd/system")
+
+    onboard = sub.add_parser("onboard", help="ask the service to onboard a new user or machine")
+    onboard.add_argument("--user", required=True)
+    onboard.add_argument("--plan", help="collection plan (default: the config's)")
+    onboard.add_argument("--config", help="service config (TOML)")
+    answer = onboard.add_mutually_exclusive_group()
+    answer.add_argument("--continue", dest="resume", action="store_true",
+                        help="continue the user's paused collection (after checking the sensor)")
+    answer.add_argument("--cancel", action="store_true",
+                        help="stop the user's paused collection (its recordings stay on disk)")
+    onboard.add_argument("--recalibrate", action="store_true",
+                         help="re-wear / new condition: a short collection, then recalibrate the user's served model "
+                              "(swapped only if at least as good on the new windows)")
+    onboard.add_argument("--unlabelled", action="store_true",
+                         help="with --recalibrate: record unlabelled data (rewear_unlabelled_seconds) and adapt")
+    onboard.set_defaults(func=_cmd_onboard)
+
+
+def _sample_format(values) -> str:
+    import numpy as np
+
+    if np.all(np.mod(values, 1) == 0):
+        if values.min() >= -128 and values.max() <= 127:
+            return "int8"
+        if values.min() >= -32768 and values.max() <= 32767:
+            return "int16"
+    return "float32"
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    import time
+
+    import numpy as np
+
+    from firmware_bridge.protocol import Hello
+    from firmware_bridge.simulator import ArraySource, Faults, Simulator
+    from tinynas.data.spec import load_windows
+
+    check_positive("--speed", args.speed, " (1 is the true sample rate)")
+    check_probability("--drop", args.drop)
+    check_probability("--flip", args.flip)
+    if args.unplug_every:
+        check_positive("--unplug-every", args.unplug_every, " (seconds; 0 never unplugs)")
+    windows = load_windows(args.source)
+    fmt = _sample_format(windows.x)
+    stream = windows.x.reshape(-1, windows.channels).astype({"int8": np.int8, "int16": np.int16,
+                                                              "float32": np.float32}[fmt])
+    hello = Hello(args.device_id, "sim-1", windows.channels, windows.sample_rate_hz, fmt)
+    faults = Faults(drop_byte_probability=args.drop, flip_bit_probability=args.flip, seed=0)
+    port = Path(args.port) if args.port else None
+    if port is not None and not port.parent.is_dir():  # a mistyped --port must not create folders
+        from firmware_bridge.link import LinkError
+
+        raise LinkError(f"cannot create the port {port}: {port.parent} is not a folder")
+    with Simulator(ArraySource(stream), hello, faults=faults, speed=args.speed,
+                   port_dir=port.parent if port else None,
+                   **({"port_name": port.name} if port else {})) as simulator:
+        print(f"simulating {args.source}: {windows.channels} x {fmt} at {windows.sample_rate_hz:g} Hz "
+              f"on {simulator.port} (Ctrl-C to stop)", flush=True)
+        next_unplug = time.monotonic() + args.unplug_every if args.unplug_every else None
+        while True:
+            time.sleep(0.2)
+            if next_unplug and time.monotonic() >= next_unplug:
+                simulator.unplug(1.0)
+                next_unplug = time.monotonic() + args.unplug_every
+
+
+def _cmd_collect(args: argparse.Namespace) -> int:
+    from firmware_bridge.guide import GuidedCollection, Prompter, TerminalPrompter, load_plan
+    from firmware_bridge.link import Link
+    from firmware_bridge.recorder import Recorder, RecordingThread
+
+    check_range("--baud", args.baud, 1, hint=" (e.g. 1000000)")
+    plan = load_plan(args.plan)
+    prompter = Prompter() if args.headless or not sys.stdout.isatty() else TerminalPrompter()
+    with Link(args.port, baudrate=args.baud).open() as link:
+        hello = link.wait_hello(10)
+        with Recorder(args.out, hello, user=args.user, labels=plan.classes, plan=plan.to_dict()) as recorder:
+            thread = RecordingThread(link, recorder)
+            thread.start()
+            try:
+                result = GuidedCollection(recorder, plan, prompter).run()
+            finally:
+                thread.stop()
+    print(f"recorded {sum(result.accepted.values())} windows ({result.rejected} rejected, {result.redone} redone) "
+          f"into {args.out}; link: {link.counters.to_dict()}")
+    return 0
+
+
+def _service_config(args: argparse.Namespace):
+    from tinynas.service.config import load_config
+
+    return load_config(args.config)
+
+
+def _cmd_service_run(args: argparse.Namespace) -> int:
+    from tinynas.service.runner import Service
+
+    Service(_service_config(args)).run()
+    return 0
+
+
+def _cmd_service_status(args: argparse.Namespace) -> int:
+    import os
+
+    from tinynas.service.runner import ServicePaths
+    from tinynas.service.state import load_state
+
+    config = _service_config(args)
+    paths = ServicePaths(config.data_dir)
+    state = load_state(paths.state)
+    running = False
+    if paths.pid.exists():
+        try:
+            os.kill(int(paths.pid.read_text()), 0)
+            running = True
+        except (OSError, ValueError):
+            running = False
+    status = {"running": running, **state.to_dict()}
+    if running and paths.status.exists():
+        try:
+            status.update(json.loads(paths.status.read_text()), running=True)
+        except ValueError:
+            pass
+    if args.json:
+        print(json.dumps(status, indent=2))
+        return 0
+    print(f"service {'running' if running else 'not running'}; state {status['state']}"
+          + (f", user {status['user']}" if status.get("user") else ""))
+    if status.get("paused"):
+        print(f"  {status['paused']}")
+    elif status.get("error"):
+        print(f"  last error: {status['error']}")
+    collection = status.get("collection") or {}
+    if collection.get("total"):
+        print(f"  collection: {collection.get('accepted', 0)} of {collection['total']} windows"
+              + (f", prompt {collection['prompt']}" if collection.get("prompt") else ""))
+    search = status.get("search") or {}
+    if search:
+        print(f"  search: {search.get('trials', 0)} candidates, best {search.get('best', '-')}, "
+              f"{search.get('seconds_left', 0):.0f} s left")
+    if status.get("rewear"):
+        from tinynas.service.rewear import status_line
+
+        print(f"  {status_line(status['rewear'])}")
+    deployed = status.get("deployed") or {}
+    if deployed:
+        print(f"  serving {deployed['model']} for {deployed['user']} (int8 accuracy {deployed['accuracy']:.3f})")
+    for prediction in (status.get("predictions") or [])[-3:]:
+        print(f"  prediction {prediction['smoothed']} ({prediction['confidence']:.0%})")
+    return 0
+
+
+def _cmd_service_stop(args: argparse.Namespace) -> int:
+    from tinynas.service.runner import request
+
+    request(_service_config(args).data_dir, "stop")
+    print("stop requested")
+    return 0
+
+
+def _cmd_onboard(args: argparse.Namespace) -> int:
+    from firmware_bridge.guide import load_plan
+    from tinynas.errors import UsageError
+    from tinynas.service.runner import ServicePaths, request
+    from tinynas.service.state import check_user_name
+
+    config = _service_config(args)
+    check_user_name(args.user)  # it names a folder under data_dir: refused here, before any request is left
+    if args.recalibrate and args.plan:
+        raise UsageError("--recalibrate uses the plan the served model was collected with: drop --plan")
+    if args.unlabelled and not args.recalibrate:
+        raise UsageError("--unlabelled goes with --recalibrate (record unlabelled data and adapt the served model)")
+    if args.resume or args.cancel:
+        kind = "continue" if args.resume else "cancel"
+        request(config.data_dir, kind, user=args.user)
+        print(f"{kind} of the paused collection (or running recalibration) of {args.user} requested; follow it "
+              f"with `tinynas service status`")
+        return 0
+    if args.recalibrate:
+        from tinynas.service.rewear import served_model_problem
+        from tinynas.service.state import load_state
+
+        problem = served_model_problem(load_state(ServicePaths(config.data_dir).state).deployed, args.user)
+        if problem:  # the service would refuse it too; said here at once
+            raise UsageError(f"cannot recalibrate: {problem}")
+        request(config.data_dir, "recalibrate", user=args.user, unlabelled=args.unlabelled)
+        print(f"{'adaptation to unlabelled data' if args.unlabelled else 'recalibration'} of {args.user}'s served "
+              f"model requested (it keeps serving meanwhile); follow it with `tinynas service status`")
+        return 0
+    plan = load_plan(args.plan or config.plan)  # a bad plan is refused here, not later on the device
+    try:  # the running service says which device it reads; without it the service checks the plan itself
+        device = json.loads(ServicePaths(config.data_dir).status.read_text()).get("device") or {}
+    except (OSError, ValueError, AttributeError):
+        device = {}
+    if device.get("channels") and device.get("sample_rate_hz"):
+        from tinynas.cost.targets import resolve_target
+        from tinynas.service.fit import check_plan_fits
+
+        fit = check_plan_fits(plan, resolve_target(config.target), device["channels"], device["sample_rate_hz"])
+        if fit.cut:
+            print(f"plan {plan.name}: {fit.recorded}-sample windows do not fit {config.target}; the search will use "
+                  f"{fit.window}-sample windows cut from the recordings")
+    request(config.data_dir, "onboard", user=args.user, plan=args.plan or config.plan)
+    print(f"onboarding of {args.user} requested (plan {args.plan or config.plan}); follow it with "
+          f"`tinynas service status` or http://{config.http_host}:{config.http_port}/")
+    return 0
+
+
+def _cmd_service_install(args: argparse.Namespace) -> int:
+    from tinynas.service.systemd import unit_text
+
+    config = _service_config(args)
+    text = unit_text(args.config, config.data_dir, user=args.user, memory_max=args.memory_max)
+    path = Path(args.unit_dir) / "tinynas.service"
+    path.write_text(text)
+    print(f"wrote {path}; now: sudo systemctl daemon-reload && sudo systemctl enable --now tinynas")
+    return 0
+
+
+def _cmd_service_config(args: argparse.Namespace) -> int:
+    from tinynas.service.config import DEFAULT_CONFIG, config_text
+
+    # With --config: that file checked, printed with every default filled in; without: the defaults.
+    print(config_text(_service_config(args)) if args.config else DEFAULT_CONFIG, end="")
+    return 0
+

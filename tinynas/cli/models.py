@@ -1,0 +1,239 @@
+"""Commands about architectures and exported models: targets, cost, measure, evaluate, adapt, recalibrate."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from tinynas.cli.common import add_target_flags
+from tinynas.cost.estimate import estimate
+from tinynas.cost.targets import builtin_targets, kib, resolve_target
+from tinynas.options import (
+    check_seed,
+)
+from tinynas.space import Architecture, SpecError
+
+log = logging.getLogger("tinynas")
+
+
+def register(sub) -> None:
+    """Add these commands to the `tinynas` parser's subcommands."""
+    targets = sub.add_parser("targets", help="list built-in target microcontrollers")
+    targets.add_argument("--json", action="store_true")
+    targets.set_defaults(func=_cmd_targets)
+
+    cost = sub.add_parser("cost", help="analytic MACs, params, flash and arena of an architecture")
+    cost.add_argument("--arch", help="architecture JSON file (instead of the flags below)")
+    cost.add_argument("--input", help="window shape, samples x channels, e.g. 400x8")
+    cost.add_argument("--classes", type=int)
+    cost.add_argument("--k", type=int, help="stem filters")
+    cost.add_argument("--c", type=int, help="cells")
+    cost.add_argument("--kernel", type=int, default=3)
+    cost.add_argument("--growth", default="half", help="half (n + ceil(n/2)), double or none")
+    cost.add_argument("--channel-multiple", type=int, default=1, help="round channels up to a multiple")
+    cost.add_argument("--abi", default="ilp32", choices=["ilp32", "lp64"],
+                      help="TFLM struct sizes: ilp32 = 32-bit MCU (default), lp64 = 64-bit host")
+    add_target_flags(cost)
+    cost.add_argument("--json", action="store_true")
+    cost.set_defaults(func=_cmd_cost)
+
+    measure = sub.add_parser("measure", help="measure an exported .tflite (flash, TFLite Micro arena)")
+    measure.add_argument("model", help="path to a .tflite file")
+    measure.add_argument("--json", action="store_true")
+    measure.set_defaults(func=_cmd_measure)
+
+    evaluation = sub.add_parser("evaluate", help="run an exported int8 model on every window of a data set")
+    evaluation.add_argument("model", help="export folder of a search (or its model.tflite, card.json beside it)")
+    evaluation.add_argument("--data", required=True, help="data spec, e.g. folder:recordings/today?window=400")
+    evaluation.add_argument("--json", action="store_true")
+    evaluation.set_defaults(func=_cmd_evaluate)
+
+    adapting = sub.add_parser("adapt", help="adapt a model to a new session or condition from unlabelled windows")
+    adapting.add_argument("model", help="a model folder (a search's --out, or one adapt/recalibrate wrote)")
+    adapting.add_argument("--data", required=True, help="windows of the new session/condition (labels not used)")
+    adapting.add_argument("--out", required=True, help="new folder for the adapted model (the old one is kept)")
+    adapting.add_argument("--only", help="batchnorm or normalization (default: both, where the model has them)")
+    adapting.add_argument("--json", action="store_true")
+    adapting.set_defaults(func=_cmd_adapt)
+
+    recal = sub.add_parser("recalibrate", help="fine-tune a model on a few labelled windows of a new session")
+    recal.add_argument("model", help="a model folder (a search's --out, or one adapt/recalibrate wrote)")
+    recal.add_argument("--data", required=True, help="labelled windows of the new session (e.g. one repetition "
+                                                     "per class)")
+    recal.add_argument("--out", required=True, help="new folder for the recalibrated model (the old one is kept)")
+    recal.add_argument("--verify", help="labelled windows to check on (default: the latest recording of each class "
+                                        "recorded twice or more)")
+    recal.add_argument("--epochs", type=int, help="fine-tuning epochs (default 30)")
+    recal.add_argument("--learning-rate", type=float, help="fine-tuning learning rate (default 0.001)")
+    recal.add_argument("--seed", type=int, default=0)
+    recal.add_argument("--allow-missing-classes", action="store_true",
+                       help="accept data without some classes (replayed windows keep them)")
+    recal.add_argument("--json", action="store_true")
+    recal.set_defaults(func=_cmd_recalibrate)
+
+
+def _parse_input(text: str) -> tuple[int, int]:
+    try:
+        length, channels = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise SpecError(f"--input must look like 400x8 (samples x channels), got {text!r}") from None
+    return length, channels
+
+
+def _cmd_targets(args: argparse.Namespace) -> int:
+    targets = builtin_targets()
+    if args.json:
+        print(json.dumps({key: t.to_dict() for key, t in targets.items()}, indent=2))
+        return 0
+    print(f"{'target':<22}{'RAM':>11}{'flash':>12}{'MAC budget':>14}  core")
+    for target in targets.values():
+        print(f"{target.name:<22}{kib(target.ram_bytes):>11}{kib(target.flash_bytes):>12}"
+              f"{target.mac_budget:>14,}  {target.core}")
+    print("\nMAC budget = CoreMark x 10^4. Add your own with --target FILE.toml or --ram/--flash/--macs.")
+    return 0
+
+
+def _architecture_from_args(args: argparse.Namespace) -> Architecture:
+    if args.arch:
+        path = Path(args.arch)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SpecError(f"cannot read architecture file {path}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise SpecError(f"architecture file {path} is not text (expected JSON, as `tinynas cost --json` "
+                            "prints under 'architecture')") from None
+        try:
+            return Architecture.from_json(text)
+        except SpecError as exc:
+            raise SpecError(f"architecture file {path}: {exc}") from None
+    missing = [flag for flag, value in (("--input", args.input), ("--classes", args.classes),
+                                        ("--k", args.k), ("--c", args.c)) if value is None]
+    if missing:
+        raise SpecError(f"give --arch FILE.json or all of --input, --classes, --k, --c (missing {', '.join(missing)})")
+    length, channels = _parse_input(args.input)
+    return Architecture(length, channels, args.classes, args.k, args.c, kernel_size=args.kernel,
+                        growth=args.growth, channel_multiple=args.channel_multiple)
+
+
+def _optional_target(args: argparse.Namespace):
+    if args.target is None and args.ram is None and args.flash is None and args.macs is None:
+        return None
+    return resolve_target(args.target, ram=args.ram, flash=args.flash, macs=args.macs)
+
+
+def _cmd_cost(args: argparse.Namespace) -> int:
+    arch = _architecture_from_args(args)
+    cost = estimate(arch, args.abi)
+    host = estimate(arch, "lp64")
+    target = _optional_target(args)
+    result = {"architecture": arch.to_dict(), "name": arch.name(), **cost.to_dict(),
+              "filters": list(arch.filters), "host64": {
+                  "arena_head_bytes": host.arena_head_bytes, "arena_tail_bytes": host.arena_tail_bytes,
+                  "arena_bytes": host.arena_bytes}}
+    if target is not None:
+        result["target"] = target.to_dict()
+        result["violations"] = cost.violations(target)
+        result["fits"] = not result["violations"]
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{arch.name()} on {arch.input_length}x{arch.input_channels}, {arch.classes} classes, "
+          f"filters {list(arch.filters)}")
+    print(f"  MACs        {cost.macs:,}")
+    print(f"  params      {cost.params:,}")
+    print(f"  flash       {cost.flash_bytes:,} B ({kib(cost.flash_bytes)}) int8 .tflite")
+    print(f"  peak RAM    {cost.peak_ram_bytes:,} B ({kib(cost.peak_ram_bytes)}) TFLM arena on {cost.abi}: "
+          f"head {cost.arena_head_bytes:,} + tail {cost.arena_tail_bytes:,}")
+    print(f"  (64-bit host arena, what `tinynas measure` sees: {host.arena_bytes:,} B)")
+    if target is not None:
+        verdict = "fits" if result["fits"] else "does NOT fit: " + "; ".join(result["violations"])
+        print(f"  target {target.name}: {verdict}")
+    return 0
+
+
+def _cmd_measure(args: argparse.Namespace) -> int:
+    from tinynas.deploy.measure import measure_model
+
+    result = measure_model(args.model)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return 0
+    print(f"{args.model}")
+    print(f"  flash  {result.flash_bytes:,} B ({kib(result.flash_bytes)})")
+    if result.arena_bytes is None:
+        print(f"  arena  {result.arena_source}")
+    else:
+        print(f"  arena  {result.arena_bytes:,} B ({kib(result.arena_bytes)}): head {result.arena_head_bytes:,}"
+              f" + tail {result.arena_tail_bytes:,} (TFLite Micro, this 64-bit host)")
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from tinynas.data.spec import load_windows
+    from tinynas.deploy.evaluate import evaluate, load_model, model_files, plot_confusion
+
+    tflite, _ = model_files(args.model)  # a missing model, a bad card or a damaged .tflite is reported
+    load_model(tflite)                   # before the data is loaded
+    result = evaluate(tflite, load_windows(args.data))
+    try:
+        picture = str(plot_confusion(result, tflite.parent / "confusion.png"))
+    except OSError as exc:  # a read-only model folder (a deployed model) must not lose the figures
+        print(f"tinynas: could not write {tflite.parent / 'confusion.png'}: {exc.strerror}", file=sys.stderr)
+        picture = None
+    if args.json:
+        print(json.dumps({**result.to_dict(), "data": args.data, "confusion_png": picture}, indent=2))
+        return 0
+    print(result.text())
+    if picture:
+        print(f"  confusion matrix: {picture}")
+    return 0
+
+
+def _cmd_adapt(args: argparse.Namespace) -> int:
+    from tinynas.adaptation.adapt import PARTS, adapt
+    from tinynas.data.spec import load_windows
+    from tinynas.deploy.modeldir import ModelDir, check_new_folder
+    from tinynas.progress import Progress
+
+    parts = tuple(part.strip() for part in args.only.split(",")) if args.only else PARTS
+    source = ModelDir.open(args.model)  # a missing or old model is reported before the data is loaded
+    check_new_folder(args.out, source.path)
+    result = adapt(source.path, load_windows(args.data), args.out, spec=args.data, parts=parts,
+                   progress=Progress().event)
+    if args.json:
+        entry = result.card["history"][-1]
+        print(json.dumps({"out": str(result.out_dir), **entry}, indent=2))
+    else:
+        print(result.text())
+    return 0
+
+
+def _cmd_recalibrate(args: argparse.Namespace) -> int:
+    from tinynas.adaptation.recalibrate import Recipe, recalibrate
+    from tinynas.data.spec import load_windows
+    from tinynas.deploy.modeldir import ModelDir, check_new_folder
+    from tinynas.progress import Progress
+
+    check_seed(args.seed)
+    recipe = Recipe(**{key: value for key, value in (("epochs", args.epochs), ("learning_rate", args.learning_rate))
+                       if value is not None})
+    source = ModelDir.open(args.model)
+    check_new_folder(args.out, source.path)
+    verify = load_windows(args.verify) if args.verify else None
+    result = recalibrate(source.path, load_windows(args.data), args.out, spec=args.data, verify=verify,
+                         verify_spec=args.verify or "", recipe=recipe, seed=args.seed,
+                         allow_missing=args.allow_missing_classes, progress=Progress().event)
+    if args.json:
+        print(json.dumps({"accepted": result.accepted, "reason": result.reason,
+                          "out": str(result.out_dir) if result.out_dir else None, "seconds": round(result.seconds, 1),
+                          "verify_int8_accuracy": {"before": result.verify_before, "after": result.verify_after},
+                          "original_test_int8_accuracy": {"before": result.test_before, "after": result.test_after}},
+                         indent=2))
+    else:
+        print(result.text())
+    return 0 if result.accepted else 1
+

@@ -1,0 +1,188 @@
+"""Commands that search: search, demo, replay, and a look at the data first (data inspect)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from tinynas.cli.common import add_target_flags
+from tinynas.cost.targets import kib, resolve_target
+from tinynas.data.preprocess import NORMALIZATIONS
+from tinynas.data.splits import PROTOCOLS
+from tinynas.options import (
+    check_budget,
+    check_out_dir,
+    check_range,
+    check_seed,
+    check_strategy,
+    check_training,
+    check_workers,
+)
+
+log = logging.getLogger("tinynas")
+
+
+def register(sub) -> None:
+    """Add these commands to the `tinynas` parser's subcommands."""
+    search = sub.add_parser("search", help="search architectures for a data set and target, export the winner")
+    search.add_argument("--data", required=True, help="data spec, e.g. synthetic:vibration or synthetic:emg")
+    add_target_flags(search)
+    search.add_argument("--budget", default="30m", help="wall-time budget of the search, e.g. 90s, 30m, 2h")
+    search.add_argument("--strategy", default="paper", choices=["paper", "greedy", "random", "fast", "tpe"],
+                        help="paper (the method), fast (budget frontier raced with the final recipe, no retraining), "
+                             "greedy, random, or tpe (Optuna, optional extra)")
+    search.add_argument("--out", required=True, help="output folder (journal, best.json, model, report)")
+    search.add_argument("--resume", action="store_true", help="continue the search journaled in --out")
+    search.add_argument("--seed", type=int, default=0, help="0 to 2^32-1")
+    search.add_argument("--workers", type=int, default=1,
+                        help="candidates trained in parallel (at most this machine's cores: more is refused)")
+    search.add_argument("--threads", type=int, default=1,
+                        help="TensorFlow threads per worker (at most this machine's cores)")
+    search.add_argument("--epochs", type=int, help="epochs per candidate (strategy default: paper 100)")
+    search.add_argument("--batch-size", type=int)
+    search.add_argument("--learning-rate", type=float)
+    search.add_argument("--final-epochs", type=int, default=100, help="epochs of the winner's final training")
+    search.add_argument("--ignore-data-checks", action="store_true",
+                        help="search even if the data checks find a flat channel or mixed-up labels")
+    search.add_argument("--split", default="auto", choices=PROTOCOLS,
+                        help="train/val/test protocol (auto: segment for CWRU, session for ISL, group otherwise)")
+    search.add_argument("--test-data", help="data spec of a separate test set (another day, person or machine) "
+                                             "to measure the winner on, instead of a test split")
+    search.add_argument("--augment", default="auto", metavar="HOW",
+                        help="augmentation in the final recipe: auto (the data's sensor preset), none, armband, "
+                             "vibration, or kinds such as gain=0.3,noise=0.1 (default: auto)")
+    search.add_argument("--kernels", default="auto", metavar="SIZES",
+                        help="kernel sizes the fast strategy races, e.g. 3,9 (default auto: the data's sensor preset)")
+    search.add_argument("--normalize", default="none", choices=NORMALIZATIONS,
+                        help="none (raw windows), or channel: standardise each channel with the training "
+                             "split's statistics (recorded in card.json, applied when serving)")
+    search.add_argument("--json", action="store_true", help="print the model card as JSON on stdout")
+    search.set_defaults(func=_cmd_search)
+
+    demo = sub.add_parser("demo", help="a complete small search on built-in synthetic vibration data")
+    demo.add_argument("--out", default="tinynas-demo", help="output folder (default: tinynas-demo)")
+    demo.add_argument("--budget", default="5m")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--resume", action="store_true")
+    demo.add_argument("--json", action="store_true")
+    demo.set_defaults(func=_cmd_demo)
+
+    replay = sub.add_parser("replay", help="retrain one recorded trial deterministically and compare it")
+    replay.add_argument("out_dir", help="the search's output folder")
+    replay.add_argument("--trial", type=int, required=True, help="trial number (see report.md)")
+    replay.add_argument("--json", action="store_true")
+    replay.set_defaults(func=_cmd_replay)
+
+    data = sub.add_parser("data", help="look at a data set")
+    data_sub = data.add_subparsers(dest="data_command", required=True)
+    inspect = data_sub.add_parser("inspect", help="classes, counts, shapes, rate, groups and split of a data spec")
+    inspect.add_argument("spec", help="e.g. isl:/data/isl, cwru:/data/cwru?files=std10, synthetic:emg")
+    inspect.add_argument("--split", default="auto", choices=PROTOCOLS)
+    inspect.add_argument("--json", action="store_true")
+    inspect.set_defaults(func=_cmd_data_inspect)
+
+
+def _print_result(result, as_json: bool) -> None:
+    card = result.card.to_dict()
+    if as_json:
+        print(json.dumps({"out_dir": str(result.out_dir), "winner": result.winner.architecture.to_dict(),
+                          "name": result.winner.architecture.name(), **card}, indent=2))
+        return
+    print(f"{result.winner.architecture.name()}: int8 test accuracy {card['int8_test_accuracy']:.3f} "
+          f"(float {card['float_test_accuracy']:.3f}); flash {kib(card['flash_bytes'])}, "
+          f"RAM {kib(card['cost_estimate']['peak_ram_bytes'])}; files in {result.out_dir}/")
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    from tinynas.augment import parse_augmentation, parse_kernels
+    from tinynas.data.spec import load_windows
+    from tinynas.progress import Progress
+    from tinynas.study import Study
+    from tinynas.trial import Fidelity
+
+    # Every option is checked before data is loaded or --out is touched: a typo leaves nothing behind.
+    check_workers(args.workers, args.threads)
+    check_seed(args.seed)
+    check_training(args.epochs, args.batch_size, args.learning_rate, args.final_epochs)
+    budget = check_budget(args.budget)
+    check_strategy(args.strategy)
+    parse_augmentation(args.augment)  # its syntax; which preset "auto" means needs the data
+    parse_kernels(args.kernels)
+    target = resolve_target(args.target, ram=args.ram, flash=args.flash, macs=args.macs)
+    check_out_dir(args.out)
+    windows = load_windows(args.data)
+    fidelity = None
+    if (args.epochs, args.batch_size, args.learning_rate) != (None, None, None):
+        from tinynas.search import STRATEGIES
+
+        base = STRATEGIES[args.strategy].default_fidelity
+        fidelity = Fidelity(base.epochs if args.epochs is None else args.epochs,
+                            base.batch_size if args.batch_size is None else args.batch_size,
+                            base.learning_rate if args.learning_rate is None else args.learning_rate)
+    final = Fidelity(args.final_epochs, 16, 0.01)
+    test_windows = load_windows(args.test_data) if args.test_data else None
+    study = Study(args.out, windows, target, strategy=args.strategy, budget_seconds=budget,
+                  seed=args.seed, fidelity=fidelity, final_fidelity=final, workers=args.workers,
+                  threads_per_worker=args.threads, resume=args.resume, data_spec=args.data, progress=Progress(),
+                  split=args.split, check_data=not args.ignore_data_checks, normalize=args.normalize,
+                  test_windows=test_windows, test_spec=args.test_data or "", augment=args.augment,
+                  kernels=args.kernels)
+    _print_result(study.run(), args.json)
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from tinynas.demo import run_demo
+    from tinynas.progress import Progress
+
+    budget = check_budget(args.budget)
+    check_seed(args.seed)
+    check_out_dir(args.out)
+    result = run_demo(Path(args.out), budget_seconds=budget, seed=args.seed,
+                      resume=args.resume, progress=Progress())
+    _print_result(result, args.json)
+    return 0
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from tinynas.study.replay import replay_trial
+
+    check_range("--trial", args.trial, 0)
+    replay = replay_trial(args.out_dir, args.trial)
+    if args.json:
+        print(json.dumps({"trial": args.trial, "reproduced": replay.reproduced, "same_outcome": replay.same_outcome,
+                          "max_val_loss_difference": replay.max_difference,
+                          "recorded": {"state": replay.trial.state.value, "error": replay.trial.error,
+                                       "val_loss": list(replay.trial.val_loss),
+                                       "diagnosis": replay.trial.details.get("diagnosis", "")},
+                          "replayed": {"ok": replay.result.ok, "error": replay.result.error,
+                                       "val_loss": replay.result.val_loss, "diagnosis": replay.result.diagnosis}},
+                         indent=2))
+    else:
+        print(replay.summary())
+    return 0 if replay.reproduced else 1
+
+
+def _cmd_data_inspect(args: argparse.Namespace) -> int:
+    from tinynas.data.checks import check_windows
+    from tinynas.data.inspect import describe_windows, format_summary
+    from tinynas.data.spec import load_windows
+    from tinynas.data.splits import make_split
+    from tinynas.data.windows import DataError
+
+    windows = load_windows(args.spec)
+    summary = describe_windows(windows)
+    summary["findings"] = [{"kind": f.kind, "severity": f.severity, "message": f.message}
+                           for f in check_windows(windows)]
+    try:
+        summary["split"] = make_split(windows, args.split).describe()
+    except DataError as exc:  # inspecting must work even when the data cannot be split yet
+        summary["split"] = {"error": str(exc)}
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    print(format_summary(args.spec, summary))
+    return 0
+
