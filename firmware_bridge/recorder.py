@@ -24,22 +24,14 @@ from firmware_bridge import __version__
 from firmware_bridge.protocol import Hello, Mark, Samples
 from firmware_bridge.ring import SampleRing
 from firmware_bridge.session_format import FORMAT_NAME, VERSION, SessionFormatError, encode_chunk
+from tinynas.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 
 
 def _atomic_json(path: Path, value) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(value, handle, indent=2)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    # tinynas's one crash-safe writer (temp file, fsync, rename, fsync the folder); its StorageError is an OSError.
+    atomic_write_text(path, json.dumps(value, indent=2))
 
 
 class Recorder:

@@ -47,7 +47,8 @@ def _grow(filters: int, rule: str) -> int:
     return filters
 
 
-def _round_up(value: int, multiple: int) -> int:
+def round_up(value: int, multiple: int) -> int:
+    """`value` rounded up to a multiple of `multiple` (channel counts here, arena buffers in the planner)."""
     return -(-value // multiple) * multiple
 
 
@@ -96,10 +97,10 @@ class Architecture:
     def filters(self) -> tuple[int, ...]:
         """Output channels of the stem and of each cell's conv, in order."""
         out, n = [], self.k
-        out.append(_round_up(n, self.channel_multiple))
+        out.append(round_up(n, self.channel_multiple))
         for _ in range(self.c):
             n = _grow(n, self.growth)
-            out.append(_round_up(n, self.channel_multiple))
+            out.append(round_up(n, self.channel_multiple))
         return tuple(out)
 
     @property

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tinynas.space import round_up
+
 ARENA_ALIGNMENT = 16
 """MicroArenaBufferAlignment(): every arena buffer starts and is sized on 16 bytes."""
 
 
 def align_up(size: int, alignment: int = ARENA_ALIGNMENT) -> int:
     """Round `size` up to a multiple of `alignment`."""
-    return -(-size // alignment) * alignment
+    return round_up(size, alignment)
 
 
 @dataclass(frozen=True)
