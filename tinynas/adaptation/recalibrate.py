@@ -187,9 +187,10 @@ def recalibrate(model_path: str | Path, windows: Windows, out_dir: str | Path, *
     test_after = rounded_int8_accuracy(tflite, x_test, y_test)
     seconds = time.perf_counter() - started
     problems = []
-    if verify_before is not None and verify_after < verify_before:
+    # Both of a pair are None together: the same windows (none) went through both models.
+    if verify_before is not None and verify_after is not None and verify_after < verify_before:
         problems.append(f"less accurate on held-out new windows ({verify_after:.3f} < {verify_before:.3f})")
-    if test_before is not None and test_after < test_before - recipe.max_forgetting:
+    if test_before is not None and test_after is not None and test_after < test_before - recipe.max_forgetting:
         problems.append(f"forgot the original test windows ({test_after:.3f}, was {test_before:.3f}; "
                         f"at most {recipe.max_forgetting:.2f} may be lost)")
     if problems:

@@ -152,7 +152,7 @@ def check_new_folder(out: str | os.PathLike, source: Path) -> Path:
     """
     from tinynas.options import check_out_dir
 
-    out = check_out_dir(out)
+    out = check_out_dir(Path(out))
     if out.exists() and out.resolve() == source.resolve():
         raise ModelDirError(f"--out {out} is the model's own folder: give a new folder (the old model stays as it is)")
     if out.exists():

@@ -72,7 +72,7 @@ class PredictionLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(path, "a", encoding="utf-8")
         self.last: deque[dict] = deque(maxlen=20)
-        self._shown = None
+        self._shown: str | None = None
 
     def write(self, predictions: list[Prediction]) -> None:
         """Log some predictions (the service log gets a line when the smoothed label changes)."""

@@ -172,19 +172,19 @@ def _job(job: dict) -> dict:
                 "verify": [result.verify_before, result.verify_after], "test": [result.test_before, result.test_after]}
     from tinynas.adaptation.adapt import adapt
 
-    result = adapt(job["source"], windows, job["staging"], spec=job["spec"])
+    adapted = adapt(job["source"], windows, job["staging"], spec=job["spec"])
     source = Path(job["source"])
     before = _confidence((source / "model.tflite").read_bytes(), json.loads((source / "card.json").read_text()),
                          windows)
-    after = _confidence((Path(job["staging"]) / "model.tflite").read_bytes(), result.card, windows)
+    after = _confidence((Path(job["staging"]) / "model.tflite").read_bytes(), adapted.card, windows)
     # No labels: accuracy on the new condition cannot be measured. The served model's own confidence on the
     # new windows is the honest proxy available; a swap on it is said to be one.
     accepted = after >= before
     reason = (f"{'accepted' if accepted else 'rejected'}: no labels, so judged only by mean confidence on "
               f"{len(windows)} new windows ({before:.3f} -> {after:.3f}; confidence is not accuracy)"
               + ("" if accepted else ". The old model stays."))
-    return {"accepted": accepted, "reason": reason, "windows": len(windows), "seconds": round(result.seconds, 1),
-            "confidence": [before, after], "test": [result.test_before, result.test_after]}
+    return {"accepted": accepted, "reason": reason, "windows": len(windows), "seconds": round(adapted.seconds, 1),
+            "confidence": [before, after], "test": [adapted.test_before, adapted.test_after]}
 
 
 def _child_main(job_path: str) -> int:
