@@ -102,6 +102,23 @@ class Trial:
         """Highest validation accuracy over the epochs, if trained."""
         return max(self.val_accuracy) if self.val_accuracy else None
 
+    # What the study branches on, typed; stored in `details` so that every journal keeps its columns.
+    @property
+    def diagnosis(self) -> str:
+        """The training fault the diagnoser stopped this attempt for ("" if none)."""
+        return str(self.details.get("diagnosis", ""))
+
+    @property
+    def retry_learning_rate(self) -> float | None:
+        """The safer learning rate of the retry this trial is (None: its first attempt)."""
+        value = self.details.get("retry_learning_rate")
+        return None if value is None else float(value)
+
+    @property
+    def fault(self) -> str | None:
+        """The fault injected into its training (tests and fault studies), decided once at launch."""
+        return self.details.get("fault")
+
     @property
     def comparable_score(self) -> float:
         """Score for comparisons: failed or missing scores rank last."""

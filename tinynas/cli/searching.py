@@ -156,7 +156,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
                           "max_val_loss_difference": replay.max_difference,
                           "recorded": {"state": replay.trial.state.value, "error": replay.trial.error,
                                        "val_loss": list(replay.trial.val_loss),
-                                       "diagnosis": replay.trial.details.get("diagnosis", "")},
+                                       "diagnosis": replay.trial.diagnosis},
                           "replayed": {"ok": replay.result.ok, "error": replay.result.error,
                                        "val_loss": replay.result.val_loss, "diagnosis": replay.result.diagnosis}},
                          indent=2))

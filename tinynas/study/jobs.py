@@ -38,7 +38,7 @@ class JobFactory:
     def job(self, trial: Trial, kind: str, fidelity: Fidelity | None = None,
             incumbent: float | None = None) -> Job:
         """A "train" job for a candidate, a "final" job (train + export) or an "export" job (saved weights)."""
-        fault = trial.details.get("fault") if kind == "train" else None  # decided once, at launch
+        fault = trial.fault if kind == "train" else None  # decided once, at launch
         with_test = kind in ("final", "export") or self.track_test
         out = self.out_dir
         weights = weights_path(out, trial.number) if out is not None and (kind == "export" or (

@@ -114,10 +114,10 @@ class SearchLoop:
         self.journal.put(trial)
 
     def _launch(self, trial: Trial, fidelity: Fidelity | None = None, details: dict | None = None) -> None:
-        if details is None and "retry_learning_rate" in trial.details:
+        if details is None and trial.retry_learning_rate is not None:
             # An interrupted retry resumes as a retry, at its safer learning rate.
             details = {key: trial.details[key] for key in ("first_attempt", "retry_learning_rate")}
-            fidelity = trial.fidelity.with_learning_rate(trial.details["retry_learning_rate"])
+            fidelity = trial.fidelity.with_learning_rate(trial.retry_learning_rate)
         fault = self.fault_for(trial.architecture) if self.fault_for else None
         details = {**(details or {}), **({"fault": fault} if fault else {})}
         trial = trial.evolve(state=TrialState.RUNNING, attempts=trial.attempts + 1, details=details)

@@ -47,15 +47,15 @@ def is_final_recipe(fidelity: Fidelity, final: Fidelity) -> bool:
 
 def trained_fidelity(trial: Trial) -> Fidelity:
     """The recipe the trial's recorded result came from: a retried trial ran at its safer learning rate."""
-    if "retry_learning_rate" in trial.details:
-        return trial.fidelity.with_learning_rate(trial.details["retry_learning_rate"])
+    if trial.retry_learning_rate is not None:
+        return trial.fidelity.with_learning_rate(trial.retry_learning_rate)
     return trial.fidelity
 
 
 def safer_retry(trial: Trial) -> Fidelity | None:
     """The learning rate the diagnosis suggests for one more try, or None."""
-    factor = SAFER_LEARNING_RATE.get(trial.details.get("diagnosis", ""))
-    if factor is None or "retry_learning_rate" in trial.details:
+    factor = SAFER_LEARNING_RATE.get(trial.diagnosis)
+    if factor is None or trial.retry_learning_rate is not None:
         return None
     return trial.fidelity.with_learning_rate(trial.fidelity.learning_rate * factor)
 

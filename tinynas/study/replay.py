@@ -86,8 +86,8 @@ def replay_trial(out_dir: str | Path, number: int) -> Replay:
     if not isinstance(split_summary, dict) or {key: described.get(key) for key in split_summary} != split_summary:
         raise StudyError(f"the {split_name} split of {data_path} differs from the recorded one")
     fidelity = trial.fidelity
-    if "retry_learning_rate" in trial.details:
-        fidelity = fidelity.with_learning_rate(trial.details["retry_learning_rate"])
+    if trial.retry_learning_rate is not None:
+        fidelity = fidelity.with_learning_rate(trial.retry_learning_rate)
     if trial.val_loss:
         fidelity = replace(fidelity, epochs=len(trial.val_loss), curve_stop=False)
     # No out_dir: the replay writes nothing into the search's folder.
@@ -105,5 +105,5 @@ def replay_trial(out_dir: str | Path, number: int) -> Replay:
     if len(trial.val_loss) != len(result.val_loss):
         differences.append(math.inf)
     same = result.ok == (trial.state is TrialState.COMPLETE) and (
-        result.diagnosis == trial.details.get("diagnosis", result.diagnosis))
+        result.diagnosis == (trial.diagnosis or result.diagnosis))
     return Replay(trial, result, max(differences, default=0.0), same)
