@@ -11,6 +11,7 @@ from tinynas.space import Architecture
 from tinynas.process_memory import memory_bytes
 from tinynas.study.pool import WorkerPool
 from tinynas.training.job import Job
+from tinynas.trial import Fidelity
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +23,7 @@ def data_path(tmp_path_factory):
 
 def _job(number, data_path, k=1, fault=None, epochs=1):
     arch = Architecture(64, 1, 4, k=k, c=1)
-    return Job(number, "train", arch.to_json(), {"epochs": epochs, "batch_size": 8, "learning_rate": 0.01},
+    return Job(number, "train", arch, Fidelity(epochs=epochs, batch_size=8, learning_rate=0.01),
                0, str(data_path), tuple(range(0, 16, 2)), tuple(range(1, 16, 2)), fault=fault)
 
 

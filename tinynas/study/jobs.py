@@ -44,7 +44,7 @@ class JobFactory:
         weights = weights_path(out, trial.number) if out is not None and (kind == "export" or (
             kind == "train" and is_final_recipe(trial.fidelity, self.final_fidelity))) else None
         live_incumbent = out is not None and (incumbent is not None or (kind == "train" and trial.fidelity.curve_stop))
-        return Job(trial.number, kind, trial.architecture.to_json(), (fidelity or trial.fidelity).to_dict(),
+        return Job(trial.number, kind, trial.architecture, fidelity or trial.fidelity,
                    self.seed, str(self.data_path), tuple(int(i) for i in self.split.train),
                    tuple(int(i) for i in self.split.val),
                    tuple(int(i) for i in self.split.test) if with_test else (), fault,

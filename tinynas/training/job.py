@@ -1,8 +1,8 @@
 """A training job and what it returns, and the worker process's main loop (`serve`).
 
-A job crosses the process boundary as plain data (architecture JSON, fidelity dict, indices into a
-windows file), so that the study never imports TensorFlow; everything here that needs TensorFlow
-imports it lazily, inside the worker.
+A job crosses the process boundary as small picklable records (the architecture, the fidelity, indices
+into a windows file the worker loads itself), so that the study never imports TensorFlow; everything
+here that needs TensorFlow imports it lazily, inside the worker.
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ import math
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from tinynas.deploy.modeldir import save_weights
 from tinynas.process_memory import memory_bytes
+from tinynas.space import Architecture
 from tinynas.training.diagnose import health_monitor
 from tinynas.training.faults import INJECTED_FAULTS, LEARNING_RATE_FAULTS, poison_weights_callback
 from tinynas.training.model import build_model
+from tinynas.trial import Fidelity
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,8 @@ class Job:
 
     job_id: int
     kind: str  # "train", "final" or "export"
-    architecture: str  # canonical JSON
-    fidelity: dict[str, Any]
+    architecture: Architecture
+    fidelity: Fidelity
     seed: int
     data_path: str
     train: tuple[int, ...]
@@ -160,9 +161,7 @@ def _export(job: Job, model, windows, train: list[int], out: JobResult, cache: d
 def _run(job: Job, tf, cache: dict) -> JobResult:
     from tinynas.data.preprocess import Preprocessing
     from tinynas.data.windows import Windows
-    from tinynas.space import Architecture
     from tinynas.training.train import fit
-    from tinynas.trial import Fidelity
 
     started = time.perf_counter()
     if cache.get("path") != (job.data_path, repr(job.preprocessing)):
@@ -172,8 +171,7 @@ def _run(job: Job, tf, cache: dict) -> JobResult:
             windows = Preprocessing.from_dict(job.preprocessing).prepare(windows)
         cache.update(path=(job.data_path, repr(job.preprocessing)), windows=windows)
     windows = cache["windows"]
-    arch = Architecture.from_json(job.architecture)
-    fidelity = Fidelity(**job.fidelity)
+    arch, fidelity = job.architecture, job.fidelity
     if job.kind == "export":
         model = build_model(arch, seed=job.seed)
         model.load_weights(job.weights_path)
