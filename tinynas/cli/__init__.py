@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import NoReturn
 
 from tinynas import __version__
 from tinynas.cli import device, models, searching
@@ -17,7 +18,7 @@ log = logging.getLogger("tinynas")
 class _Parser(argparse.ArgumentParser):
     """argparse with its own errors (unknown option, missing value, not a number) as one line too."""
 
-    def error(self, message: str) -> None:  # argparse's default prints the whole usage block
+    def error(self, message: str) -> NoReturn:  # argparse's default prints the whole usage block
         text = " ".join(message.split())
         self.exit(2, f"tinynas: error: {text} (see `{self.prog} --help`)\n")
 

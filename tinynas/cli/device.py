@@ -108,9 +108,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         from firmware_bridge.link import LinkError
 
         raise LinkError(f"cannot create the port {port}: {port.parent} is not a folder")
+    names = {"port_name": port.name} if port else {}  # else the simulator's default name
     with Simulator(ArraySource(stream), hello, faults=faults, speed=args.speed,
-                   port_dir=port.parent if port else None,
-                   **({"port_name": port.name} if port else {})) as simulator:
+                   port_dir=port.parent if port else None, **names) as simulator:  # type: ignore[arg-type]
         print(f"simulating {args.source}: {windows.channels} x {fmt} at {windows.sample_rate_hz:g} Hz "
               f"on {simulator.port} (Ctrl-C to stop)", flush=True)
         next_unplug = time.monotonic() + args.unplug_every if args.unplug_every else None

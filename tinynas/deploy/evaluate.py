@@ -149,7 +149,7 @@ def plot_confusion(evaluation: Evaluation, path: str | Path) -> Path:
     if len(evaluation.classes) <= 30:
         for (i, j), count in np.ndenumerate(confusion):
             if count:
-                axes.text(j, i, int(count), ha="center", va="center", fontsize=7,
+                axes.text(j, i, str(int(count)), ha="center", va="center", fontsize=7,
                           color="white" if shares[i, j] > 0.5 else "black")
     figure.tight_layout()
     buffer = io.BytesIO()

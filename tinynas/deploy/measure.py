@@ -52,6 +52,7 @@ def measure_arena(tflite: bytes) -> ArenaMeasurement:
         raise MeasureError(
             "tflite-micro is not installed (pip install --pre tflite-micro; x86_64 only)") from exc
     # The recording allocator prints from C++ (MicroPrintf -> stderr), so capture the descriptor.
+    failure: Exception | None
     with captured_fd(2) as printed:
         try:
             interpreter = runtime.Interpreter.from_bytes(bytes(tflite), arena_size=MEASURE_ARENA_BYTES)

@@ -51,8 +51,11 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
                              f"({final.epochs} epochs, lr {final.learning_rate})")
     started = time.monotonic()
     result, fidelity = _final_training(study, winner, jobs, pool)
+    tflite = result.tflite
+    if tflite is None:  # a final or export job that succeeded always carries its model
+        raise StudyError(f"the final stage of {winner.architecture.name()} returned no model")
     x_test, y_test = study.test_set()
-    int8 = run_int8(result.tflite, x_test)
+    int8 = run_int8(tflite, x_test)
     int8_accuracy = int8.accuracy(y_test)
     cost = estimate(winner.architecture)
     card = ModelCard(
@@ -64,7 +67,7 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
         target=study.target.to_dict(),
         cost_estimate=cost.to_dict(),
         host64_estimate=estimate(winner.architecture, "lp64").to_dict(),
-        flash_bytes=len(result.tflite),
+        flash_bytes=len(tflite),
         float_test_accuracy=result.float_test_accuracy,
         int8_test_accuracy=int8_accuracy,
         int8_seconds_per_window=int8.seconds_per_window,
@@ -83,16 +86,16 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
                         "best_val_loss": min(result.val_loss) if result.val_loss else winner.score,
                         "retrained": bool(result.val_loss),
                         "timings": {key: round(value, 3) for key, value in result.timings.items()}},
-        measured_arena_host64=_measured_arena(result.tflite) if tflite_micro_available() else None,
+        measured_arena_host64=_measured_arena(tflite) if tflite_micro_available() else None,
     )
-    exported = write_export(study.out_dir, winner.architecture, result.tflite, card.to_dict())
+    exported = write_export(study.out_dir, winner.architecture, tflite, card.to_dict())
     card = ModelCard.from_dict(json.loads(exported.card_path.read_text()))
     save_split(study.out_dir / SPLIT_FILE, study.split)
     journal.set_meta("finished", True)
     write_report(study.out_dir, trials, winner, card, study.target)
     study.progress.event(f"winner {winner.architecture.name()}: int8 test accuracy {int8_accuracy:.3f} "
                          f"(float {result.float_test_accuracy:.3f}) on {len(y_test)} held-out windows; "
-                         f"flash {kib(len(result.tflite))}, RAM {kib(cost.peak_ram_bytes)}")
+                         f"flash {kib(len(tflite))}, RAM {kib(cost.peak_ram_bytes)}")
     return StudyResult(winner, card, study.out_dir, trials)
 
 

@@ -122,7 +122,7 @@ class Journal:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._db = None
+        self._db: sqlite3.Connection | None = None
         kind = inspect_journal(self.path) if self.path.exists() else "new"
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
@@ -171,6 +171,8 @@ class Journal:
         self.close()
 
     def _execute(self, sql: str, parameters: tuple = ()) -> sqlite3.Cursor:
+        if self._db is None:
+            raise JournalError(f"{self.path} is closed")  # a use after close() is a bug, said in one line
         try:
             return self._db.execute(sql, parameters)
         except sqlite3.Error as exc:

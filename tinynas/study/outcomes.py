@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
+from typing import Any
 
 from tinynas.cost.estimate import estimate
 from tinynas.cost.targets import Target
@@ -62,9 +63,9 @@ def safer_retry(trial: Trial) -> Fidelity | None:
 
 def completed(trial: Trial, result: JobResult, finished_at: float) -> Trial:
     """The trial as its training job left it: complete with a score, or failed with the reason."""
-    kept = {key: trial.details[key] for key in ("fault", "first_attempt", "retry_learning_rate")
-            if key in trial.details}
-    details = {**kept, "timings": {key: round(value, 3) for key, value in result.timings.items()},
+    kept: dict[str, Any] = {key: trial.details[key] for key in ("fault", "first_attempt", "retry_learning_rate")
+                            if key in trial.details}
+    details: dict[str, Any] = {**kept, "timings": {key: round(value, 3) for key, value in result.timings.items()},
                "finished_at": round(finished_at, 3)}
     if result.health:
         details["health"] = [{key: (round(value, 6) if isinstance(value, float) and math.isfinite(value)

@@ -13,7 +13,9 @@ from __future__ import annotations
 import multiprocessing
 import signal
 import time
+from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for
+from multiprocessing.process import BaseProcess
 
 from tinynas.errors import UsageError
 from tinynas.training.job import Job, JobResult, serve
@@ -23,11 +25,18 @@ DEFAULT_PRIVATE_LIMIT_BYTES = 400 << 20
 
 
 class _Slot:
+    """One worker: its process and pipe (None until started, or after it retired or died) and its job."""
+
     def __init__(self) -> None:
-        self.process = None
-        self.conn = None
+        self.process: BaseProcess | None = None
+        self.conn: Connection | None = None
         self.job: Job | None = None
         self.started = 0.0
+
+    def busy(self) -> tuple[BaseProcess, Connection, Job]:
+        """Process, pipe and job of a slot that was given a job (it has a started worker)."""
+        assert self.process is not None and self.conn is not None and self.job is not None, "slot is not busy"
+        return self.process, self.conn, self.job
 
 
 class WorkerPool:
@@ -55,15 +64,17 @@ class WorkerPool:
 
     def worker_pids(self) -> list[int]:
         """PIDs of live worker processes."""
-        return [slot.process.pid for slot in self._slots if slot.process is not None and slot.process.is_alive()]
+        return [slot.process.pid for slot in self._slots
+                if slot.process is not None and slot.process.pid is not None and slot.process.is_alive()]
 
     def submit(self, job: Job) -> None:
         """Give `job` to a free worker, starting one if needed."""
         slot = next((s for s in self._slots if s.job is None), None)
         if slot is None:
             raise RuntimeError("no idle worker")
-        if slot.process is None or not slot.process.is_alive():
+        if slot.process is None or slot.conn is None or not slot.process.is_alive():
             self._start(slot)
+        assert slot.conn is not None  # started just above
         slot.conn.send(job)
         slot.job = job
         slot.started = time.monotonic()
@@ -83,11 +94,12 @@ class WorkerPool:
         if not busy:
             time.sleep(max(0.0, min(timeout, 0.05)))
             return []
-        handles = {}
+        handles: dict[object, _Slot] = {}
         for slot in busy:
-            handles[slot.conn] = slot
-            handles[slot.process.sentinel] = slot
-        ready = wait_for(list(handles), timeout=max(0.0, timeout))
+            process, conn, _ = slot.busy()
+            handles[conn] = slot
+            handles[process.sentinel] = slot
+        ready = wait_for(list(handles), timeout=max(0.0, timeout))  # type: ignore[arg-type]  # conns and sentinels
         results = []
         for slot in {id(handles[h]): handles[h] for h in ready}.values():
             result = self._collect(slot)
@@ -96,18 +108,18 @@ class WorkerPool:
         return results
 
     def _collect(self, slot: _Slot) -> JobResult | None:
-        job = slot.job
+        process, conn, job = slot.busy()
         result = None
         try:
-            if slot.conn.poll():
-                result = slot.conn.recv()
+            if conn.poll():
+                result = conn.recv()
         except (EOFError, OSError):
             result = None
         if result is None:
-            if slot.process.is_alive():
+            if process.is_alive():
                 return None
-            slot.process.join(1)
-            code = slot.process.exitcode
+            process.join(1)
+            code = process.exitcode
             reason = (f"killed by signal {signal.Signals(-code).name}" if code is not None and code < 0
                       else f"exit code {code}")
             hint = " (out of memory?)" if code == -signal.SIGKILL else ""
@@ -118,7 +130,7 @@ class WorkerPool:
             for key, value in result.memory.items():
                 self.peak_memory[key] = max(self.peak_memory.get(key, 0), value)
             if result.retiring:
-                slot.process.join(5)
+                process.join(5)
                 self._discard(slot)
         slot.job = None
         return result
@@ -136,7 +148,7 @@ class WorkerPool:
         for slot in self._slots:
             if slot.process is None:
                 continue
-            if slot.job is None:
+            if slot.job is None and slot.conn is not None:
                 try:
                     slot.conn.send(None)
                 except (BrokenPipeError, OSError):

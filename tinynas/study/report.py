@@ -25,7 +25,7 @@ def plot_trials(path: Path, trials: list[Trial], winner: Trial, target: Target) 
     infeasible = [t for t in trials if t.state is TrialState.INFEASIBLE]
     ram = lambda t: t.costs.get("peak_ram_bytes", 0) / 1024  # noqa: E731
     if trained:
-        axes.scatter([ram(t) for t in trained], [t.best_val_accuracy for t in trained], s=28,
+        axes.scatter([ram(t) for t in trained], [t.best_val_accuracy or 0.0 for t in trained], s=28,
                      c=[t.architecture.c for t in trained], cmap="viridis", label="trained (colour = cells)")
     if failed:
         axes.scatter([ram(t) for t in failed], [0.0] * len(failed), marker="x", color="crimson", label="failed")
