@@ -74,5 +74,5 @@ class ModelCard:
     def from_dict(cls, data: dict[str, Any]) -> ModelCard:
         """A card read from card.json; a key missing from an older card reads as None."""
         known = {f.name for f in fields(cls)} - {"extra"}
-        values = {key: data.get(key) for key in known}
+        values: dict[str, Any] = {key: data.get(key) for key in known}  # card.json's values, unchecked
         return cls(**values, extra={key: value for key, value in data.items() if key not in known})
