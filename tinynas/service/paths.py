@@ -1,0 +1,68 @@
+"""Where the service keeps its files, and the request files the CLI leaves for it.
+
+Requests are files, not a socket: `tinynas onboard` works while the service is down or busy (it picks
+them up when it reaches a phase that reads them), and a request survives a reboot.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+from tinynas.atomic import atomic_write_text
+
+log = logging.getLogger(__name__)
+
+
+class ServicePaths:
+    """Where a service keeps its files under `data_dir`."""
+
+    def __init__(self, data_dir: str | Path) -> None:
+        self.root = Path(data_dir)
+        self.state = self.root / "state.json"
+        self.status = self.root / "status.json"
+        self.requests = self.root / "requests"
+        self.pid = self.root / "service.pid"
+        self.predictions = self.root / "predictions.jsonl"
+
+    def profile(self, user: str) -> Path:
+        """The folder of one user's (or machine's) sessions, studies and models."""
+        return self.root / "profiles" / user
+
+
+REQUESTS = ("onboard", "recalibrate", "continue", "cancel", "stop")
+
+
+def request(data_dir: str | Path, kind: str, **fields) -> Path:
+    """Leave a request for a running service; it picks it up within a second.
+
+    onboard (user, plan): collect, search and deploy for a new user; recalibrate (user, unlabelled): the
+    re-wear / new-condition flow for the user whose model is served; continue / cancel (user): resume or
+    drop a paused collection (its windows stay on disk), cancel also a running recalibration; stop: end
+    the service cleanly.
+    """
+    folder = ServicePaths(data_dir).requests
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{time.time_ns()}-{kind}.json"
+    atomic_write_text(path, json.dumps({"kind": kind, **fields}))
+    return path
+
+
+def pending_requests(folder: Path, kind: str) -> list[tuple[Path, dict]]:
+    """Pending requests of one kind in `folder`, oldest first; unreadable ones are dropped with a log line."""
+    found = []
+    if not folder.exists():
+        return found
+    for path in sorted(folder.glob(f"*-{kind}.json")):
+        try:
+            wanted = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(wanted, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring unreadable request %s: %s", path.name, exc)
+            path.unlink(missing_ok=True)
+            continue
+        found.append((path, wanted))
+    return found

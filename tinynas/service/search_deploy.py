@@ -1,0 +1,121 @@
+"""The SEARCHING and DEPLOYING steps: a study on the user's session, then its model served only if it
+is accurate enough on held-out windows.
+
+Both resume after a power cut: the search from its journal (a finished one is not rerun), the deployment
+from the finished study (the new model gets a folder of its own and is listed as deployed only once it is
+complete there, so a kill leaves the previous model served).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from firmware_bridge.guide import load_plan
+
+if TYPE_CHECKING:
+    from tinynas.service.runner import Service
+
+log = logging.getLogger(__name__)
+
+
+def search(service: Service) -> None:
+    """Run (or resume) the study on the recorded session, then move on to DEPLOYING."""
+    from tinynas.cost.targets import resolve_target
+    from tinynas.data.checks import check_windows
+    from tinynas.progress import Progress
+    from tinynas.study import Study, parse_duration
+    from tinynas.study.journal import Journal
+    from tinynas.trial import Fidelity
+
+    config = service.config
+    study = Path(service.state.study)
+    journal_path = study / "journal.sqlite"
+    finished = False
+    if journal_path.exists():
+        with Journal(journal_path) as journal:
+            finished = bool(journal.get_meta("finished")) and (study / "card.json").exists()
+    if not finished:
+        windows, data_spec = session_windows(service)
+        findings = check_windows(windows)
+        for finding in findings:
+            log.warning("data check: %s", finding.message)
+        errors = [f.message for f in findings if f.severity == "error"]
+        if errors:
+            # Tell the user before a search is wasted on it; the recording is kept on disk.
+            service._save(state="SERVING" if service.state.deployed else "IDLE",
+                          error=f"recording of {service.state.user} not used: {'; '.join(errors)}; record again")
+            return
+        Study(study, windows, resolve_target(config.target), strategy=config.strategy,
+              budget_seconds=parse_duration(config.budget), seed=0,
+              fidelity=Fidelity(config.epochs, config.batch_size, config.learning_rate),
+              final_fidelity=Fidelity(config.final_epochs, config.batch_size, 0.01),
+              workers=config.workers, normalize=config.normalize,
+              resume=journal_path.exists(), data_spec=data_spec,
+              progress=Progress(interactive=False)).run()
+    service._save(state="DEPLOYING")
+
+
+def session_windows(service: Service):
+    """The session's windows as the search uses them, and their data spec.
+
+    When the plan's window is too long for the target (a continuous recording such as bearing4 on a
+    small MCU), the recordings are cut into the longest windows the target can hold.
+    """
+    from tinynas.data.spec import load_windows
+
+    spec = f"session:{service.state.session}"
+    fit = service._plan_fit(load_plan(service.state.plan))
+    if fit.cut:
+        spec += f"?window={fit.window}&hop={fit.hop}"
+        log.info("plan windows of %d samples do not fit %s: searching on %d-sample windows cut from them",
+                 fit.recorded, service.config.target, fit.window)
+    return load_windows(spec), spec
+
+
+def deploy(service: Service) -> None:
+    """Serve the study's int8 model if it reaches `min_accuracy` on the held-out windows; else keep the old."""
+    from tinynas.data.preprocess import Preprocessing
+    from tinynas.data.splits import make_split
+    from tinynas.deploy.litert import Int8Model
+
+    state, config = service.state, service.config
+    study = Path(state.study)
+    card = json.loads((study / "card.json").read_text())
+    windows, _ = session_windows(service)
+    test = make_split(windows, "auto", seed=0).test
+    model = Int8Model((study / "model.tflite").read_bytes())
+    inputs = Preprocessing.from_card(card).apply(windows.x[test])
+    accuracy = float(np.mean(model.logits(inputs).argmax(axis=1) == windows.y[test]))
+    if accuracy < config.min_accuracy:
+        error = (f"new model for {state.user} reached {accuracy:.1%} on held-out windows, below "
+                 f"{config.min_accuracy:.0%}: not deployed")
+        log.warning("%s", error)
+        service._save(state="SERVING" if state.deployed else "IDLE", error=error)
+        return
+    target = service.paths.profile(state.user) / "deployed" / study.name
+    staging = target.with_name(target.name + ".tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    # The float weights, training windows and split too: a served model is a model folder that
+    # `recalibrate` / `adapt` can open (tinynas.deploy.modeldir).
+    for name in ("model.tflite", "model.c", "model.h", "card.json", "report.md", "model.weights.h5",
+                 "windows.npz", "split.npz"):
+        if (study / name).exists():
+            shutil.copy2(study / name, staging / name)
+    for file in staging.iterdir():
+        with open(file, "rb") as handle:
+            os.fsync(handle.fileno())
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(staging, target)
+    deployed = {"user": state.user, "model": str(target / "model.tflite"), "card": str(target / "card.json"),
+                "accuracy": accuracy, "card_int8_test_accuracy": card.get("int8_test_accuracy"),
+                "classes": card.get("classes"), "study": str(study), "session": state.session,
+                "plan": load_plan(state.plan).to_dict()}
+    service._save(state="SERVING", deployed=deployed, error="")
