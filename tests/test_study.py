@@ -352,3 +352,14 @@ def test_a_search_from_before_the_presets_is_told_how_to_resume(tmp_path):
              "space": {**settings["space"], "kernel_size": 3}}
     with pytest.raises(StudyError, match="resume with --augment none --kernels 3"):
         check_resumable(older, settings, study.final_fidelity)
+
+
+def test_a_study_started_by_a_worker_re_importing_a_script_says_to_add_the_main_guard(tmp_path, monkeypatch):
+    # What spawn does to a script without `if __name__ == "__main__":` (the worker imports it while
+    # bootstrapping); the study must refuse before it touches the folder.
+    import multiprocessing
+
+    monkeypatch.setattr(multiprocessing.current_process(), "_inheriting", True, raising=False)
+    with pytest.raises(StudyError, match='if __name__ == "__main__"'):
+        _study(tmp_path / "run").run()
+    assert not (tmp_path / "run").exists()

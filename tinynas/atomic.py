@@ -51,6 +51,17 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def publish_folder(staging: Path, target: Path) -> None:
+    """Move a fully written `staging` folder to `target` (which must not exist) in one rename, its files
+    flushed first: a power cut leaves no `target` or a whole one (a served model, a recalibrated one)."""
+    for file in staging.iterdir():
+        if file.is_file():
+            with open(file, "rb") as handle:
+                os.fsync(handle.fileno())
+    os.replace(staging, target)
+    _fsync_dir(target.parent)
+
+
 def _fsync_dir(folder: Path) -> None:
     # The rename is durable only once the directory entry is flushed (POSIX); not possible on Windows.
     try:

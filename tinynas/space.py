@@ -3,8 +3,9 @@
 An architecture is a stem convolution with `k` filters followed by `c` cells of
 max-pool -> conv -> batch norm -> ReLU, global average pooling and a dense head.
 It is expressed as a (1, T, C) 2-D graph with (1, kernel) kernels: that lowers to bare
-CONV_2D / MAX_POOL_2D operators in TFLite, about half the flash and a third less arena
-than the Conv1D form (which wraps every op in EXPAND_DIMS/RESHAPE); see METHOD.md.
+CONV_2D / MAX_POOL_2D operators in TFLite, with less flash and arena than the Conv1D form (which wraps
+every op in EXPAND_DIMS/RESHAPE: 1.2-1.5x the flash and arena in a check of four architectures made
+while writing docs/, not yet a committed benchmark); see docs/method.md.
 """
 
 from __future__ import annotations

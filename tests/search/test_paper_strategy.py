@@ -1,4 +1,4 @@
-"""The paper strategy against a literal transcription of METHOD.md's pseudo-code."""
+"""The paper strategy against a literal transcription of the method's pseudo-code (docs/method.md)."""
 
 import math
 
@@ -10,7 +10,7 @@ from tinynas.search import make_strategy
 
 
 def method_pseudocode(score, feasible, max_c):
-    """METHOD.md's loop, transcribed line by line; yields every (k, c) it scores or checks."""
+    """The method's loop, transcribed line by line; yields every (k, c) it scores or checks."""
     checked = []
     k, step_exp, refining, best, trial_k = 1, 0, False, math.inf, 1
     while k // 2 ** step_exp > 0:

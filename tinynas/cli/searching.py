@@ -20,6 +20,7 @@ from tinynas.options import (
     check_training,
     check_workers,
 )
+from tinynas.search import STRATEGIES
 
 log = logging.getLogger("tinynas")
 
@@ -30,7 +31,7 @@ def register(sub) -> None:
     search.add_argument("--data", required=True, help="data spec, e.g. synthetic:vibration or synthetic:emg")
     add_target_flags(search)
     search.add_argument("--budget", default="30m", help="wall-time budget of the search, e.g. 90s, 30m, 2h")
-    search.add_argument("--strategy", default="paper", choices=["paper", "greedy", "random", "fast", "tpe"],
+    search.add_argument("--strategy", default="paper", choices=list(STRATEGIES),
                         help="paper (the method), fast (budget frontier raced with the final recipe, no retraining), "
                              "greedy, random, or tpe (Optuna, optional extra)")
     search.add_argument("--out", required=True, help="output folder (journal, best.json, model, report)")

@@ -1,4 +1,4 @@
-"""The method's two-level search (METHOD.md), step for step.
+"""The method's two-level search (docs/method.md), step for step.
 
 Outer level over the stem width k: double while the score improves; after the first failure,
 halve the step every round (k + k/2, k + k/4, ...), also after later improvements; stop when

@@ -34,7 +34,7 @@ def take_request(service: Service) -> bool:
         user = user.strip() if isinstance(user, str) else user
         plan = wanted.get("plan") or service.config.plan
         problem = user_name_problem(user)
-        if problem:
+        if problem or not isinstance(user, str):  # (the second only tells the type checker what the first knows)
             service._refuse(f"onboarding request ignored: {problem}")
             continue
         try:
@@ -65,7 +65,7 @@ def _take_rewear(service: Service) -> bool:
         user = wanted.get("user")
         user = user.strip() if isinstance(user, str) else user
         problem = user_name_problem(user)
-        if problem:
+        if problem or not isinstance(user, str):  # (the second only tells the type checker what the first knows)
             service._refuse(f"recalibration request ignored: {problem}")
             continue
         try:

@@ -52,7 +52,7 @@ def request(data_dir: str | Path, kind: str, **fields) -> Path:
 
 def pending_requests(folder: Path, kind: str) -> list[tuple[Path, dict]]:
     """Pending requests of one kind in `folder`, oldest first; unreadable ones are dropped with a log line."""
-    found = []
+    found: list[tuple[Path, dict]] = []
     if not folder.exists():
         return found
     for path in sorted(folder.glob(f"*-{kind}.json")):

@@ -20,7 +20,6 @@ from __future__ import annotations
 import ctypes
 import json
 import logging
-import os
 import shutil
 import signal
 import subprocess
@@ -31,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from firmware_bridge.guide import Plan
+from tinynas.atomic import publish_folder
 from tinynas.errors import TinynasError, user_message
 
 log = logging.getLogger(__name__)
@@ -296,12 +296,9 @@ def recalibrate_step(service) -> None:
 
 
 def _swap(service, flow: dict, staging: Path, final: Path, outcome: dict, figures: str) -> None:
-    for file in staging.iterdir():
-        with open(file, "rb") as handle:
-            os.fsync(handle.fileno())
     if final.exists() and str(final / "model.tflite") != service.state.deployed.get("model"):
         shutil.rmtree(final)  # a swap a power cut interrupted before the state was saved
-    os.replace(staging, final)
+    publish_folder(staging, final)
     card = json.loads((final / "card.json").read_text())
     old = service.state.deployed
     after = [(outcome.get(key) or [None, None])[1] for key in ("verify", "test")]

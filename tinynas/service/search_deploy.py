@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from firmware_bridge.guide import load_plan
+from tinynas.atomic import publish_folder
 
 if TYPE_CHECKING:
     from tinynas.service.runner import Service
@@ -83,19 +81,19 @@ def deploy(service: Service) -> None:
     """Serve the study's int8 model if it reaches `min_accuracy` on the held-out windows; else keep the old."""
     from tinynas.data.preprocess import Preprocessing
     from tinynas.data.splits import make_split
-    from tinynas.deploy.litert import Int8Model
+    from tinynas.deploy.measure import int8_accuracy
 
     state, config = service.state, service.config
     study = Path(state.study)
     card = json.loads((study / "card.json").read_text())
     windows, _ = session_windows(service)
     test = make_split(windows, "auto", seed=0).test
-    model = Int8Model((study / "model.tflite").read_bytes())
     inputs = Preprocessing.from_card(card).apply(windows.x[test])
-    accuracy = float(np.mean(model.logits(inputs).argmax(axis=1) == windows.y[test]))
-    if accuracy < config.min_accuracy:
-        error = (f"new model for {state.user} reached {accuracy:.1%} on held-out windows, below "
-                 f"{config.min_accuracy:.0%}: not deployed")
+    accuracy = int8_accuracy((study / "model.tflite").read_bytes(), inputs, windows.y[test])
+    if accuracy is None or accuracy < config.min_accuracy:
+        reached = ("could not be checked: no held-out windows" if accuracy is None else
+                   f"reached {accuracy:.1%} on held-out windows, below {config.min_accuracy:.0%}")
+        error = f"new model for {state.user} {reached}: not deployed"
         log.warning("%s", error)
         service._save(state="SERVING" if state.deployed else "IDLE", error=error)
         return
@@ -109,11 +107,8 @@ def deploy(service: Service) -> None:
                  "windows.npz", "split.npz"):
         if (study / name).exists():
             shutil.copy2(study / name, staging / name)
-    for file in staging.iterdir():
-        with open(file, "rb") as handle:
-            os.fsync(handle.fileno())
     shutil.rmtree(target, ignore_errors=True)
-    os.replace(staging, target)
+    publish_folder(staging, target)
     deployed = {"user": state.user, "model": str(target / "model.tflite"), "card": str(target / "card.json"),
                 "accuracy": accuracy, "card_int8_test_accuracy": card.get("int8_test_accuracy"),
                 "classes": card.get("classes"), "study": str(study), "session": state.session,

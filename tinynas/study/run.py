@@ -10,6 +10,7 @@ happens in worker processes (`tinynas.study.pool`); this process never imports T
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
@@ -87,6 +88,12 @@ class Study:
 
     def run(self) -> StudyResult:
         """Search until the strategy finishes or the budget runs out, then export the winner."""
+        if getattr(multiprocessing.current_process(), "_inheriting", False):
+            # A script without `if __name__ == "__main__":` runs again in every spawned worker, each
+            # starting its own study on the same folder: say so once, before anything is touched.
+            raise StudyError("a study was started while a worker process was starting (the script runs again "
+                             "in every worker): put the code that runs the study under "
+                             "`if __name__ == \"__main__\":`")
         s = self.settings
         check_out_dir(self.out_dir)  # before anything else: the folder is the first thing a user gets wrong
         check_space_fits(self.target, self.windows.window_length, self.windows.channels, self.windows.classes)

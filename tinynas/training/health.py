@@ -10,7 +10,7 @@ no extra training step):
 - curvature: along the last update (the secant of the probe gradient, free given the gradient) and
   every `sharpness_every` epochs the top Hessian eigenvalue by a few power iterations of
   Hessian-vector products. Loss curvature is the signal that still separates unstable from stable
-  training on programs a diagnoser has never seen (METHOD.md); every candidate is such a program.
+  training on programs a diagnoser has never seen (docs/method.md); every candidate is such a program.
 
 The trace (one dict per epoch) feeds `tinynas.training.diagnose`. `seconds` is the monitor's own time, so
 its overhead is measured, not guessed.
