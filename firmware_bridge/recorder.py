@@ -21,17 +21,16 @@ from pathlib import Path
 import numpy as np
 
 from firmware_bridge import __version__
+from firmware_bridge.durable import write_durably
 from firmware_bridge.protocol import Hello, Mark, Samples
 from firmware_bridge.ring import SampleRing
 from firmware_bridge.session_format import FORMAT_NAME, VERSION, SessionFormatError, encode_chunk
-from tinynas.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 
 
 def _atomic_json(path: Path, value) -> None:
-    # tinynas's one crash-safe writer (temp file, fsync, rename, fsync the folder); its StorageError is an OSError.
-    atomic_write_text(path, json.dumps(value, indent=2))
+    write_durably(path, json.dumps(value, indent=2).encode("utf-8"))
 
 
 class Recorder:

@@ -1,40 +1,29 @@
 """Crash-safe file writes: write a temp file, fsync it, rename over the target, fsync the folder.
 
+The writing itself is `firmware_bridge.durable` (the lowest layer, which the session recorder uses too);
+here its failures become tinynas's one-line StorageError.
+
 A write the disk refuses (full, read-only, permissions) raises a one-line `StorageError` and leaves the
 old file as it was; the temp file is removed.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 from pathlib import Path
 
+from firmware_bridge.durable import fsync_folder, write_durably
 from tinynas.errors import StorageError, storage_message
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Replace `path` with `data` so that a power cut leaves either the old or the new file."""
-    target = Path(path)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        write_durably(path, data)
     except OSError as exc:
-        raise storage_error(exc, "cannot write", target) from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError) and not isinstance(exc, StorageError):
-            raise storage_error(exc, "cannot write", target) from None
-        raise
-    _fsync_dir(target.parent)
+        if isinstance(exc, StorageError):
+            raise
+        raise storage_error(exc, "cannot write", Path(path)) from None
 
 
 def storage_error(exc: OSError, doing: str, path: str | os.PathLike) -> StorageError:
@@ -59,19 +48,4 @@ def publish_folder(staging: Path, target: Path) -> None:
             with open(file, "rb") as handle:
                 os.fsync(handle.fileno())
     os.replace(staging, target)
-    _fsync_dir(target.parent)
-
-
-def _fsync_dir(folder: Path) -> None:
-    # The rename is durable only once the directory entry is flushed (POSIX); not possible on Windows.
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
+    fsync_folder(target.parent)
