@@ -289,7 +289,7 @@ class GuidedCollection:
                     kept = sum(self.done_counts().values())
                     raise CollectionPaused(
                         f"collection paused at {label}: {self.max_attempts} attempts rejected "
-                        f"({_why(self.last_problems)}) - {_advice(self.last_problems)}; "
+                        f"({_why(self.last_problems)}) - {advice(self.last_problems)}; "
                         f"{kept} accepted window(s) kept, the collection continues from them",
                         label=label, problems=self.last_problems)
                 result.accepted[label] += 1
@@ -312,7 +312,8 @@ def _why(problems: list[str]) -> str:
     return "; ".join(problem.split(" - ")[0] for problem in problems) or "unknown"
 
 
-def _advice(problems: list[str]) -> str:
+def advice(problems: list[str]) -> str:
+    """What to check after windows were rejected for these problems (shown by the CLI and the status page)."""
     text = " ".join(problems)
     if "clips" in text:
         return "lower the gain or move the sensor away from the strongest source"

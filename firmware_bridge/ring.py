@@ -31,6 +31,16 @@ class SampleRing:
             self._received[index] = True
             self.latest_sample = max(self.latest_sample, message.first_sample + count)
 
+    def recent(self, length: int) -> tuple[int, np.ndarray, np.ndarray]:
+        """The newest `length` samples, oldest first, whatever arrived: (latest_sample, data, received mask).
+
+        For showing the signal (the status page's trace), where a link gap is a hole, not a reason to show nothing.
+        """
+        with self._lock:
+            length = max(0, min(length, self.capacity, self.latest_sample))
+            index = (self.latest_sample - length + np.arange(length)) % self.capacity
+            return self.latest_sample, self._data[index].copy(), self._received[index].copy()
+
     def window(self, start: int, length: int) -> np.ndarray | None:
         """Samples [start, start + length), or None if any is missing or already overwritten."""
         with self._lock:

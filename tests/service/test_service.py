@@ -6,6 +6,7 @@ collecting, restart) -> (kill while searching, restart) -> deploy -> serve -> (k
 serving, restart) -> serve; then check predictions on replayed windows of known classes.
 """
 
+import http.client
 import json
 import os
 import signal
@@ -150,6 +151,7 @@ class Scenario:
         self.process = None
         self.log = open(root / "service.log", "a")
         self.seen_states = []
+        self.page_seen = {}  # per state, the first live status carrying what the status page draws for it
         self.pauses = 0
         self._user = threading.Thread(target=self._simulated_user, daemon=True)
         self._halt = threading.Event()
@@ -190,7 +192,7 @@ class Scenario:
         try:
             return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/status.json",
                                                      timeout=1).read())
-        except (OSError, ValueError):
+        except (OSError, ValueError, http.client.HTTPException):  # e.g. the service killed mid-answer
             return {}
 
     def _simulated_user(self):
@@ -204,6 +206,12 @@ class Scenario:
             state = status.get("state")
             if state and (not self.seen_states or self.seen_states[-1] != state):
                 self.seen_states.append(state)
+            drawn = {"COLLECTING": lambda s: (s.get("collection") or {}).get("trace", {}).get("channels")
+                     and (s.get("collection") or {}).get("rest"),
+                     "SEARCHING": lambda s: (s.get("search") or {}).get("trials_list"),
+                     "SERVING": lambda s: (s.get("model") or {}).get("name") and s.get("predictions")}
+            if state in drawn and state not in self.page_seen and drawn[state](status):
+                self.page_seen[state] = status
             if state != "COLLECTING" or not prompt:
                 continue
             if status.get("paused"):
@@ -345,8 +353,27 @@ def test_status_endpoint_schema(scenario):
     assert status["state"] == "SERVING" and status["user"] == "alice"
     assert isinstance(status["predictions"], list) and status["predictions"]
     prediction = status["predictions"][-1]
-    assert set(prediction) == {"end_sample", "label", "confidence", "smoothed"}
+    assert set(prediction) == {"end_sample", "label", "confidence", "smoothed", "probabilities"}
     assert prediction["label"] in CLASSES and 0 <= prediction["confidence"] <= 1
+    assert len(prediction["probabilities"]) == len(CLASSES) and abs(sum(prediction["probabilities"]) - 1) < 0.01
+    assert max(prediction["probabilities"]) == pytest.approx(prediction["confidence"], abs=1e-3)
+
+
+def test_the_status_page_gets_what_it_draws_from_the_real_service(scenario):
+    run, _ = scenario
+    seen = run.page_seen
+    assert {"COLLECTING", "SEARCHING", "SERVING"} <= set(seen), sorted(seen)
+    collecting = seen["COLLECTING"]["collection"]
+    channels = collecting["trace"]["channels"]
+    assert len(channels) == 4 == len(collecting["rest"])  # the simulated armband's 4 channels
+    assert all(len(c["min"]) == len(c["max"]) >= 20 and c["flag"] in ("", "flat", "clipping") for c in channels)
+    assert set(collecting["per_class"]) == set(CLASSES) and collecting["phase"] in ("ready", "go")
+    searching = seen["SEARCHING"]["search"]
+    assert searching["ram_budget_bytes"] == 4096 and searching["budget_seconds"] > 0  # STM32F030F4P6
+    assert all(t["name"].startswith("A(") and t["ram_bytes"] > 0 for t in searching["trials_list"])
+    serving = seen["SERVING"]
+    assert serving["model"]["name"].startswith("A(") and serving["model"]["flash_bytes"] > 0
+    assert set(serving["classes"]) == set(CLASSES) and serving["predictions_per_minute"] > 0
 
 
 @pytest.mark.slow

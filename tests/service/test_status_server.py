@@ -27,7 +27,8 @@ def test_serves_json_and_page_on_loopback():
         base = f"http://127.0.0.1:{server.address[1]}"
         assert json.loads(urllib.request.urlopen(base + "/status.json", timeout=5).read()) == STATUS
         page = urllib.request.urlopen(base + "/", timeout=5).read().decode()
-        assert "<title>tinynas</title>" in page and "status.json" in page
+        assert "<title>tinynas</title>" in page and 'src="page.js"' in page
+        assert "status.json" in urllib.request.urlopen(base + "/page.js", timeout=5).read().decode()
         with pytest.raises(urllib.error.HTTPError) as missing:
             urllib.request.urlopen(base + "/nope", timeout=5)
         assert missing.value.code == 404
@@ -52,6 +53,17 @@ def test_token_is_required_when_set():
         assert json.loads(urllib.request.urlopen(base + "?token=s3cret", timeout=5).read())["user"] == "alice"
         authorised = urllib.request.Request(base, headers={"Authorization": "Bearer s3cret"})
         assert urllib.request.urlopen(authorised, timeout=5).status == 200
+        # The page and its script and style need the token as well; the page passes it on to them.
+        root = f"http://127.0.0.1:{server.address[1]}/"
+        for asset in ("", "page.js", "page.css"):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(root + asset, timeout=5)
+            assert refused.value.code == 401
+        page = urllib.request.urlopen(root + "?token=s3cret", timeout=5).read().decode()
+        for asset in ('src="page.js?token=s3cret"', 'href="page.css?token=s3cret"'):
+            assert asset in page
+            url = root + asset.split('"')[1]
+            assert urllib.request.urlopen(url, timeout=5).status == 200
     finally:
         server.stop()
 
@@ -76,6 +88,6 @@ def test_page_renders_in_a_headless_browser(tmp_path):
                               "--virtual-time-budget=3000", "--dump-dom", f"http://127.0.0.1:{server.address[1]}/"],
                              check=True, capture_output=True, text=True, timeout=60).stdout
         assert shot.stat().st_size > 5000
-        assert ">SERVING<" in dom and "fist" in dom  # the script filled the page from status.json
+        assert 'data-state="SERVING"' in dom and "fist" in dom  # the script filled the page from status.json
     finally:
         server.stop()

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from firmware_bridge.errors import BridgeError
-from firmware_bridge.guide import GuidedCollection, Prompter, load_plan
+from firmware_bridge.guide import GuidedCollection, Prompter, advice, load_plan
 from firmware_bridge.recorder import Recorder
 from tinynas.errors import TinynasError
+from tinynas.service.status_views import channel_levels
 
 if TYPE_CHECKING:
     from tinynas.service.runner import Service
@@ -31,7 +32,15 @@ class _StatusPrompter(Prompter):
 
     def say(self, text: str) -> None:
         log.info("collect: %s", text)
-        self.service.collection["last_line"] = text
+        collection = self.service.collection
+        collection["last_line"] = text
+        label = collection.get("prompt")
+        if text.startswith("not kept: ") and label:
+            # What the status page shows under the trace: which window, why, and what to check.
+            problems = text.removeprefix("not kept: ").split("; ")
+            collection["last_rejected"] = {"label": label, "problems": problems, "advice": advice(problems)}
+            counts = collection.setdefault("per_class", {}).setdefault(label, {"accepted": 0, "rejected": 0})
+            counts["rejected"] += 1
 
     def wants_redo(self, seconds: float) -> bool:
         time.sleep(seconds)
@@ -63,15 +72,22 @@ def collect(service: Service) -> None:
         # The plan or the target changed since the request: nothing to resume until that is fixed.
         service._failed("COLLECTING", exc)
         return
-    service.collection = {"total": len(plan.prompts()), "accepted": 0, "plan": plan.name}
+    service.collection = {"total": len(plan.prompts()), "accepted": 0, "plan": plan.name, "verb": plan.verb}
 
     def announced(label: str, attempt: int) -> None:
         service.prompt_number += 1
+        done = guide.done_counts()
+        per_class = service.collection.setdefault("per_class", {})
+        for name in plan.classes:
+            per_class.setdefault(name, {"accepted": 0, "rejected": 0})["accepted"] = done.get(name, 0)
+        # The rest level the guide compares each window with: the signal just before the prompt.
+        rest = channel_levels(service.ring, service.hello.sample_rate_hz, plan.rest_seconds or 1.0)
         service.collection.update(prompt=label, number=service.prompt_number, attempt=attempt, go=None,
-                                  accepted=sum(guide.done_counts().values()))  # what status shows, kept current
+                                  phase="ready", rest=rest,
+                                  accepted=sum(done.values()))  # what status shows, kept current
 
     def go(label: str, sample: int) -> None:
-        service.collection["go"] = sample
+        service.collection.update(go=sample, phase="go")
         if service.on_prompt is not None:
             service.on_prompt(label, sample)
 

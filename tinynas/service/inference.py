@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import Counter, deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ class Prediction:
     label: str
     confidence: float
     smoothed: str
+    probabilities: tuple[float, ...] = ()
+    """Per class, in the card's class order (the status page's confidence bars)."""
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
@@ -61,7 +64,8 @@ class LiveClassifier:
             best = int(probabilities.argmax())
             self.recent.append(self.classes[best])
             smoothed = Counter(self.recent).most_common(1)[0][0]
-            out.append(Prediction(end, self.classes[best], float(probabilities[best]), smoothed))
+            out.append(Prediction(end, self.classes[best], float(probabilities[best]), smoothed,
+                                  tuple(round(float(p), 4) for p in probabilities)))
         return out
 
 
@@ -72,6 +76,7 @@ class PredictionLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(path, "a", encoding="utf-8")
         self.last: deque[dict] = deque(maxlen=20)
+        self.times: deque[float] = deque(maxlen=5000)  # when each was made: predictions per minute
         self._shown: str | None = None
 
     def write(self, predictions: list[Prediction]) -> None:
@@ -80,6 +85,7 @@ class PredictionLog:
             record = prediction.to_dict()
             self._file.write(json.dumps(record) + "\n")
             self.last.append(record)
+            self.times.append(time.time())
             if prediction.smoothed != self._shown:
                 self._shown = prediction.smoothed
                 log.info("prediction: %s (%.0f%%) at sample %d", prediction.smoothed, 100 * prediction.confidence,

@@ -36,7 +36,7 @@ from tinynas.service.config import ServiceConfig
 from tinynas.service.inference import LiveClassifier, PredictionLog
 from tinynas.service.paths import REQUESTS, ServicePaths, pending_requests, request
 from tinynas.service.state import load_state, save_state
-from tinynas.service.status import snapshot
+from tinynas.service.status import page_snapshot, snapshot
 from tinynas.service.status_server import StatusServer
 
 # REQUESTS, ServicePaths and request live in paths.py; the CLI and the tests import them from here.
@@ -154,7 +154,7 @@ class Service:
         try:
             self.hello = self.link.wait_hello(30)
             self.ring = SampleRing(self.hello.channels, int(30 * self.hello.sample_rate_hz))
-            server = StatusServer(self.status, self.config.http_host, self.config.http_port,
+            server = StatusServer(lambda: page_snapshot(self), self.config.http_host, self.config.http_port,
                                   self.config.http_token).start()
             side = [threading.Thread(target=target, args=(self,), name=target.__name__, daemon=True)
                     for target in threads.SIDE_THREADS]

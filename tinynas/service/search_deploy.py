@@ -93,7 +93,8 @@ def deploy(service: Service) -> None:
     if accuracy is None or accuracy < config.min_accuracy:
         reached = ("could not be checked: no held-out windows" if accuracy is None else
                    f"reached {accuracy:.1%} on held-out windows, below {config.min_accuracy:.0%}")
-        error = f"new model for {state.user} {reached}: not deployed"
+        error = (f"new model for {state.user} {reached}: not deployed (record again with the sensor placed as "
+                 f"during the recording: tinynas onboard --user {state.user})")
         log.warning("%s", error)
         service._save(state="SERVING" if state.deployed else "IDLE", error=error)
         return

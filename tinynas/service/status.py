@@ -27,6 +27,45 @@ def snapshot(service: Service) -> dict:
     return status
 
 
+def page_snapshot(service: Service) -> dict:
+    """`snapshot` plus what only the status page draws: the live signal while recording, the search's trials,
+    the served model and its classes, predictions per minute. Computed per request (the status file
+    `tinynas service status` reads, written twice a second, stays small)."""
+    from tinynas.service import status_views
+
+    status = snapshot(service)
+    hello = getattr(service, "hello", None)
+    ring = getattr(service, "ring", None)
+    if status["state"] in ("COLLECTING", "RECALIBRATING") and hello is not None and ring is not None:
+        status["collection"]["trace"] = status_views.trace(ring, hello.sample_rate_hz, hello.sample_format,
+                                                           rest=service.collection.get("rest"))
+    if status["state"] == "SEARCHING" and service.state.study:
+        search = status["search"]
+        search["trials_list"] = status_views.trials(Path(service.state.study))
+        complete = [t for t in search["trials_list"] if t["name"] == search.get("best")]
+        if complete:
+            search["best_val_accuracy"] = complete[-1]["val_accuracy"]
+            search["best_ram_bytes"] = complete[-1]["ram_bytes"]
+        for trial in search["trials_list"]:
+            trial["best"] = trial["name"] == search.get("best")
+        search["ram_budget_bytes"] = _ram_budget(service)
+    if state_deployed := service.state.deployed:
+        status["model"] = status_views.served_model(state_deployed)
+        status["classes"] = status["model"].get("classes")
+        status["predictions_per_minute"] = status_views.per_minute(list(service.predictions.times))
+    return status
+
+
+def _ram_budget(service: Service) -> int | None:
+    from tinynas.cost.targets import resolve_target
+    from tinynas.errors import TinynasError
+
+    try:
+        return resolve_target(service.config.target).ram_bytes
+    except TinynasError:
+        return None
+
+
 def search_progress(service: Service) -> dict:
     """Trials so far, seconds of budget left and the best model of a running search ({} when none runs).
 
@@ -48,7 +87,8 @@ def search_progress(service: Service) -> dict:
                 spent = json.loads(row[0]) if row else 0.0
                 from tinynas.study import parse_duration
 
-                result["seconds_left"] = max(0.0, parse_duration(service.config.budget) - spent)
+                result["budget_seconds"] = parse_duration(service.config.budget)
+                result["seconds_left"] = max(0.0, result["budget_seconds"] - spent)
         except sqlite3.Error:
             pass
     best = study / "best.json"

@@ -1,4 +1,4 @@
-"""A small local HTTP endpoint: JSON status and a minimal HTML page.
+"""A small local HTTP endpoint: JSON status and the status page that draws it.
 
 Bound to 127.0.0.1 by default. Binding any other address requires a token, which every request
 must then carry (`Authorization: Bearer TOKEN` or `?token=TOKEN`).
@@ -12,54 +12,21 @@ import json
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
+from importlib import resources
+from urllib.parse import parse_qs, quote, urlparse
 
 from tinynas.errors import TinynasError
 
-PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>tinynas</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>
- body { font: 15px/1.4 system-ui, sans-serif; margin: 1.5em; max-width: 46em; color: #222; }
- h1 { font-size: 1.3em; } .state { font-size: 1.6em; font-weight: 600; }
- table { border-collapse: collapse; } td, th { padding: 2px 10px 2px 0; text-align: left; }
- .box { border: 1px solid #ccc; border-radius: 6px; padding: 0.6em 1em; margin: 0.8em 0; }
- .muted { color: #777; } .error { color: #b00; }
-</style></head>
-<body>
-<h1>tinynas on this device</h1>
-<div class="box"><div class="state" id="state">...</div><div id="who" class="muted"></div>
-<div id="error" class="error"></div></div>
-<div class="box"><b>Collection</b><div id="collection" class="muted">-</div></div>
-<div class="box"><b>Search</b><div id="search" class="muted">-</div></div>
-<div class="box"><b>Serving</b><div id="serving" class="muted">-</div>
-<table id="predictions"></table></div>
-<script>
-const token = new URLSearchParams(location.search).get("token");
-const url = "status.json" + (token ? "?token=" + encodeURIComponent(token) : "");
-function text(id, value) { document.getElementById(id).textContent = value; }
-async function refresh() {
-  try {
-    const s = await (await fetch(url)).json();
-    const r = s.rewear || {};
-    text("state", s.state + (s.paused ? " - paused" : "") + (r.phase ? ` - re-wear of ${r.user}: ${r.phase}: ${r.text || ""}` : ""));
-    text("who", (s.user ? "user " + s.user + " - " : "") + "updated " + new Date(s.time * 1000).toLocaleTimeString());
-    text("error", s.error || "");
-    const c = s.collection || {};
-    text("collection", c.total ? `${c.accepted} of ${c.total} windows` + (c.prompt ? ` - now: ${c.prompt}` : "") : "-");
-    const q = s.search || {};
-    text("search", q.trials !== undefined ? `${q.trials} candidates, best ${q.best || "-"}, ${Math.round(q.seconds_left || 0)} s left` : "-");
-    const d = s.deployed || {};
-    text("serving", d.model ? `model for ${d.user}: int8 accuracy ${(d.accuracy * 100).toFixed(1)} %` : "no model yet");
-    const rows = (s.predictions || []).slice(-8).reverse().map(p =>
-      `<tr><td>${p.smoothed}</td><td>${(p.confidence * 100).toFixed(0)} %</td><td class="muted">sample ${p.end_sample}</td></tr>`);
-    document.getElementById("predictions").innerHTML = rows.join("");
-  } catch (e) { text("error", "status unavailable: " + e); }
-}
-refresh(); setInterval(refresh, 1000);
-</script>
-</body></html>
-"""
+_HTML = "text/html; charset=utf-8"
+PAGE_FILES = {"/": ("index.html", _HTML), "/index.html": ("index.html", _HTML),
+              "/page.js": ("page.js", "text/javascript; charset=utf-8"), "/page.css": ("page.css", "text/css")}
+"""The page (tinynas/service/page/): plain HTML, one small script, one style sheet; no CDN, the device may have
+no internet."""
+
+
+def _page_assets() -> dict[str, tuple[bytes, str]]:
+    folder = resources.files("tinynas.service") / "page"
+    return {route: (folder.joinpath(name).read_bytes(), kind) for route, (name, kind) in PAGE_FILES.items()}
 
 
 class StatusServerError(TinynasError, ValueError):
@@ -79,12 +46,15 @@ def is_loopback(host: str) -> bool:
 class StatusServer:
     """Serves `status()` as JSON at /status.json and the page at /."""
 
-    def __init__(self, status: Callable[[], dict], host: str = "127.0.0.1", port: int = 8765, token: str = "") -> None:
+    def __init__(self, status: Callable[[], dict], host: str = "127.0.0.1", port: int = 8765, token: str = "",
+                 on_page: Callable[[], None] | None = None) -> None:
         if not is_loopback(host) and not token:
             raise StatusServerError(f"refusing to serve status on {host}: binding beyond loopback requires "
                                     f"http_token in the config")
         self.status = status
         self.token = token
+        self.on_page = on_page  # called when the page itself is loaded (tests count reloads)
+        assets = _page_assets()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -112,8 +82,16 @@ class StatusServer:
                     self._send(401, b'{"error": "token required"}', "application/json")
                 elif parsed.path == "/status.json":
                     self._send(200, json.dumps(server.status()).encode(), "application/json")
-                elif parsed.path in ("/", "/index.html"):
-                    self._send(200, PAGE.encode(), "text/html; charset=utf-8")
+                elif parsed.path in assets:
+                    body, kind = assets[parsed.path]
+                    if parsed.path in ("/", "/index.html"):
+                        if server.on_page is not None:
+                            server.on_page()
+                        if server.token:  # the page's own script and style must carry the token too
+                            suffix = b"?token=" + quote(server.token).encode()
+                            body = body.replace(b'src="page.js"', b'src="page.js' + suffix + b'"').replace(
+                                b'href="page.css"', b'href="page.css' + suffix + b'"')
+                    self._send(200, body, kind)
                 else:
                     self._send(404, b'{"error": "not found"}', "application/json")
 

@@ -1,0 +1,182 @@
+"""The status page in a real headless Chromium: every state renders what the user needs, live, without reloading.
+
+Each state is a status.json as the service writes it (the views come from `tinynas.service.status_views`,
+checked on their own in test_status_views.py). Set TINYNAS_SCREENSHOTS=docs/status-page to refresh the
+README's screenshots.
+"""
+
+import json
+import re
+import math
+import os
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tinynas.service.status_server import StatusServer
+
+CLASSES = ["rest", "fist", "open", "point"]
+
+
+def _envelope(channel: int, flat: bool = False) -> dict:
+    if flat:
+        lows = highs = [512.0] * 120
+    else:
+        wave = [math.sin(i / 6 + channel) * (40 + 25 * channel) for i in range(120)]
+        lows, highs = [w - 12 for w in wave], [w + 12 for w in wave]
+    return {"name": f"channel {channel}", "min": lows, "max": highs, "level": 0.0 if flat else 31.5 + channel,
+            "rest": 9.0, "flag": "flat" if flat else ""}
+
+
+def _trials() -> list[dict]:
+    out = []
+    for number, (k, c, acc, state, note) in enumerate([
+            (1, 0, 0.41, "complete", ""), (1, 1, 0.55, "complete", ""), (1, 2, 0.63, "complete", ""),
+            (2, 2, 0.71, "complete", ""), (2, 3, None, "failed", "stopped by the health monitor: training diverging"),
+            (3, 3, 0.83, "complete", ""), (4, 4, None, "infeasible", "RAM 6.1 KiB > 6.0 KiB")], 1):
+        out.append({"number": number, "name": f"A({k},{c})", "state": state, "val_accuracy": acc,
+                    "ram_bytes": 1500 + 700 * c + 350 * k, "note": note})
+    return out
+
+
+BASE = {"time": 1.7e9, "error": "", "paused": "", "rewear": {}, "deployed": {}, "collection": {}, "search": {},
+        "predictions": [], "user": ""}
+STATES = {
+    "idle": {**BASE, "state": "IDLE"},
+    "collecting": {**BASE, "state": "COLLECTING", "user": "alice", "collection": {
+        "total": 20, "accepted": 7, "plan": "gestures4", "prompt": "fist", "verb": "Perform sign", "phase": "go",
+        "attempt": 2, "per_class": {name: {"accepted": 2 if name != "fist" else 1, "rejected": int(name == "fist")}
+                                    for name in CLASSES},
+        "last_rejected": {"label": "fist", "problems": ["no movement seen (signal RMS 9.1 vs rest 9.0)"],
+                          "advice": "check the electrodes or sensor (contact, placement, cable)"},
+        "trace": {"seconds": 4.0, "rate_hz": 1000.0, "channels": [_envelope(0), _envelope(1), _envelope(2, flat=True)]}}},
+    "searching": {**BASE, "state": "SEARCHING", "user": "alice", "search": {
+        "trials": 7, "seconds_left": 95.0, "budget_seconds": 300.0, "best": "A(3,3)", "best_val_accuracy": 0.83,
+        "best_ram_bytes": 4650, "ram_budget_bytes": 6144, "trials_list": _trials()}},
+    "serving": {**BASE, "state": "SERVING", "user": "alice",
+                "deployed": {"user": "alice", "model": "/data/alice/model.tflite", "accuracy": 0.912},
+                "model": {"name": "A(3,3)", "ram_bytes": 4650, "flash_bytes": 9800, "int8_test_accuracy": 0.9,
+                          "made": 1.7e9, "classes": CLASSES},
+                "classes": CLASSES, "predictions_per_minute": 240,
+                "predictions": [{"end_sample": 1000 * i, "label": label, "smoothed": label, "confidence": 0.81,
+                                 "probabilities": [0.05, 0.81, 0.09, 0.05] if label == "fist" else
+                                 [0.7, 0.1, 0.1, 0.1]} for i, label in enumerate(["rest"] * 5 + ["fist"] * 6)]},
+    "error": {**BASE, "state": "IDLE", "user": "alice",
+              "error": "new model for alice reached 41.0% on held-out windows, below 50%: not deployed "
+                       "(record again with the sensor placed as during the recording: tinynas onboard --user alice)"},
+}
+EXPECTED = {  # what each state must show: texts, and elements by CSS-like markers found in the DOM
+    "idle": ["Idle", "no user yet"],
+    "collecting": ["Perform sign: fist", "GO", "7 of 20 windows kept", "not kept", "no movement seen",
+                   "check the electrodes", "FLAT", 'class="envelope"', "<th>not kept</th>"],
+    "searching": ["Searching", "Best so far: A(3,3)", "95 s of 300 s left", 'class="budget"',
+                  'class="trial complete"', "stopped by the health monitor", "RAM budget 6.0 KiB"],
+    "serving": ["Serving", "A(3,3) for alice", "91 %", "240 predictions per minute", 'class="bar top"', "fist"],
+    "error": ["below 50%: not deployed", 'class="banner"', "tinynas onboard --user alice"],
+}
+
+
+def _browser() -> str:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        if os.environ.get("CI"):
+            pytest.fail("no Chromium in CI: .ci/run should have installed it (apt-get install chromium)")
+        pytest.skip("no Chromium on this machine (apt-get install chromium)")
+    return browser
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _chromium(browser: str, url: str, profile: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                           "--hide-scrollbars", f"--user-data-dir={profile}", "--virtual-time-budget=4000",
+                           "--window-size=900,880", *extra, url],
+                          check=True, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("name", list(STATES))
+def test_each_state_renders_what_the_user_needs(name, tmp_path):
+    browser = _browser()
+    server = StatusServer(lambda: STATES[name], port=_free_port()).start()
+    try:
+        url = f"http://127.0.0.1:{server.address[1]}/"
+        dom = _chromium(browser, url, tmp_path / "dom", "--dump-dom").stdout
+        folder = Path(os.environ.get("TINYNAS_SCREENSHOTS") or tmp_path)
+        folder.mkdir(parents=True, exist_ok=True)
+        shot = folder / f"{name}.png"
+        _chromium(browser, url, tmp_path / "shot", f"--screenshot={shot}")
+    finally:
+        server.stop()
+    missing = [want for want in EXPECTED[name] if want not in dom]
+    if name in ("collecting", "searching"):  # the progress bar is drawn to its share (7 of 20; 205 of 300 s)
+        bar, share = {"collecting": ("collect-bar", "35"), "searching": ("search-bar", "68.3")}[name]
+        assert re.search(f'id="{bar}" style="width: {share}(\\.0)?%;"', dom), name
+    assert not missing, f"{name}: the page lacks {missing}"
+    assert shot.stat().st_size > 10_000  # a drawn page, not a blank one
+    others = [other for other in STATES if other != name]
+    assert f'data-state="{STATES[name]["state"]}"' in dom and all(
+        f'id="{section}" class="box" hidden' in dom for section in
+        {"idle": ["collecting", "searching", "serving"], "collecting": ["searching", "serving"],
+         "searching": ["collecting", "serving"], "serving": ["collecting", "searching"],
+         "error": ["collecting", "searching", "serving"]}[name]), others
+
+
+def test_the_page_updates_without_reloading(tmp_path):
+    # One navigation; the server moves from idle to collecting to serving while the page polls.
+    browser = _browser()
+    served = {"requests": 0}
+    page_loads = {"count": 0}
+
+    def status():
+        served["requests"] += 1
+        order = ["idle", "idle", "collecting", "collecting", "serving"]
+        return STATES[order[min(served["requests"] - 1, len(order) - 1)]]
+
+    server = StatusServer(status, port=_free_port(), on_page=lambda: page_loads.__setitem__(
+        "count", page_loads["count"] + 1)).start()
+    try:
+        dom = _chromium(browser, f"http://127.0.0.1:{server.address[1]}/", tmp_path / "dom", "--dump-dom").stdout
+    finally:
+        server.stop()
+    assert page_loads["count"] == 1 and served["requests"] >= 5, (page_loads, served)
+    assert 'data-state="SERVING"' in dom and "240 predictions per minute" in dom
+
+
+def test_the_page_is_small_and_self_contained(tmp_path):
+    server = StatusServer(lambda: STATES["collecting"], port=_free_port()).start()
+    try:
+        import urllib.request
+
+        base = f"http://127.0.0.1:{server.address[1]}"
+        assets = {path: urllib.request.urlopen(base + path, timeout=5).read() for path in ("/", "/page.js", "/page.css")}
+        status = urllib.request.urlopen(base + "/status.json", timeout=5).read()
+    finally:
+        server.stop()
+    total = sum(len(body) for body in assets.values())
+    assert total < 40_000, total  # no library, no font, no image
+    for body in assets.values():  # nothing fetched from elsewhere (no CDN): the device may have no internet
+        assert not any(marker in body for marker in (b'src="http', b'href="http', b"url(http", b"fetch(\"http",
+                                                     b"import ", b"@import"))
+    assert json.loads(status)["collection"]["prompt"] == "fist"
+
+
+def test_the_page_works_behind_a_token(tmp_path):
+    # Beyond loopback every request needs the token: the page passes it on to its script, style and status.json.
+    browser = _browser()
+    server = StatusServer(lambda: STATES["serving"], host="0.0.0.0", port=_free_port(), token="s3cret").start()
+    try:
+        base = f"http://127.0.0.1:{server.address[1]}/"
+        dom = _chromium(browser, base + "?token=s3cret", tmp_path / "dom", "--dump-dom").stdout
+        refused = _chromium(browser, base, tmp_path / "refused", "--dump-dom").stdout
+    finally:
+        server.stop()
+    assert 'data-state="SERVING"' in dom and "240 predictions per minute" in dom
+    assert "token required" in refused and "data-state" not in refused

@@ -1,0 +1,83 @@
+"""The status page's views, on real rings, journals and cards."""
+
+import json
+
+import numpy as np
+
+from firmware_bridge.protocol import Samples
+from firmware_bridge.ring import SampleRing
+from tinynas.service.status_views import TRACE_POINTS, channel_levels, per_minute, served_model, trace, trials
+from tinynas.space import Architecture
+from tinynas.study.journal import Journal
+from tinynas.trial import Fidelity, Trial, TrialState
+
+
+def _ring(signal: np.ndarray) -> SampleRing:
+    ring = SampleRing(signal.shape[1], 10_000)
+    ring.add(Samples(0, signal.astype(np.float32)))
+    return ring
+
+
+def test_the_trace_flags_a_flat_and_a_clipping_channel_as_the_guide_would():
+    rng = np.random.default_rng(0)
+    signal = np.stack([rng.normal(0, 20, 3000), np.full(3000, 7.0),
+                       np.clip(rng.normal(0, 200, 3000), -128, 127)], axis=1)
+    view = trace(_ring(signal), 500.0, "int8", rest=[5.0, 5.0, 5.0], channel_names=["flexor", "dead", "loud"])
+    flags = {channel["name"]: channel["flag"] for channel in view["channels"]}
+    assert flags == {"flexor": "", "dead": "flat", "loud": "clipping"}
+    first = view["channels"][0]
+    assert len(first["min"]) == len(first["max"]) == TRACE_POINTS
+    assert all(low <= high for low, high in zip(first["min"], first["max"]))
+    assert abs(first["level"] - 20.0) < 3.0 and first["rest"] == 5.0  # raw RMS of the last half second
+    assert len(json.dumps(view)) < 3 * 4000  # small enough to send every second
+
+
+def test_the_trace_of_an_empty_ring_is_empty_and_levels_wait_for_samples():
+    ring = SampleRing(2, 1000)
+    assert trace(ring, 100.0, "int16")["channels"] == []
+    assert channel_levels(ring, 100.0, 1.0) is None
+    ring.add(Samples(0, np.ones((200, 2), np.float32) * 3))
+    assert channel_levels(ring, 100.0, 1.0) == [3.0, 3.0]
+
+
+def test_a_ring_reports_its_recent_samples_with_the_holes_of_a_link_gap():
+    ring = SampleRing(1, 100)
+    ring.add(Samples(0, np.arange(10, dtype=np.float32)[:, None]))
+    ring.add(Samples(15, np.arange(5, dtype=np.float32)[:, None]))  # samples 10-14 were lost
+    latest, data, received = ring.recent(20)
+    assert latest == 20 and data.shape == (20, 1)
+    assert received.tolist() == [True] * 10 + [False] * 5 + [True] * 5
+    assert data[received].ravel().tolist() == list(range(10)) + list(range(5))
+
+
+def test_trials_come_from_the_journal_with_why_a_candidate_was_stopped(tmp_path):
+    arch = Architecture(64, 1, 4, k=2, c=1)
+    fidelity = Fidelity(epochs=2)
+    with Journal(tmp_path / "journal.sqlite") as journal:
+        journal.put(Trial(1, arch, fidelity, TrialState.COMPLETE, score=0.5, val_accuracy=(0.5, 0.75),
+                          costs={"peak_ram_bytes": 2048}))
+        journal.put(Trial(2, Architecture(64, 1, 4, k=2, c=2), fidelity, TrialState.FAILED, error="stopped",
+                          costs={"peak_ram_bytes": 2600}, details={"diagnosis": "diverging"}))
+        journal.put(Trial(3, Architecture(64, 1, 4, k=2, c=3), fidelity, TrialState.INFEASIBLE,
+                          costs={"peak_ram_bytes": 9000}, violations=("RAM 8.8 KiB > 6.0 KiB",)))
+    rows = trials(tmp_path)
+    assert [(r["name"], r["state"], r["val_accuracy"], r["ram_bytes"]) for r in rows] == [
+        ("A(2,1)", "complete", 0.75, 2048), ("A(2,2)", "failed", None, 2600), ("A(2,3)", "infeasible", None, 9000)]
+    assert "health monitor" in rows[1]["note"] and "diverging" in rows[1]["note"]
+    assert rows[2]["note"] == "RAM 8.8 KiB > 6.0 KiB"
+    assert trials(tmp_path / "nowhere") == []
+
+
+def test_the_served_model_is_read_from_its_card(tmp_path):
+    card = tmp_path / "card.json"
+    card.write_text(json.dumps({"name": "A(3,2)", "cost_estimate": {"peak_ram_bytes": 4096}, "flash_bytes": 9000,
+                                "int8_test_accuracy": 0.93, "classes": ["a", "b"]}))
+    model = served_model({"card": str(card)})
+    assert (model["name"], model["ram_bytes"], model["flash_bytes"], model["classes"]) == ("A(3,2)", 4096, 9000,
+                                                                                             ["a", "b"])
+    assert served_model({}) == {} and served_model({"card": str(tmp_path / "gone.json")}) == {}
+
+
+def test_predictions_per_minute_counts_the_last_sixty_seconds():
+    assert per_minute([100.0, 130.0, 159.0, 161.0], now=160.0) == 4
+    assert per_minute([100.0, 130.0, 159.0, 161.0], now=200.0) == 2

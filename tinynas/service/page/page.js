@@ -1,0 +1,174 @@
+// The status page's only script: polls status.json once a second and redraws, without reloading.
+// Plain DOM and SVG, no library: the device has no internet and the page must stay small.
+"use strict";
+const token = new URLSearchParams(location.search).get("token");
+const statusUrl = "status.json" + (token ? "?token=" + encodeURIComponent(token) : "");
+const SVG = "http://www.w3.org/2000/svg";
+const $ = (id) => document.getElementById(id);
+const show = (id, on) => { $(id).hidden = !on; };
+const text = (id, value) => { $(id).textContent = value; };
+const kib = (bytes) => (bytes / 1024).toFixed(1) + " KiB";
+const pct = (x) => (100 * x).toFixed(0) + " %";
+const width = (x) => (100 * Math.max(0, Math.min(1, x))).toFixed(1) + "%";  // CSS wants no space
+
+function el(tag, attrs, parent, ns) {
+  const node = ns ? document.createElementNS(SVG, tag) : document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "text") node.textContent = value; else node.setAttribute(key, value);
+  }
+  if (parent) parent.appendChild(node);
+  return node;
+}
+
+function drawTraces(trace) {
+  const box = $("traces");
+  box.innerHTML = "";
+  if (!trace || !trace.channels || !trace.channels.length) { text("trace-note", "(no samples yet)"); return; }
+  text("trace-note", `(last ${trace.seconds} s, ${trace.rate_hz} Hz)`);
+  trace.channels.forEach((ch) => {
+    const row = el("div", { class: "trace " + (ch.flag || "") , "data-channel": ch.name }, box);
+    const level = ch.rest ? `level ${ch.level.toFixed(1)} / rest ${ch.rest.toFixed(1)}` : `level ${ch.level.toFixed(1)}`;
+    el("div", { class: "label", text: `${ch.name}: ${ch.flag ? ch.flag.toUpperCase() + " - " : ""}${level}` }, row);
+    const svg = el("svg", { viewBox: "0 0 300 46", preserveAspectRatio: "none" }, row, true);
+    const lo = Math.min(...ch.min), hi = Math.max(...ch.max), span = (hi - lo) || 1;
+    const y = (v) => 43 - 40 * (v - lo) / span;
+    const n = ch.min.length, dx = 300 / Math.max(1, n - 1);
+    if (ch.rest) {  // the rest level as a band around the channel's middle
+      const mid = (hi + lo) / 2;
+      el("rect", { x: 0, width: 300, y: y(mid + ch.rest), height: Math.max(1, y(mid - ch.rest) - y(mid + ch.rest)),
+                   fill: "#e8f0e8" }, svg, true);
+    }
+    let d = "";
+    for (let i = 0; i < n; i++) d += `${i ? "L" : "M"}${(i * dx).toFixed(1)},${y(ch.max[i]).toFixed(1)}`;
+    for (let i = n - 1; i >= 0; i--) d += `L${(i * dx).toFixed(1)},${y(ch.min[i]).toFixed(1)}`;
+    el("path", { d: d + "Z", fill: ch.flag ? "#f3b0b0" : "#9db8ef", stroke: ch.flag ? "#b00020" : "#2f6fdf",
+                 "stroke-width": 0.6, class: "envelope" }, svg, true);
+  });
+}
+
+function drawCollecting(c, device) {
+  const prompt = c.prompt ? `${c.verb || "Perform"}: ${c.prompt}` : (c.plan === "unlabelled" ? "Wear it as usual" : "Get ready");
+  text("prompt", prompt);
+  const phase = $("phase");
+  phase.className = "phase" + (c.phase === "go" ? " go" : "");
+  phase.textContent = c.phase === "go" ? "GO - hold it" : (c.phase === "ready" ? "get ready..." : (c.last_line || ""));
+  $("collect-bar").style.width = c.total ? width(c.accepted / c.total) : "0";
+  text("collect-count", c.total ? `${c.accepted} of ${c.total} windows kept` + (c.attempt > 1 ? ` - attempt ${c.attempt}` : "") : "");
+  drawTraces(c.trace || device);
+  const last = c.last_rejected;
+  show("rejected", !!last);
+  if (last) text("rejected", `Last window of ${last.label} not kept: ${last.problems.join("; ")}. Check: ${last.advice}.`);
+  const table = $("classes");
+  table.innerHTML = "";
+  const per = c.per_class || {};
+  if (Object.keys(per).length) {
+    const head = el("tr", {}, table);
+    ["class", "kept", "not kept"].forEach((h) => el("th", { text: h }, head));
+    for (const [name, n] of Object.entries(per)) {
+      const row = el("tr", {}, table);
+      [name, n.accepted, n.rejected].forEach((v) => el("td", { text: String(v) }, row));
+    }
+  }
+  show("paused", !!c.paused);
+  if (c.paused) text("paused", `Paused: ${c.paused}. When the sensor is checked: tinynas onboard --user ${c.user || "NAME"} --continue`);
+}
+
+function drawTrials(q) {
+  const svg = $("trials");
+  svg.innerHTML = "";
+  const trials = q.trials_list || [];
+  const budget = q.ram_budget_bytes || 0;
+  const rams = trials.map((t) => t.ram_bytes).concat(budget ? [budget] : []);
+  const maxRam = Math.max(1024, ...rams) * 1.1;
+  const X = (ram) => 50 + 530 * ram / maxRam, Y = (acc) => 270 - 250 * acc;
+  el("line", { x1: 50, y1: 270, x2: 580, y2: 270, stroke: "#999" }, svg, true);
+  el("line", { x1: 50, y1: 20, x2: 50, y2: 270, stroke: "#999" }, svg, true);
+  el("text", { x: 300, y: 295, "text-anchor": "middle", text: "RAM (KiB)" }, svg, true);
+  el("text", { x: 12, y: 150, transform: "rotate(-90 12 150)", "text-anchor": "middle", text: "val accuracy" }, svg, true);
+  [0, 0.5, 1].forEach((a) => el("text", { x: 44, y: Y(a) + 4, "text-anchor": "end", text: a.toFixed(1) }, svg, true));
+  if (budget) {
+    el("line", { x1: X(budget), y1: 20, x2: X(budget), y2: 270, stroke: "#b00020", "stroke-dasharray": "5 4",
+                 class: "budget" }, svg, true);
+    el("text", { x: X(budget) - 4, y: 32, "text-anchor": "end", text: `RAM budget ${kib(budget)}` }, svg, true);
+  }
+  [0.25, 0.5, 0.75, 1].forEach((f) => el("text", { x: X(f * maxRam / 1.1), y: 284, "text-anchor": "middle",
+                                                     text: (f * maxRam / 1.1 / 1024).toFixed(1) }, svg, true));
+  trials.forEach((t) => {
+    const trained = t.state === "complete" && t.val_accuracy !== null;
+    const acc = trained ? t.val_accuracy : 0.02;
+    const colour = t.state === "infeasible" ? "#bbb" : (t.state === "failed" ? "#b00020" : (t.best ? "#0a7d28" : "#2f6fdf"));
+    const dot = el("circle", { cx: X(t.ram_bytes), cy: Y(acc), r: t.best ? 7 : 4, fill: colour, class: "trial " + t.state },
+                   svg, true);
+    el("title", { text: `${t.name}: ${t.state}` + (trained ? `, val acc ${t.val_accuracy.toFixed(3)}` : "") +
+                        `, RAM ${kib(t.ram_bytes)}` + (t.note ? ` - ${t.note}` : "") }, dot, true);
+  });
+}
+
+function drawSearching(q) {
+  const fraction = q.budget_seconds ? Math.min(1, 1 - (q.seconds_left || 0) / q.budget_seconds) : 0;
+  $("search-bar").style.width = width(fraction);
+  text("search-count", `${q.trials || 0} candidates` + (q.seconds_left !== undefined ?
+       `, ${Math.round(q.seconds_left)} s of ${Math.round(q.budget_seconds || 0)} s left` : ""));
+  text("incumbent", q.best ? `Best so far: ${q.best}` + (q.best_val_accuracy != null ?
+       ` (val accuracy ${q.best_val_accuracy.toFixed(3)}, RAM ${kib(q.best_ram_bytes || 0)})` : "") : "No result yet");
+  drawTrials(q);
+  const stopped = $("stopped");
+  stopped.innerHTML = "";
+  (q.trials_list || []).filter((t) => t.note).forEach((t) => el("li", { text: `${t.name}: ${t.note}` }, stopped));
+}
+
+function drawServing(s) {
+  const m = s.model || {};
+  const d = s.deployed || {};
+  text("model", m.name ? `${m.name} for ${d.user}: RAM ${kib(m.ram_bytes)}, flash ${kib(m.flash_bytes)}, ` +
+       `int8 accuracy ${pct(d.accuracy || m.int8_test_accuracy || 0)} on held-out windows` +
+       (m.made ? `, made ${new Date(m.made * 1000).toLocaleString()}` : "") : "no model yet");
+  const p = (s.predictions || []).slice(-1)[0];
+  text("prediction", p ? p.smoothed : "-");
+  const bars = $("bars");
+  bars.innerHTML = "";
+  if (p && p.probabilities && s.classes) {
+    s.classes.forEach((name, i) => {
+      const row = el("div", { class: "bar" + (name === p.label ? " top" : "") }, bars);
+      el("div", { class: "name", text: name }, row);
+      el("div", { class: "fill", style: `width:${(300 * p.probabilities[i]).toFixed(0)}px` }, row);
+      el("div", { class: "pct", text: pct(p.probabilities[i]) }, row);
+    });
+  }
+  const history = $("history");
+  history.innerHTML = "";
+  (s.predictions || []).slice(-20).forEach((q) => el("span", { text: q.smoothed }, history));
+  text("rate", s.predictions_per_minute !== undefined ? `${s.predictions_per_minute} predictions per minute` : "");
+}
+
+async function refresh() {
+  let s;
+  try {
+    const response = await fetch(statusUrl, { cache: "no-store" });
+    if (response.status === 401) throw new Error("this page needs ?token=... (the service's http_token)");
+    s = await response.json();
+  } catch (e) {
+    show("error", true);
+    text("error", "The device does not answer: " + e.message + ". Is the service running? (tinynas service status)");
+    return;
+  }
+  const r = s.rewear || {};
+  text("state", ({ IDLE: "Idle", COLLECTING: "Recording", SEARCHING: "Searching", SERVING: "Serving",
+                   RECALIBRATING: "Recalibrating" }[s.state] || s.state) + (s.paused ? " - paused" : ""));
+  document.body.dataset.state = s.state;
+  text("who", s.user ? "user " + s.user : "no user yet: tinynas onboard --user NAME");
+  text("updated", "updated " + new Date(s.time * 1000).toLocaleTimeString());
+  show("error", !!s.error);
+  if (s.error) text("error", s.error);
+  show("collecting", s.state === "COLLECTING");
+  if (s.state === "COLLECTING") drawCollecting({ ...(s.collection || {}), user: s.user }, s.trace);
+  show("searching", s.state === "SEARCHING");
+  if (s.state === "SEARCHING") drawSearching(s.search || {});
+  show("serving", !!(s.deployed && s.deployed.model));
+  if (s.deployed && s.deployed.model) drawServing(s);
+  show("rewear", !!r.phase);
+  if (r.phase) text("rewear-text", `${r.user}: ${r.phase}` + (r.text ? ` - ${r.text}` : ""));
+}
+
+refresh();
+setInterval(refresh, 1000);

@@ -1,0 +1,127 @@
+"""What the status page draws, computed from the service's live state: the signal trace while recording,
+the trials of a running search, and the served model. Each view is small JSON (rounded, decimated), so a
+page polling once a second costs the Pi little."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from firmware_bridge.guide import FULL_SCALE
+
+TRACE_SECONDS = 4.0
+"""How much signal the page shows per channel."""
+TRACE_POINTS = 120
+"""Min/max pairs per channel: enough for the eye on a phone, ~2 KB per channel per update."""
+
+
+def _rms(values: np.ndarray) -> np.ndarray:
+    # The guide's own measure (raw RMS, not de-meaned): the level it compares with the rest level.
+    return np.sqrt(np.mean(values.astype(np.float64) ** 2, axis=0))
+
+
+def _round(values, digits: int = 4) -> list[float]:
+    return [float(f"{value:.{digits}g}") for value in np.asarray(values, dtype=np.float64).ravel()]
+
+
+def channel_levels(ring, rate_hz: float, seconds: float) -> list[float] | None:
+    """Raw RMS per channel over the last `seconds` (None before enough samples arrived)."""
+    length = max(1, int(round(seconds * rate_hz)))
+    latest, data, received = ring.recent(length)
+    if latest < length or not received.any():
+        return None
+    return _round(_rms(data[received]))
+
+
+def trace(ring, rate_hz: float, sample_format: str, rest: list[float] | None = None,
+          channel_names: list[str] | None = None) -> dict[str, Any]:
+    """The last TRACE_SECONDS of every channel as a min/max envelope, with its level, its rest level and a
+    flag when it is flat (a dead electrode) or clips (gain too high), as the guide would judge a window."""
+    length = max(TRACE_POINTS, int(round(TRACE_SECONDS * rate_hz)))
+    latest, data, received = ring.recent(length)
+    data = data[received]
+    if len(data) < 2:
+        return {"seconds": TRACE_SECONDS, "rate_hz": rate_hz, "channels": []}
+    buckets = np.array_split(np.arange(len(data)), min(TRACE_POINTS, len(data)))
+    level = _rms(data[-max(1, int(rate_hz * 0.5)):])
+    low, high = FULL_SCALE.get(sample_format, (None, None))
+    channels = []
+    for c in range(data.shape[1]):
+        column = data[:, c]
+        flag = ""
+        if column.std() < 1e-6:
+            flag = "flat"
+        elif low is not None and np.mean((column <= low) | (column >= high)) > 0.01:
+            flag = "clipping"
+        channels.append({"name": channel_names[c] if channel_names and c < len(channel_names) else f"channel {c}",
+                         "min": _round([column[b].min() for b in buckets]),
+                         "max": _round([column[b].max() for b in buckets]),
+                         "level": float(f"{level[c]:.4g}"),
+                         "rest": rest[c] if rest and c < len(rest) else None, "flag": flag})
+    return {"seconds": TRACE_SECONDS, "rate_hz": rate_hz, "latest_sample": int(latest), "channels": channels}
+
+
+def trials(study: Path) -> list[dict[str, Any]]:
+    """Every candidate of a running search as the page's chart needs it (read-only; a locked journal: [])."""
+    from tinynas.space import Architecture
+
+    journal = study / "journal.sqlite"
+    if not journal.exists():
+        return []
+    try:
+        with sqlite3.connect(f"file:{journal}?mode=ro", uri=True, timeout=1) as db:
+            rows = db.execute("SELECT number, architecture, state, val_accuracy, costs, violations, error, details "
+                              "FROM trials ORDER BY number").fetchall()
+    except sqlite3.Error:
+        return []
+    out = []
+    for number, architecture, state, accuracy, costs, violations, error, details in rows:
+        try:
+            accuracies = json.loads(accuracy)
+            details = json.loads(details or "{}")
+            note = "; ".join(json.loads(violations)) or error
+            diagnosis = details.get("diagnosis") or (details.get("first_attempt") or {}).get("diagnosis")
+            if diagnosis:
+                note = f"stopped by the health monitor: training {diagnosis}" + (
+                    f", retried at lr {details['retry_learning_rate']:g}" if "retry_learning_rate" in details else "")
+            elif details.get("stopped") == "curve":
+                note = "stopped early: its learning curve could not beat the best"
+            out.append({"number": number, "name": Architecture.from_json(architecture).name(), "state": state,
+                        "val_accuracy": round(max(accuracies), 4) if accuracies else None,
+                        "ram_bytes": int(json.loads(costs).get("peak_ram_bytes", 0)), "note": note})
+        except (ValueError, TypeError, KeyError, AttributeError):
+            continue  # a row being written: the next update shows it
+    return out
+
+
+_MODEL_CACHE: dict[str, tuple[float, dict]] = {}
+
+
+def served_model(deployed: dict) -> dict[str, Any]:
+    """The served model's architecture, RAM, flash, accuracy and when it was made (from its card)."""
+    card_path = deployed.get("card")
+    if not card_path:
+        return {}
+    try:
+        made = Path(card_path).stat().st_mtime
+        cached = _MODEL_CACHE.get(card_path)
+        if cached is None or cached[0] != made:
+            card = json.loads(Path(card_path).read_text())
+            summary = {"name": card.get("name"), "ram_bytes": (card.get("cost_estimate") or {}).get("peak_ram_bytes"),
+                       "flash_bytes": card.get("flash_bytes"), "int8_test_accuracy": card.get("int8_test_accuracy"),
+                       "classes": card.get("classes"), "made": made}
+            _MODEL_CACHE[card_path] = (made, summary)
+        return _MODEL_CACHE[card_path][1]
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def per_minute(times, now: float | None = None) -> int:
+    """How many of `times` (epoch seconds) fall in the last minute."""
+    now = time.time() if now is None else now
+    return sum(1 for t in times if now - t <= 60.0)
