@@ -48,6 +48,7 @@ STATES = {
     "idle": {**BASE, "state": "IDLE"},
     "collecting": {**BASE, "state": "COLLECTING", "user": "alice", "collection": {
         "total": 20, "accepted": 7, "plan": "gestures4", "prompt": "fist", "verb": "Perform sign", "phase": "go",
+        "countdown_ends": 1.7e9 - 1,
         "attempt": 2, "per_class": {name: {"accepted": 2 if name != "fist" else 1, "rejected": int(name == "fist")}
                                     for name in CLASSES},
         "last_rejected": {"label": "fist", "problems": ["no movement seen (signal RMS 9.1 vs rest 9.0)"],
@@ -180,3 +181,15 @@ def test_the_page_works_behind_a_token(tmp_path):
         server.stop()
     assert 'data-state="SERVING"' in dom and "240 predictions per minute" in dom
     assert "token required" in refused and "data-state" not in refused
+
+
+def test_the_countdown_counts_before_go(tmp_path):
+    browser = _browser()
+    ready = {**STATES["collecting"], "collection": {**STATES["collecting"]["collection"], "phase": "ready",
+                                                    "go": None, "countdown_ends": STATES["collecting"]["time"] + 3}}
+    server = StatusServer(lambda: ready, port=_free_port()).start()
+    try:
+        dom = _chromium(browser, f"http://127.0.0.1:{server.address[1]}/", tmp_path / "dom", "--dump-dom").stdout
+    finally:
+        server.stop()
+    assert "get ready... 3" in dom and "GO - hold it" not in dom

@@ -82,8 +82,9 @@ def collect(service: Service) -> None:
             per_class.setdefault(name, {"accepted": 0, "rejected": 0})["accepted"] = done.get(name, 0)
         # The rest level the guide compares each window with: the signal just before the prompt.
         rest = channel_levels(service.ring, service.hello.sample_rate_hz, plan.rest_seconds or 1.0)
+        # The guide counts down one second per step after announcing: the page counts with it.
         service.collection.update(prompt=label, number=service.prompt_number, attempt=attempt, go=None,
-                                  phase="ready", rest=rest,
+                                  phase="ready", rest=rest, countdown_ends=time.time() + plan.countdown,
                                   accepted=sum(done.values()))  # what status shows, kept current
 
     def go(label: str, sample: int) -> None:

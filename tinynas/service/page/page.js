@@ -46,12 +46,14 @@ function drawTraces(trace) {
   });
 }
 
-function drawCollecting(c, device) {
+function drawCollecting(c, device, now) {
   const prompt = c.prompt ? `${c.verb || "Perform"}: ${c.prompt}` : (c.plan === "unlabelled" ? "Wear it as usual" : "Get ready");
   text("prompt", prompt);
   const phase = $("phase");
   phase.className = "phase" + (c.phase === "go" ? " go" : "");
-  phase.textContent = c.phase === "go" ? "GO - hold it" : (c.phase === "ready" ? "get ready..." : (c.last_line || ""));
+  const left = c.countdown_ends ? Math.ceil(c.countdown_ends - now) : 0;
+  phase.textContent = c.phase === "go" ? "GO - hold it" :
+    (c.phase === "ready" ? (left > 0 ? `get ready... ${left}` : "get ready...") : (c.last_line || ""));
   $("collect-bar").style.width = c.total ? width(c.accepted / c.total) : "0";
   text("collect-count", c.total ? `${c.accepted} of ${c.total} windows kept` + (c.attempt > 1 ? ` - attempt ${c.attempt}` : "") : "");
   drawTraces(c.trace || device);
@@ -161,7 +163,7 @@ async function refresh() {
   show("error", !!s.error);
   if (s.error) text("error", s.error);
   show("collecting", s.state === "COLLECTING");
-  if (s.state === "COLLECTING") drawCollecting({ ...(s.collection || {}), user: s.user }, s.trace);
+  if (s.state === "COLLECTING") drawCollecting({ ...(s.collection || {}), user: s.user }, s.trace, s.time);
   show("searching", s.state === "SEARCHING");
   if (s.state === "SEARCHING") drawSearching(s.search || {});
   show("serving", !!(s.deployed && s.deployed.model));
