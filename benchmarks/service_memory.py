@@ -13,66 +13,36 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+from serving_service import MODEL, serving_service
 
-from firmware_bridge.protocol import Hello
-from firmware_bridge.simulator import ArraySource, Simulator
-from tinynas.service.runner import request
 from tinynas.process_memory import memory_bytes
 
 RESULTS = Path(__file__).parent / "results"
-EXPORT = """
-import json, sys
-from tinynas.deploy.random_weights import calibration_windows, randomized_model
-from tinynas.deploy.export import convert_int8, write_export
-from tinynas.space import Architecture
-arch = Architecture(400, 8, 26, k=8, c=4)
-tflite = convert_int8(randomized_model(arch, 0), calibration_windows(arch, 32, 0))
-write_export(sys.argv[1], arch, tflite, {"classes": [chr(65 + i) for i in range(26)]})
-"""
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=20.0)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder:
-        root = Path(folder)
-        model_dir = root / "data" / "profiles" / "bench" / "deployed" / "m1"
-        subprocess.run([sys.executable, "-c", EXPORT, str(model_dir)], check=True)
-        (root / "data" / "state.json").write_text(json.dumps({
-            "state": "SERVING", "user": "bench", "deployed": {
-                "user": "bench", "model": str(model_dir / "model.tflite"), "card": str(model_dir / "card.json"),
-                "accuracy": 1.0}}))
-        stream = np.random.default_rng(0).integers(-100, 100, size=(4000, 8)).astype(np.int8)
-        with Simulator(ArraySource(stream), Hello("bench", "1", 8, 200.0, "int8"), port_dir=root / "dev") as sim:
-            config = root / "tinynas.toml"
-            config.write_text(f'port = "{sim.port}"\ndata_dir = "{root / "data"}"\nhttp_port = 0\n'
-                              f'hop_seconds = 0.1\n')
-            process = subprocess.Popen([sys.executable, "-m", "tinynas.cli", "service", "run", "--config",
-                                        str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(5)  # start-up and first predictions
-            peak: dict[str, int] = {}
-            started = time.monotonic()
-            while time.monotonic() - started < args.seconds:
-                for key, value in memory_bytes(process.pid).items():
-                    peak[key] = max(peak.get(key, 0), value)
-                time.sleep(0.2)
-            maps = Path(f"/proc/{process.pid}/maps").read_text()
-            tensorflow_loaded = "libtensorflow" in maps
-            litert_loaded = "ai_edge_litert" in maps
-            predictions = sum(1 for _ in open(root / "data" / "predictions.jsonl"))
-            request(root / "data", "stop")
-            process.wait(30)
+    with serving_service(hop_seconds=0.1) as service:
+        pid = service.process.pid
+        peak: dict[str, int] = {}
+        started = time.monotonic()
+        while time.monotonic() - started < args.seconds:
+            for key, value in memory_bytes(pid).items():
+                peak[key] = max(peak.get(key, 0), value)
+            time.sleep(0.2)
+        maps = Path(f"/proc/{pid}/maps").read_text()
+        tensorflow_loaded = "libtensorflow" in maps
+        litert_loaded = "ai_edge_litert" in maps
+        predictions = sum(1 for _ in open(service.data / "predictions.jsonl"))
     result = {"seconds": args.seconds, "peak_rss_bytes": peak.get("rss", 0), "peak_private_bytes": peak.get("private", 0),
               "peak_file_bytes": peak.get("file", 0), "tensorflow_loaded": tensorflow_loaded,
-              "litert_loaded": litert_loaded, "predictions": predictions, "model": "A(8,4) on 400x8, 26 classes",
+              "litert_loaded": litert_loaded, "predictions": predictions, "model": MODEL,
               "hop_seconds": 0.1}
     lines = ["# Service memory while serving", "",
              f"Command: `python benchmarks/service_memory.py --seconds {args.seconds:g}` on this machine "

@@ -14,31 +14,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
 import numpy as np
+from serving_service import serving_service
 
-from firmware_bridge.protocol import Hello, Samples
+from firmware_bridge.protocol import Samples
 from firmware_bridge.ring import SampleRing
-from firmware_bridge.simulator import ArraySource, Simulator
-from tinynas.service.paths import request
 from tinynas.service.status_views import trace
 
 RESULTS = Path(__file__).parent / "results"
-EXPORT = """
-import sys
-from tinynas.deploy.random_weights import calibration_windows, randomized_model
-from tinynas.deploy.export import convert_int8, write_export
-from tinynas.space import Architecture
-arch = Architecture(400, 8, 26, k=8, c=4)
-tflite = convert_int8(randomized_model(arch, 0), calibration_windows(arch, 32, 0))
-write_export(sys.argv[1], arch, tflite, {"classes": [chr(65 + i) for i in range(26)]})
-"""
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -73,32 +61,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=20.0)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder:
-        root = Path(folder)
-        model_dir = root / "data" / "profiles" / "bench" / "deployed" / "m1"
-        subprocess.run([sys.executable, "-c", EXPORT, str(model_dir)], check=True)
-        (root / "data" / "state.json").write_text(json.dumps({
-            "state": "SERVING", "user": "bench", "deployed": {
-                "user": "bench", "model": str(model_dir / "model.tflite"), "card": str(model_dir / "card.json"),
-                "accuracy": 1.0}}))
-        stream = np.random.default_rng(0).integers(-100, 100, size=(4000, 8)).astype(np.int8)
-        port = 18765
-        with Simulator(ArraySource(stream), Hello("bench", "1", 8, 200.0, "int8"), port_dir=root / "dev") as sim:
-            config = root / "tinynas.toml"
-            config.write_text(f'port = "{sim.port}"\ndata_dir = "{root / "data"}"\nhttp_port = {port}\n'
-                              f'hop_seconds = 0.1\n')
-            process = subprocess.Popen([sys.executable, "-m", "tinynas.cli", "service", "run", "--config",
-                                        str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
-                time.sleep(6)  # start-up and first predictions
-                base = f"http://127.0.0.1:{port}"
-                assets = {path: len(urllib.request.urlopen(base + path, timeout=5).read())
-                          for path in ("/", "/page.js", "/page.css")}
-                closed, _, _ = _measure(process.pid, args.seconds, None)
-                opened, requests, served = _measure(process.pid, args.seconds, base + "/status.json")
-            finally:
-                request(root / "data", "stop")
-                process.wait(30)
+    with serving_service(startup_seconds=6) as service:
+        base = service.base_url
+        assets = {path: len(urllib.request.urlopen(base + path, timeout=5).read())
+                  for path in ("/", "/page.js", "/page.css")}
+        closed, _, _ = _measure(service.process.pid, args.seconds, None)
+        opened, requests, served = _measure(service.process.pid, args.seconds, base + "/status.json")
     trace_seconds, trace_bytes = _trace_cost()
     result = {"seconds": args.seconds, "assets_bytes": assets, "page_bytes": sum(assets.values()),
               "status_json_bytes_serving": served / max(requests, 1), "update_hz": 1.0,
@@ -117,12 +85,13 @@ def main() -> int:
              f"| service CPU, page closed | {100 * closed:.1f} % of one core |",
              f"| service CPU, page open | {100 * opened:.1f} % of one core |",
              f"| computing the 8-channel 1 kHz trace, per update | {1000 * trace_seconds:.2f} ms |", "",
-             "On a Raspberry Pi 4 a core is 3-6x slower than this machine's: the page's extra CPU "
-             f"({100 * (opened - closed):.1f} points here) becomes about "
-             f"{300 * max(opened - closed, 0):.1f}-{600 * max(opened - closed, 0):.1f} % of one of its four cores. "
-             f"While recording, the trace adds {1000 * trace_seconds:.1f} ms per update ({100 * trace_seconds:.1f} % "
-             f"of a core here at 1 update/s, about {300 * trace_seconds:.1f}-{600 * trace_seconds:.1f} % on the Pi) "
-             f"and {trace_bytes / 1024:.0f} KiB per update for 8 channels (about 1.9 KiB per channel).",
+             f"The page's extra CPU is {100 * (opened - closed):+.2f} points of a core here (/proc counts 10 ms "
+             f"ticks: about {100 * 0.01 / args.seconds:.2f} points of resolution over {args.seconds:g} s); a "
+             f"Raspberry Pi 4's core is 3-6x slower, so about {300 * max(opened - closed, 0):.1f}-"
+             f"{600 * max(opened - closed, 0):.1f} % of one of its four cores. While recording, the trace adds "
+             f"{1000 * trace_seconds:.1f} ms per update ({100 * trace_seconds:.1f} % of a core here at 1 update/s, "
+             f"about {300 * trace_seconds:.1f}-{600 * trace_seconds:.1f} % on the Pi) and {trace_bytes / 1024:.0f} KiB "
+             "per update for 8 channels (about 1.9 KiB per channel).",
              "", "The page needs no internet: no library, font or image is fetched from elsewhere."]
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "status_page.json").write_text(json.dumps(result, indent=2) + "\n")
