@@ -68,34 +68,35 @@ def trace(ring, rate_hz: float, sample_format: str, rest: list[float] | None = N
 
 def trials(study: Path) -> list[dict[str, Any]]:
     """Every candidate of a running search as the page's chart needs it (read-only; a locked journal: [])."""
-    from tinynas.space import Architecture
+    from tinynas.errors import TinynasError
+    from tinynas.trial import Trial
 
     journal = study / "journal.sqlite"
     if not journal.exists():
         return []
     try:
         with sqlite3.connect(f"file:{journal}?mode=ro", uri=True, timeout=1) as db:
-            rows = db.execute("SELECT number, architecture, state, val_accuracy, costs, violations, error, details "
-                              "FROM trials ORDER BY number").fetchall()
+            db.row_factory = sqlite3.Row
+            rows = db.execute("SELECT * FROM trials ORDER BY number").fetchall()
     except sqlite3.Error:
         return []
     out = []
-    for number, architecture, state, accuracy, costs, violations, error, details in rows:
+    for row in rows:
         try:
-            accuracies = json.loads(accuracy)
-            details = json.loads(details or "{}")
-            note = "; ".join(json.loads(violations)) or error
-            diagnosis = details.get("diagnosis") or (details.get("first_attempt") or {}).get("diagnosis")
-            if diagnosis:
-                note = f"stopped by the health monitor: training {diagnosis}" + (
-                    f", retried at lr {details['retry_learning_rate']:g}" if "retry_learning_rate" in details else "")
-            elif details.get("stopped") == "curve":
-                note = "stopped early: its learning curve could not beat the best"
-            out.append({"number": number, "name": Architecture.from_json(architecture).name(), "state": state,
-                        "val_accuracy": round(max(accuracies), 4) if accuracies else None,
-                        "ram_bytes": int(json.loads(costs).get("peak_ram_bytes", 0)), "note": note})
-        except (ValueError, TypeError, KeyError, AttributeError):
+            trial = Trial.from_row(dict(row))
+        except (TinynasError, ValueError, TypeError, KeyError):
             continue  # a row being written: the next update shows it
+        note = "; ".join(trial.violations) or trial.error
+        diagnosis = trial.diagnosis or (trial.details.get("first_attempt") or {}).get("diagnosis")
+        if diagnosis:
+            note = f"stopped by the health monitor: training {diagnosis}" + (
+                f", retried at lr {trial.retry_learning_rate:g}" if trial.retry_learning_rate is not None else "")
+        elif trial.details.get("stopped") == "curve":
+            note = "stopped early: its learning curve could not beat the best"
+        accuracy = trial.best_val_accuracy
+        out.append({"number": trial.number, "name": trial.architecture.name(), "state": trial.state.value,
+                    "val_accuracy": None if accuracy is None else round(accuracy, 4),
+                    "ram_bytes": int(trial.costs.get("peak_ram_bytes", 0)), "note": note})
     return out
 
 
