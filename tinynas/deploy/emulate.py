@@ -17,8 +17,8 @@ ships no TCG plugins, which is why the count comes from a timer rather than from
 
 How the stack is measured: before each call the harness fills the free stack (from the stack's limit
 up to main's frame) with a pattern; after the call it finds the lowest word that changed. The peak is
-the distance from main's stack pointer to that word, so it is what `tinynas_infer` and its callees
-pushed, the call's own return address included.
+the distance from main's stack pointer to that word: everything `tinynas_infer` and its callees
+pushed (saved registers with the return address, locals, spills). No interrupt runs meanwhile.
 
 Nothing here imports TensorFlow.
 """
@@ -59,8 +59,10 @@ class EmulationError(TinynasError, RuntimeError):
     """The model did not cross-compile, link or run to the end on the emulated board."""
 
 
-class EmulationTimeout(EmulationError, TimeoutError):
-    """QEMU ran past the caller's timeout and was killed."""
+class EmulationTimeout(EmulationError):
+    """QEMU ran past the caller's timeout and was killed.
+
+    Not a TimeoutError: that is an OSError, which the CLI would read as a storage failure."""
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,10 @@ def _picolibc_specs() -> Path | None:
 def _require_tools() -> None:
     missing = missing_tools()
     if missing:
-        packages = " ".join(dict.fromkeys(_APT_PACKAGES[tool] for tool in missing))
+        # Without gcc, picolibc cannot be looked for; it is named anyway, as gcc is no use without it.
+        tools = missing + ["picolibc"] if "arm-none-eabi-gcc" in missing else missing
+        packages = " ".join(sorted(dict.fromkeys(_APT_PACKAGES[tool] for tool in tools), key=list(
+            _APT_PACKAGES.values()).index))
         raise EmulatorMissingError(f"emulating the model on a microcontroller needs {', '.join(missing)}, "
                                    f"which {'is' if len(missing) == 1 else 'are'} not installed: "
                                    f"sudo apt-get install {packages}")
@@ -297,7 +302,9 @@ def run_on_qemu(model_c: Path, model_h: Path, windows: np.ndarray, board: str, w
     """Build the firmware for `board`, run every window through `tinynas_infer` in QEMU, and measure.
 
     `windows` is an int8 array (n, TINYNAS_INPUT_SIZE); `workdir` receives the build, windows.bin,
-    results.bin and qemu.log. QEMU is killed after `timeout` seconds (EmulationTimeout).
+    results.bin and qemu.log (one run at a time per workdir: the harness's file names are fixed).
+    QEMU is killed after `timeout` seconds (EmulationTimeout). A window costs the time of its
+    instructions at roughly 1e9 a second on a desktop core, plus a few ms of semihosting.
     """
     _require_tools()
     spec = _board(board)
