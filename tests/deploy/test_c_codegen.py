@@ -1,0 +1,151 @@
+"""The generated C runtime against TFLite Micro's interpreter (reference kernels): bit for bit.
+
+20 random architectures (kernel sizes 1-9, 0-5 cells, odd lengths, 1-8 channels, per-tensor and per-channel
+heads as the converter makes them), each run on 1,000 windows: real CWRU / ISL windows where the shape is
+theirs and the data is present (../shared/data), random int8 windows (uniform over the whole range, and
+Gaussian through the input quantization) for the rest.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tinynas.deploy.c_codegen import CodegenError, compile_tflite, read_integer_model
+from tinynas.deploy.export import convert_int8
+from tinynas.deploy.random_weights import calibration_windows, randomized_model
+from tinynas.space import Architecture, max_cells
+
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+ARCHITECTURES = 20
+WINDOWS = 1000
+SHAPES = ((512, 1), (400, 8), (75, 3), (33, 2))
+
+HOST_MAIN = r"""
+#include <stdio.h>
+#include "model_compiled.h"
+int main(void) {
+  static int8_t input[TINYNAS_INPUT_SIZE];
+  int8_t output[TINYNAS_OUTPUT_SIZE];
+  while (fread(input, 1, sizeof input, stdin) == sizeof input) {
+    if (tinynas_infer(input, output) != 0) return 1;
+    fwrite(output, 1, sizeof output, stdout);
+  }
+  return 0;
+}
+"""
+
+
+def random_architectures(count: int, seed: int) -> list[Architecture]:
+    rng = np.random.default_rng(seed)
+    found = []
+    for index in range(count):
+        length, channels = SHAPES[index % len(SHAPES)]
+        found.append(Architecture(length, channels, int(rng.choice((2, 4, 10, 26))), k=int(rng.integers(1, 13)),
+                                  c=int(rng.integers(0, min(max_cells(length), 5) + 1)),
+                                  kernel_size=int(rng.choice((1, 3, 5, 7, 9)))))
+    return found
+
+
+def real_windows(shape: tuple[int, int]) -> np.ndarray | None:
+    """Real windows of this shape (standardised per channel), or None without the data."""
+    try:
+        if shape == (512, 1) and (SHARED_DATA / "cwru").is_dir():
+            from tinynas.data.cwru import load_cwru
+
+            x = load_cwru(SHARED_DATA / "cwru").x
+        elif shape == (400, 8) and (SHARED_DATA / "isl").is_dir():
+            from tinynas.data.isl import load_isl
+
+            x = load_isl(SHARED_DATA / "isl").x
+        else:
+            return None
+    except Exception:
+        return None
+    x = x.astype(np.float32)
+    return (x - x.mean(axis=(0, 1))) / (x.std(axis=(0, 1)) + 1e-6)
+
+
+def quantize(windows: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    return np.clip(np.round(windows / scale) + zero_point, -128, 127).astype(np.int8)
+
+
+def int8_windows(arch: Architecture, model_input, seed: int) -> tuple[np.ndarray, int]:
+    """WINDOWS int8 windows (flattened) for `arch` and how many of them are real."""
+    rng = np.random.default_rng(seed)
+    shape = (arch.input_length, arch.input_channels)
+    real = real_windows(shape)
+    parts, real_count = [], 0
+    if real is not None:
+        take = rng.choice(len(real), size=min(len(real), WINDOWS // 2), replace=False)
+        parts.append(quantize(real[take], model_input.scale, model_input.zero_point))
+        real_count = len(take)
+    uniform = (WINDOWS - real_count) // 2
+    parts.append(rng.integers(-128, 128, size=(uniform, *shape), dtype=np.int8))
+    gaussian = rng.normal(size=(WINDOWS - real_count - uniform, *shape)).astype(np.float32)
+    parts.append(quantize(gaussian, model_input.scale, model_input.zero_point))
+    return np.concatenate(parts).reshape(WINDOWS, -1), real_count
+
+
+def tflite_micro_outputs(tflite: bytes, windows: np.ndarray) -> np.ndarray:
+    from tflite_micro.python.tflite_micro import runtime
+
+    interpreter = runtime.Interpreter.from_bytes(tflite)
+    shape = interpreter.get_input_details(0)["shape"]
+    outputs = []
+    for window in windows:
+        interpreter.set_input(window.reshape(shape), 0)
+        interpreter.invoke()
+        outputs.append(interpreter.get_output(0).reshape(-1).copy())
+    return np.stack(outputs)
+
+
+def host_outputs(tflite: bytes, windows: np.ndarray, folder: Path, compiler: str) -> np.ndarray:
+    source, header = compile_tflite(tflite)
+    (folder / "model_compiled.c").write_text(source)
+    (folder / "model_compiled.h").write_text(header)
+    (folder / "main.c").write_text(HOST_MAIN)
+    binary = folder / "infer"
+    built = subprocess.run([compiler, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(binary),
+                            str(folder / "main.c"), str(folder / "model_compiled.c")], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    ran = subprocess.run([str(binary)], input=windows.tobytes(), capture_output=True, check=True, timeout=600)
+    return np.frombuffer(ran.stdout, dtype=np.int8).reshape(len(windows), -1)
+
+
+@pytest.mark.slow
+def test_generated_c_is_bit_exact_with_tflite_micro(tflite_micro, c_compiler, tmp_path):
+    real_total = 0
+    for index, arch in enumerate(random_architectures(ARCHITECTURES, seed=1717)):
+        tflite = convert_int8(randomized_model(arch, seed=index), calibration_windows(arch, 32, seed=index))
+        model_input = read_integer_model(tflite).input
+        windows, real_count = int8_windows(arch, model_input, seed=index)
+        real_total += real_count
+        folder = tmp_path / f"arch{index}"
+        folder.mkdir()
+        expected = tflite_micro_outputs(tflite, windows)
+        got = host_outputs(tflite, windows, folder, c_compiler)
+        mismatched = int((got != expected).any(axis=1).sum())
+        assert mismatched == 0, f"{arch.name()} on {arch.input_length}x{arch.input_channels}: " \
+                                f"{mismatched} of {WINDOWS} windows differ"
+    print(f"{ARCHITECTURES} architectures x {WINDOWS} windows bit-exact ({real_total} real windows)")
+
+
+def test_the_arena_is_the_planned_one(exported_tiny):
+    arch, tflite, _ = exported_tiny
+    from tinynas.cost.c_runtime import plan_c_arena
+
+    source, header = compile_tflite(tflite)
+    assert f"#define TINYNAS_ARENA_SIZE {plan_c_arena(arch).arena_bytes}\n" in header
+    assert "static int32_t arena[TINYNAS_ARENA_SIZE / 4];" in source
+    assert "malloc" not in source and "float" not in source
+
+
+def test_not_a_chain_is_refused():
+    with pytest.raises(CodegenError, match="TFL3"):
+        read_integer_model(b"not a model at all")
+    with pytest.raises(CodegenError):
+        read_integer_model(b"\x00\x00\x00\x00TFL3" + b"\x00" * 64)
