@@ -164,6 +164,22 @@ def test_instructions_grow_with_work(tmp_path):
     assert 3.3 < counts[4] / counts[1] < 4.2
 
 
+@pytest.mark.parametrize("board", BOARDS)
+def test_instructions_are_counted_exactly_to_a_tick(tmp_path, board):
+    # A loop of two instructions (subs, bne) run 20,000 + (input[0] & 255) times.
+    model_c, model_h = write_stand_in(tmp_path / "model", body="""
+    uint32_t n = 20000u + (uint8_t)input[0];
+    __asm__ volatile(".syntax unified\\n1: subs %0, %0, #1\\n bne 1b\\n" : "+l"(n) : : "cc");
+    output[0] = output[1] = output[2] = output[3] = output[4] = 0;
+    return 0;""")
+    data = windows(20)
+    run = emulate.run_on_qemu(model_c, model_h, data, board, tmp_path / "work", timeout=60)
+    expected = 2 * (20000 + data[:, 0].view(np.uint8).astype(np.float64))
+    # Within a timer tick, plus the few instructions of the call and of the timer reads.
+    assert np.all(np.abs(run.instructions - expected) <= run.instruction_resolution + 30)
+    assert run.stack_peak == 0  # a leaf that pushes nothing
+
+
 def test_a_hung_model_is_stopped_at_the_timeout(tmp_path):
     model_c, model_h = write_stand_in(tmp_path / "model", body="""
     volatile int spin = 1;

@@ -166,7 +166,7 @@ def _picolibc_specs() -> Path | None:
     """Where gcc finds picolibc.specs; gcc echoes a bare name back when it finds nothing."""
     try:
         found = subprocess.run(["arm-none-eabi-gcc", "-print-file-name=picolibc.specs"], capture_output=True,
-                               text=True, timeout=COMPILE_TIMEOUT_S).stdout.strip()
+                               text=True, timeout=60).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     path = Path(found)
@@ -178,8 +178,7 @@ def _require_tools() -> None:
     if missing:
         # Without gcc, picolibc cannot be looked for; it is named anyway, as gcc is no use without it.
         tools = missing + ["picolibc"] if "arm-none-eabi-gcc" in missing else missing
-        packages = " ".join(sorted(dict.fromkeys(_APT_PACKAGES[tool] for tool in tools), key=list(
-            _APT_PACKAGES.values()).index))
+        packages = " ".join(package for tool, package in _APT_PACKAGES.items() if tool in tools)
         raise EmulatorMissingError(f"emulating the model on a microcontroller needs {', '.join(missing)}, "
                                    f"which {'is' if len(missing) == 1 else 'are'} not installed: "
                                    f"sudo apt-get install {packages}")
@@ -203,10 +202,10 @@ def _gcc(board: Board, optimize: str) -> list[str]:
     return ["arm-none-eabi-gcc", *C_FLAGS, optimize, *board.cpu_flags, "--specs=picolibc.specs"]
 
 
-def _run_tool(command: list[str], what: str, log: Path, cwd: Path | None = None) -> str:
+def _run_tool(command: list[str], what: str, log: Path) -> str:
     """Run a compiler or linker; on failure raise one line naming its first error, the rest in `log`."""
     try:
-        done = subprocess.run(command, capture_output=True, text=True, cwd=cwd, timeout=COMPILE_TIMEOUT_S)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise EmulationError(f"{what}: the compiler ran for more than {COMPILE_TIMEOUT_S:.0f} s") from None
     output = done.stdout + done.stderr
@@ -220,9 +219,12 @@ def _first_error(output: str) -> str:
     overflow = re.search(r"region `(\w+)' overflowed by (\d+) bytes", output)
     if overflow:
         return f"the image does not fit: {overflow.group(1)} overflowed by {overflow.group(2)} bytes"
-    for line in output.splitlines():
-        if "error" in line.lower():
-            return line.strip()
+    harness = re.search(r"tinynas-harness: (.*)", output)  # the linker scripts' own ASSERT messages
+    if harness:
+        return harness.group(1).strip()
+    errors = [line.strip() for line in output.splitlines() if "error" in line.lower()]
+    if errors:  # the first real one, not collect2's "ld returned 1 exit status" when there is another
+        return next((line for line in errors if not line.startswith("collect2")), errors[0])
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     return lines[0] if lines else "no output"
 
