@@ -60,6 +60,8 @@ class ModelCard:
     digest: str | None = None
     quantization: dict[str, Any] | None = None
     tools: dict[str, str] | None = None
+    runtime: str = "tflm"
+    """What the budget was counted for: "tflm" (TFLite Micro) or "c" (tinynas's generated C runtime)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,7 +74,9 @@ class ModelCard:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelCard:
-        """A card read from card.json; a key missing from an older card reads as None."""
+        """A card read from card.json; a key missing from an older card reads as None (runtime as "tflm")."""
         known = {f.name for f in fields(cls)} - {"extra"}
         values: dict[str, Any] = {key: data.get(key) for key in known}  # card.json's values, unchecked
+        if values["runtime"] is None:  # cards written before --runtime were budgeted for TFLite Micro
+            values["runtime"] = "tflm"
         return cls(**values, extra={key: value for key, value in data.items() if key not in known})

@@ -8,7 +8,8 @@ import logging
 import sys
 from pathlib import Path
 
-from tinynas.cli.common import add_target_flags
+from tinynas.cli.common import add_runtime_flag, add_target_flags
+from tinynas.cost.c_runtime import estimate_c
 from tinynas.cost.estimate import estimate
 from tinynas.cost.targets import builtin_targets, kib, resolve_target
 from tinynas.options import (
@@ -36,6 +37,7 @@ def register(sub) -> None:
     cost.add_argument("--channel-multiple", type=int, default=1, help="round channels up to a multiple")
     cost.add_argument("--abi", default="ilp32", choices=["ilp32", "lp64"],
                       help="TFLM struct sizes: ilp32 = 32-bit MCU (default), lp64 = 64-bit host")
+    add_runtime_flag(cost)
     add_target_flags(cost)
     cost.add_argument("--json", action="store_true")
     cost.set_defaults(func=_cmd_cost)
@@ -127,13 +129,15 @@ def _optional_target(args: argparse.Namespace):
 
 def _cmd_cost(args: argparse.Namespace) -> int:
     arch = _architecture_from_args(args)
-    cost = estimate(arch, args.abi)
+    cost = estimate(arch, args.abi, runtime=args.runtime)
     host = estimate(arch, "lp64")
     target = _optional_target(args)
     result = {"architecture": arch.to_dict(), "name": arch.name(), **cost.to_dict(),
               "filters": list(arch.filters), "host64": {
                   "arena_head_bytes": host.arena_head_bytes, "arena_tail_bytes": host.arena_tail_bytes,
                   "arena_bytes": host.arena_bytes}}
+    if args.runtime == "c":
+        result["c_runtime"] = estimate_c(arch).to_dict()
     if target is not None:
         result["target"] = target.to_dict()
         result["violations"] = cost.violations(target)
@@ -145,10 +149,19 @@ def _cmd_cost(args: argparse.Namespace) -> int:
           f"filters {list(arch.filters)}")
     print(f"  MACs        {cost.macs:,}")
     print(f"  params      {cost.params:,}")
-    print(f"  flash       {cost.flash_bytes:,} B ({kib(cost.flash_bytes)}) int8 .tflite")
-    print(f"  peak RAM    {cost.peak_ram_bytes:,} B ({kib(cost.peak_ram_bytes)}) TFLM arena on {cost.abi}: "
-          f"head {cost.arena_head_bytes:,} + tail {cost.arena_tail_bytes:,}")
-    print(f"  (64-bit host arena, what `tinynas measure` sees: {host.arena_bytes:,} B)")
+    if args.runtime == "c":
+        c = estimate_c(arch)
+        print(f"  flash       {cost.flash_bytes:,} B ({kib(cost.flash_bytes)}) C runtime: "
+              f"tables {c.tables_bytes:,} + code {c.code_bytes:,}")
+        print(f"  peak RAM    {cost.peak_ram_bytes:,} B ({kib(cost.peak_ram_bytes)}) C runtime on {cost.abi}: "
+              f"arena {c.arena_bytes:,} + input/output {c.io_bytes:,} + stack {c.stack_bytes:,}")
+        tflm = estimate(arch, args.abi)
+        print(f"  (TFLite Micro for comparison: RAM {tflm.peak_ram_bytes:,} B, flash {tflm.flash_bytes:,} B)")
+    else:
+        print(f"  flash       {cost.flash_bytes:,} B ({kib(cost.flash_bytes)}) int8 .tflite")
+        print(f"  peak RAM    {cost.peak_ram_bytes:,} B ({kib(cost.peak_ram_bytes)}) TFLM arena on {cost.abi}: "
+              f"head {cost.arena_head_bytes:,} + tail {cost.arena_tail_bytes:,}")
+        print(f"  (64-bit host arena, what `tinynas measure` sees: {host.arena_bytes:,} B)")
     if target is not None:
         verdict = "fits" if result["fits"] else "does NOT fit: " + "; ".join(result["violations"])
         print(f"  target {target.name}: {verdict}")

@@ -7,7 +7,7 @@ import json
 import logging
 from pathlib import Path
 
-from tinynas.cli.common import add_target_flags
+from tinynas.cli.common import add_runtime_flag, add_target_flags
 from tinynas.cost.targets import kib, resolve_target
 from tinynas.data.preprocess import NORMALIZATIONS
 from tinynas.data.splits import PROTOCOLS
@@ -30,6 +30,7 @@ def register(sub) -> None:
     search = sub.add_parser("search", help="search architectures for a data set and target, export the winner")
     search.add_argument("--data", required=True, help="data spec, e.g. synthetic:vibration or synthetic:emg")
     add_target_flags(search)
+    add_runtime_flag(search)
     search.add_argument("--budget", default="30m", help="wall-time budget of the search, e.g. 90s, 30m, 2h")
     search.add_argument("--strategy", default="paper", choices=list(STRATEGIES),
                         help="paper (the method), fast (budget frontier raced with the final recipe, no retraining), "
@@ -91,9 +92,13 @@ def _print_result(result, as_json: bool) -> None:
         print(json.dumps({"out_dir": str(result.out_dir), "winner": result.winner.architecture.to_dict(),
                           "name": result.winner.architecture.name(), **card}, indent=2))
         return
+    # With the C runtime, the budget's flash is the generated code's (the .tflite is not flashed).
+    compiled = card.get("runtime") == "c"
+    flash = card["cost_estimate"]["flash_bytes"] if compiled else card["flash_bytes"]
     print(f"{result.winner.architecture.name()}: int8 test accuracy {card['int8_test_accuracy']:.3f} "
-          f"(float {card['float_test_accuracy']:.3f}); flash {kib(card['flash_bytes'])}, "
-          f"RAM {kib(card['cost_estimate']['peak_ram_bytes'])}; files in {result.out_dir}/")
+          f"(float {card['float_test_accuracy']:.3f}); flash {kib(flash)}, "
+          f"RAM {kib(card['cost_estimate']['peak_ram_bytes'])}{' (C runtime)' if compiled else ''}; "
+          f"files in {result.out_dir}/")
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
@@ -129,7 +134,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
                   threads_per_worker=args.threads, resume=args.resume, data_spec=args.data, progress=Progress(),
                   split=args.split, check_data=not args.ignore_data_checks, normalize=args.normalize,
                   test_windows=test_windows, test_spec=args.test_data or "", augment=args.augment,
-                  kernels=args.kernels)
+                  kernels=args.kernels, runtime=args.runtime)
     _print_result(study.run(), args.json)
     return 0
 

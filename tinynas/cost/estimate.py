@@ -12,16 +12,22 @@ allocates the int8 graph (see `graph.lower`):
   interpreter's input/output TfLiteTensors. Struct sizes differ between a 64-bit host
   (`LP64`, checked against tflite-micro's recording allocator) and a 32-bit microcontroller
   (`ILP32`, derived from the same struct definitions; the budget check uses this one).
+
+`runtime` chooses what the budget check counts: "tflm" (the default) is the TFLite Micro arena above
+and the .tflite's size; "c" is tinynas's generated C runtime (`tinynas.cost.c_runtime`): its static
+arena + the caller's input and output buffers + its stack as RAM, its constant tables + code as flash.
+The C runtime is budgeted for 32-bit microcontrollers only, so `runtime="c"` takes the ILP32 ABI.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from tinynas.cost.c_runtime import estimate_c
 from tinynas.cost.graph import Graph, lower
 from tinynas.cost.memory_planner import ARENA_ALIGNMENT, Buffer, align_up, planned_size
 from tinynas.cost.targets import Target, kib
-from tinynas.errors import TinynasError
+from tinynas.errors import TinynasError, UsageError
 from tinynas.space import Architecture
 
 
@@ -68,6 +74,17 @@ ILP32 = Abi(
 """A 32-bit Cortex-M (or ISPU) build of TFLM; sizes derived from the struct definitions."""
 
 ABIS = {abi.name: abi for abi in (LP64, ILP32)}
+
+RUNTIMES = ("tflm", "c")
+"""What runs the model on the device: TFLite Micro's interpreter, or tinynas's generated C (`--runtime`)."""
+RUNTIME_NAMES = {"tflm": "TFLite Micro", "c": "tinynas's generated C runtime"}
+
+
+def check_runtime(runtime: object) -> str:
+    """`runtime` if it is one of RUNTIMES, else a one-line UsageError naming them."""
+    if not isinstance(runtime, str) or runtime not in RUNTIMES:
+        raise UsageError(f"unknown runtime {runtime!r}; choose one of: {', '.join(RUNTIMES)}")
+    return runtime
 
 # Flash: the flatbuffer after `flatbuffer_strip` (no tensor names). Constant data is counted
 # exactly (16-byte aligned buffers) plus 12 bytes per quantized channel (float scale + int64
@@ -206,7 +223,11 @@ def flash_bytes(arch: Architecture) -> int:
 
 @dataclass(frozen=True)
 class Cost:
-    """Everything the budget check needs about one architecture, on one ABI."""
+    """Everything the budget check needs about one architecture, on one ABI, for one runtime.
+
+    For runtime "c", `arena_*` is the C runtime's static arena (no tail), `peak_ram_bytes` adds the
+    caller's input/output buffers and the stack, and `flash_bytes` is its tables + code.
+    """
 
     macs: int
     params: int
@@ -216,6 +237,7 @@ class Cost:
     arena_bytes: int
     peak_ram_bytes: int
     abi: str
+    runtime: str = "tflm"
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
@@ -237,21 +259,37 @@ class Cost:
         return not self.violations(target)
 
 
-def estimate(arch: Architecture, abi: Abi | str = ILP32) -> Cost:
-    """Analytic cost of `arch`; `peak_ram_bytes` is the arena to reserve on `abi` (default 32-bit)."""
+def estimate(arch: Architecture, abi: Abi | str = ILP32, runtime: str = "tflm") -> Cost:
+    """Analytic cost of `arch` for `runtime`; `peak_ram_bytes` is the RAM to reserve on `abi` (default 32-bit).
+
+    Runtime "c" exists for 32-bit microcontrollers only: asking for it on the 64-bit host ABI is a
+    UsageError rather than a figure silently computed for another machine.
+    """
+    runtime = check_runtime(runtime)
     if isinstance(abi, str):
         abi = ABIS[abi]
+    if runtime == "c":
+        if abi.name != ILP32.name:
+            raise UsageError(f"the C runtime is budgeted for 32-bit microcontrollers (abi ilp32) only, not {abi.name}")
+        c = estimate_c(arch)
+        return Cost(macs=macs(arch), params=params(arch), flash_bytes=c.flash_bytes,
+                    arena_head_bytes=c.arena_bytes, arena_tail_bytes=0, arena_bytes=c.arena_bytes,
+                    peak_ram_bytes=c.ram_bytes, abi=abi.name, runtime=runtime)
     arena = estimate_arena(arch, abi)
     return Cost(macs=macs(arch), params=params(arch), flash_bytes=flash_bytes(arch),
                 arena_head_bytes=arena.head_bytes, arena_tail_bytes=arena.tail_bytes,
-                arena_bytes=arena.total_bytes, peak_ram_bytes=arena.required_bytes, abi=abi.name)
+                arena_bytes=arena.total_bytes, peak_ram_bytes=arena.required_bytes, abi=abi.name,
+                runtime=runtime)
 
 
-def check_space_fits(target: Target, input_length: int, input_channels: int, classes: int) -> None:
+def check_space_fits(target: Target, input_length: int, input_channels: int, classes: int,
+                     runtime: str = "tflm") -> None:
     """Raise BudgetError in one line if even the smallest architecture, A(1, 0), misses `target`."""
     smallest = Architecture(input_length, input_channels, classes, k=1, c=0)
-    problems = estimate(smallest).violations(target)
+    problems = estimate(smallest, runtime=runtime).violations(target)
     if problems:
+        # Said only for the C runtime, so that the TFLite Micro message reads as it always has.
+        where = " with the C runtime" if runtime == "c" else ""
         raise BudgetError(
             f"target {target.name} cannot hold even the smallest network A(1,0) for "
-            f"{input_length}x{input_channels} input and {classes} classes: {'; '.join(problems)}")
+            f"{input_length}x{input_channels} input and {classes} classes{where}: {'; '.join(problems)}")

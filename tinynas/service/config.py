@@ -20,6 +20,9 @@ data_dir = "/var/lib/tinynas"
 target = "STM32C011F6P6"
 budget = "30m"
 strategy = "paper"
+# What the budget counts: "tflm" (TFLite Micro's arena and .tflite, the default) or "c" (tinynas's generated
+# C runtime: its arena, input/output buffers and stack; its tables and code), which fits bigger networks.
+runtime = "tflm"
 # Epochs, learning rate (Adam) and batch size per candidate, and epochs of the winner's final training
 # (lr 0.01); the method uses 100 epochs, lr 0.001, batch 16, and 100 final epochs.
 epochs = 20
@@ -64,6 +67,7 @@ class ServiceConfig:
     target: str = "STM32C011F6P6"
     budget: str = "30m"
     strategy: str = "paper"
+    runtime: str = "tflm"
     epochs: int = 20
     learning_rate: float = 0.001
     batch_size: int = 16
@@ -117,7 +121,7 @@ def _max_workers() -> int:
 
 _CHECKS = {
     "port": _text(), "baudrate": _integer(1, 100_000_000), "data_dir": _text(),
-    "target": _text(), "budget": _text(), "strategy": _text(),
+    "target": _text(), "budget": _text(), "strategy": _text(), "runtime": _text(),
     "epochs": _integer(1, 10_000), "learning_rate": _number(0.0, 1.0, low_open=True),
     "batch_size": _integer(1, 65_536), "final_epochs": _integer(1, 10_000), "workers": None,
     "normalize": _text(), "plan": _text(), "hop_seconds": _number(0.0, 60.0, low_open=True),
@@ -137,6 +141,7 @@ def _check_value(origin: str, key: str, value) -> None:
 
 def _check_choices(origin: str, data: dict) -> None:
     """Values whose meaning lives in other modules: the same parsers as the search uses."""
+    from tinynas.cost.estimate import RUNTIMES
     from tinynas.cost.targets import resolve_target
     from tinynas.data.preprocess import NORMALIZATIONS
     from tinynas.search import STRATEGIES
@@ -146,6 +151,8 @@ def _check_choices(origin: str, data: dict) -> None:
         raise ConfigError(f"{origin}: normalize must be one of {', '.join(NORMALIZATIONS)}, not {data['normalize']!r}")
     if "strategy" in data and data["strategy"] not in STRATEGIES:
         raise ConfigError(f"{origin}: strategy must be one of {', '.join(STRATEGIES)}, not {data['strategy']!r}")
+    if "runtime" in data and data["runtime"] not in RUNTIMES:
+        raise ConfigError(f"{origin}: runtime must be one of {', '.join(RUNTIMES)}, not {data['runtime']!r}")
     if "budget" in data:
         try:
             parse_duration(data["budget"])

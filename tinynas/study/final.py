@@ -57,7 +57,8 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
     x_test, y_test = study.test_set()
     int8 = run_int8(tflite, x_test)
     int8_accuracy = int8.accuracy(y_test)
-    cost = estimate(winner.architecture)
+    runtime = study.settings.runtime
+    cost = estimate(winner.architecture, runtime=runtime)
     card = ModelCard(
         classes=list(study.windows.class_names),
         input={"shape": [study.windows.window_length, study.windows.channels],
@@ -87,6 +88,7 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
                         "retrained": bool(result.val_loss),
                         "timings": {key: round(value, 3) for key, value in result.timings.items()}},
         measured_arena_host64=_measured_arena(tflite) if tflite_micro_available() else None,
+        runtime=runtime,
     )
     exported = write_export(study.out_dir, winner.architecture, tflite, card.to_dict())
     card = ModelCard.from_dict(json.loads(exported.card_path.read_text()))
@@ -95,7 +97,8 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
     write_report(study.out_dir, trials, winner, card, study.target)
     study.progress.event(f"winner {winner.architecture.name()}: int8 test accuracy {int8_accuracy:.3f} "
                          f"(float {result.float_test_accuracy:.3f}) on {len(y_test)} held-out windows; "
-                         f"flash {kib(len(tflite))}, RAM {kib(cost.peak_ram_bytes)}")
+                         f"flash {kib(len(tflite) if runtime == 'tflm' else cost.flash_bytes)}, "
+                         f"RAM {kib(cost.peak_ram_bytes)}" + ("" if runtime == "tflm" else " (C runtime)"))
     return StudyResult(winner, card, study.out_dir, trials)
 
 

@@ -43,8 +43,9 @@ class SearchLoop:
     def __init__(self, strategy, journal: Journal, pool: WorkerPool, jobs: JobFactory, target: Target, *,
                  budget_seconds: float, out_dir: Path, progress: Progress, clock: Callable[[], float],
                  resume: bool, retry_unstable: bool,
-                 fault_for: Callable[[Architecture], str | None] | None = None) -> None:
+                 fault_for: Callable[[Architecture], str | None] | None = None, runtime: str = "tflm") -> None:
         self.strategy, self.journal, self.pool, self.jobs, self.target = strategy, journal, pool, jobs, target
+        self.runtime = runtime
         self.out_dir, self.progress, self.clock = out_dir, progress, clock
         self.budget_seconds, self.resume, self.retry_unstable = budget_seconds, resume, retry_unstable
         self.fault_for = fault_for
@@ -102,7 +103,8 @@ class SearchLoop:
                 self.progress.event(f"retrying interrupted trial {previous.number} {previous.architecture.name()}")
                 self._launch(previous)
             else:
-                trial = decide(next(self.numbers), proposal.architecture, proposal.fidelity, self.target)
+                trial = decide(next(self.numbers), proposal.architecture, proposal.fidelity, self.target,
+                               self.runtime)
                 self._record(trial)
                 if trial.state is TrialState.INFEASIBLE:
                     self.strategy.tell(trial)

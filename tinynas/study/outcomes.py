@@ -32,9 +32,10 @@ def trial_key(arch: Architecture, fidelity: Fidelity) -> TrialKey:
     return arch.digest(), json.dumps(fidelity.to_dict(), sort_keys=True)
 
 
-def decide(number: int, architecture: Architecture, fidelity: Fidelity, target: Target) -> Trial:
-    """A proposal judged by the cost model: feasible (to train) or infeasible (never trained)."""
-    cost = estimate(architecture)
+def decide(number: int, architecture: Architecture, fidelity: Fidelity, target: Target,
+           runtime: str = "tflm") -> Trial:
+    """A proposal judged by the cost model for `runtime`: feasible (to train) or infeasible (never trained)."""
+    cost = estimate(architecture, runtime=runtime)
     violations = tuple(cost.violations(target))
     state = TrialState.INFEASIBLE if violations else TrialState.FEASIBLE
     return Trial(number, architecture, fidelity, state, costs=cost.to_dict(), violations=violations)

@@ -9,8 +9,11 @@ from tinynas.card import ModelCard
 from tinynas.cost.targets import Target, kib
 from tinynas.trial import Trial, TrialState
 
+RAM_BASIS = {"tflm": "32-bit TFLM arena", "c": "C runtime: arena + input/output + stack"}
+"""What a trial's estimated RAM counts, per runtime (`--runtime`)."""
 
-def plot_trials(path: Path, trials: list[Trial], winner: Trial, target: Target) -> None:
+
+def plot_trials(path: Path, trials: list[Trial], winner: Trial, target: Target, runtime: str = "tflm") -> None:
     """Validation accuracy vs estimated peak RAM of every trial; budget line; winner marked."""
     import io
 
@@ -37,7 +40,7 @@ def plot_trials(path: Path, trials: list[Trial], winner: Trial, target: Target) 
     if winner.best_val_accuracy is not None:
         axes.scatter([ram(winner)], [winner.best_val_accuracy], marker="*", s=260, color="orange",
                      edgecolor="black", zorder=5, label=f"winner {winner.architecture.name()}")
-    axes.set_xlabel("estimated peak RAM, 32-bit TFLM arena (KiB)")
+    axes.set_xlabel(f"estimated peak RAM, {RAM_BASIS[runtime]} (KiB)")
     axes.set_ylabel("best validation accuracy")
     axes.set_ylim(-0.05, 1.05)
     axes.grid(alpha=0.3)
@@ -62,7 +65,8 @@ def validation_line(split: dict) -> str:
 def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: ModelCard, target: Target) -> None:
     """Write report.md and trials.png into `out_dir`."""
     out_dir = Path(out_dir)
-    plot_trials(out_dir / "trials.png", trials, winner, target)
+    runtime = card.runtime
+    plot_trials(out_dir / "trials.png", trials, winner, target, runtime)
     search = card.search
     test = card.test_data
     tested_on = (f"{test['windows']} windows of the separate test set `{test['spec']}`" if test
@@ -89,7 +93,8 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: ModelC
         f"- test accuracy: float {card.float_test_accuracy:.3f}, **int8 {card.int8_test_accuracy:.3f}** "
         f"(LiteRT, {tested_on})",
         f"- cost: {card.cost_estimate['macs']:,} MACs, flash {kib(card.flash_bytes)} (.tflite), "
-        f"peak RAM {kib(card.cost_estimate['peak_ram_bytes'])} (32-bit TFLM arena estimate)",
+        f"peak RAM {kib(card.cost_estimate['peak_ram_bytes'])} ({RAM_BASIS[runtime]} estimate)"
+        + (f", C runtime flash {kib(card.cost_estimate['flash_bytes'])} (tables + code)" if runtime == "c" else ""),
     ]
     for finding in card.data_findings or []:
         lines.append(f"- data check ({finding['severity']}): {finding['message']}")

@@ -96,7 +96,8 @@ class Study:
                              "`if __name__ == \"__main__\":`")
         s = self.settings
         check_out_dir(self.out_dir)  # before anything else: the folder is the first thing a user gets wrong
-        check_space_fits(self.target, self.windows.window_length, self.windows.channels, self.windows.classes)
+        check_space_fits(self.target, self.windows.window_length, self.windows.channels, self.windows.classes,
+                         s.runtime)
         self.data_findings = self._check_data()
         strategy = self._strategy()
         journal = open_journal(self.out_dir, self.resume)
@@ -123,7 +124,7 @@ class Study:
                             **({"max_jobs": s.max_jobs_per_worker} if s.max_jobs_per_worker else {})) as pool:
                 SearchLoop(strategy, journal, pool, jobs, self.target, budget_seconds=s.budget_seconds,
                            out_dir=self.out_dir, progress=self.progress, clock=self.clock, resume=self.resume,
-                           retry_unstable=s.retry_unstable, fault_for=self.fault_for).run()
+                           retry_unstable=s.retry_unstable, fault_for=self.fault_for, runtime=s.runtime).run()
                 return final_stage(self, strategy, journal, jobs, pool)
         finally:
             journal.close()
@@ -137,12 +138,12 @@ class Study:
                            space=asdict(self.space), split=self.split.protocol,
                            normalize=self.preprocessing.normalize,
                            test_data_digest=self.test_windows.digest() if self.test_windows is not None else None,
-                           final_fidelity=self.final_fidelity)
+                           final_fidelity=self.final_fidelity, runtime=self.settings.runtime)
 
     def _strategy(self):
         s = self.settings
         return make_strategy(s.strategy, self.space, seed=s.seed, fidelity=s.fidelity,
-                             is_feasible=lambda arch: estimate(arch).fits(self.target),
+                             is_feasible=lambda arch: estimate(arch, runtime=s.runtime).fits(self.target),
                              final_fidelity=self.final_fidelity)
 
     def _check_data(self) -> list[dict]:

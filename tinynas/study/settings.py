@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tinynas.cost.estimate import check_runtime
 from tinynas.errors import TinynasError, UsageError
 from tinynas.trial import Fidelity
 
@@ -72,8 +73,11 @@ class StudySettings:
     """A candidate the diagnoser stopped is retried once at a safer learning rate."""
     data_spec: str = ""
     test_spec: str = ""
+    runtime: str = "tflm"
+    """`--runtime`: what the budget counts, TFLite Micro ("tflm") or tinynas's generated C runtime ("c")."""
 
     def __post_init__(self) -> None:
+        check_runtime(self.runtime)
         _check_whole("workers", self.workers)
         _check_whole("threads per worker", self.threads_per_worker)
         if self.max_jobs_per_worker is not None:
@@ -88,7 +92,8 @@ class StudySettings:
 
 
 def fingerprint(*, data_digest: str, target: dict, strategy: str, seed: int, fidelity: Fidelity, space: dict,
-                split: str, normalize: str, test_data_digest: str | None, final_fidelity: Fidelity) -> dict[str, Any]:
+                split: str, normalize: str, test_data_digest: str | None, final_fidelity: Fidelity,
+                runtime: str = "tflm") -> dict[str, Any]:
     """What a resumed search must share with the journal's: the resolved settings as JSON."""
     settings: dict[str, Any] = {"data_digest": data_digest, "target": target, "strategy": strategy, "seed": seed,
                                 "fidelity": fidelity.to_dict(),
@@ -101,6 +106,8 @@ def fingerprint(*, data_digest: str, target: dict, strategy: str, seed: int, fid
         settings["normalize"] = normalize
     if test_data_digest is not None:
         settings["test_data_digest"] = test_data_digest
+    if runtime != "tflm":  # another runtime budgets other candidates as feasible: another search
+        settings["runtime"] = runtime
     # The final recipe decides the winner's losses (fast trains every candidate with it) and its
     # retraining: a resume with another --final-epochs is another search.
     settings["final_fidelity"] = final_fidelity.to_dict()
@@ -125,6 +132,8 @@ def check_resumable(stored: dict, current: dict, final_fidelity: Fidelity) -> No
             and "augmentation" not in old_recipe and final_fidelity.augmentation is not None):
         # Searches started before the sensor presets trained without augmentation, at kernel 3.
         hint = "it was started without augmentation at kernel 3: resume with --augment none --kernels 3"
+    elif changed == ["runtime"]:
+        hint = f"it was searched with --runtime {stored.get('runtime', 'tflm')}: resume with that, or another --out"
     raise StudyError(f"cannot resume: {', '.join(changed)} differ from the journal's search ({hint})")
 
 
