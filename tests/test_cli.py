@@ -108,3 +108,63 @@ def test_explicit_zero_is_refused_not_read_as_unset(tmp_path):
                              capture_output=True, text=True, cwd=tmp_path)
         assert run.returncode == 2 and run.stderr.startswith(f"tinynas: error: {option} must be"), run.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_cost_with_the_c_runtime_shows_its_budget():
+    arch = ("cost", "--input", "512x1", "--classes", "10", "--k", "4", "--c", "2", "--target", "STM32F030F4P6")
+    result = json.loads(tinynas(*arch, "--runtime", "c", "--json").stdout)
+    assert result["runtime"] == "c" and result["fits"] is True and result["arena_tail_bytes"] == 0
+    c = result["c_runtime"]
+    assert result["peak_ram_bytes"] == c["ram_bytes"] == c["arena_bytes"] + c["io_bytes"] + c["stack_bytes"]
+    assert result["flash_bytes"] == c["flash_bytes"] == c["tables_bytes"] + c["code_bytes"]
+    tflm = json.loads(tinynas(*arch, "--json").stdout)
+    assert tflm["runtime"] == "tflm" and tflm["fits"] is False and "c_runtime" not in tflm
+    text = tinynas(*arch, "--runtime", "c").stdout
+    assert "C runtime on ilp32: arena" in text and "input/output" in text and "stack" in text
+    assert "C runtime: tables" in text and "code" in text and "target STM32F030F4P6: fits" in text
+    assert "TFLM arena" in tinynas(*arch).stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (("cost", "--input", "512x1", "--classes", "10", "--k", "2", "--c", "1", "--runtime", "tvm"),
+     "argument --runtime: invalid choice: 'tvm'"),
+    (("search", "--data", "synthetic:vibration", "--target", "STM32F030F4P6", "--out", "x", "--runtime", "C"),
+     "argument --runtime: invalid choice: 'C'"),
+    (("cost", "--input", "512x1", "--classes", "10", "--k", "2", "--c", "1", "--runtime", "c", "--abi", "lp64"),
+     "the C runtime is budgeted for 32-bit microcontrollers (abi ilp32) only"),
+])
+def test_a_bad_runtime_is_one_line_exit_2(tmp_path, args, message):
+    run = subprocess.run([sys.executable, "-m", "tinynas.cli", *args], capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tinynas: error:") and message in lines[0], run.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_search_help_says_what_runtime_does():
+    text = " ".join(tinynas("search", "--help").stdout.split())
+    assert "budget RAM and flash for TFLite Micro (default) or for tinynas's generated C runtime" in text
+
+
+@pytest.mark.slow
+def test_a_search_budgeted_for_the_c_runtime_fits_where_tflite_micro_cannot(tmp_path):
+    import sqlite3
+
+    data = "synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2&seed=1"
+    search = ("search", "--data", data, "--ram", "230", "--flash", "64k", "--macs", "600", "--budget", "5m",
+              "--epochs", "2", "--learning-rate", "0.003", "--final-epochs", "2")
+    # 230 B of RAM: TFLite Micro's arena alone needs 1.5 KiB for the smallest network.
+    refused = tinynas(*search, "--out", str(tmp_path / "tflm"))
+    assert refused.returncode == 2 and "cannot hold even the smallest network" in refused.stderr
+    run = tinynas(*search, "--out", str(tmp_path / "c"), "--runtime", "c", "--json")
+    assert run.returncode == 0, run.stderr
+    card = json.loads(run.stdout)
+    assert card["runtime"] == "c" and card["cost_estimate"]["runtime"] == "c"
+    assert card["cost_estimate"]["peak_ram_bytes"] <= 230
+    assert json.loads((tmp_path / "c" / "card.json").read_text())["runtime"] == "c"
+    with sqlite3.connect(tmp_path / "c" / "journal.sqlite") as db:
+        costs = [json.loads(row[0]) for row in db.execute("SELECT costs FROM trials")]
+        settings = json.loads(db.execute("SELECT value FROM meta WHERE key = 'settings'").fetchone()[0])
+    assert costs and {cost["runtime"] for cost in costs} == {"c"}
+    assert settings["runtime"] == "c"
+    assert "C runtime" in (tmp_path / "c" / "report.md").read_text()

@@ -70,3 +70,51 @@ def test_cost_model_runs_without_tensorflow():
             "estimate(Architecture(400, 8, 26, k=4, c=3));"
             "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_default_runtime_is_tflite_micro_with_the_same_figures():
+    arch = Architecture(512, 1, 10, k=2, c=4)
+    cost = estimate(arch)
+    assert cost == estimate(arch, ILP32, runtime="tflm") and cost.runtime == "tflm"
+    assert cost.peak_ram_bytes == 3856  # the STM32F030F4P6 CWRU winner's figure quoted in issue 17
+    assert cost.to_dict()["runtime"] == "tflm"
+
+
+def test_c_runtime_budgets_its_arena_io_and_stack_and_its_tables_and_code():
+    from tinynas.cost.c_runtime import estimate_c
+
+    arch = Architecture(512, 1, 10, k=2, c=4)
+    tflm, c, plan = estimate(arch), estimate(arch, runtime="c"), estimate_c(arch)
+    assert c.runtime == "c" and c.abi == "ilp32" and c.to_dict()["runtime"] == "c"
+    assert (c.macs, c.params) == (tflm.macs, tflm.params)
+    assert c.peak_ram_bytes == plan.ram_bytes == plan.arena_bytes + plan.io_bytes + plan.stack_bytes
+    assert c.flash_bytes == plan.flash_bytes == plan.tables_bytes + plan.code_bytes
+    assert (c.arena_bytes, c.arena_head_bytes, c.arena_tail_bytes) == (plan.arena_bytes, plan.arena_bytes, 0)
+    assert c.peak_ram_bytes < tflm.peak_ram_bytes and c.flash_bytes < tflm.flash_bytes
+
+
+def test_the_c_runtime_places_bigger_networks_on_the_same_chip():
+    chip = get_target("STM32F030F4P6")
+    bigger = Architecture(512, 1, 10, k=4, c=2)  # twice the winner's stem filters
+    assert not estimate(bigger).fits(chip)
+    assert estimate(bigger).violations(chip)[0].startswith("RAM")
+    assert estimate(bigger, runtime="c").fits(chip)
+    # And a space whose smallest network TFLite Micro cannot hold at all.
+    with pytest.raises(BudgetError, match="cannot hold even the smallest network"):
+        check_space_fits(chip, 2000, 1, 10)
+    check_space_fits(chip, 2000, 1, 10, runtime="c")
+    with pytest.raises(BudgetError, match="classes with the C runtime: RAM"):
+        check_space_fits(chip, 20000, 1, 10, runtime="c")
+
+
+def test_an_unknown_runtime_or_the_c_runtime_on_a_64_bit_host_is_one_line():
+    from tinynas.cost.estimate import RUNTIMES
+    from tinynas.errors import UsageError
+
+    assert RUNTIMES == ("tflm", "c")
+    arch = Architecture(512, 1, 10, k=2, c=1)
+    with pytest.raises(UsageError, match="unknown runtime 'tvm'; choose one of: tflm, c"):
+        estimate(arch, runtime="tvm")
+    with pytest.raises(UsageError, match="32-bit microcontrollers .* only, not lp64"):
+        estimate(arch, "lp64", runtime="c")
+    assert estimate(arch, "lp64").runtime == "tflm"

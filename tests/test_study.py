@@ -168,6 +168,12 @@ def test_resume_with_other_settings_is_refused(faulty_run, tmp_path):
         journal.set_meta("finished", False)
     with pytest.raises(StudyError, match="cannot resume: strategy"):
         _study(out, strategy="random", resume=True).run()
+    # Budgeted for another runtime, other candidates are feasible: another search.
+    with Journal(out / "journal.sqlite") as journal:
+        stored = journal.get_meta("settings")
+    assert "runtime" not in stored and stored == _study(out).fingerprint()
+    with pytest.raises(StudyError, match=r"cannot resume: runtime differ .*--runtime tflm: resume with that"):
+        _study(out, runtime="c", resume=True).run()
     with pytest.raises(StudyError, match="nothing to resume"):
         _study(tmp_path / "empty", resume=True).run()
 
@@ -363,3 +369,44 @@ def test_a_study_started_by_a_worker_re_importing_a_script_says_to_add_the_main_
     with pytest.raises(StudyError, match='if __name__ == "__main__"'):
         _study(tmp_path / "run").run()
     assert not (tmp_path / "run").exists()
+
+
+def test_a_tflm_fingerprint_is_what_journals_from_before_runtime_hold(tmp_path):
+    from tinynas.study.settings import fingerprint
+
+    study = _study(tmp_path / "run")
+    default = study.fingerprint()
+    assert "runtime" not in default  # so every journal written before --runtime still resumes
+    assert _study(tmp_path / "run", runtime="tflm").fingerprint() == default
+    resolved = dict(data_digest="d", target={}, strategy="paper", seed=0, fidelity=FAST, space={}, split="s",
+                    normalize="none", test_data_digest=None, final_fidelity=FINAL)
+    assert fingerprint(**resolved) == fingerprint(**resolved, runtime="tflm")
+    compiled = _study(tmp_path / "run", runtime="c").fingerprint()
+    assert compiled == {**default, "runtime": "c"}
+    check_resumable(default, default, study.final_fidelity)
+    with pytest.raises(StudyError, match=r"cannot resume: runtime differ .*--runtime tflm"):
+        check_resumable(default, compiled, study.final_fidelity)
+    with pytest.raises(StudyError, match=r"cannot resume: runtime differ .*--runtime c"):
+        check_resumable(compiled, default, study.final_fidelity)
+
+
+def test_the_runtime_decides_which_candidates_are_feasible():
+    from tinynas.cost.targets import get_target
+    from tinynas.space import Architecture
+    from tinynas.study.outcomes import decide
+
+    chip, bigger = get_target("STM32F030F4P6"), Architecture(512, 1, 10, k=4, c=2)
+    as_tflm = decide(1, bigger, FAST, chip)
+    assert as_tflm.state is TrialState.INFEASIBLE and as_tflm.violations[0].startswith("RAM")
+    assert as_tflm.costs["runtime"] == "tflm"
+    as_c = decide(1, bigger, FAST, chip, "c")
+    assert as_c.state is TrialState.FEASIBLE and as_c.costs["runtime"] == "c"
+    assert as_c.costs["peak_ram_bytes"] < as_tflm.costs["peak_ram_bytes"]
+
+
+def test_an_unknown_runtime_is_refused_before_anything_is_written(tmp_path):
+    from tinynas.errors import UsageError
+
+    with pytest.raises(UsageError, match="unknown runtime 'tvm'; choose one of: tflm, c"):
+        _study(tmp_path / "run", runtime="tvm")
+    assert list(tmp_path.iterdir()) == []

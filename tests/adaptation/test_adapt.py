@@ -85,3 +85,31 @@ def test_adapt_cli_one_line_errors(model_dir, tmp_path):
                  "--only", "weights"]) == 2
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
     assert UsageError  # the CLI maps every project error to exit 2
+
+
+def test_the_budget_is_rechecked_for_the_runtime_the_card_records(model_dir, tmp_path):
+    import shutil
+
+    from tinynas.adaptation.common import card_runtime
+
+    source = ModelDir.open(model_dir)
+    tflm, c = estimate(source.architecture), estimate(source.architecture, runtime="c")
+    assert source.card["runtime"] == "tflm"
+    # A chip with RAM for the C runtime but not for TFLite Micro's arena.
+    between = {**source.card["target"], "ram_bytes": (tflm.peak_ram_bytes + c.peak_ram_bytes) // 2}
+    new = shifted(load_windows(NEW_SESSION))
+    for runtime in (None, "c"):
+        copy = tmp_path / f"model-{runtime}"
+        shutil.copytree(model_dir, copy)
+        card = {key: value for key, value in source.card.items() if key != "runtime"}  # as an older card
+        card = {**card, "target": between, **({"runtime": runtime} if runtime else {})}
+        (copy / "card.json").write_text(json.dumps(card))
+        assert card_runtime(card) == (runtime or "tflm")
+        if runtime is None:
+            with pytest.raises(AdaptationError, match="does not fit .*RAM"):
+                adapt(copy, new, tmp_path / "refused", spec="shifted")
+        else:
+            adapt(copy, new, tmp_path / "adapted", spec="shifted")
+            assert json.loads((tmp_path / "adapted" / "card.json").read_text())["runtime"] == "c"
+    with pytest.raises(AdaptationError, match="unknown runtime 'tvm'"):
+        card_runtime({"runtime": "tvm"})

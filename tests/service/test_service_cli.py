@@ -82,6 +82,8 @@ def test_service_without_a_device_fails_in_one_line(tmp_path):
     ('target = "NoSuchBoard"\n', "target: unknown target 'NoSuchBoard'; built-in targets: "),
     ("http_port = 99999\n", "http_port must be an integer from 0 to 65535"),
     ('strategy = "best"\n', "strategy must be one of paper, "),
+    ('runtime = "tvm"\n', "runtime must be one of tflm, c, not 'tvm'"),
+    ("runtime = 1\n", "runtime must be a non-empty string"),
     ("epochs = 0\n", "epochs must be an integer from 1"),
     ("hop_seconds = -1\n", "hop_seconds must be a number in (0, 60]"),
     ("port = 3\n", "port must be a non-empty string"),
