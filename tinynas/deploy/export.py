@@ -1,4 +1,4 @@
-"""Full-integer int8 export: .tflite flatbuffer, C array for TFLite Micro, model card."""
+"""Full-integer int8 export: .tflite flatbuffer, C array for TFLite Micro, generated C runtime, model card."""
 
 from __future__ import annotations
 
@@ -125,21 +125,50 @@ class ExportedModel:
     c_path: Path
     header_path: Path
     card_path: Path
+    compiled_c_path: Path | None = None
+    compiled_header_path: Path | None = None
+
+
+def compiled_c_card(tflite: bytes, symbol: str) -> tuple[dict[str, Any], tuple[str, str] | None]:
+    """The card's `c_runtime` section and the generated C runtime's (source, header), or None and the reason.
+
+    A model the generator cannot compile exactly (not an int8 A(k, c) graph) still exports for TFLite
+    Micro: the card says why there is no C runtime instead of failing the export.
+    """
+    from tinynas.deploy.c_codegen import ENTRY_POINT, CodegenError, generate_c, read_integer_model
+
+    try:
+        integer_model = read_integer_model(tflite)
+    except CodegenError as exc:
+        return {"error": str(exc)}, None
+    files = generate_c(integer_model, f"{symbol}_compiled.h", f"{symbol}.tflite")
+    plan = integer_model.plan
+    return {"source": f"{symbol}_compiled.c", "header": f"{symbol}_compiled.h", "entry_point": ENTRY_POINT,
+            "arena_bytes": plan.arena_bytes,
+            "input_bytes": integer_model.input_length * integer_model.input_channels,
+            "output_bytes": integer_model.classes}, files
 
 
 def write_export(out_dir: str | os.PathLike, architecture: Architecture, tflite: bytes,
                  card: dict[str, Any], symbol: str = "model") -> ExportedModel:
-    """Write model.tflite, model.c/.h and card.json atomically into `out_dir`."""
+    """Write model.tflite, model.c/.h (TFLite Micro), model_compiled.c/.h (the C runtime) and card.json
+    atomically into `out_dir`; the card is written last."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     source, header = c_array_source(tflite, symbol)
+    c_runtime, compiled = compiled_c_card(tflite, symbol)
     paths = ExportedModel(out / f"{symbol}.tflite", out / f"{symbol}.c", out / f"{symbol}.h",
-                          out / "card.json")
+                          out / "card.json",
+                          compiled_c_path=out / f"{symbol}_compiled.c" if compiled else None,
+                          compiled_header_path=out / f"{symbol}_compiled.h" if compiled else None)
     atomic_write_bytes(paths.tflite_path, tflite)
     atomic_write_text(paths.c_path, source)
     atomic_write_text(paths.header_path, header)
+    if compiled is not None and paths.compiled_c_path and paths.compiled_header_path:
+        atomic_write_text(paths.compiled_c_path, compiled[0])
+        atomic_write_text(paths.compiled_header_path, compiled[1])
     full_card = {"architecture": architecture.to_dict(), "name": architecture.name(),
                  "digest": architecture.digest(), "quantization": io_quantization(tflite),
-                 **card, "tools": tool_versions()}
+                 "c_runtime": c_runtime, **card, "tools": tool_versions()}
     atomic_write_text(paths.card_path, json.dumps(full_card, indent=2, sort_keys=True) + "\n")
     return paths

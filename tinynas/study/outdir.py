@@ -21,8 +21,8 @@ TEST_WINDOWS = "test-windows.npz"
 """The separate test set of `--test-data`, beside windows.npz (workers read it)."""
 INCUMBENTS = "incumbents.json"
 """Best score per fidelity so far, for the workers' curve-stop rule."""
-RUN_OUTPUTS = ("best.json", "card.json", "model.tflite", "model.c", "model.h", "report.md", "trials.png",
-               "model.weights.h5", "split.npz")
+RUN_OUTPUTS = ("best.json", "card.json", "model.tflite", "model.c", "model.h", "model_compiled.c",
+               "model_compiled.h", "report.md", "trials.png", "model.weights.h5", "split.npz")
 """What a run leaves in its folder: with these present and no journal, the folder is a finished (or
 abandoned) run that a new search must not overwrite."""
 
