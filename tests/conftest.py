@@ -39,6 +39,19 @@ def c_compiler() -> str:
 
 
 @pytest.fixture(scope="session")
+def arm_toolchain() -> None:
+    """The Arm cross-compiler, picolibc and QEMU: skip without them, but fail in CI, where .ci/run installs them."""
+    from tinynas.deploy.emulate import missing_tools
+
+    missing = missing_tools()
+    if missing:
+        message = f"{', '.join(missing)} missing (.ci/run installs them with apt-get)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
 def vibration_split():
     """Small synthetic vibration set, split by recording 60/20/20 per class."""
     from tinynas.data.splits import group_split

@@ -149,3 +149,24 @@ def test_not_a_chain_is_refused():
         read_integer_model(b"not a model at all")
     with pytest.raises(CodegenError):
         read_integer_model(b"\x00\x00\x00\x00TFL3" + b"\x00" * 64)
+
+
+@pytest.mark.slow
+def test_generated_model_runs_on_emulated_cortex_m0_and_m4(exported_tiny, arm_toolchain, tflite_micro, tmp_path):
+    """The exported model's model_compiled.c, cross-compiled warning-free, gives TFLite Micro's outputs
+    under QEMU on a Cortex-M0 (micro:bit) and a Cortex-M4 (MPS2-AN386)."""
+    from tinynas.deploy import emulate
+
+    _, tflite, paths = exported_tiny
+    assert paths.compiled_c_path is not None and paths.compiled_header_path is not None
+    windows, _ = int8_windows(Architecture(512, 1, 4, 1, 0), read_integer_model(tflite).input, seed=5)
+    windows = windows[:40]
+    expected = tflite_micro_outputs(tflite, windows)
+    for board in sorted(emulate.BOARDS):
+        workdir = tmp_path / board
+        workdir.mkdir()
+        run = emulate.run_on_qemu(paths.compiled_c_path, paths.compiled_header_path, windows, board, workdir,
+                                  timeout=600)
+        assert np.array_equal(run.outputs, expected), board
+        assert run.stack_peak > 0 and run.instructions_mean > 0
+        assert run.model.bss >= read_integer_model(tflite).plan.arena_bytes

@@ -130,8 +130,8 @@ def table_bytes(arch: Architecture) -> int:
     """Constant bytes the generated code holds: int8 weights, int32 biases and requantization tables."""
     total, channels = 0, arch.input_channels
     for filters in arch.filters:
-        # weights, bias (int32), multiplier (int32), shift (int8)
-        total += round_up(filters * arch.kernel_size * channels, 4) + filters * (4 + 4) + round_up(filters, 4)
+        # weights, bias and folded bias (int32), multiplier (int32), shift (int8)
+        total += round_up(filters * arch.kernel_size * channels, 4) + filters * (4 + 4 + 4) + round_up(filters, 4)
         channels = filters
     return total + round_up(arch.classes * channels, 4) + arch.classes * (4 + 4) + round_up(arch.classes, 4)
 

@@ -50,6 +50,13 @@ class ConvStage:
     pool: tuple[int, int] | None  # the pool's activation clamp, or None for the last conv (-> MEAN)
 
     @property
+    def folded_bias(self) -> np.ndarray:
+        """bias + input_offset * (sum of each output channel's weights), as int32 wraps."""
+        sums = self.weights.astype(np.int64).reshape(self.cout, -1).sum(axis=1)
+        folded = self.bias.astype(np.int64) + self.input_offset * sums
+        return ((folded + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
+
+    @property
     def cin(self) -> int:
         return int(self.weights.shape[2])
 
@@ -278,29 +285,42 @@ static int32_t clamp(int32_t x, int32_t low, int32_t high) {
 typedef struct {
   const int8_t *weights;     /* [cout][KERNEL_SIZE][cin] */
   const int32_t *bias;       /* [cout] */
+  const int32_t *folded_bias; /* [cout] bias + input_offset * (sum of the channel's weights) */
   const int32_t *multiplier; /* [cout] Q31 */
   const int8_t *shift;       /* [cout] > 0: left */
   int32_t input_offset, output_offset, act_min, act_max, pool_min, pool_max;
   int rows, cin, cout;
 } conv_stage;
 
-/* One output of the 'same' 1xK conv (+ its ReLU clamp) at time x, channel o: TFLite Micro's
- * ConvPerChannel for that element; padded taps are skipped, as there. */
-static int32_t conv_at(const conv_stage *s, const int8_t *in, int x, int o) {
-  const int8_t *w = s->weights + o * KERNEL_SIZE * s->cin;
+static int32_t dot(const int8_t *a, const int8_t *b, int n) {
   int32_t acc = 0;
-  for (int k = 0; k < KERNEL_SIZE; ++k) {
-    const int ix = x - PAD_LEFT + k;
-    if (ix < 0 || ix >= s->rows) continue;
-    const int8_t *row = in + ix * s->cin;
-    const int8_t *wk = w + k * s->cin;
-    for (int i = 0; i < s->cin; ++i) acc += (int32_t)wk[i] * ((int32_t)row[i] + s->input_offset);
+  while (n-- > 0) acc += (int32_t)*a++ * (int32_t)*b++;
+  return acc;
+}
+
+/* One output of the 'same' 1xK conv (+ its ReLU clamp) at time x, channel o: TFLite Micro's
+ * ConvPerChannel for that element, which sums w * (x + input_offset) over the taps inside the window
+ * (padded taps are skipped). Here the taps inside are one contiguous run of rows and of weights, so the
+ * sum is one dot product plus input_offset * (sum of those weights), folded into the bias away from the
+ * edges: the same int32, in two's complement whatever the order of the additions. */
+static int32_t conv_at(const conv_stage *s, const int8_t *in, int x, int o) {
+  const int cin = s->cin;
+  const int8_t *w = s->weights + o * KERNEL_SIZE * cin;
+  const int first = x - PAD_LEFT;
+  const int k0 = first < 0 ? -first : 0;
+  const int k1 = first + KERNEL_SIZE > s->rows ? s->rows - first : KERNEL_SIZE;
+  int32_t acc;
+  if (k0 == 0 && k1 == KERNEL_SIZE) {
+    acc = s->folded_bias[o];
+  } else {
+    int32_t weight_sum = 0;
+    for (int n = k0 * cin; n < k1 * cin; ++n) weight_sum += w[n];
+    acc = s->bias[o] + weight_sum * s->input_offset;
   }
-  acc += s->bias[o];
+  acc += dot(w + k0 * cin, in + (first + k0) * cin, (k1 - k0) * cin);
   acc = requantize(acc, s->multiplier[o], s->shift[o]) + s->output_offset;
   return clamp(acc, s->act_min, s->act_max);
 }
-
 """
 
 _CONV_POOL = r"""
@@ -332,7 +352,7 @@ static void conv_sum(const conv_stage *s, const int8_t *in, int32_t *sums) {
 def _conv_initializer(name: str, stage: ConvStage) -> str:
     pool_min, pool_max = stage.pool if stage.pool is not None else (c_quant.INT8_MIN, c_quant.INT8_MAX)
     return (f"static const conv_stage {name} = {{\n"
-            f"  {name}_weights, {name}_bias, {name}_multiplier, {name}_shift,\n"
+            f"  {name}_weights, {name}_bias, {name}_folded_bias, {name}_multiplier, {name}_shift,\n"
             f"  {stage.input_offset}, {stage.output_offset}, {stage.act_min}, {stage.act_max}, "
             f"{pool_min}, {pool_max},\n"
             f"  {stage.rows}, {stage.cin}, {stage.cout}\n}};\n")
@@ -377,6 +397,7 @@ def generate_c(model: IntegerModel, header_name: str = "model_compiled.h", title
         name = f"conv{number}"
         parts += [_array("int8_t", f"{name}_weights", stage.weights),
                   _array("int32_t", f"{name}_bias", stage.bias),
+                  _array("int32_t", f"{name}_folded_bias", stage.folded_bias),
                   _array("int32_t", f"{name}_multiplier", stage.multipliers, 8),
                   _array("int8_t", f"{name}_shift", stage.shifts),
                   _conv_initializer(name, stage)]
