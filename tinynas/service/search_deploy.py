@@ -54,7 +54,7 @@ def search(service: Service) -> None:
               budget_seconds=parse_duration(config.budget), seed=0,
               fidelity=Fidelity(config.epochs, config.batch_size, config.learning_rate),
               final_fidelity=Fidelity(config.final_epochs, config.batch_size, 0.01),
-              workers=config.workers, normalize=config.normalize,
+              workers=config.workers, normalize=config.normalize, runtime=config.runtime,
               resume=journal_path.exists(), data_spec=data_spec,
               progress=Progress(interactive=False)).run()
     service._save(state="DEPLOYING")
@@ -104,8 +104,8 @@ def deploy(service: Service) -> None:
     staging.mkdir(parents=True)
     # The float weights, training windows and split too: a served model is a model folder that
     # `recalibrate` / `adapt` can open (tinynas.deploy.modeldir).
-    for name in ("model.tflite", "model.c", "model.h", "card.json", "report.md", "model.weights.h5",
-                 "windows.npz", "split.npz"):
+    for name in ("model.tflite", "model.c", "model.h", "model_compiled.c", "model_compiled.h", "card.json",
+                 "report.md", "model.weights.h5", "windows.npz", "split.npz"):
         if (study / name).exists():
             shutil.copy2(study / name, staging / name)
     shutil.rmtree(target, ignore_errors=True)

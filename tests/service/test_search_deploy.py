@@ -1,0 +1,34 @@
+"""The service's SEARCHING step hands its configuration to the study."""
+
+from types import SimpleNamespace
+
+import pytest
+
+import tinynas.study
+from tinynas.data.spec import load_windows
+from tinynas.service import search_deploy
+from tinynas.service.config import ServiceConfig
+
+DATA = "synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2&seed=1"
+
+
+@pytest.mark.parametrize("runtime", ["tflm", "c"])
+def test_the_search_budgets_for_the_configured_runtime(tmp_path, monkeypatch, runtime):
+    started = {}
+
+    class RecordedStudy:
+        def __init__(self, out, windows, target, **options):
+            started.update(options, out=out, target=target)
+
+        def run(self):
+            started["ran"] = True
+
+    monkeypatch.setattr(tinynas.study, "Study", RecordedStudy)
+    monkeypatch.setattr(search_deploy, "session_windows", lambda service: (load_windows(DATA), DATA))
+    saved = []
+    service = SimpleNamespace(config=ServiceConfig(runtime=runtime, data_dir=str(tmp_path)),
+                              state=SimpleNamespace(study=str(tmp_path / "study"), user="u", deployed=None),
+                              _save=lambda **changes: saved.append(changes))
+    search_deploy.search(service)
+    assert started["ran"] and started["runtime"] == runtime
+    assert saved == [{"state": "DEPLOYING"}]
