@@ -102,11 +102,19 @@ def plan_chain(lengths: tuple[int, ...], filters: tuple[int, ...], kernel_size: 
     return CArenaPlan(maps, sums_offset, sums_bytes, features_offset, features_bytes, arena)
 
 
-# Measured on the arm-none-eabi build (benchmarks/c_runtime.py): the generated code's stack and its code
-# bytes apart from the constant tables. Upper bounds over the measured architectures, rounded up.
-STACK_BYTES = 128
-CODE_BYTES = 1024
-"""Provisional until benchmarks/c_runtime.py measures them on Cortex-M0 and Cortex-M4."""
+# Measured on the arm-none-eabi-gcc 12.2 -Os builds of benchmarks/c_runtime.py (10 architectures, Cortex-M0
+# and Cortex-M4, results/c-runtime.md) and set just above every measurement:
+STACK_BYTES = 192
+"""Peak stack of tinynas_infer: 92 B (no cell), 132 B (one cell), 172 B (more) measured on the Cortex-M0."""
+CODE_FIXED_BYTES = 768
+CODE_PER_CELL_BYTES = 80
+"""Flash beyond the tables (code, one constant stage descriptor per conv): 519 B with no cell, 782 B with one,
+1,169 B with six measured on the Cortex-M0 (the larger of the two)."""
+
+
+def code_bytes(arch: Architecture) -> int:
+    """Flash the generated code and stage descriptors take beside the tables (an upper bound, measured)."""
+    return CODE_FIXED_BYTES + CODE_PER_CELL_BYTES * arch.c
 
 
 @dataclass(frozen=True)
@@ -140,7 +148,7 @@ def estimate_c(arch: Architecture) -> CRuntimeCost:
     """RAM (arena + the caller's input and output + stack) and flash (tables + code) of the C runtime."""
     arena = plan_c_arena(arch).arena_bytes
     io = arch.input_length * arch.input_channels + arch.classes
-    tables = table_bytes(arch)
+    tables, code = table_bytes(arch), code_bytes(arch)
     return CRuntimeCost(arena_bytes=arena, io_bytes=io, stack_bytes=STACK_BYTES,
-                        ram_bytes=arena + io + STACK_BYTES, tables_bytes=tables, code_bytes=CODE_BYTES,
-                        flash_bytes=tables + CODE_BYTES)
+                        ram_bytes=arena + io + STACK_BYTES, tables_bytes=tables, code_bytes=code,
+                        flash_bytes=tables + code)
