@@ -38,3 +38,13 @@ def test_nothing_fits_when_even_one_sample_is_too_much():
     assert longest_fitting_window(target, 100, 4000, 4) == 0
     with pytest.raises(PlanDoesNotFit, match="no window of 16 samples or more fits"):
         check_plan_fits(Plan("wide", ("a", "b"), kind="continuous"), target, 4000, 200.0)
+
+
+def test_the_c_runtime_budget_holds_longer_windows():
+    """With `runtime = "c"` the plan is checked against the generated C runtime's budget, which holds more."""
+    target = get_target("STM32C011F6P6")
+    tflm = check_plan_fits(load_plan("bearing4"), target, 1, 12000.0)
+    c = check_plan_fits(load_plan("bearing4"), target, 1, 12000.0, runtime="c")
+    assert c.window > tflm.window
+    assert estimate(Architecture(c.window, 1, 4, k=1, c=0), runtime="c").fits(target)
+    assert not estimate(Architecture(c.window + 1, 1, 4, k=1, c=0), runtime="c").fits(target) or c.window == 6000

@@ -253,7 +253,8 @@ def _cmd_onboard(args: argparse.Namespace) -> int:
         from tinynas.cost.targets import resolve_target
         from tinynas.service.fit import check_plan_fits
 
-        fit = check_plan_fits(plan, resolve_target(config.target), device["channels"], device["sample_rate_hz"])
+        fit = check_plan_fits(plan, resolve_target(config.target), device["channels"], device["sample_rate_hz"],
+                              config.runtime)
         if fit.cut:
             print(f"plan {plan.name}: {fit.recorded}-sample windows do not fit {config.target}; the search will use "
                   f"{fit.window}-sample windows cut from the recordings")

@@ -24,23 +24,23 @@ class PlanDoesNotFit(UsageError):
     """A plan whose windows no network of the space can take on the target."""
 
 
-def _smallest_fits(target: Target, length: int, channels: int, classes: int) -> bool:
-    return estimate(Architecture(length, channels, classes, k=1, c=0)).fits(target)
+def _smallest_fits(target: Target, length: int, channels: int, classes: int, runtime: str = "tflm") -> bool:
+    return estimate(Architecture(length, channels, classes, k=1, c=0), runtime=runtime).fits(target)
 
 
-def longest_fitting_window(target: Target, length: int, channels: int, classes: int) -> int:
+def longest_fitting_window(target: Target, length: int, channels: int, classes: int, runtime: str = "tflm") -> int:
     """The longest window <= `length` samples on which A(1,0) fits `target`; 0 if none does.
 
     RAM and MACs grow with the window, so the fitting lengths are a prefix: a bisection finds its end.
     """
-    if _smallest_fits(target, length, channels, classes):
+    if _smallest_fits(target, length, channels, classes, runtime):
         return length
-    if not _smallest_fits(target, 1, channels, classes):
+    if not _smallest_fits(target, 1, channels, classes, runtime):
         return 0
     low, high = 1, length  # fits at low, not at high
     while high - low > 1:
         middle = (low + high) // 2
-        if _smallest_fits(target, middle, channels, classes):
+        if _smallest_fits(target, middle, channels, classes, runtime):
             low = middle
         else:
             high = middle
@@ -61,14 +61,15 @@ class PlanFit:
         return self.window < self.recorded
 
 
-def check_plan_fits(plan, target: Target, channels: int, sample_rate_hz: float) -> PlanFit:
-    """How a plan's windows fit `target`, or PlanDoesNotFit in one line saying which window would."""
+def check_plan_fits(plan, target: Target, channels: int, sample_rate_hz: float, runtime: str = "tflm") -> PlanFit:
+    """How a plan's windows fit `target` with `runtime`'s budget, or PlanDoesNotFit in one line saying which
+    window would."""
     recorded = int(round(plan.window_seconds * sample_rate_hz))
     classes = len(plan.classes)
-    window = longest_fitting_window(target, recorded, channels, classes)
+    window = longest_fitting_window(target, recorded, channels, classes, runtime)
     if window == recorded:
         return PlanFit(recorded, recorded, recorded)
-    need = estimate(Architecture(recorded, channels, classes, k=1, c=0))
+    need = estimate(Architecture(recorded, channels, classes, k=1, c=0), runtime=runtime)
     what = (f"plan {plan.name} records {recorded}-sample windows ({plan.window_seconds:g} s at "
             f"{sample_rate_hz:g} Hz) x {channels} channel(s); on {target.name} even the smallest network A(1,0) "
             f"needs {kib(need.peak_ram_bytes)} RAM, {kib(need.flash_bytes)} flash, {need.macs:,} MACs "

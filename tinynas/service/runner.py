@@ -107,7 +107,7 @@ class Service:
         from tinynas.service.fit import check_plan_fits
 
         return check_plan_fits(plan, resolve_target(self.config.target), self.hello.channels,
-                               self.hello.sample_rate_hz)
+                               self.hello.sample_rate_hz, self.config.runtime)
 
     def _windows(self):
         """The session's windows as the search uses them, and their data spec (search_deploy.session_windows)."""
