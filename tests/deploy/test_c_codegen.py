@@ -170,3 +170,10 @@ def test_generated_model_runs_on_emulated_cortex_m0_and_m4(exported_tiny, arm_to
         assert np.array_equal(run.outputs, expected), board
         assert run.stack_peak > 0 and run.instructions_mean > 0
         assert run.model.bss == read_integer_model(tflite).plan.arena_bytes  # the arena is all its RAM
+
+
+def test_damaged_or_foreign_models_are_refused_in_one_error(exported_tiny):
+    _, tflite, _ = exported_tiny
+    for damaged in (tflite[: len(tflite) // 2], tflite[:64], tflite[:8] + bytes(len(tflite) - 8)):
+        with pytest.raises(CodegenError):
+            read_integer_model(damaged)

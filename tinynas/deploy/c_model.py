@@ -108,9 +108,19 @@ _INT8, _INT32 = 9, 2  # TensorType enum values of the schema
 
 def read_integer_model(tflite: bytes) -> IntegerModel:
     """Parse `tflite` into an IntegerModel, or raise CodegenError saying what is not supported."""
+    try:
+        return _read(bytes(tflite))
+    except CodegenError:
+        raise
+    except (AttributeError, TypeError, IndexError, KeyError, ValueError) as exc:
+        # A flatbuffer that parses but lacks what an A(k, c) export always has (options, quantization,
+        # buffers): another tool's model, or a damaged one.
+        raise CodegenError(f"not an int8 A(k, c) model tinynas exported ({type(exc).__name__} reading it)") from None
+
+
+def _read(data: bytes) -> IntegerModel:
     from ai_edge_litert import schema_py_generated as schema
 
-    data = bytes(tflite)
     if len(data) < 8 or data[4:8] != b"TFL3":
         raise CodegenError("not a TFLite model (no TFL3 identifier)")
     try:
