@@ -13,7 +13,10 @@ method's split (random values: throughput does not depend on them), in one proce
 - `keras-xla`: the same with `jit_compile=True`;
 - `loop`: a hand-written `tf.function` that runs a whole epoch (shuffle, every batch, the validation
   pass) in one graph call;
-- `loop-xla`: the same compiled by XLA.
+- `loop-xla`: the same compiled by XLA;
+- `loop-x4`: four candidates trained side by side in one `tf.function` epoch (the data set's two
+  candidates, two seeds each; one shared batch, separate losses and optimizers): its epoch time is
+  divided by 4 and compared with the mean of the two candidates' `keras` epochs.
 Results: benchmarks/results/epoch_throughput.md and .json (with what else shared the machine).
 """
 
@@ -37,7 +40,7 @@ CANDIDATES = {
     "isl A(8,1)": (400, 8, 26, 8, 1, 491, 70),
     "isl A(6,3)": (400, 8, 26, 6, 3, 491, 70),
 }
-VARIANTS = ("keras", "keras-xla", "loop", "loop-xla")
+VARIANTS = ("keras", "keras-xla", "loop", "loop-xla", "loop-x4")
 BATCH = 16
 
 
@@ -91,7 +94,7 @@ def _loop(tf, model, data, epochs: int, xla: bool) -> list[float]:
             with tf.GradientTape() as tape:
                 loss = loss_fn(tf.gather(y, take), model(tf.gather(x, take), training=True))
             grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
             total += loss
         logits = model(xv, training=False)
         val_loss = loss_fn(yv, logits)
@@ -107,6 +110,36 @@ def _loop(tf, model, data, epochs: int, xla: bool) -> list[float]:
     return times
 
 
+def _loop_many(tf, models, data, epochs: int) -> list[float]:
+    """Several models, one shared batch per step, one graph call per epoch; time per epoch of all of them."""
+    x, y, xv, yv = (tf.constant(v) for v in data)
+    optimizers = [tf.keras.optimizers.Adam(1e-3) for _ in models]
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    n = int(x.shape[0])
+    steps = -(-n // BATCH)
+
+    @tf.function
+    def epoch(seed):
+        order = tf.random.experimental.stateless_shuffle(tf.range(n), seed=seed)
+        for step in tf.range(steps):
+            take = order[step * BATCH:tf.minimum((step + 1) * BATCH, n)]
+            xb, yb = tf.gather(x, take), tf.gather(y, take)
+            with tf.GradientTape() as tape:
+                losses = [loss_fn(yb, model(xb, training=True)) for model in models]
+            variables = [model.trainable_variables for model in models]
+            grads = tape.gradient(losses, variables)
+            for optimizer, g, v in zip(optimizers, grads, variables, strict=True):
+                optimizer.apply_gradients(zip(g, v, strict=True))
+        return [loss_fn(yv, model(xv, training=False)) for model in models]
+
+    times = []
+    for number in range(epochs):
+        started = time.perf_counter()
+        [float(v) for v in epoch(tf.constant([number, 0], dtype=tf.int64))]
+        times.append(time.perf_counter() - started)
+    return times
+
+
 def measure(name: str, variant: str, epochs: int) -> dict:
     from tinynas.quiet import import_tensorflow
     from tinynas.space import Architecture
@@ -114,11 +147,17 @@ def measure(name: str, variant: str, epochs: int) -> dict:
 
     tf = import_tensorflow()
     spec = CANDIDATES[name]
-    arch = Architecture(spec[0], spec[1], spec[2], k=spec[3], c=spec[4])
-    model = build_model(arch, seed=0)
     data = _data(spec, seed=0)
-    run = _keras if variant.startswith("keras") else _loop
-    times = run(tf, model, data, epochs, variant.endswith("xla"))
+    if variant == "loop-x4":
+        family = [s for key, s in CANDIDATES.items() if key.split()[0] == name.split()[0]]
+        models = [build_model(Architecture(s[0], s[1], s[2], k=s[3], c=s[4]), seed=seed)
+                  for s in family for seed in (0, 1)]
+        times = [t / len(models) for t in _loop_many(tf, models, data, epochs)]
+    else:
+        arch = Architecture(spec[0], spec[1], spec[2], k=spec[3], c=spec[4])
+        model = build_model(arch, seed=0)
+        run = _keras if variant.startswith("keras") else _loop
+        times = run(tf, model, data, epochs, variant.endswith("xla"))
     later = times[1:]
     steps = -(-spec[5] // BATCH)
     return {"candidate": name, "variant": variant, "epochs": epochs, "first_epoch_s": round(times[0], 3),
@@ -140,6 +179,9 @@ def main() -> int:
     rows = []
     for name in CANDIDATES:
         for variant in VARIANTS:
+            if variant == "loop-x4" and any(r["variant"] == variant and r["candidate"].split()[0] == name.split()[0]
+                                            for r in rows):
+                continue  # one side-by-side run per data set covers both of its candidates
             done = subprocess.run([sys.executable, __file__, "--epochs", str(args.epochs), "--one", name, variant],
                                   capture_output=True, text=True, env=env, timeout=1800)
             if done.returncode != 0:
@@ -163,7 +205,12 @@ def main() -> int:
         if "error" in row:
             lines.append(f"| {row['candidate']} | {row['variant']} | failed: {row['error']} | | | | |")
             continue
-        base = next(r for r in rows if r["candidate"] == row["candidate"] and r["variant"] == "keras")
+        if row["variant"] == "loop-x4":
+            family = [r["later_epoch_s"] for r in rows if r["variant"] == "keras" and "error" not in r
+                      and r["candidate"].split()[0] == row["candidate"].split()[0]]
+            base = {"later_epoch_s": float(np.mean(family))}
+        else:
+            base = next(r for r in rows if r["candidate"] == row["candidate"] and r["variant"] == "keras")
         lines.append(f"| {row['candidate']} | {row['variant']} | {row['first_epoch_s']:.2f} | "
                      f"{row['later_epoch_s']:.3f} | {row['epochs_per_s']:.1f} | {row['ms_per_step']:.2f} | "
                      f"{base['later_epoch_s'] / row['later_epoch_s']:.2f}x |")
