@@ -15,6 +15,7 @@ for which every written row lands on dead bytes:
 
     start(i+1) + (j + 1) * Co <= start(i) + max(0, 2j - pad_left) * Ci      for every pooled row j.
 
+(Whole rows are kept apart, so the shift can be one byte more than a byte-by-byte bound would need.)
 `tests/cost/test_c_runtime.py` replays every read and write of the plan byte by byte to prove it, and the
 exactness test compares the generated code with TFLite Micro on real windows. The map read by stage 0 is the
 caller's input (read in place, never copied) and the output is the caller's buffer, so neither is in the
@@ -65,7 +66,7 @@ def pad_left(kernel_size: int) -> int:
 
 
 def overlap_shift(rows_out: int, channels_in: int, channels_out: int, kernel_size: int) -> int:
-    """Least bytes the pooled output map must start below its input map (see the module docstring)."""
+    """Bytes the pooled output map starts below its input map: the least that keeps whole rows apart."""
     left = pad_left(kernel_size)
     return max(0, max(((j + 1) * channels_out - max(0, 2 * j - left) * channels_in for j in range(rows_out)),
                       default=0))
