@@ -93,19 +93,6 @@ def int8_windows(arch, scale: float, zero_point: int, count: int, seed: int) -> 
     return quantized.reshape(count, -1), real_count
 
 
-def tflite_micro_outputs(tflite: bytes, windows: np.ndarray) -> np.ndarray:
-    from tflite_micro.python.tflite_micro import runtime
-
-    interpreter = runtime.Interpreter.from_bytes(tflite)
-    shape = interpreter.get_input_details(0)["shape"]
-    out = []
-    for window in windows:
-        interpreter.set_input(window.reshape(shape), 0)
-        interpreter.invoke()
-        out.append(interpreter.get_output(0).reshape(-1).copy())
-    return np.stack(out)
-
-
 def litert_outputs(tflite: bytes, windows: np.ndarray) -> np.ndarray:
     from tinynas.deploy.litert import litert_interpreter
 
@@ -126,7 +113,7 @@ def measure_arch(index: int, arch, windows_per_arch: int, scratch: Path, log) ->
     from tinynas.deploy import emulate
     from tinynas.deploy.c_codegen import compile_tflite, read_integer_model
     from tinynas.deploy.export import convert_int8
-    from tinynas.deploy.measure import measure_arena
+    from tinynas.deploy.measure import measure_arena, tflite_micro_outputs
     from tinynas.deploy.random_weights import calibration_windows, randomized_model
 
     tflite = convert_int8(randomized_model(arch, seed=index), calibration_windows(arch, 32, seed=index))

@@ -16,6 +16,7 @@ import pytest
 
 from tinynas.deploy.c_codegen import CodegenError, compile_tflite, read_integer_model
 from tinynas.deploy.export import convert_int8
+from tinynas.deploy.measure import tflite_micro_outputs
 from tinynas.deploy.random_weights import calibration_windows, randomized_model
 from tinynas.space import Architecture, max_cells
 
@@ -88,19 +89,6 @@ def int8_windows(arch: Architecture, model_input, seed: int) -> tuple[np.ndarray
     gaussian = rng.normal(size=(WINDOWS - real_count - uniform, *shape)).astype(np.float32)
     parts.append(quantize(gaussian, model_input.scale, model_input.zero_point))
     return np.concatenate(parts).reshape(WINDOWS, -1), real_count
-
-
-def tflite_micro_outputs(tflite: bytes, windows: np.ndarray) -> np.ndarray:
-    from tflite_micro.python.tflite_micro import runtime
-
-    interpreter = runtime.Interpreter.from_bytes(tflite)
-    shape = interpreter.get_input_details(0)["shape"]
-    outputs = []
-    for window in windows:
-        interpreter.set_input(window.reshape(shape), 0)
-        interpreter.invoke()
-        outputs.append(interpreter.get_output(0).reshape(-1).copy())
-    return np.stack(outputs)
 
 
 def host_outputs(tflite: bytes, windows: np.ndarray, folder: Path, compiler: str) -> np.ndarray:

@@ -44,13 +44,31 @@ class ArenaMeasurement:
     categories: dict[str, int] = field(default_factory=dict)
 
 
-def measure_arena(tflite: bytes) -> ArenaMeasurement:
-    """Allocate `tflite` in TFLite Micro's recording allocator and read back head/tail/total."""
+def _tflite_micro_runtime():
     try:
         from tflite_micro.python.tflite_micro import runtime
     except Exception as exc:
         raise MeasureError(
             "tflite-micro is not installed (pip install --pre tflite-micro; x86_64 only)") from exc
+    return runtime
+
+
+def tflite_micro_outputs(tflite: bytes, windows: np.ndarray) -> np.ndarray:
+    """TFLite Micro's int8 outputs (n, classes) for int8 `windows` (n, T*C): the reference the generated C
+    runtime must equal bit for bit."""
+    interpreter = _tflite_micro_runtime().Interpreter.from_bytes(bytes(tflite))
+    shape = interpreter.get_input_details(0)["shape"]
+    outputs = []
+    for window in windows:
+        interpreter.set_input(np.asarray(window).reshape(shape), 0)
+        interpreter.invoke()
+        outputs.append(interpreter.get_output(0).reshape(-1).copy())
+    return np.stack(outputs)
+
+
+def measure_arena(tflite: bytes) -> ArenaMeasurement:
+    """Allocate `tflite` in TFLite Micro's recording allocator and read back head/tail/total."""
+    runtime = _tflite_micro_runtime()
     # The recording allocator prints from C++ (MicroPrintf -> stderr), so capture the descriptor.
     failure: Exception | None
     with captured_fd(2) as printed:
