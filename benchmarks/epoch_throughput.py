@@ -8,15 +8,17 @@ all framework overhead. This runs the same candidate, on windows of the same sha
 method's split (random values: throughput does not depend on them), in one process with one thread
 (as a search worker runs), and times epochs after the first (the first holds graph tracing, timed apart):
 
-- `keras`: what `tinynas.training.train.fit` does today (Keras `fit`, 32 steps per compiled call,
-  validation every epoch);
+- `keras`: what `tinynas.training.train.fit` did before issue 18 (Keras `fit`, 32 steps per compiled
+  call, validation every epoch): the baseline;
 - `keras-xla`: the same with `jit_compile=True`;
 - `loop`: a hand-written `tf.function` that runs a whole epoch (shuffle, every batch, the validation
   pass) in one graph call;
 - `loop-xla`: the same compiled by XLA;
 - `loop-x4`: four candidates trained side by side in one `tf.function` epoch (the data set's two
   candidates, two seeds each; one shared batch, separate losses and optimizers): its epoch time is
-  divided by 4 and compared with the mean of the two candidates' `keras` epochs.
+  divided by 4 and compared with the mean of the two candidates' `keras` epochs;
+- `compiled`: what `fit` does since issue 18 (`tinynas.training.epoch.CompiledEpoch`: the epoch as one
+  XLA call over `tinynas.training.forward`'s im2col convolutions).
 Results: benchmarks/results/epoch_throughput.md and .json (with what else shared the machine).
 """
 
@@ -40,8 +42,10 @@ CANDIDATES = {
     "isl A(8,1)": (400, 8, 26, 8, 1, 491, 70),
     "isl A(6,3)": (400, 8, 26, 6, 3, 491, 70),
 }
-VARIANTS = ("keras", "keras-xla", "loop", "loop-xla", "loop-x4")
+VARIANTS = ("keras", "keras-xla", "loop", "loop-xla", "loop-x4", "compiled")
 BATCH = 16
+STEPS_PER_EXECUTION = 32
+"""What `tinynas.training.train.fit` used before issue 18 (Keras `fit`, 32 batches per compiled call)."""
 
 
 def _data(spec, seed: int):
@@ -53,8 +57,6 @@ def _data(spec, seed: int):
 
 
 def _keras(tf, model, data, epochs: int, xla: bool) -> list[float]:
-    from tinynas.training.train import STEPS_PER_EXECUTION
-
     x, y, xv, yv = data
     model.compile(optimizer=tf.keras.optimizers.Adam(1e-3),
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
@@ -110,6 +112,19 @@ def _loop(tf, model, data, epochs: int, xla: bool) -> list[float]:
     return times
 
 
+def _compiled(tf, model, data, epochs: int) -> list[float]:
+    from tinynas.training.epoch import CompiledEpoch
+
+    x, y, xv, yv = (tf.constant(v) for v in data)
+    epoch = CompiledEpoch(tf, model, int(x.shape[0]), int(xv.shape[0]), BATCH, 1e-3)
+    times = []
+    for number in range(epochs):
+        started = time.perf_counter()
+        epoch(x, y, xv, yv, seed=(0, number))  # returns Python floats: the values are ready
+        times.append(time.perf_counter() - started)
+    return times
+
+
 def _loop_many(tf, models, data, epochs: int) -> list[float]:
     """Several models, one shared batch per step, one graph call per epoch; time per epoch of all of them."""
     x, y, xv, yv = (tf.constant(v) for v in data)
@@ -156,8 +171,11 @@ def measure(name: str, variant: str, epochs: int) -> dict:
     else:
         arch = Architecture(spec[0], spec[1], spec[2], k=spec[3], c=spec[4])
         model = build_model(arch, seed=0)
-        run = _keras if variant.startswith("keras") else _loop
-        times = run(tf, model, data, epochs, variant.endswith("xla"))
+        if variant == "compiled":
+            times = _compiled(tf, model, data, epochs)
+        else:
+            run = _keras if variant.startswith("keras") else _loop
+            times = run(tf, model, data, epochs, variant.endswith("xla"))
     later = times[1:]
     steps = -(-spec[5] // BATCH)
     return {"candidate": name, "variant": variant, "epochs": epochs, "first_epoch_s": round(times[0], 3),

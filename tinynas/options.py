@@ -59,21 +59,36 @@ def check_probability(option: str, value: float) -> None:
         raise UsageError(f"{option} must be a probability between 0 and 1, got {value}")
 
 
-def check_workers(workers: int, threads: int) -> None:
+def parse_workers(text: str) -> int | str:
+    """`--workers`: "auto" (`tinynas.machine.auto_workers` picks from the cores and free memory) or a count."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"--workers must be auto or a whole number, got {text!r}") from None
+
+
+def check_workers(workers: int | str, threads: int) -> None:
     """At least one worker and thread; refuse more of either than the machine has cores.
 
     Each worker trains one candidate at a time in its own process; more workers than cores only
     time-slice, so every candidate gets less of its budget and the search finds less (refused, not
-    capped, so that what runs is what was asked for).
+    capped, so that what runs is what was asked for). "auto" is within the cores by construction.
     """
     n = cores()
+    check_range("--threads", threads, 1)
+    if threads > n:
+        raise UsageError(f"--threads {threads} is more than this machine's {n} core(s) (use --threads {n} or fewer)")
+    if workers == "auto":
+        return
+    if isinstance(workers, str):
+        raise UsageError(f"--workers must be auto or a whole number, got {workers!r}")
     check_range("--workers", workers, 1)
     check_range("--threads", threads, 1)
     if workers > n:
         raise UsageError(f"--workers {workers} is more than this machine's {n} core(s): each worker trains on its "
-                         f"own core (use --workers {n} or fewer)")
-    if threads > n:
-        raise UsageError(f"--threads {threads} is more than this machine's {n} core(s) (use --threads {n} or fewer)")
+                         f"own core (use --workers {n} or fewer, or auto)")
 
 
 def check_seed(seed: int) -> None:

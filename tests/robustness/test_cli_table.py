@@ -184,7 +184,7 @@ ROWS = [
     Row("workers-above-cores", (*SEARCH, "--workers", str((os.cpu_count() or 1) + 1)), "more than this machine's"),
     Row("workers-1000", (*SEARCH, "--workers", "1000"), "more than this machine's"),
     Row("threads-1000", (*SEARCH, "--threads", "1000"), "more than this machine's"),
-    Row("workers-not-a-number", (*SEARCH, "--workers", "two"), "argument --workers: invalid int value"),
+    Row("workers-not-a-number", (*SEARCH, "--workers", "two"), "--workers must be auto or a whole number"),
     Row("epochs-0", (*SEARCH, "--epochs", "0"), "--epochs must be between 1 and"),
     Row("epochs-absurd", (*SEARCH, "--epochs", "10000000"), "--epochs must be between 1 and"),
     Row("batch-size-0", (*SEARCH, "--batch-size", "0"), "--batch-size must be between 1 and"),

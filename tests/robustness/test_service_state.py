@@ -137,4 +137,5 @@ def test_any_config_values_give_a_config_or_a_one_line_error(values):
         assert str(exc).startswith("fuzz.toml: ") and "\n" not in str(exc)
     else:
         assert isinstance(config, ServiceConfig)
-        assert 0 <= config.min_accuracy <= 1 and 0 <= config.http_port <= 65535 and config.workers >= 1
+        assert 0 <= config.min_accuracy <= 1 and 0 <= config.http_port <= 65535
+        assert config.workers == "auto" or config.workers >= 1

@@ -26,7 +26,7 @@ def test_the_search_budgets_for_the_configured_runtime(tmp_path, monkeypatch, ru
     monkeypatch.setattr(tinynas.study, "Study", RecordedStudy)
     monkeypatch.setattr(search_deploy, "session_windows", lambda service: (load_windows(DATA), DATA))
     saved = []
-    service = SimpleNamespace(config=ServiceConfig(runtime=runtime, data_dir=str(tmp_path)),
+    service = SimpleNamespace(config=ServiceConfig(runtime=runtime, data_dir=str(tmp_path)), workers=None,
                               state=SimpleNamespace(study=str(tmp_path / "study"), user="u", deployed=None),
                               _save=lambda **changes: saved.append(changes))
     search_deploy.search(service)

@@ -259,6 +259,17 @@ class Scenario:
         self.log.close()
 
 
+def _worker_children(pid: int) -> int:
+    """Spawned worker processes of `pid` (multiprocessing's resource tracker is not one)."""
+    count = 0
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        try:
+            count += b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:  # gone meanwhile
+            pass
+    return count
+
+
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory):
     run = Scenario(tmp_path_factory.mktemp("service"))
@@ -269,6 +280,7 @@ def scenario(tmp_path_factory):
         request(run.data, "onboard", user="alice", plan=str(run.root / "plan.json"))
         run.wait(lambda: len(run.windows_accepted()) >= 3, 120, "three accepted windows")
         notes["before_kill_collecting"] = run.windows_accepted()
+        notes["workers_while_collecting"] = _worker_children(run.process.pid)
         run.kill()
         notes["killed_in"] = [run.state()["state"]]
         run.start()
@@ -281,6 +293,7 @@ def scenario(tmp_path_factory):
         run.wait(lambda: run.state().get("state") == "SERVING", 400, "serving")
         notes["deployed"] = run.state()["deployed"]
         notes["trials_after"] = run.trials()
+        run.wait(lambda: _worker_children(run.process.pid) == 0, 30, "the workers to stop once serving")
         run.wait(lambda: len(run.status().get("predictions") or []) >= 3, 60, "predictions")
         notes["http_status"] = json.loads(urllib.request.urlopen(
             f"http://127.0.0.1:{run.http_port}/status.json", timeout=5).read())
@@ -316,6 +329,13 @@ def scenario(tmp_path_factory):
 def test_kills_hit_every_phase(scenario):
     _, notes = scenario
     assert notes["killed_in"] == ["COLLECTING", "SEARCHING", "SERVING"]
+
+
+@pytest.mark.slow
+def test_workers_are_warm_while_the_user_records(scenario):
+    """TensorFlow's import is done while the user records, not after: the configured workers run already."""
+    _, notes = scenario
+    assert notes["workers_while_collecting"] == 2
 
 
 @pytest.mark.slow

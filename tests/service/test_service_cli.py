@@ -74,8 +74,8 @@ def test_service_without_a_device_fails_in_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("text, words", [
-    ('workers = "two"\n', "workers must be an integer from 1"),
-    ("workers = 1000\n", "workers must be an integer from 1 to"),
+    ('workers = "two"\n', 'workers must be "auto" or an integer from 1'),
+    ("workers = 1000\n", 'workers must be "auto" or an integer from 1 to'),
     ('budget = "abc"\n', "budget must be a positive duration"),
     ('min_accuracy = "high"\n', "min_accuracy must be a number in [0, 1]"),
     ("min_accuracy = 1.5\n", "min_accuracy must be a number in [0, 1]"),

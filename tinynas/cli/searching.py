@@ -19,8 +19,10 @@ from tinynas.options import (
     check_strategy,
     check_training,
     check_workers,
+    parse_workers,
 )
 from tinynas.search import STRATEGIES
+from tinynas.study.report import time_line
 
 log = logging.getLogger("tinynas")
 
@@ -38,8 +40,9 @@ def register(sub) -> None:
     search.add_argument("--out", required=True, help="output folder (journal, best.json, model, report)")
     search.add_argument("--resume", action="store_true", help="continue the search journaled in --out")
     search.add_argument("--seed", type=int, default=0, help="0 to 2^32-1")
-    search.add_argument("--workers", type=int, default=1,
-                        help="candidates trained in parallel (at most this machine's cores: more is refused)")
+    search.add_argument("--workers", default="auto",
+                        help="candidates trained in parallel: auto (default: from the cores and the free memory, "
+                             "said at the start) or a number up to this machine's cores")
     search.add_argument("--threads", type=int, default=1,
                         help="TensorFlow threads per worker (at most this machine's cores)")
     search.add_argument("--epochs", type=int, help="epochs per candidate (strategy default: paper 100)")
@@ -99,6 +102,7 @@ def _print_result(result, as_json: bool) -> None:
           f"(float {card['float_test_accuracy']:.3f}); flash {kib(flash)}, "
           f"RAM {kib(card['cost_estimate']['peak_ram_bytes'])}{' (C runtime)' if compiled else ''}; "
           f"files in {result.out_dir}/")
+    print(time_line(result.trials)[2:])
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
@@ -109,7 +113,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
     from tinynas.trial import Fidelity
 
     # Every option is checked before data is loaded or --out is touched: a typo leaves nothing behind.
-    check_workers(args.workers, args.threads)
+    workers = parse_workers(args.workers)
+    check_workers(workers, args.threads)
     check_seed(args.seed)
     check_training(args.epochs, args.batch_size, args.learning_rate, args.final_epochs)
     budget = check_budget(args.budget)
@@ -130,7 +135,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     final = Fidelity(args.final_epochs, 16, 0.01)
     test_windows = load_windows(args.test_data) if args.test_data else None
     study = Study(args.out, windows, target, strategy=args.strategy, budget_seconds=budget,
-                  seed=args.seed, fidelity=fidelity, final_fidelity=final, workers=args.workers,
+                  seed=args.seed, fidelity=fidelity, final_fidelity=final, workers=workers,
                   threads_per_worker=args.threads, resume=args.resume, data_spec=args.data, progress=Progress(),
                   split=args.split, check_data=not args.ignore_data_checks, normalize=args.normalize,
                   test_windows=test_windows, test_spec=args.test_data or "", augment=args.augment,

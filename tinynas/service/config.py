@@ -29,7 +29,9 @@ epochs = 20
 learning_rate = 0.001
 batch_size = 16
 final_epochs = 60
-workers = 2
+# Training processes: "auto" (from the cores and the free memory under the service's MemoryMax: a 1 GB Pi
+# gets 1, a 4 GB Pi 3, leaving a core for recording and serving) or a number up to the cores.
+workers = "auto"
 # Input normalisation recorded in the model's card: none, or channel (per-channel mean/std of training windows).
 normalize = "none"
 # Collection plan used when `tinynas onboard` names none (isl26, gestures4, bearing4 or a file).
@@ -72,7 +74,7 @@ class ServiceConfig:
     learning_rate: float = 0.001
     batch_size: int = 16
     final_epochs: int = 60
-    workers: int = 2
+    workers: int | str = "auto"
     normalize: str = "none"
     plan: str = "gestures4"
     hop_seconds: float = 0.25
@@ -134,7 +136,11 @@ _CHECKS = {
 
 
 def _check_value(origin: str, key: str, value) -> None:
+    if key == "workers" and value == "auto":
+        return
     check, allowed = _CHECKS[key] if _CHECKS[key] is not None else _integer(1, _max_workers())
+    if key == "workers":
+        allowed = f'"auto" or {allowed}'
     if not check(value):
         raise ConfigError(f"{origin}: {key} must be {allowed}, not {value!r}")
 

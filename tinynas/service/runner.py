@@ -25,6 +25,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from firmware_bridge.link import Link
 from firmware_bridge.recorder import Recorder
@@ -38,6 +39,9 @@ from tinynas.service.paths import REQUESTS, ServicePaths, pending_requests, requ
 from tinynas.service.state import load_state, save_state
 from tinynas.service.status import page_snapshot, snapshot
 from tinynas.service.status_server import StatusServer
+
+if TYPE_CHECKING:
+    from tinynas.study.pool import WorkerPool
 
 # REQUESTS, ServicePaths and request live in paths.py; the CLI and the tests import them from here.
 __all__ = ["REQUESTS", "Service", "ServiceError", "ServicePaths", "request"]
@@ -63,6 +67,8 @@ class Service:
         self.recorder: Recorder | None = None
         self.classifier: LiveClassifier | None = None
         self.predictions = PredictionLog(self.paths.predictions)
+        self.workers: WorkerPool | None = None
+        """The search's training workers: started when recording starts, kept through the search."""
         self._stop = threading.Event()
         self._lock = threading.Lock()
 
@@ -173,16 +179,42 @@ class Service:
             log.info("stopping: state %s kept for the next start", self.state.state)
         finally:
             self._stop.set()
+            self._cool_workers()
             self.link.close()
             self.predictions.close()
             if self.recorder is not None:
                 self.recorder.close()
             self.paths.pid.unlink(missing_ok=True)
 
+    def _warm_workers(self) -> None:
+        """Start the search's workers while the user records, so that TensorFlow's import (5-10 s here, an
+        estimated 15-45 s on a Pi 4) is done by the time the search needs them, not after."""
+        if self.workers is not None:
+            return
+        from tinynas.machine import auto_workers
+        from tinynas.study.pool import WorkerPool
+
+        if self.config.workers != "auto":
+            self.workers = WorkerPool(int(self.config.workers)).warm()
+            return
+        chosen = auto_workers()
+        log.info("search: %s", chosen.describe())
+        self.workers = WorkerPool(chosen.workers, private_limit_bytes=chosen.private_limit_bytes).warm()
+
+    def _cool_workers(self) -> None:
+        """Stop the workers: serving and re-wear need their memory, not them."""
+        if self.workers is not None:
+            self.workers.close()
+            self.workers = None
+
     def _loop(self) -> None:
         while not self._stop.is_set():
             phase = self.state.state
             try:
+                if phase in ("COLLECTING", "SEARCHING"):
+                    self._warm_workers()
+                else:
+                    self._cool_workers()
                 if phase in ("IDLE", "SERVING"):
                     if not onboarding.take_request(self):
                         self._stop.wait(0.2)

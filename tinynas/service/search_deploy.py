@@ -56,7 +56,7 @@ def search(service: Service) -> None:
               final_fidelity=Fidelity(config.final_epochs, config.batch_size, 0.01),
               workers=config.workers, normalize=config.normalize, runtime=config.runtime,
               resume=journal_path.exists(), data_spec=data_spec,
-              progress=Progress(interactive=False)).run()
+              progress=Progress(interactive=False), pool=service.workers).run()
     service._save(state="DEPLOYING")
 
 

@@ -62,6 +62,24 @@ def validation_line(split: dict) -> str:
     return f"- validation: not on a held-out session ({reason}): candidates were ranked on the training sessions"
 
 
+def time_line(trials: list[Trial]) -> str:
+    """Where the workers' time went, summed over the candidates: TensorFlow's import (once per worker
+    process), compiling each candidate's training, the training epochs, the health monitor."""
+    totals: dict[str, float] = {}
+    for trial in trials:
+        for key, value in (trial.details.get("timings") or {}).items():
+            if isinstance(value, (int, float)):
+                totals[key] = totals.get(key, 0.0) + float(value)
+    if not totals:
+        return "- worker time: not recorded"
+    epochs, later = totals.get("epochs_run", 0.0), totals.get("later_epochs", 0.0)
+    trained = sum(1 for t in trials if (t.details.get("timings") or {}).get("epochs_run"))
+    rate = f", {(epochs - trained) / later:.1f} epochs/s after the first" if later > 0 and epochs > trained else ""
+    return (f"- worker time: TensorFlow import {totals.get('tensorflow_import', 0.0):.1f} s, first epochs "
+            f"(compilation included) {totals.get('first_epoch', 0.0):.1f} s, later epochs {later:.1f} s "
+            f"({epochs:.0f} epochs{rate}), health monitor {totals.get('health', 0.0):.1f} s")
+
+
 def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: ModelCard, target: Target) -> None:
     """Write report.md and trials.png into `out_dir`."""
     out_dir = Path(out_dir)
@@ -96,6 +114,7 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: ModelC
         f"peak RAM {kib(card.cost_estimate['peak_ram_bytes'])} ({RAM_BASIS[runtime]} estimate)"
         + (f", C runtime flash {kib(card.cost_estimate['flash_bytes'])} (tables + code)" if runtime == "c" else ""),
     ]
+    lines.append(time_line(trials))
     for finding in card.data_findings or []:
         lines.append(f"- data check ({finding['severity']}): {finding['message']}")
     diagnosed = [t for t in trials

@@ -13,6 +13,7 @@ import logging
 import multiprocessing
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from tinynas.data.holdout import without_test_side
 from tinynas.data.preprocess import Preprocessing
 from tinynas.data.splits import Split, make_split
 from tinynas.data.windows import Windows
+from tinynas.machine import auto_workers
 from tinynas.options import check_out_dir
 from tinynas.progress import Progress
 from tinynas.search import SearchSpace, make_strategy
@@ -46,14 +48,15 @@ class Study:
     The options are a `StudySettings` (`settings=`), or its fields as keywords. What is not an
     option but a collaborator comes apart: where progress goes, the clock the budget is measured
     with (tests inject one, so a loaded machine changes nothing), faults to inject (tests and fault
-    studies), and a separate test set.
+    studies), a separate test set, and a worker pool the caller started already (the device service
+    warms one while the user records; the study then uses it as it is and leaves it open).
     """
 
     def __init__(self, out_dir: str | Path, windows: Windows, target: Target, settings: StudySettings | None = None,
                  *, resume: bool = False, progress: Progress | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  fault_for: Callable[[Architecture], str | None] | None = None,
-                 test_windows: Windows | None = None, **options) -> None:
+                 test_windows: Windows | None = None, pool: WorkerPool | None = None, **options) -> None:
         if settings is not None and options:
             raise TypeError("give the settings or their fields as keywords, not both")
         self.settings = settings if settings is not None else StudySettings(**options)
@@ -61,6 +64,8 @@ class Study:
         self.out_dir = Path(out_dir)
         self.windows, self.target, self.test_windows = windows, target, test_windows
         self.resume, self.clock, self.fault_for = resume, clock, fault_for
+        # A pool started by the caller (warm: TensorFlow imported while the user recorded); the caller closes it.
+        self.pool = pool
         self.progress = progress or Progress(interactive=False)
         self.data_findings: list[dict] = []
         # The final recipe's augmentation (`--augment`): every strategy's final training uses it.
@@ -120,14 +125,24 @@ class Study:
                               out_dir=self.out_dir, health=s.health, track_test=s.track_test,
                               test_data=self.test_windows is not None)
             # One pool for the search and the final stage: its workers have TensorFlow imported already.
-            with WorkerPool(s.workers, s.threads_per_worker,
-                            **({"max_jobs": s.max_jobs_per_worker} if s.max_jobs_per_worker else {})) as pool:
+            with nullcontext(self.pool) if self.pool is not None else self._pool() as pool:
                 SearchLoop(strategy, journal, pool, jobs, self.target, budget_seconds=s.budget_seconds,
                            out_dir=self.out_dir, progress=self.progress, clock=self.clock, resume=self.resume,
                            retry_unstable=s.retry_unstable, fault_for=self.fault_for, runtime=s.runtime).run()
                 return final_stage(self, strategy, journal, jobs, pool)
         finally:
             journal.close()
+
+    def _pool(self) -> WorkerPool:
+        """The worker pool; "auto" is resolved here, on the machine that trains, and said in the progress."""
+        s = self.settings
+        options = {"max_jobs": s.max_jobs_per_worker} if s.max_jobs_per_worker else {}
+        if s.workers != "auto":
+            return WorkerPool(int(s.workers), s.threads_per_worker, **options)
+        chosen = auto_workers()
+        self.progress.event(chosen.describe())
+        return WorkerPool(chosen.workers, s.threads_per_worker, private_limit_bytes=chosen.private_limit_bytes,
+                          **options)
 
     def fingerprint(self, strategy_fidelity: Fidelity | None = None) -> dict:
         """What the journal keeps of this search's settings, and what a resume must match."""

@@ -53,7 +53,8 @@ class StudySettings:
     """The strategy's search recipe (None: the strategy's own default)."""
     final_fidelity: Fidelity = FINAL_FIDELITY
     """The winner's final recipe; its augmentation, when None, comes from `augment`."""
-    workers: int = 1
+    workers: int | str = 1
+    """Training processes, or "auto": `tinynas.machine.auto_workers` picks from the cores and free memory."""
     threads_per_worker: int = 1
     max_jobs_per_worker: int | None = None
     split: str = "auto"
@@ -78,7 +79,8 @@ class StudySettings:
 
     def __post_init__(self) -> None:
         check_runtime(self.runtime)
-        _check_whole("workers", self.workers)
+        if self.workers != "auto":
+            _check_whole("workers", self.workers, "auto or ")
         _check_whole("threads per worker", self.threads_per_worker)
         if self.max_jobs_per_worker is not None:
             _check_whole("jobs per worker", self.max_jobs_per_worker)
@@ -137,6 +139,6 @@ def check_resumable(stored: dict, current: dict, final_fidelity: Fidelity) -> No
     raise StudyError(f"cannot resume: {', '.join(changed)} differ from the journal's search ({hint})")
 
 
-def _check_whole(name: str, value) -> None:
+def _check_whole(name: str, value, other: str = "") -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise UsageError(f"{name} must be a whole number >= 1, got {value!r}")
+        raise UsageError(f"{name} must be {other}a whole number >= 1, got {value!r}")

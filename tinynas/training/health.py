@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from tinynas.training.epoch import PROBE_DEAD_RELU, PROBE_GRADIENT
+
 PROBE_WINDOWS = 64
 """Training windows in the probe batch (fixed for the whole run, chosen by the seed)."""
 POWER_ITERATIONS = 3
@@ -48,13 +50,16 @@ def health_callback(x_probe: np.ndarray, y_probe: np.ndarray, sharpness_every: i
     from tinynas.quiet import import_tensorflow
 
     tf: Any = import_tensorflow()  # declared Any so that mypy accepts its classes as bases
-    x_probe = tf.constant(np.asarray(x_probe, np.float32))
-    y_probe = tf.constant(np.asarray(y_probe, np.int64))
+    probe_batch = (np.asarray(x_probe, np.float32), np.asarray(y_probe, np.int64))
+    x_probe, y_probe = tf.constant(probe_batch[0]), tf.constant(probe_batch[1])
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
     class HealthMonitor(tf.keras.callbacks.Callback):
         def __init__(self) -> None:
             super().__init__()
+            self.probe_batch = probe_batch
+            """Read by `tinynas.training.train.fit`, whose compiled epoch then measures the probe itself
+            and hands the gradient and dead fraction over in the epoch's logs."""
             self.trace: list[dict[str, float]] = []
             self.seconds = 0.0
             self.stopped_epoch: int | None = None
@@ -63,26 +68,34 @@ def health_callback(x_probe: np.ndarray, y_probe: np.ndarray, sharpness_every: i
             self._direction: np.ndarray | None = None
             # tf.functions, traced in on_train_begin.
             self._probe: Any = None
+            self._probe_graph: Any = None
             self._hessian_vector: Any = None
 
         def on_train_begin(self, logs=None):
             started = time.perf_counter()
             model = self.model
-            relus = [layer.output for layer in model.layers if isinstance(layer, tf.keras.layers.ReLU)]
-            probe_model = tf.keras.Model(model.inputs, [model.outputs[0], *relus])
             variables = model.trainable_variables
 
-            # Traced once per candidate: eager gradient tapes cost more than a small epoch.
-            @tf.function
+            # Built and traced on first use, once per candidate (eager gradient tapes cost more than a small
+            # epoch); never used when the epoch's logs carry the probe's results.
             def probe():
-                with tf.GradientTape() as tape:
-                    outputs = probe_model(x_probe, training=False)
-                    loss = loss_fn(y_probe, outputs[0])
-                gradient = tape.gradient(loss, variables)
-                dead = [tf.reduce_all(tf.reshape(o, (-1, o.shape[-1])) <= 0, axis=0) for o in outputs[1:]]
-                dead_fraction = (tf.reduce_mean(tf.cast(tf.concat(dead, axis=0), tf.float32)) if dead
-                                 else tf.constant(float("nan")))
-                return tf.concat([tf.reshape(g, (-1,)) for g in gradient], axis=0), dead_fraction
+                if self._probe_graph is None:
+                    relus = [layer.output for layer in model.layers if isinstance(layer, tf.keras.layers.ReLU)]
+                    probe_model = tf.keras.Model(model.inputs, [model.outputs[0], *relus])
+
+                    @tf.function
+                    def graph():
+                        with tf.GradientTape() as tape:
+                            outputs = probe_model(x_probe, training=False)
+                            loss = loss_fn(y_probe, outputs[0])
+                        gradient = tape.gradient(loss, variables)
+                        dead = [tf.reduce_all(tf.reshape(o, (-1, o.shape[-1])) <= 0, axis=0) for o in outputs[1:]]
+                        dead_fraction = (tf.reduce_mean(tf.cast(tf.concat(dead, axis=0), tf.float32)) if dead
+                                         else tf.constant(float("nan")))
+                        return tf.concat([tf.reshape(g, (-1,)) for g in gradient], axis=0), dead_fraction
+
+                    self._probe_graph = graph
+                return self._probe_graph()
 
             # Traced on first use (~1 s): eager Hessian-vector products cost ~0.1 s each, 30 of them in a
             # 100-epoch run. benchmarks/health_overhead.py measures the monitor with vs without.
@@ -133,8 +146,11 @@ def health_callback(x_probe: np.ndarray, y_probe: np.ndarray, sharpness_every: i
             row.update(grad_norm=math.nan, update_ratio=math.nan, dead_relu=math.nan,
                        secant_curvature=math.nan, sharpness=math.nan)
             if not row["nonfinite"]:
-                gradient, dead = self._probe()
-                gradient = gradient.numpy()
+                if PROBE_GRADIENT in logs:
+                    gradient, dead = np.asarray(logs[PROBE_GRADIENT]), logs[PROBE_DEAD_RELU]
+                else:
+                    gradient, dead = self._probe()
+                    gradient = gradient.numpy()
                 previous = self._previous_weights
                 assert previous is not None  # set by on_train_begin, which Keras calls before any epoch
                 step = weights - previous

@@ -10,12 +10,9 @@ import numpy as np
 
 from tinynas.augment import Augmentation
 from tinynas.space import Architecture, SpecError, as_model_input
+from tinynas.training.epoch import CompiledEpoch, finite
 from tinynas.training.model import build_model
 from tinynas.trial import Fidelity
-
-STEPS_PER_EXECUTION = 32
-"""Training steps per compiled call: tiny networks spend most of a step in dispatch overhead, and
-running 32 batches per call cut an epoch from 0.47 s to 0.36 s (A(4,4), 1,440 CWRU-shaped windows)."""
 
 
 @dataclass
@@ -57,7 +54,12 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
     the score to beat when `fidelity.curve_stop` is on, and `live_incumbent()` a better one found
     while this candidate trains (or None). `allow_nonfinite` lets NaN/inf inputs through, for fault
     studies only. `timings` holds the seconds spent
-    building, in the first epoch (graph tracing included) and in the later epochs.
+    building, in the first epoch (tracing and XLA compilation included) and in the later epochs.
+
+    Each epoch is one XLA-compiled call (`tinynas.training.epoch`); the callbacks run after it, as Keras
+    runs them. XLA keeps every program it compiles for the life of the process (~30 MiB and ~500 memory
+    maps per call of `fit`, and the kernel allows 65,530 maps): a long-lived process should train a few
+    dozen candidates at most, as the search's workers do (`tinynas.study.pool` recycles them).
     """
     import time
 
@@ -73,9 +75,8 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
     tf = import_tensorflow()
     started = time.perf_counter()
     model = build_model(arch, seed=seed)
-    model.compile(optimizer=tf.keras.optimizers.Adam(fidelity.learning_rate),
-                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"], steps_per_execution=STEPS_PER_EXECUTION)
+    probe = next((c.probe_batch for c in callbacks if getattr(c, "probe_batch", None) is not None), None)
+    epoch = CompiledEpoch(tf, model, len(x_train), len(x_val), fidelity.batch_size, fidelity.learning_rate, probe)
     built = time.perf_counter()
     best = tf.keras.callbacks.EarlyStopping(monitor="val_loss", patience=fidelity.patience or fidelity.epochs,
                                             restore_best_weights=True)
@@ -87,14 +88,26 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
         curve = keras_callback(rule, fidelity.epochs, live_incumbent)
         extra.append(curve)
     clock = _EpochClock(tf)
-    if fidelity.augmentation is None:
-        data = {"x": as_model_input(x_train), "y": y_train, "batch_size": fidelity.batch_size, "shuffle": True}
-    else:
-        data = {"x": augmented_batches(x_train, y_train, fidelity, seed)}
-    history = model.fit(**data, validation_data=(as_model_input(x_val), y_val),
-                        epochs=fidelity.epochs, verbose=0,
-                        callbacks=[clock, *callbacks, *extra, best, tf.keras.callbacks.TerminateOnNaN()])
-    curves = history.history
+    hooks = tf.keras.callbacks.CallbackList([clock, *callbacks, *extra, best], model=model)
+    windows = tf.constant(as_model_input(x_train))
+    labels, val = tf.constant(y_train), (tf.constant(as_model_input(x_val)), tf.constant(y_val))
+    redraw = (None if fidelity.augmentation is None
+              else augmented_epochs(x_train, y_train, fidelity.augmentation, seed))
+    curves: dict[str, list[float]] = {}
+    model.stop_training = False
+    hooks.on_train_begin()
+    for number in range(fidelity.epochs):
+        hooks.on_epoch_begin(number)
+        if redraw is not None:
+            augmented, shuffled = next(redraw)
+            windows, labels = tf.constant(augmented), tf.constant(shuffled)
+        logs = epoch(windows, labels, *val, seed=(seed, number))
+        for key, value in logs.items():
+            curves.setdefault(key, []).append(value)
+        hooks.on_epoch_end(number, logs)
+        if model.stop_training or not finite(logs):
+            break
+    hooks.on_train_end()
     ran = len(curves.get("loss", []))
     stopped = ""
     if curve is not None and curve.stopped_epoch is not None:
@@ -109,25 +122,30 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
                        [float(v) for v in curves.get("loss", [])], stopped, timings)
 
 
+def augmented_epochs(x: np.ndarray, y: np.ndarray, augmentation: Augmentation, seed: int):
+    """Endless (windows in the model's layout, labels): every epoch's training set, shuffled and freshly
+    augmented by a generator seeded by `seed` (so a candidate trains the same way on every run)."""
+    rng = np.random.default_rng([seed, 0x5A17])
+    while True:
+        order = rng.permutation(len(x))
+        yield as_model_input(augmentation.apply(x[order], rng)), y[order]
+
+
 def augmented_batches(x: np.ndarray, y: np.ndarray, fidelity: Fidelity, seed: int):
-    """Shuffled batches of freshly augmented training windows (a Keras PyDataset), redrawn every
-    epoch from a generator seeded by `seed` (so a candidate trains the same way on every run)."""
+    """`augmented_epochs` as a Keras PyDataset of batches, for `model.fit` (recalibration)."""
     from tinynas.quiet import import_tensorflow
 
     tf: Any = import_tensorflow()  # declared Any so that mypy accepts its classes as bases
-    augmentation = fidelity.augmentation or Augmentation()
+    epochs = augmented_epochs(x, y, fidelity.augmentation or Augmentation(), seed)
     batch = fidelity.batch_size
 
     class Augmented(tf.keras.utils.PyDataset):
         def __init__(self) -> None:
             super().__init__()
-            self.rng = np.random.default_rng([seed, 0x5A17])
             self.on_epoch_end()
 
         def on_epoch_end(self) -> None:
-            order = self.rng.permutation(len(x))
-            self.x = as_model_input(augmentation.apply(x[order], self.rng))
-            self.y = y[order]
+            self.x, self.y = next(epochs)
 
         def __len__(self) -> int:
             return -(-len(x) // batch)
