@@ -3,7 +3,7 @@
 Why (benchmarks/results/epoch_throughput.md): the candidates have a few thousand weights, so Keras's
 `fit` spends a step mostly outside arithmetic: in per-batch dispatch and in TensorFlow's CPU convolution
 kernels, which are slow at 1-32 channels. One compiled call per epoch over `tinynas.training.forward`'s ops
-trains the same network with the same recipe 3-5x faster per epoch; the first call compiles (~1-3 s).
+trains the same network with the same recipe 3.4-4.9x faster per epoch; the first call compiles (2.6-3.8 s).
 
 The recipe is Keras's, written out: Adam with Keras's defaults (beta 0.9 / 0.999, epsilon 1e-7, the same
 bias correction; TensorFlow's fused ResourceApplyAdam computes exactly that update), sparse softmax
