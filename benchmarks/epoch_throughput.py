@@ -18,7 +18,9 @@ method's split (random values: throughput does not depend on them), in one proce
   candidates, two seeds each; one shared batch, separate losses and optimizers): its epoch time is
   divided by 4 and compared with the mean of the two candidates' `keras` epochs;
 - `compiled`: what `fit` does since issue 18 (`tinynas.training.epoch.CompiledEpoch`: the epoch as one
-  XLA call over `tinynas.training.forward`'s im2col convolutions).
+  XLA call over `tinynas.training.forward`'s im2col convolutions);
+- `plain`: the same epoch call without XLA (TensorFlow's own convolutions): what `fit` runs when a
+  training is too short for XLA's compilation to pay (`tinynas.training.epoch.xla_from`).
 Results: benchmarks/results/epoch_throughput.md and .json (with what else shared the machine).
 """
 
@@ -42,7 +44,7 @@ CANDIDATES = {
     "isl A(8,1)": (400, 8, 26, 8, 1, 491, 70),
     "isl A(6,3)": (400, 8, 26, 6, 3, 491, 70),
 }
-VARIANTS = ("keras", "keras-xla", "loop", "loop-xla", "loop-x4", "compiled")
+VARIANTS = ("keras", "keras-xla", "loop", "loop-xla", "loop-x4", "compiled", "plain")
 BATCH = 16
 STEPS_PER_EXECUTION = 32
 """What `tinynas.training.train.fit` used before issue 18 (Keras `fit`, 32 batches per compiled call)."""
@@ -112,7 +114,7 @@ def _loop(tf, model, data, epochs: int, xla: bool) -> list[float]:
     return times
 
 
-def _compiled(tf, model, data, epochs: int) -> list[float]:
+def _compiled(tf, model, data, epochs: int, xla: bool = True) -> list[float]:
     from tinynas.training.epoch import CompiledEpoch
 
     x, y, xv, yv = (tf.constant(v) for v in data)
@@ -120,7 +122,7 @@ def _compiled(tf, model, data, epochs: int) -> list[float]:
     times = []
     for number in range(epochs):
         started = time.perf_counter()
-        epoch(x, y, xv, yv, seed=(0, number))  # returns Python floats: the values are ready
+        epoch(x, y, xv, yv, seed=(0, number), xla=xla)  # returns Python floats: the values are ready
         times.append(time.perf_counter() - started)
     return times
 
@@ -171,8 +173,8 @@ def measure(name: str, variant: str, epochs: int) -> dict:
     else:
         arch = Architecture(spec[0], spec[1], spec[2], k=spec[3], c=spec[4])
         model = build_model(arch, seed=0)
-        if variant == "compiled":
-            times = _compiled(tf, model, data, epochs)
+        if variant in ("compiled", "plain"):
+            times = _compiled(tf, model, data, epochs, xla=variant == "compiled")
         else:
             run = _keras if variant.startswith("keras") else _loop
             times = run(tf, model, data, epochs, variant.endswith("xla"))

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynas.training.diagnose import DIAGNOSED_FAULTS, FEATURE_SETS, INSTABILITIES, MODEL_PATH, Diagnoser, balanced_accuracy, trace_features
+from tinynas.training.diagnose import DIAGNOSED_FAULTS, FEATURE_SETS, INSTABILITIES, MODEL_PATH, Diagnoser, balanced_accuracy, shipped_diagnoser, trace_features
 
 RESULTS = Path(__file__).parent / "results"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -205,10 +205,12 @@ def main() -> int:
     parser.add_argument("--fold-seeds", type=int, default=5,
                         help="also evaluate instability detection (arch-held-out) over this many fold seeds")
     parser.add_argument("--name", default="faults", help="results go to benchmarks/results/<name>.md and .json")
+    parser.add_argument("--corpus-out", type=Path, default=RESULTS / "faults-corpus.json.gz",
+                        help="where a newly built corpus is written (the shipped diagnoser's is the default)")
     args = parser.parse_args()
     command = "python " + " ".join(shlex.quote(a) for a in ["benchmarks/faults.py", *sys.argv[1:]])
     RESULTS.mkdir(exist_ok=True)
-    corpus_path = RESULTS / "faults-corpus.json.gz"
+    corpus_path = args.corpus_out
     started = time.monotonic()
     if args.corpus:
         stored = json.loads(gzip.decompress(Path(args.corpus).read_bytes()))
@@ -235,6 +237,18 @@ def main() -> int:
                 spread[r["features"]].append(r["instability_balanced_accuracy"])
     overhead = [r["monitor_seconds"] / max(1e-9, r["seconds"] - r["monitor_seconds"]) for r in rows
                 if not r["error"] and r["trace"]]
+    # The shipped diagnoser as it is, on this corpus's whole traces: how it transfers to runs it was not
+    # trained on (e.g. a corpus trained by another code path). Read before --save-model replaces it.
+    shipped, shipped_line = shipped_diagnoser(), ""
+    if shipped is not None:
+        guess = np.array(shipped.predict([trace_features(r["trace"], r["learning_rate"]) for r in rows]))
+        labels = np.array([r["fault"] for r in rows])
+        stability = np.isin(labels, ("healthy", *INSTABILITIES))
+        shipped_accuracy = balanced_accuracy(
+            np.where(np.isin(labels[stability], INSTABILITIES), "unstable", "healthy"),
+            np.where(np.isin(guess[stability], INSTABILITIES), "unstable", "healthy"))
+        shipped_line = (f"The shipped diagnoser ({MODEL_PATH.name} before this run, trained on its own corpus) on "
+                        f"every run of this corpus: instability detection balanced accuracy {shipped_accuracy:.3f}.")
     if args.save_model:
         MODEL_PATH.write_text(train_shipped(rows).to_json() + "\n")
     counts = {f: sum(r["fault"] == f for r in rows) for f in DIAGNOSED_FAULTS}
@@ -269,6 +283,7 @@ def main() -> int:
               "(the table above is the first): " + "; ".join(
                   f"{name} {np.mean(v):.3f} +- {np.std(v):.3f} (min {min(v):.3f}, max {max(v):.3f})"
                   for name, v in spread.items() if v) + ".",
+              *(["", shipped_line] if shipped_line else []),
               "", "Recall per fault type, all features, architecture-held-out:", "",
               "| " + " | ".join(DIAGNOSED_FAULTS) + " |", "|" + "---|" * len(DIAGNOSED_FAULTS),
               "| " + " | ".join(f"{table[('architecture', 'all')]['per_fault_recall'].get(f, math.nan):.2f}"

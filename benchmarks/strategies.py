@@ -78,6 +78,9 @@ def _phases(trials, card) -> dict[str, float]:
     runs.append(final.get("timings", {}).get("epochs_run", 0.0))  # the final stage's retraining, if any
     totals["epochs_run"] = sum(runs)
     totals["trainings"] = float(sum(1 for epochs in runs if epochs))
+    for key in ("program_epochs", "xla_epochs"):
+        totals[key] = sum(t.details.get("timings", {}).get(key, 0.0) for t in trials) + final.get(
+            "timings", {}).get(key, 0.0)
     totals["candidate_seconds"] = sum(t.seconds for t in trials)
     return totals
 
@@ -229,17 +232,19 @@ def write(args, windows, target, runs: list[dict], command: str) -> str:
                      f"{'retrained' if run['retrained'] else 'exported as searched'} |")
     lines += ["", "Where the time goes (worker-seconds summed over every candidate and the final stage; "
               "with 2 workers these add up to about twice the wall time):", "",
-              "| strategy | seed | TF import | build + compile | first epoch (tracing, compilation) | later epochs | "
-              "health monitor | int8 conversion + test | epochs run | epochs/s per worker after the first |",
+              "| strategy | seed | TF import | build | epochs that traced or compiled | later epochs | "
+              "health monitor | int8 conversion + test | epochs run (under XLA) | epochs/s per worker in the later |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for run in runs:
         p = run["phases"]
-        # Every training's first epoch is timed apart (older runs did not count the trainings).
-        later = p["epochs_run"] - p.get("trainings", run["trained"])
+        # Every training's first epoch, and the one that compiled XLA, are timed apart (older runs did not
+        # count the trainings or the XLA switches).
+        later = p["epochs_run"] - p.get("program_epochs", p.get("trainings", run["trained"]))
         lines.append(f"| {run['strategy']} | {run['seed']} | {p['tensorflow_import']:.1f} | {p['build']:.1f} | "
                      f"{p['first_epoch']:.1f} | {p['later_epochs']:.1f} | {p['health']:.1f} "
                      f"({p['health'] / max(1e-9, p['first_epoch'] + p['later_epochs']):.0%}) | {p['convert']:.1f} | "
-                     f"{p['epochs_run']:.0f} | {later / max(1e-9, p['later_epochs']):.1f} |")
+                     f"{p['epochs_run']:.0f} ({p.get('xla_epochs', p['epochs_run']):.0f}) | "
+                     f"{later / max(1e-9, p['later_epochs']):.1f} |")
     lines += ["", f"![anytime curves]({name}.png)", ""]
     text = "\n".join(lines) + "\n"
     (RESULTS / f"{name}.md").write_text(text)

@@ -80,3 +80,33 @@ def test_fidelity_with_augmentation_round_trips_and_old_dicts_still_load():
     assert Fidelity(**stored) == fidelity
     assert "augmentation" not in Fidelity(epochs=5).to_dict()  # as journals written before it existed
     assert Fidelity(epochs=5, augmentation=Augmentation()).augmentation is None
+
+
+def test_xla_is_compiled_only_where_it_pays_back():
+    from tinynas.training.epoch import XLA_MIN_STEPS, xla_from
+
+    assert xla_from(100, 90) == 0  # the method's 100 epochs of 90 steps: compile at once
+    assert xla_from(3, 4) is None  # a short training never compiles
+    assert xla_from(100, 90, earliest_stop=20) == 0  # 20 certain epochs of 90 steps pay for it already
+    assert xla_from(100, 31, earliest_stop=20) is None  # rent: 59 plain epochs, then too few steps left
+    rent = -(-XLA_MIN_STEPS // 31)
+    assert xla_from(200, 31, earliest_stop=20) == rent  # ... unless the plan is long enough
+    assert xla_from(10, 90, earliest_stop=20) is None
+    steps = -(-XLA_MIN_STEPS // 40)
+    assert xla_from(40, steps) == 0 and xla_from(39, steps) is None
+
+
+def test_a_raced_training_switches_to_xla_when_its_plain_steps_would_have_paid(monkeypatch):
+    """With a threshold scaled to this small set (3 steps per epoch; 40 steps pay for a compilation), a
+    curve-stopped training that cannot be stopped before epoch 10 runs 14 epochs without XLA (42 steps),
+    then the rest compiled; a short plain one never compiles."""
+    import tinynas.training.epoch as epoch
+
+    monkeypatch.setattr(epoch, "XLA_MIN_STEPS", 40)
+    x, y = _data()
+    raced = fit(ARCH, x[:18], y[:18], x[18:], y[18:], Fidelity(epochs=30, batch_size=8, curve_stop=True))
+    assert raced.timings["epochs_run"] == 30 and raced.timings["xla_epochs"] == 16
+    assert raced.timings["program_epochs"] == 2
+    assert raced.train_loss[-1] < raced.train_loss[0]  # the switch carries the optimizer's state over
+    plain = fit(ARCH, x[:18], y[:18], x[18:], y[18:], Fidelity(epochs=3, batch_size=8))
+    assert plain.timings["xla_epochs"] == 0 and plain.timings["program_epochs"] == 1

@@ -35,8 +35,8 @@ def test_an_epoch_is_keras_adam_on_the_same_batches():
     xv, yv = _data(5, seed=1)
     compiled = build_model(ARCH, seed=2)
     reference = build_model(ARCH, seed=2)
-    epoch = CompiledEpoch(tf, compiled, 21, 5, batch_size=8, learning_rate=0.01, jit_compile=False)
-    logs = epoch(tf.constant(x), tf.constant(y), tf.constant(xv), tf.constant(yv), seed=(7, 0))
+    epoch = CompiledEpoch(tf, compiled, 21, 5, batch_size=8, learning_rate=0.01)
+    logs = epoch(tf.constant(x), tf.constant(y), tf.constant(xv), tf.constant(yv), seed=(7, 0), xla=False)
 
     order = np.argsort(tf.random.stateless_uniform([21], seed=tf.constant([7, 0], tf.int64), alg="philox").numpy())
     optimizer = tf.keras.optimizers.Adam(0.01)
@@ -68,8 +68,8 @@ def test_xla_trains_what_the_plain_graph_trains():
     runs = []
     for jit in (True, False):
         model = build_model(ARCH, seed=3)
-        epoch = CompiledEpoch(tf, model, 40, 12, batch_size=8, learning_rate=1e-3, jit_compile=jit)
-        logs = [epoch(*data, seed=(3, number)) for number in range(10)]
+        epoch = CompiledEpoch(tf, model, 40, 12, batch_size=8, learning_rate=1e-3)
+        logs = [epoch(*data, seed=(3, number), xla=jit) for number in range(10)]
         runs.append((logs, model(xv, training=False).numpy()))
     (xla_logs, xla_logits), (plain_logs, plain_logits) = runs
     for got, want in zip(xla_logs, plain_logs, strict=True):
@@ -110,3 +110,22 @@ def test_the_probe_in_the_epoch_equals_the_monitors_own_probe():
     np.testing.assert_allclose(logs[PROBE_GRADIENT], gradient.numpy(), rtol=1e-3, atol=1e-5)
     assert logs[PROBE_DEAD_RELU] == float(dead)
     assert logs[PROBE_GRADIENT].shape == (sum(int(np.prod(v.shape)) for v in model.trainable_variables),)
+
+
+def test_switching_to_xla_mid_training_continues_the_same_training():
+    """Three epochs without XLA, then three with: the second half continues the first (the optimizer's
+    step count, slots and the moving statistics are shared) and follows an all-plain run's curve."""
+    tf = import_tensorflow()
+    x, y = _data(40)
+    xv, yv = _data(12, seed=1)
+    data = [tf.constant(v) for v in (x, y, xv, yv)]
+    runs = []
+    for switch in (3, 6):
+        model = build_model(ARCH, seed=5)
+        epoch = CompiledEpoch(tf, model, 40, 12, batch_size=8, learning_rate=1e-3)
+        runs.append([epoch(*data, seed=(5, number), xla=number >= switch) for number in range(6)])
+        assert float(epoch.iterations) == 6 * 5  # 5 batches of 8 per epoch, all counted
+    switched, plain = runs
+    assert switched[:3] == plain[:3]  # the same plain graph until the switch
+    for got, want in zip(switched[3:], plain[3:], strict=True):
+        assert abs(got["loss"] - want["loss"]) < 0.05 and abs(got["val_loss"] - want["val_loss"]) < 0.05

@@ -29,6 +29,9 @@ class Forward:
     norms: list = field(default_factory=list)
     """The BatchNormalization layers, in the same order."""
     head: Any = None
+    im2col: bool = True
+    """Convolutions as im2col + matrix product (for XLA); otherwise TensorFlow's own convolution, which is
+    faster outside XLA, where the shifted slices would each be a separate kernel."""
 
     def __call__(self, x, training: bool, updates: list | None = None, mask=None):
         """Logits of `x` (n, 1, T, C) and every ReLU's output.
@@ -52,6 +55,8 @@ class Forward:
 
     def _conv(self, h, kernel, size: int):
         tf = self.tf
+        if not self.im2col:
+            return tf.nn.conv2d(h, kernel, strides=1, padding="SAME")
         length, channels = h.shape[2], h.shape[3]
         before = (size - 1) // 2  # "same" padding, odd kernels only (Architecture checks)
         padded = tf.pad(h[:, 0], [[0, 0], [before, size - 1 - before], [0, 0]])
@@ -81,13 +86,13 @@ class Forward:
         return (h - mean) * scale + norm.beta.value
 
 
-def forward_of(model) -> Forward:
+def forward_of(model, im2col: bool = True) -> Forward:
     """The op-level forward pass of a model made by `tinynas.training.model.build_model`."""
     from tinynas.quiet import import_tensorflow
 
     tf = import_tensorflow()
     layers = {layer.name: layer for layer in model.layers}
-    out = Forward(tf)
+    out = Forward(tf, im2col=im2col)
     names = ["stem"] + [f"cell{cell}" for cell in range(1, len(layers))]
     for name in names:
         conv = layers.get(f"{name}_conv")

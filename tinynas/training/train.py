@@ -10,7 +10,7 @@ import numpy as np
 
 from tinynas.augment import Augmentation
 from tinynas.space import Architecture, SpecError, as_model_input
-from tinynas.training.epoch import CompiledEpoch, finite
+from tinynas.training.epoch import CompiledEpoch, finite, xla_from
 from tinynas.training.model import build_model
 from tinynas.trial import Fidelity
 
@@ -53,13 +53,14 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
     `callbacks` are extra Keras callbacks (health monitoring, fault injection); `incumbent` is
     the score to beat when `fidelity.curve_stop` is on, and `live_incumbent()` a better one found
     while this candidate trains (or None). `allow_nonfinite` lets NaN/inf inputs through, for fault
-    studies only. `timings` holds the seconds spent
-    building, in the first epoch (tracing and XLA compilation included) and in the later epochs.
+    studies only. `timings` holds the seconds spent building, in the epochs that traced or compiled a
+    program (the first, and the first under XLA) and in the others, with the number of epochs of each kind.
 
-    Each epoch is one XLA-compiled call (`tinynas.training.epoch`); the callbacks run after it, as Keras
-    runs them. XLA keeps every program it compiles for the life of the process (~30 MiB and ~500 memory
-    maps per call of `fit`, and the kernel allows 65,530 maps): a long-lived process should train a few
-    dozen candidates at most, as the search's workers do (`tinynas.study.pool` recycles them).
+    Each epoch is one graph call (`tinynas.training.epoch`), XLA-compiled from the epoch `xla_from` gives
+    (never for a short training); the callbacks run after it, as Keras runs them. XLA keeps every program
+    it compiles for the life of the process (~30 MiB and ~500 memory maps per call of `fit`, and the kernel
+    allows 65,530 maps): a long-lived process should train a few dozen candidates at most, as the search's
+    workers do (`tinynas.study.pool` recycles them).
     """
     import time
 
@@ -82,11 +83,13 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
                                             restore_best_weights=True)
     extra = []
     curve = None
+    # Early epochs often sit on a plateau before the loss drops: no curve verdict before a fifth of the run.
+    first_verdict = max(10, fidelity.epochs // 5) if fidelity.curve_stop else 0
     if fidelity.curve_stop:
-        # Early epochs often sit on a plateau before the loss drops: no verdict before a fifth of the run.
-        rule = CurveStop(math.inf if incumbent is None else incumbent, min_epochs=max(10, fidelity.epochs // 5))
+        rule = CurveStop(math.inf if incumbent is None else incumbent, min_epochs=first_verdict)
         curve = keras_callback(rule, fidelity.epochs, live_incumbent)
         extra.append(curve)
+    compile_at = xla_from(fidelity.epochs, -(-len(x_train) // max(1, fidelity.batch_size)), first_verdict)
     clock = _EpochClock(tf)
     hooks = tf.keras.callbacks.CallbackList([clock, *callbacks, *extra, best], model=model)
     windows = tf.constant(as_model_input(x_train))
@@ -101,7 +104,7 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
         if redraw is not None:
             augmented, shuffled = next(redraw)
             windows, labels = tf.constant(augmented), tf.constant(shuffled)
-        logs = epoch(windows, labels, *val, seed=(seed, number))
+        logs = epoch(windows, labels, *val, seed=(seed, number), xla=compile_at is not None and number >= compile_at)
         for key, value in logs.items():
             curves.setdefault(key, []).append(value)
         hooks.on_epoch_end(number, logs)
@@ -114,9 +117,14 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
         stopped = "curve"
     elif ran < fidelity.epochs and best.stopped_epoch > 0:
         stopped = "patience"
+    # "first_epoch": the epochs that traced or compiled a program (the first, and the one that switched
+    # to XLA); "later_epochs": all others.
     times = clock.seconds
-    timings = {"build": built - started, "first_epoch": times[0] if times else 0.0,
-               "later_epochs": sum(times[1:]), "epochs_run": float(ran)}
+    once = {i for i in {0, compile_at} if i is not None and i < len(times)}
+    timings = {"build": built - started, "first_epoch": sum(times[i] for i in once),
+               "later_epochs": sum(t for i, t in enumerate(times) if i not in once), "epochs_run": float(ran),
+               "program_epochs": float(len(once)),
+               "xla_epochs": float(max(0, ran - compile_at)) if compile_at is not None else 0.0}
     return TrainResult(model, [float(v) for v in curves.get("val_loss", [])],
                        [float(v) for v in curves.get("val_accuracy", [])],
                        [float(v) for v in curves.get("loss", [])], stopped, timings)
