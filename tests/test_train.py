@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -110,3 +112,20 @@ def test_a_raced_training_switches_to_xla_when_its_plain_steps_would_have_paid(m
     assert raced.train_loss[-1] < raced.train_loss[0]  # the switch carries the optimizer's state over
     plain = fit(ARCH, x[:18], y[:18], x[18:], y[18:], Fidelity(epochs=3, batch_size=8))
     assert plain.timings["xla_epochs"] == 0 and plain.timings["program_epochs"] == 1
+
+
+def test_a_replay_stopped_early_trains_as_the_trial_did(monkeypatch):
+    """`stop_after` keeps the trial's plan, so the replay switches to XLA at the same epoch and its curve is
+    the trial's to the digit; a plan cut to the stopped length would have compiled from the first epoch."""
+    import tinynas.training.epoch as epoch
+
+    monkeypatch.setattr(epoch, "XLA_MIN_STEPS", 40)
+    x, y = _data()
+    plan = Fidelity(epochs=30, batch_size=8, curve_stop=True)
+    trial = fit(ARCH, x[:18], y[:18], x[18:], y[18:], plan)
+    replay = fit(ARCH, x[:18], y[:18], x[18:], y[18:], replace(plan, stop_after=20))
+    assert replay.timings["epochs_run"] == 20 and replay.timings["xla_epochs"] == 6
+    assert replay.val_loss == trial.val_loss[:20]
+    assert epoch.xla_from(20, 3) == 0  # what cutting the plan to 20 epochs would have done
+    assert Fidelity(**replace(plan, stop_after=20).to_dict()).stop_after == 20
+    assert "stop_after" not in plan.to_dict()  # as journals written before it existed

@@ -24,6 +24,8 @@ class Fidelity:
     better validation loss; `curve_stop` stops once the learning curve cannot beat the incumbent
     (`tinynas.training.curve_stop`). The method uses none of the three. `augmentation` changes the
     training windows every epoch (`tinynas.augment`; None: the method's unchanged windows).
+    `stop_after` > 0 ends the training after that many epochs whatever else the plan says: a replay
+    of a stopped trial keeps the trial's plan (which also decides when XLA compiles) and stops where it did.
     """
 
     epochs: int = 100
@@ -33,6 +35,7 @@ class Fidelity:
     patience: int = 0
     curve_stop: bool = False
     augmentation: Augmentation | None = None
+    stop_after: int = 0
 
     def __post_init__(self) -> None:
         # Stored fidelities (journals, jobs) hold the augmentation as a dict; "none" is stored as None.
@@ -44,17 +47,19 @@ class Fidelity:
         object.__setattr__(self, "augmentation", augmentation if augmentation and augmentation.active else None)
         if self.epochs < 1 or self.batch_size < 1 or not self.learning_rate > 0:
             raise UsageError(f"invalid fidelity {self}: epochs and batch size >= 1, learning rate > 0")
-        if not 0 < self.subset <= 1 or self.patience < 0:
-            raise UsageError(f"invalid fidelity {self}: subset in (0, 1], patience >= 0")
+        if not 0 < self.subset <= 1 or self.patience < 0 or self.stop_after < 0:
+            raise UsageError(f"invalid fidelity {self}: subset in (0, 1], patience and stop_after >= 0")
 
     def with_learning_rate(self, learning_rate: float) -> Fidelity:
         """The same fidelity at another learning rate."""
         return replace(self, learning_rate=learning_rate)
 
     def to_dict(self) -> dict:
-        """JSON-ready dict; `Fidelity(**d)` rebuilds it. No augmentation: no key, as before it existed,
-        so journals and trial keys written then still match."""
+        """JSON-ready dict; `Fidelity(**d)` rebuilds it. No augmentation (or no `stop_after`): no key, as
+        before it existed, so journals and trial keys written then still match."""
         data = asdict(self)
+        if not self.stop_after:
+            del data["stop_after"]
         if self.augmentation is None:
             del data["augmentation"]
         else:

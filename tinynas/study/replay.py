@@ -89,7 +89,9 @@ def replay_trial(out_dir: str | Path, number: int) -> Replay:
     if trial.retry_learning_rate is not None:
         fidelity = fidelity.with_learning_rate(trial.retry_learning_rate)
     if trial.val_loss:
-        fidelity = replace(fidelity, epochs=len(trial.val_loss), curve_stop=False)
+        # The trial's plan, stopped where it stopped (with no incumbent the curve stop never fires): the plan
+        # also decides from which epoch XLA compiled (`training.epoch.xla_from`), and so the rounding.
+        fidelity = replace(fidelity, stop_after=len(trial.val_loss))
     # No out_dir: the replay writes nothing into the search's folder.
     jobs = JobFactory(seed, data_path, split, preprocessing, trial.fidelity, health=True)
     job = jobs.job(trial, "train", fidelity)

@@ -108,7 +108,7 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
         for key, value in logs.items():
             curves.setdefault(key, []).append(value)
         hooks.on_epoch_end(number, logs)
-        if model.stop_training or not finite(logs):
+        if model.stop_training or not finite(logs) or number + 1 == fidelity.stop_after:
             break
     hooks.on_train_end()
     ran = len(curves.get("loss", []))
