@@ -157,6 +157,13 @@ def _folds(rows, how: str, folds: int, seed: int) -> list[np.ndarray]:
     return [np.array([i for i, r in enumerate(rows) if key(r) in set(order[f::folds])]) for f in range(folds)]
 
 
+def _instability_accuracy(labels: np.ndarray, predicted: np.ndarray) -> float:
+    """Balanced accuracy of unstable (any instability) vs healthy, over the runs that are one of them."""
+    stability = np.isin(labels, ("healthy", *INSTABILITIES))
+    return balanced_accuracy(np.where(np.isin(labels[stability], INSTABILITIES), "unstable", "healthy"),
+                             np.where(np.isin(predicted[stability], INSTABILITIES), "unstable", "healthy"))
+
+
 def evaluate(rows: list[dict], folds: int, seed: int) -> list[dict]:
     """Balanced accuracies per split scheme and feature set (predictions pooled over folds)."""
     features = [trace_features(r["trace"], r["learning_rate"]) for r in rows]
@@ -172,11 +179,8 @@ def evaluate(rows: list[dict], folds: int, seed: int) -> list[dict]:
                 model = Diagnoser.fit([features[i] for i in train], list(labels[train]), names)
                 predicted[test] = model.predict([features[i] for i in test])
             fault_accuracy = balanced_accuracy(labels, predicted)
-            stability = np.isin(labels, ("healthy", *INSTABILITIES))
-            truth = np.where(np.isin(labels[stability], INSTABILITIES), "unstable", "healthy")
-            guess = np.where(np.isin(predicted[stability], INSTABILITIES), "unstable", "healthy")
             results.append({"scheme": scheme, "features": set_name, "fault_balanced_accuracy": fault_accuracy,
-                            "instability_balanced_accuracy": balanced_accuracy(truth, guess),
+                            "instability_balanced_accuracy": _instability_accuracy(labels, predicted),
                             "per_fault_recall": {f: float(np.mean(predicted[labels == f] == f))
                                                  for f in DIAGNOSED_FAULTS if (labels == f).any()}})
     return results
@@ -242,11 +246,7 @@ def main() -> int:
     shipped, shipped_line = shipped_diagnoser(), ""
     if shipped is not None:
         guess = np.array(shipped.predict([trace_features(r["trace"], r["learning_rate"]) for r in rows]))
-        labels = np.array([r["fault"] for r in rows])
-        stability = np.isin(labels, ("healthy", *INSTABILITIES))
-        shipped_accuracy = balanced_accuracy(
-            np.where(np.isin(labels[stability], INSTABILITIES), "unstable", "healthy"),
-            np.where(np.isin(guess[stability], INSTABILITIES), "unstable", "healthy"))
+        shipped_accuracy = _instability_accuracy(np.array([r["fault"] for r in rows]), guess)
         shipped_line = (f"The shipped diagnoser ({MODEL_PATH.name} before this run, trained on its own corpus) on "
                         f"every run of this corpus: instability detection balanced accuracy {shipped_accuracy:.3f}.")
     if args.save_model:

@@ -71,7 +71,7 @@ def main() -> int:
         return 0
     import subprocess
 
-    missing = [name for name, (spec, _) in SETS.items() if not (DATA / name).exists()]
+    missing = [name for name in SETS if not (DATA / name).exists()]
     if missing:
         print(f"xla_accuracy: data missing under {DATA}: {', '.join(missing)}", file=sys.stderr)
         return 2
