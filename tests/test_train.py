@@ -90,6 +90,7 @@ def test_xla_is_compiled_only_where_it_pays_back():
     assert xla_from(100, 90) == 0  # the method's 100 epochs of 90 steps: compile at once
     assert xla_from(3, 4) is None  # a short training never compiles
     assert xla_from(100, 90, earliest_stop=20) == 0  # 20 certain epochs of 90 steps pay for it already
+    assert xla_from(100, 90, earliest_stop=10) == 20  # 10 do not: rent 20 plain epochs, then compile
     assert xla_from(100, 31, earliest_stop=20) is None  # rent: 59 plain epochs, then too few steps left
     rent = -(-XLA_MIN_STEPS // 31)
     assert xla_from(200, 31, earliest_stop=20) == rent  # ... unless the plan is long enough

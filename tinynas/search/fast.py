@@ -8,9 +8,11 @@ What the method spends its time on, and what this strategy does instead:
   feasible cell count: at most max_c + 1 candidates whatever the target's size.
 - It trains each candidate for 100 epochs with the search recipe, then retrains the winner with
   the final recipe. Here every frontier candidate is trained once, with the final recipe, on all
-  training windows, and stops after FINAL_PATIENCE epochs without progress or as soon as its
-  learning curve can no longer beat the best candidate so far (`tinynas.training.curve_stop`, with the
-  incumbent read live while candidates train in parallel). The study exports the winner as trained.
+  training windows, and stops after FINAL_PATIENCE epochs without progress or, from its first verdict
+  on (epoch 10 of 100), as soon as its learning curve can no longer beat the best candidate so far
+  (`tinynas.training.curve_stop`, with the incumbent read live while candidates train in parallel). The
+  study exports the winner as trained. Both were chosen by replaying the race on recorded curves
+  (`benchmarks/results/race-stopping.md`): a shorter patience lost accuracy on ISL.
 - Candidates go largest-compute first (multiply-accumulates per window, ties to fewer cells): the
   likeliest winners finish first and set the incumbent that stops the others early.
 

@@ -42,9 +42,11 @@ def xla_from(epochs: int, steps_per_epoch: int, earliest_stop: int = 0) -> int |
     verdict) if its steps until then already pay for the compilation. Otherwise it is rent-or-buy: the
     training runs without XLA until its steps would have paid for a compilation, then compiles if enough
     steps are left to pay back. In hindsight that costs at most about twice the better of the two choices,
-    and most candidates of a raced search stop at the curve stop's first verdicts (7 of 9 on ISL stopped in
-    20-25 of 100 epochs, where compiling took 3-5x the time of all their later epochs). The rule reads the
-    plan only, never measured times, so a seed trains the same way on every run.
+    and most candidates of a raced search stop at the curve stop's first verdicts (epoch 10 of 100 on:
+    `tinynas.training.curve_stop.first_verdict`; when it was 20, 7 of 9 on ISL stopped in 20-25 epochs,
+    where compiling took 3-5x the time of all their later epochs). With 90 steps per epoch (CWRU) a raced
+    candidate thus runs its first 20 epochs without XLA. The rule reads the plan only, never measured
+    times, so a seed trains the same way on every run.
     """
     steps = max(1, steps_per_epoch)
     if epochs * steps < XLA_MIN_STEPS:

@@ -65,7 +65,7 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
     import time
 
     from tinynas.quiet import import_tensorflow
-    from tinynas.training.curve_stop import CurveStop, keras_callback
+    from tinynas.training.curve_stop import CurveStop, first_verdict, keras_callback
 
     x_train, x_val = np.asarray(x_train, np.float32), np.asarray(x_val, np.float32)
     y_train, y_val = np.asarray(y_train, np.int64), np.asarray(y_val, np.int64)
@@ -83,13 +83,12 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
                                             restore_best_weights=True)
     extra = []
     curve = None
-    # Early epochs often sit on a plateau before the loss drops: no curve verdict before a fifth of the run.
-    first_verdict = max(10, fidelity.epochs // 5) if fidelity.curve_stop else 0
+    earliest_stop = first_verdict(fidelity.epochs) if fidelity.curve_stop else 0
     if fidelity.curve_stop:
-        rule = CurveStop(math.inf if incumbent is None else incumbent, min_epochs=first_verdict)
+        rule = CurveStop(math.inf if incumbent is None else incumbent, min_epochs=earliest_stop)
         curve = keras_callback(rule, fidelity.epochs, live_incumbent)
         extra.append(curve)
-    compile_at = xla_from(fidelity.epochs, -(-len(x_train) // max(1, fidelity.batch_size)), first_verdict)
+    compile_at = xla_from(fidelity.epochs, -(-len(x_train) // max(1, fidelity.batch_size)), earliest_stop)
     clock = _EpochClock(tf)
     hooks = tf.keras.callbacks.CallbackList([clock, *callbacks, *extra, best], model=model)
     windows = tf.constant(as_model_input(x_train))
