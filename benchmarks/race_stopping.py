@@ -9,7 +9,7 @@ its curve can no longer beat the best finished candidate. After issue 18's faste
 what is left: on ISL most candidates ran 20-25 epochs, stopped at the first verdict, and the leaders ran
 until patience ran out. This measures what earlier verdicts and a shorter patience cost in accuracy. It chose
 `fast`'s first verdict at epoch 10 of 100 (`tinynas.training.curve_stop.first_verdict`; it was 20 before):
-the same winner on every setting and seed, 14-24 % fewer epochs; a shorter patience lost accuracy on ISL.
+the same winner on every setting and seed, 15-23 % fewer epochs; a shorter patience lost accuracy on ISL.
 
 - Collect: for each setting (data, target) every candidate `FastStrategy` races, per seed, is trained to
   100 epochs with nothing stopping it, recording its validation loss and the float accuracy of its

@@ -23,7 +23,7 @@ def first_verdict(epochs: int) -> int:
 
     Early epochs can sit on a plateau before the loss drops. Replayed on the full 100-epoch curves of every
     candidate `fast` races, on four settings with four seeds each (benchmarks/results/race-stopping.md), a
-    first verdict at epoch 10 picked the same winner as one at 20 in all 16 races and ran 14-24 % fewer
+    first verdict at epoch 10 picked the same winner as one at 20 in all 16 races and ran 15-23 % fewer
     epochs; at epoch 5 it picked another winner in 2 of 16.
     """
     return max(10, epochs // 10)
