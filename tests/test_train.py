@@ -130,3 +130,26 @@ def test_a_replay_stopped_early_trains_as_the_trial_did(monkeypatch):
     assert epoch.xla_from(20, 3) == 0  # what cutting the plan to 20 epochs would have done
     assert Fidelity(**replace(plan, stop_after=20).to_dict()).stop_after == 20
     assert "stop_after" not in plan.to_dict()  # as journals written before it existed
+
+
+def test_a_cosine_schedule_falls_from_the_rate_towards_zero_and_round_trips():
+    cosine = Fidelity(epochs=40, learning_rate=0.01, schedule="cosine")
+    rates = [cosine.learning_rate_at(e) for e in range(40)]
+    assert rates[0] == 0.01 and rates[20] == pytest.approx(0.005)
+    assert all(a > b for a, b in zip(rates, rates[1:])) and 0 < rates[-1] < 1e-4
+    assert Fidelity(epochs=40).learning_rate_at(39) == 1e-3  # constant: the method's
+    assert Fidelity(**cosine.to_dict()) == cosine
+    assert "schedule" not in Fidelity().to_dict()  # as journals written before schedules existed
+    with pytest.raises(UsageError, match="schedule 'linear'"):
+        Fidelity(schedule="linear")
+
+
+def test_a_cosine_training_starts_as_the_constant_one_then_departs():
+    """Epoch 0 runs at the full rate in both; from epoch 1 the cosine's lower rate trains other weights."""
+    x, y = _data()
+    constant = fit(ARCH, x[:18], y[:18], x[18:], y[18:], Fidelity(epochs=4, batch_size=8, learning_rate=0.01))
+    cosine = fit(ARCH, x[:18], y[:18], x[18:], y[18:],
+                 Fidelity(epochs=4, batch_size=8, learning_rate=0.01, schedule="cosine"))
+    assert cosine.train_loss[0] == pytest.approx(constant.train_loss[0], rel=1e-5)
+    assert cosine.val_loss[0] == pytest.approx(constant.val_loss[0], rel=1e-5)
+    assert cosine.val_loss[1:] != pytest.approx(constant.val_loss[1:], rel=1e-5)

@@ -14,6 +14,9 @@ from tinynas.augment import Augmentation
 from tinynas.errors import UsageError
 from tinynas.space import Architecture
 
+SCHEDULES = ("constant", "cosine")
+"""Learning-rate schedules a training can follow (`Fidelity.schedule`)."""
+
 
 @dataclass(frozen=True)
 class Fidelity:
@@ -26,6 +29,8 @@ class Fidelity:
     training windows every epoch (`tinynas.augment`; None: the method's unchanged windows).
     `stop_after` > 0 ends the training after that many epochs whatever else the plan says: a replay
     of a stopped trial keeps the trial's plan (which also decides when XLA compiles) and stops where it did.
+    `schedule` is how the learning rate moves over the planned epochs (`learning_rate_at`): "constant" (the
+    method's) or "cosine" (from `learning_rate` down towards zero along half a cosine, set once per epoch).
     """
 
     epochs: int = 100
@@ -36,6 +41,7 @@ class Fidelity:
     curve_stop: bool = False
     augmentation: Augmentation | None = None
     stop_after: int = 0
+    schedule: str = "constant"
 
     def __post_init__(self) -> None:
         # Stored fidelities (journals, jobs) hold the augmentation as a dict; "none" is stored as None.
@@ -49,17 +55,28 @@ class Fidelity:
             raise UsageError(f"invalid fidelity {self}: epochs and batch size >= 1, learning rate > 0")
         if not 0 < self.subset <= 1 or self.patience < 0 or self.stop_after < 0:
             raise UsageError(f"invalid fidelity {self}: subset in (0, 1], patience and stop_after >= 0")
+        if self.schedule not in SCHEDULES:
+            raise UsageError(f"invalid fidelity schedule {self.schedule!r}: use one of {', '.join(SCHEDULES)}")
+
+    def learning_rate_at(self, epoch: int) -> float:
+        """The learning rate of (0-based) `epoch` of the plan: a cosine schedule's last epoch still learns a
+        little (its rate is set at the start of each epoch, never at zero)."""
+        if self.schedule == "cosine":
+            return self.learning_rate * 0.5 * (1 + math.cos(math.pi * min(epoch, self.epochs) / self.epochs))
+        return self.learning_rate
 
     def with_learning_rate(self, learning_rate: float) -> Fidelity:
         """The same fidelity at another learning rate."""
         return replace(self, learning_rate=learning_rate)
 
     def to_dict(self) -> dict:
-        """JSON-ready dict; `Fidelity(**d)` rebuilds it. No augmentation (or no `stop_after`): no key, as
-        before it existed, so journals and trial keys written then still match."""
+        """JSON-ready dict; `Fidelity(**d)` rebuilds it. No augmentation (or no `stop_after`, or the constant
+        schedule): no key, as before it existed, so journals and trial keys written then still match."""
         data = asdict(self)
         if not self.stop_after:
             del data["stop_after"]
+        if self.schedule == "constant":
+            del data["schedule"]
         if self.augmentation is None:
             del data["augmentation"]
         else:

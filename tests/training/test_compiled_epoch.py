@@ -57,6 +57,26 @@ def test_an_epoch_is_keras_adam_on_the_same_batches():
     assert logs["val_accuracy"] == pytest.approx(float(np.mean(val_logits.numpy().argmax(axis=1) == yv)))
 
 
+def test_a_scheduled_epoch_trains_at_the_rate_it_is_set_to():
+    """At the same rate the scheduled program (rate in a variable) trains what the constant one trains; at
+    rate zero Adam moves no weight (only the batch norm's moving statistics change)."""
+    tf = import_tensorflow()
+    x, y = _data(21)
+    xv, yv = _data(5, seed=1)
+    data = (tf.constant(x), tf.constant(y), tf.constant(xv), tf.constant(yv))
+    constant, scheduled = build_model(ARCH, seed=2), build_model(ARCH, seed=2)
+    CompiledEpoch(tf, constant, 21, 5, batch_size=8, learning_rate=0.01)(*data, seed=(7, 0), xla=False)
+    epoch = CompiledEpoch(tf, scheduled, 21, 5, batch_size=8, learning_rate=0.01, scheduled=True)
+    epoch(*data, seed=(7, 0), xla=False)
+    for got, want in zip(_weights(scheduled), _weights(constant), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    before = [v.numpy().copy() for v in scheduled.trainable_variables]
+    epoch.set_learning_rate(0.0)
+    epoch(*data, seed=(7, 1), xla=False)
+    for got, want in zip(scheduled.trainable_variables, before, strict=True):
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
 def test_xla_trains_what_the_plain_graph_trains():
     """Ten epochs compiled by XLA follow the plain graph's learning curve. Not to the digit: the first Adam
     steps amplify XLA's different float rounding of near-zero gradients (see above), and the runs drift

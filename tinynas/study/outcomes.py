@@ -44,7 +44,8 @@ def decide(number: int, architecture: Architecture, fidelity: Fidelity, target: 
 def is_final_recipe(fidelity: Fidelity, final: Fidelity) -> bool:
     """Trained on all training windows with the final recipe: exportable without retraining."""
     return (fidelity.subset == 1 and fidelity.epochs == final.epochs and fidelity.batch_size == final.batch_size
-            and fidelity.learning_rate == final.learning_rate and fidelity.augmentation == final.augmentation)
+            and fidelity.learning_rate == final.learning_rate and fidelity.augmentation == final.augmentation
+            and fidelity.schedule == final.schedule)
 
 
 def trained_fidelity(trial: Trial) -> Fidelity:

@@ -61,7 +61,7 @@ class CompiledEpoch:
     """Trains `model` (from `build_model`) one epoch per call on fixed-size training and validation sets."""
 
     def __init__(self, tf: Any, model, n_train: int, n_val: int, batch_size: int, learning_rate: float,
-                 probe=None) -> None:
+                 probe=None, scheduled: bool = False) -> None:
         self.tf = tf
         # The health monitor's probe (windows in the model's layout, labels), measured in the same call after
         # the epoch: its gradient and dead ReLUs cost a few ms there, ~11 ms as a separate Keras call.
@@ -72,12 +72,19 @@ class CompiledEpoch:
         self.slots = [(tf.Variable(tf.zeros_like(v), trainable=False), tf.Variable(tf.zeros_like(v), trainable=False))
                       for v in self.variables]
         self.iterations = tf.Variable(0.0, trainable=False)
-        self.learning_rate = float(learning_rate)
+        # A constant rate stays a constant of the program (the same program, to the bit, as before schedules
+        # existed); a scheduled one is a variable that `set_learning_rate` moves between epochs.
+        rate = float(learning_rate)
+        self.learning_rate: Any = tf.Variable(rate, trainable=False) if scheduled else rate
         batch = max(1, min(batch_size, n_train))
         self._plan = (n_train, batch, n_val, min(n_val, VALIDATION_CHUNK))
         # Both share the variables, the optimizer's slots and its step count: a training can switch over.
         self._epochs = {xla: tf.function(self._epoch_with(self.forwards[xla]), jit_compile=xla, reduce_retracing=True)
                         for xla in (True, False)}
+
+    def set_learning_rate(self, value: float) -> None:
+        """The rate of the next epochs (only for an epoch made `scheduled`)."""
+        self.learning_rate.assign(float(value))
 
     def __call__(self, x, y, x_val, y_val, seed: tuple[int, int], xla: bool = True) -> dict[str, float]:
         """One epoch on windows `x` (n, 1, T, C) float32 with labels `y` int64; Keras-style logs. The first

@@ -77,7 +77,9 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
     started = time.perf_counter()
     model = build_model(arch, seed=seed)
     probe = next((c.probe_batch for c in callbacks if getattr(c, "probe_batch", None) is not None), None)
-    epoch = CompiledEpoch(tf, model, len(x_train), len(x_val), fidelity.batch_size, fidelity.learning_rate, probe)
+    scheduled = fidelity.schedule != "constant"
+    epoch = CompiledEpoch(tf, model, len(x_train), len(x_val), fidelity.batch_size, fidelity.learning_rate, probe,
+                          scheduled=scheduled)
     built = time.perf_counter()
     best = tf.keras.callbacks.EarlyStopping(monitor="val_loss", patience=fidelity.patience or fidelity.epochs,
                                             restore_best_weights=True)
@@ -103,6 +105,8 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
         if redraw is not None:
             augmented, shuffled = next(redraw)
             windows, labels = tf.constant(augmented), tf.constant(shuffled)
+        if scheduled:
+            epoch.set_learning_rate(fidelity.learning_rate_at(number))
         logs = epoch(windows, labels, *val, seed=(seed, number), xla=compile_at is not None and number >= compile_at)
         for key, value in logs.items():
             curves.setdefault(key, []).append(value)
