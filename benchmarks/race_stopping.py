@@ -2,6 +2,7 @@
 
     python benchmarks/race_stopping.py --collect --seeds 0,1,2,3   # train and record, then replay (~40 min)
     python benchmarks/race_stopping.py                              # replay the stored curves only (seconds)
+    python benchmarks/race_stopping.py --recipe cosine50 --collect  # the same for fast's cosine recipe
 
 `fast` trains every frontier candidate with the final recipe (100 epochs, Adam 0.01, batch 16) and stops one
 after `patience` epochs without a better validation loss, or from its curve stop's first verdict on, once
@@ -24,6 +25,10 @@ the same winner on every setting and seed, 15-23 % fewer epochs; a shorter patie
   patience 20: `fast` before this benchmark), paired by seed.
 The replay's wall time is a model (epochs times each candidate's mean epoch time, XLA compiled from the
 first epoch): `strategies.py` measures the real one. Results: results/race-stopping.md and .json.
+
+`--recipe cosine50` records and replays the curves of `fast`'s shorter recipe instead (50 epochs, the rate
+falling from 0.01 along a cosine: `tinynas.trial.Fidelity.schedule`), with its own rules, the first being
+the rule `fast` applies: results/race-curves-cosine50.jsonl.gz, race-stopping-cosine50.md and .json.
 """
 
 from __future__ import annotations
@@ -42,25 +47,35 @@ from pathlib import Path
 import numpy as np
 
 RESULTS = Path(__file__).parent / "results"
-CURVES = RESULTS / "race-curves.jsonl.gz"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 DATA = {
     "cwru": f"cwru:{SHARED / 'cwru'}?files=bearingnas10&channel=FE&windows_per_file=200&resample=0",
     "isl": f"isl:{SHARED / 'isl'}",
 }
 SETTINGS = (("isl", "LSM6DSO16IS"), ("isl", "nRF52840"), ("cwru", "STM32F030F4P6"), ("cwru", "LSM6DSO16IS"))
-EPOCHS = 100
-RULES = (
-    # (first verdict, patience, epochs): the rule before this benchmark first, then earlier verdicts, shorter
-    # patience, fewer epochs
-    (20, 20, 100), (15, 20, 100), (10, 20, 100), (5, 20, 100), (20, 15, 100), (20, 10, 100),
-    (10, 15, 100), (10, 10, 100), (20, 20, 60), (10, 10, 60),
-)
+RECIPES = {
+    # name: (epochs, schedule, rules); a rule is (first verdict, patience, epochs), the rule compared with first
+    "constant100": (100, "constant", (
+        # the rule before this benchmark first, then earlier verdicts, shorter patience, fewer epochs
+        (20, 20, 100), (15, 20, 100), (10, 20, 100), (5, 20, 100), (20, 15, 100), (20, 10, 100),
+        (10, 15, 100), (10, 10, 100), (20, 20, 60), (10, 10, 60))),
+    "cosine50": (50, "cosine", (
+        # fast's rule first, then no patience, no curve stop at all, earlier or later verdicts, shorter patience
+        (10, 20, 50), (10, 50, 50), (50, 50, 50), (5, 20, 50), (15, 20, 50), (20, 20, 50), (10, 10, 50))),
+}
+FAST_RULES = {"constant100": (10, 20, 100), "cosine50": (10, 20, 50)}
+"""The rule `fast` applies with each recipe: (first verdict, patience, epochs)."""
 WORKERS = 2
 
 
-def collect(data: str, target: str, seeds: list[int]) -> None:
-    """Train every raced candidate of one setting to EPOCHS epochs per seed; one JSON line each on stdout."""
+def files(recipe: str) -> tuple[Path, str]:
+    """The recipe's recorded curves and the stem of its results files."""
+    suffix = "" if recipe == "constant100" else f"-{recipe}"
+    return RESULTS / f"race-curves{suffix}.jsonl.gz", f"race-stopping{suffix}"
+
+
+def collect(data: str, target: str, seeds: list[int], recipe: str) -> None:
+    """Train every raced candidate of one setting to the recipe's epochs per seed; one JSON line each on stdout."""
     from tinynas.cost.estimate import estimate
     from tinynas.cost.targets import get_target
     from tinynas.data.preprocess import Preprocessing
@@ -73,6 +88,8 @@ def collect(data: str, target: str, seeds: list[int]) -> None:
     from tinynas.training.train import fit
     from tinynas.trial import Fidelity
 
+    epochs, schedule, _ = RECIPES[recipe]
+    plan = Fidelity(epochs, 16, 0.01, schedule=schedule)
     tf = import_tensorflow()
     windows = load_windows(DATA[data])
     split = make_split(windows, "paper", seed=0)
@@ -80,8 +97,7 @@ def collect(data: str, target: str, seeds: list[int]) -> None:
     y = windows.y
     space = SearchSpace(windows.window_length, windows.channels, windows.classes)
     budget = get_target(target)
-    strategy = FastStrategy(space, is_feasible=lambda arch: estimate(arch).fits(budget),
-                            final_fidelity=Fidelity(EPOCHS, 16, 0.01))
+    strategy = FastStrategy(space, is_feasible=lambda arch: estimate(arch).fits(budget), final_fidelity=plan)
     x_test, y_test = tf.constant(as_model_input(x[split.test])), y[split.test]
 
     class TestAccuracy(tf.keras.callbacks.Callback):
@@ -102,12 +118,12 @@ def collect(data: str, target: str, seeds: list[int]) -> None:
             started = time.perf_counter()
             # The race's recipe with nothing stopping it (patience 0 = none, no curve stop).
             result = fit(arch, x[split.train], y[split.train], x[split.val], y[split.val],
-                         Fidelity(EPOCHS, 16, 0.01), seed=seed, callbacks=[probe])
+                         plan, seed=seed, callbacks=[probe])
             print(json.dumps({"data": data, "target": target, "seed": seed, "candidate": arch.name(),
                               "val_loss": result.val_loss, "test_accuracy": probe.accuracy,
                               "seconds_per_epoch": (time.perf_counter() - started) / len(result.val_loss)}),
                   flush=True)
-        strategy = FastStrategy(space, is_feasible=strategy.is_feasible, final_fidelity=Fidelity(EPOCHS, 16, 0.01))
+        strategy = FastStrategy(space, is_feasible=strategy.is_feasible, final_fidelity=plan)
 
 
 def race(candidates: list[dict], first_verdict: int, patience: int, epochs: int) -> dict:
@@ -138,31 +154,33 @@ def race(candidates: list[dict], first_verdict: int, patience: int, epochs: int)
             "winner": winner[2], "test_accuracy": winner[1]}
 
 
-def replay(rows: list[dict]) -> list[dict]:
+def replay(rows: list[dict], rules: tuple) -> list[dict]:
     """Every rule on every (setting, seed) of the recorded curves."""
     out = []
     for data, target in SETTINGS:
         seeds = sorted({r["seed"] for r in rows if (r["data"], r["target"]) == (data, target)})
         for seed in seeds:
             candidates = [r for r in rows if (r["data"], r["target"], r["seed"]) == (data, target, seed)]
-            for first_verdict, patience, epochs in RULES:
+            for first_verdict, patience, epochs in rules:
                 out.append({"data": data, "target": target, "seed": seed, "first_verdict": first_verdict,
                             "patience": patience, "epochs": epochs,
                             **race(candidates, first_verdict, patience, epochs)})
     return out
 
 
-def report(races: list[dict], command: str, machine: str) -> str:
+def report(races: list[dict], command: str, machine: str, recipe: str) -> str:
     seeds = ",".join(str(seed) for seed in sorted({r["seed"] for r in races}))
+    epochs, schedule, rules = RECIPES[recipe]
+    option = "" if recipe == "constant100" else f" --recipe {recipe}"
     lines = ["# Stopping fast's race earlier: replayed on recorded learning curves", "",
-             f"Command: `{command}`; curves recorded by `python benchmarks/race_stopping.py --collect --seeds "
-             f"{seeds}` on {machine} (nothing else running), one process per setting with one thread, "
-             "two settings at a time. Every frontier candidate `fast` races, trained to 100 epochs with its recipe "
-             "(Adam 0.01, batch 16) and nothing stopping it; data and split as `strategies.py` (`paper`: ISL June "
-             "stratified by recording, CWRU 0 hp bearingnas10 contiguous). The race replayed on 2 workers with "
-             "the live incumbent; the winner's float test accuracy is that of its best validation epoch. Wall "
-             "time is modelled (each candidate's measured mean epoch time, compiled from the first epoch), "
-             "not measured: `strategies.py` measures the real one.", "",
+             f"Command: `{command}`; curves recorded by `python benchmarks/race_stopping.py{option} --collect "
+             f"--seeds {seeds}` on {machine} (nothing else running), one process per setting with one thread, "
+             f"two settings at a time. Every frontier candidate `fast` races, trained to {epochs} epochs with the "
+             f"recipe (Adam 0.01, {schedule} rate, batch 16) and nothing stopping it; data and split as "
+             "`strategies.py` (`paper`: ISL June stratified by recording, CWRU 0 hp bearingnas10 contiguous). "
+             "The race replayed on 2 workers with the live incumbent; the winner's float test accuracy is that "
+             "of its best validation epoch. Wall time is modelled (each candidate's measured mean epoch time, "
+             "compiled from the first epoch), not measured: `strategies.py` measures the real one.", "",
              "| setting | first verdict | patience | epochs | seeds | epochs run (mean) | modelled wall vs the first "
              "row | winner's test accuracy (mean) | minus the first row's, paired by seed | same winner as the first "
              "row |",
@@ -171,8 +189,8 @@ def report(races: list[dict], command: str, machine: str) -> str:
         part = [r for r in races if (r["data"], r["target"]) == (data, target)]
         if not part:
             continue
-        base = {r["seed"]: r for r in part if (r["first_verdict"], r["patience"], r["epochs"]) == RULES[0]}
-        for rule in RULES:
+        base = {r["seed"]: r for r in part if (r["first_verdict"], r["patience"], r["epochs"]) == rules[0]}
+        for rule in rules:
             rows = [r for r in part if (r["first_verdict"], r["patience"], r["epochs"]) == rule]
             accuracy = np.array([r["test_accuracy"] for r in rows])
             difference = accuracy - np.array([base[r["seed"]]["test_accuracy"] for r in rows])
@@ -185,17 +203,56 @@ def report(races: list[dict], command: str, machine: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def versus(rows: list[dict], recipe: str) -> list[str]:
+    """This recipe's races against the constant 100-epoch recipe's, each under `fast`'s rule, paired by seed.
+
+    Both races are timed with the constant recipe's recorded epoch times (the same candidates; the two
+    collections may have run on different days, on a VM whose speed changes), so the wall ratio compares
+    the epochs each race runs, weighted by what each candidate's epoch costs."""
+    constant_curves, _ = files("constant100")
+    if recipe == "constant100" or not constant_curves.exists():
+        return []
+    with gzip.open(constant_curves, "rt", encoding="utf-8") as handle:
+        constant = [json.loads(line) for line in handle if line.strip()]
+    seconds = {(r["data"], r["target"], r["seed"], r["candidate"]): r["seconds_per_epoch"] for r in constant}
+    timed = [{**r, "seconds_per_epoch": seconds[(r["data"], r["target"], r["seed"], r["candidate"])]}
+             for r in rows if (r["data"], r["target"], r["seed"], r["candidate"]) in seconds]
+    ours, theirs = replay(timed, (FAST_RULES[recipe],)), replay(constant, (FAST_RULES["constant100"],))
+    lines = ["", f"## {recipe} against the constant rate over 100 epochs, each raced under fast's rule", "",
+             f"Rules: first verdict, patience, epochs = {FAST_RULES['constant100']} and {FAST_RULES[recipe]}; "
+             "both races timed with the constant recipe's recorded epoch times.", "",
+             "| setting | seeds | winner's test accuracy, constant 100 | " + recipe + " | difference, paired by seed | "
+             "epochs run, constant 100 | " + recipe + " | modelled wall, " + recipe + " / constant 100 | winners "
+             f"(constant 100 / {recipe}) |", "|---|---|---|---|---|---|---|---|---|"]
+    for data, target in SETTINGS:
+        mine = {r["seed"]: r for r in ours if (r["data"], r["target"]) == (data, target)}
+        other = {r["seed"]: r for r in theirs if (r["data"], r["target"]) == (data, target)}
+        seeds = sorted(set(mine) & set(other))
+        if not seeds:
+            continue
+        a, b = (np.array([side[s]["test_accuracy"] for s in seeds]) for side in (mine, other))
+        spread = (a - b).std(ddof=1) / np.sqrt(len(seeds)) if len(seeds) > 1 else 0.0
+        wall = np.mean([mine[s]["wall_s"] for s in seeds]) / np.mean([other[s]["wall_s"] for s in seeds])
+        winners = ", ".join(f"{other[s]['winner']}/{mine[s]['winner']}" for s in seeds)
+        run = [np.mean([side[s]["epochs_run"] for s in seeds]) for side in (other, mine)]
+        lines.append(f"| {data} / {target} | {len(seeds)} | {b.mean():.4f} | {a.mean():.4f} | "
+                     f"{(a - b).mean():+.4f} +- {spread:.4f} | {run[0]:.0f} | {run[1]:.0f} | {wall:.2f} | {winners} |")
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--collect", action="store_true", help="train and record the curves first")
     parser.add_argument("--seeds", default="0,1,2,3")
+    parser.add_argument("--recipe", default="constant100", choices=list(RECIPES))
     parser.add_argument("--one", nargs=2, metavar=("DATA", "TARGET"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     if args.one:
-        collect(args.one[0], args.one[1], seeds)
+        collect(args.one[0], args.one[1], seeds, args.recipe)
         return 0
     machine = f"{os.cpu_count()} cores x86_64"
+    curves, stem = files(args.recipe)
     if args.collect:
         missing = [name for name in DATA if not (SHARED / name).exists()]
         if missing:
@@ -204,7 +261,8 @@ def main() -> int:
         env = {**os.environ, "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", "OMP_NUM_THREADS": "1"}
         lines: list[str] = []
         for pair in (SETTINGS[0::2], SETTINGS[1::2]):  # two processes at a time, one per core
-            running = [subprocess.Popen([sys.executable, __file__, "--seeds", args.seeds, "--one", *setting],
+            running = [subprocess.Popen([sys.executable, __file__, "--seeds", args.seeds, "--recipe", args.recipe,
+                                         "--one", *setting],
                                         stdout=subprocess.PIPE, text=True, env=env) for setting in pair]
             for process in running:
                 out, _ = process.communicate()
@@ -212,19 +270,20 @@ def main() -> int:
                     print(f"race_stopping: collecting failed (exit {process.returncode})", file=sys.stderr)
                     return 1
                 lines += [line for line in out.splitlines() if line.startswith("{")]
-        with gzip.open(CURVES, "wt", encoding="utf-8") as handle:
+        with gzip.open(curves, "wt", encoding="utf-8") as handle:
             handle.write("\n".join(lines) + "\n")
-    if not CURVES.exists():
-        print(f"race_stopping: no recorded curves ({CURVES}); run with --collect first", file=sys.stderr)
+    if not curves.exists():
+        print(f"race_stopping: no recorded curves ({curves}); run with --collect first", file=sys.stderr)
         return 2
-    with gzip.open(CURVES, "rt", encoding="utf-8") as handle:
+    with gzip.open(curves, "rt", encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle if line.strip()]
-    races = replay(rows)
+    rules = RECIPES[args.recipe][2]
+    races = replay(rows, rules)
     command = " ".join(["python benchmarks/race_stopping.py", *sys.argv[1:]])
-    (RESULTS / "race-stopping.json").write_text(json.dumps({"command": command, "rules": RULES, "races": races},
-                                                           indent=1) + "\n")
-    text = report(races, command, machine)
-    (RESULTS / "race-stopping.md").write_text(text)
+    (RESULTS / f"{stem}.json").write_text(json.dumps({"command": command, "rules": rules, "races": races},
+                                                     indent=1) + "\n")
+    text = report(races, command, machine, args.recipe) + "\n".join(versus(rows, args.recipe)) + "\n"
+    (RESULTS / f"{stem}.md").write_text(text)
     print(text)
     return 0
 

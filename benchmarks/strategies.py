@@ -33,7 +33,7 @@ import numpy as np
 from tinynas.cost.estimate import estimate
 from tinynas.data.spec import load_windows
 from tinynas.progress import Progress
-from tinynas.search import SearchSpace, make_strategy
+from tinynas.search import FINAL_FIDELITY, SearchSpace, final_recipe, make_strategy
 from tinynas.search.tpe import optuna_available
 from tinynas.study import Study, parse_duration
 from tinynas.cost.targets import get_target
@@ -85,10 +85,20 @@ def _phases(trials, card) -> dict[str, float]:
     return totals
 
 
+def recipes(args) -> str:
+    """The final recipes the run used, in words."""
+    if args.final_epochs is None:
+        fast = final_recipe("fast")
+        return (f"each strategy's own (the method's {FINAL_FIDELITY.epochs} epochs at a constant lr "
+                f"{FINAL_FIDELITY.learning_rate:g}; fast's {fast.epochs} epochs, lr {fast.learning_rate:g} falling "
+                "along a cosine)")
+    return f"{args.final_epochs} epochs of each strategy's own recipe (lr 0.01; fast's falling along a cosine)"
+
+
 def run_one(args, windows, target, strategy: str, seed: int, scratch: Path) -> dict:
     """One study; what it cost and what it found."""
     fidelity = Fidelity(args.epochs, 16, 1e-3)
-    final = Fidelity(args.final_epochs, 16, 0.01)
+    final = final_recipe(strategy, args.final_epochs)  # the strategy's own (fast's is shorter, cosine)
     started = time.monotonic()
     result = Study(scratch / f"{strategy}-{seed}", windows, target, strategy=strategy,
                    budget_seconds=parse_duration(args.budget), seed=seed, fidelity=fidelity,
@@ -208,7 +218,7 @@ def write(args, windows, target, runs: list[dict], command: str) -> str:
              f"{windows.window_length}x{windows.channels}, {windows.classes} classes; split `{args.split}`. "
              f"Target {target.name}. Every strategy: budget {args.budget}, {args.workers} workers, candidates "
              f"trained with the method's recipe ({args.epochs} epochs, Adam 1e-3, batch 16) unless the strategy "
-             f"says otherwise, winner's final recipe {args.final_epochs} epochs at lr 0.01; int8 accuracy by "
+             f"says otherwise, winner's final recipe {recipes(args)}; int8 accuracy by "
              f"LiteRT on the test split. Machine: {os.cpu_count()} cores x86_64 (not a Raspberry Pi). "
              f"Wall time: start of the study to the exported, verified model.", "",
              "| strategy | seeds | int8 test acc (mean +- sd) | wall time (mean) | candidates trained | "
@@ -263,7 +273,8 @@ def main() -> int:
     parser.add_argument("--split", default="paper")
     parser.add_argument("--budget", default="10m", help="search budget of every strategy")
     parser.add_argument("--epochs", type=int, default=100, help="epochs per candidate (the method: 100)")
-    parser.add_argument("--final-epochs", type=int, default=100, help="final recipe epochs (the method: 100)")
+    parser.add_argument("--final-epochs", type=int,
+                        help="final recipe epochs (default: each strategy's own recipe; the method's is 100)")
     parser.add_argument("--workers", default="2", help="workers per study, or auto")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--baseline-seeds", type=int, help="run greedy/random/tpe on only the first N seeds")

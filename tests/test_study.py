@@ -277,7 +277,7 @@ def test_fast_search_exports_its_winner_without_retraining(tmp_path):
     trains in its workers, spawns none of its own, and leaves it running."""
     from tinynas.study.pool import WorkerPool
 
-    recipe = Fidelity(4, 16, 3e-3)
+    recipe = Fidelity(4, 16, 3e-3, schedule="cosine")  # as fast's own recipe, shorter
     with WorkerPool(2).warm() as pool:
         warm = sorted(pool.worker_pids())
         result = _study(tmp_path, strategy="fast", fidelity=recipe, final_fidelity=recipe, pool=pool).run()
@@ -290,7 +290,10 @@ def test_fast_search_exports_its_winner_without_retraining(tmp_path):
     assert card["final_training"]["best_val_loss"] == result.winner.score
     assert (tmp_path / "weights" / f"trial-{result.winner.number}.weights.h5").exists()
     assert 0 <= card["int8_test_accuracy"] <= 1 and (tmp_path / "model.tflite").stat().st_size > 0
-    assert "exported as trained" in (tmp_path / "report.md").read_text()
+    assert card["final_training"]["schedule"] == "cosine"
+    assert all(t.fidelity.schedule == "cosine" for t in raced)
+    assert ("searched with the final recipe (4 epochs, lr 0.003 falling along a cosine); exported as trained"
+            in (tmp_path / "report.md").read_text())
     for trial in raced:
         assert trial.details["timings"]["epochs_run"] == len(trial.val_loss)
         assert trial.details["finished_at"] > 0

@@ -112,7 +112,7 @@ def check_budget(text: str) -> float:
 
 
 def check_training(epochs: int | None, batch_size: int | None, learning_rate: float | None,
-                   final_epochs: int) -> None:
+                   final_epochs: int | None) -> None:
     """Epochs, batch size and learning rate when given; 0 is refused, never read as "unset"."""
     check_range("--epochs", epochs, 1, MAX_EPOCHS)
     check_range("--batch-size", batch_size, 1, MAX_BATCH_SIZE)

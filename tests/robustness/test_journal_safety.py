@@ -5,10 +5,12 @@ as it was."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import shutil
 import sqlite3
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -256,6 +258,34 @@ def test_a_resume_with_another_final_recipe_is_refused(tmp_path):
     with pytest.raises(StudyError, match="cannot resume: final_fidelity differ"):
         _study(tmp_path, strategy="fast", final_fidelity=Fidelity(8, 16, 3e-3), resume=True).run()
     assert _snapshot(tmp_path) == before
+
+
+def test_with_no_final_recipe_given_each_strategy_has_its_own(tmp_path):
+    from tinynas.search.fast import FAST_RECIPE
+
+    fast = _study(tmp_path / "fast", strategy="fast", final_fidelity=None).final_fidelity
+    paper = _study(tmp_path / "paper", final_fidelity=None).final_fidelity
+    assert (fast.epochs, fast.learning_rate, fast.schedule) == (FAST_RECIPE.epochs, 0.01, "cosine")
+    assert (paper.epochs, paper.learning_rate, paper.schedule) == (100, 0.01, "constant")  # the method's
+
+
+def test_a_resume_with_no_final_recipe_given_goes_on_with_the_journals(tmp_path, caplog):
+    """A search started with another recipe (an older tinynas's default for fast, or another --final-epochs)
+    is resumed with the journal's, not refused; a recipe given on resume must still match."""
+    started = Fidelity(2, 16, 3e-3)
+    first = _study(tmp_path, strategy="fast", final_fidelity=started, budget_seconds=1)
+    _journal_of(first, first.fingerprint())
+    before = _snapshot(tmp_path)
+    with pytest.raises(StudyError, match="final_fidelity differ"):
+        _study(tmp_path, strategy="fast", final_fidelity=replace(started, schedule="cosine"), resume=True).run()
+    assert _snapshot(tmp_path) == before
+    resumed = _study(tmp_path, strategy="fast", final_fidelity=None, resume=True)
+    with caplog.at_level(logging.INFO, logger="tinynas.progress"):
+        result = resumed.run()
+    assert resumed.final_fidelity == first.final_fidelity and result.card is not None
+    with Journal(tmp_path / "journal.sqlite") as journal:
+        assert journal.get_meta("settings")["final_fidelity"] == started.to_dict()
+    assert "resuming with the journal's final recipe: 2 epochs, lr 0.003, constant rate" in caplog.text
 
 
 def test_an_older_journal_without_the_final_recipe_resumes_only_with_the_default(tmp_path):

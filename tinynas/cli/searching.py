@@ -48,7 +48,9 @@ def register(sub) -> None:
     search.add_argument("--epochs", type=int, help="epochs per candidate (strategy default: paper 100)")
     search.add_argument("--batch-size", type=int)
     search.add_argument("--learning-rate", type=float)
-    search.add_argument("--final-epochs", type=int, default=100, help="epochs of the winner's final training")
+    search.add_argument("--final-epochs", type=int,
+                        help="epochs of the winner's final training (default: the strategy's recipe: 100 at a "
+                             "constant lr 0.01, as the method; fast: 50 with the rate falling along a cosine)")
     search.add_argument("--ignore-data-checks", action="store_true",
                         help="search even if the data checks find a flat channel or mixed-up labels")
     search.add_argument("--split", default="auto", choices=PROTOCOLS,
@@ -109,6 +111,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     from tinynas.augment import parse_augmentation, parse_kernels
     from tinynas.data.spec import load_windows
     from tinynas.progress import Progress
+    from tinynas.search import final_recipe
     from tinynas.study import Study
     from tinynas.trial import Fidelity
 
@@ -132,7 +135,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
         fidelity = Fidelity(base.epochs if args.epochs is None else args.epochs,
                             base.batch_size if args.batch_size is None else args.batch_size,
                             base.learning_rate if args.learning_rate is None else args.learning_rate)
-    final = Fidelity(args.final_epochs, 16, 0.01)
+    # Not given: the strategy's own recipe (and on --resume the journal's, should it be another).
+    final = None if args.final_epochs is None else final_recipe(args.strategy, args.final_epochs)
     test_windows = load_windows(args.test_data) if args.test_data else None
     study = Study(args.out, windows, target, strategy=args.strategy, budget_seconds=budget,
                   seed=args.seed, fidelity=fidelity, final_fidelity=final, workers=workers,

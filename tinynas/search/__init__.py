@@ -3,25 +3,36 @@
 from __future__ import annotations
 
 from tinynas.errors import UsageError
-from tinynas.search.base import Proposal, SearchSpace, Strategy
+from tinynas.search.base import FINAL_FIDELITY, Proposal, SearchSpace, Strategy
 from tinynas.search.fast import FastStrategy
 from tinynas.search.greedy import GreedyStrategy
 from tinynas.search.paper import PaperStrategy
 from tinynas.search.random_search import RandomStrategy
 from tinynas.search.tpe import TPEStrategy
+from tinynas.trial import Fidelity
 
 STRATEGIES: dict[str, type[Strategy]] = {
     cls.name: cls for cls in (PaperStrategy, GreedyStrategy, RandomStrategy, FastStrategy, TPEStrategy)
 }
 
 
-def make_strategy(name: str, space: SearchSpace, **kwargs) -> Strategy:
-    """Instantiate a strategy by name ('paper', 'greedy', 'random', 'fast', 'tpe')."""
+def strategy_class(name: str) -> type[Strategy]:
+    """The strategy called `name` ('paper', 'greedy', 'random', 'fast', 'tpe'); one line if there is none."""
     try:
-        cls = STRATEGIES[name]
+        return STRATEGIES[name]
     except KeyError:
         raise UsageError(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}") from None
-    return cls(space, **kwargs)
 
 
-__all__ = ["STRATEGIES", "Proposal", "SearchSpace", "Strategy", "make_strategy"]
+def make_strategy(name: str, space: SearchSpace, **kwargs) -> Strategy:
+    """Instantiate a strategy by name ('paper', 'greedy', 'random', 'fast', 'tpe')."""
+    return strategy_class(name)(space, **kwargs)
+
+
+def final_recipe(name: str, epochs: int | None = None) -> Fidelity:
+    """Strategy `name`'s final recipe for the winner (`Strategy.final_recipe`)."""
+    return strategy_class(name).final_recipe(epochs)
+
+
+__all__ = ["FINAL_FIDELITY", "STRATEGIES", "Proposal", "SearchSpace", "Strategy", "final_recipe", "make_strategy",
+           "strategy_class"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tinynas.space import Architecture, SpecError, max_cells
 from tinynas.trial import Fidelity, Trial
@@ -57,6 +57,10 @@ class SearchSpace:
                             channel_multiple=self.channel_multiple)
 
 
+FINAL_FIDELITY = Fidelity(epochs=100, batch_size=16, learning_rate=0.01)
+"""The method's final training of the winner: 100 epochs, lr 0.01, batch 16, best-val weights."""
+
+
 @dataclass(frozen=True)
 class Proposal:
     """What a strategy wants evaluated: an architecture at a fidelity."""
@@ -82,6 +86,12 @@ class Strategy(ABC):
         self.final_fidelity = final_fidelity
         # Only strategies that sample from the feasible set use this; it is the pure cost model.
         self.is_feasible = is_feasible
+
+    @classmethod
+    def final_recipe(cls, epochs: int | None = None) -> Fidelity:
+        """The winner's final recipe when the user gives none (`epochs`, if given, sets its length): the
+        method's, unless the strategy has its own."""
+        return FINAL_FIDELITY if epochs is None else replace(FINAL_FIDELITY, epochs=epochs)
 
     @abstractmethod
     def ask(self) -> Proposal | None:

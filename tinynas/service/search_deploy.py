@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,7 @@ def search(service: Service) -> None:
     from tinynas.cost.targets import resolve_target
     from tinynas.data.checks import check_windows
     from tinynas.progress import Progress
+    from tinynas.search import final_recipe
     from tinynas.study import Study, parse_duration
     from tinynas.study.journal import Journal
     from tinynas.trial import Fidelity
@@ -53,7 +55,8 @@ def search(service: Service) -> None:
         Study(study, windows, resolve_target(config.target), strategy=config.strategy,
               budget_seconds=parse_duration(config.budget), seed=0,
               fidelity=Fidelity(config.epochs, config.batch_size, config.learning_rate),
-              final_fidelity=Fidelity(config.final_epochs, config.batch_size, 0.01),
+              # The strategy's own recipe at the configured length (fast's falls along a cosine).
+              final_fidelity=replace(final_recipe(config.strategy, config.final_epochs), batch_size=config.batch_size),
               workers=config.workers, normalize=config.normalize, runtime=config.runtime,
               resume=journal_path.exists(), data_spec=data_spec,
               progress=Progress(interactive=False), pool=service.workers).run()

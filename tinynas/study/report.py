@@ -92,6 +92,9 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: ModelC
     test = card.test_data
     tested_on = (f"{test['windows']} windows of the separate test set `{test['spec']}`" if test
                  else f"{card.split['test']} held-out windows")
+    final = card.final_training
+    recipe = (f"{final['epochs']} epochs, lr {final['learning_rate']}"
+              + (f" falling along a {final['schedule']}" if final.get("schedule", "constant") != "constant" else ""))
     lines = [
         f"# tinynas search: {winner.architecture.name()} for {target.name}",
         "",
@@ -107,10 +110,10 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: ModelC
         f"{search['interrupted']} interrupted; {search['seconds']:.0f} s of a {search['budget_seconds']:.0f} s budget",
         f"- winner: trial {winner.number} {winner.architecture.name()} filters "
         f"{list(winner.architecture.filters)}, search val loss {winner.score:.4f}",
-        (f"- final training: {card.final_training['epochs']} epochs, lr {card.final_training['learning_rate']}"
-         f" ({card.final_training['seconds']:.0f} s)" if card.final_training.get("retrained", True) else
-         f"- final training: none, the winner was searched with the final recipe; exported as trained "
-         f"({card.final_training['seconds']:.0f} s)"),
+        (f"- final training: {recipe} ({card.final_training['seconds']:.0f} s)"
+         if card.final_training.get("retrained", True) else
+         f"- final training: none, the winner was searched with the final recipe ({recipe}); exported as "
+         f"trained ({card.final_training['seconds']:.0f} s)"),
         f"- test accuracy: float {card.float_test_accuracy:.3f}, **int8 {card.int8_test_accuracy:.3f}** "
         f"(LiteRT, {tested_on})",
         f"- cost: {card.cost_estimate['macs']:,} MACs, flash {kib(card.flash_bytes)} (.tflite), "

@@ -26,10 +26,11 @@ from tinynas.data.holdout import without_test_side
 from tinynas.data.preprocess import Preprocessing
 from tinynas.data.splits import Split, make_split
 from tinynas.data.windows import Windows
+from tinynas.errors import UsageError
 from tinynas.machine import auto_workers
 from tinynas.options import check_out_dir
 from tinynas.progress import Progress
-from tinynas.search import SearchSpace, make_strategy
+from tinynas.search import FINAL_FIDELITY, SearchSpace, final_recipe, make_strategy
 from tinynas.space import Architecture
 from tinynas.study.final import StudyResult, final_stage
 from tinynas.study.jobs import JobFactory
@@ -68,12 +69,14 @@ class Study:
         self.pool = pool
         self.progress = progress or Progress(interactive=False)
         self.data_findings: list[dict] = []
-        # The final recipe's augmentation (`--augment`): every strategy's final training uses it.
-        if s.final_fidelity.augmentation is None:
+        # The final recipe (the given one, or the strategy's own) with its augmentation (`--augment`): every
+        # strategy's final training uses it.
+        recipe = s.final_fidelity or final_recipe(s.strategy)
+        if recipe.augmentation is None:
             augmentation, self.augmentation_note = parse_augmentation(s.augment, windows.provenance)
-            self.final_fidelity = replace(s.final_fidelity, augmentation=augmentation)
+            self.final_fidelity = replace(recipe, augmentation=augmentation)
         else:
-            self.final_fidelity, self.augmentation_note = s.final_fidelity, "given with the final recipe"
+            self.final_fidelity, self.augmentation_note = recipe, "given with the final recipe"
         searched, self.kernels_note = parse_kernels(s.kernels, windows.provenance)
         # The first kernel size is every strategy's (3 is the method's); `fast` races the others too.
         self.space = SearchSpace(windows.window_length, windows.channels, windows.classes,
@@ -107,8 +110,10 @@ class Study:
         strategy = self._strategy()
         journal = open_journal(self.out_dir, self.resume)
         try:
-            current = self.fingerprint(strategy.fidelity)
             stored = journal.get_meta("settings")
+            if stored is not None and self._keep_journal_recipe(stored):
+                strategy = self._strategy()
+            current = self.fingerprint(strategy.fidelity)
             if stored is not None:
                 check_resumable(stored, current, self.final_fidelity)
             journal.set_meta("settings", current)
@@ -132,6 +137,28 @@ class Study:
                 return final_stage(self, strategy, journal, jobs, pool)
         finally:
             journal.close()
+
+    def _keep_journal_recipe(self, stored: dict) -> bool:
+        """Resumed with no final recipe given, a search started with another length, rate or schedule of it
+        (another --final-epochs, or an older tinynas's default) goes on with the journal's: the recipe decides
+        the winner's training, and `fast` races every candidate with it. True if the recipe changed."""
+        if self.settings.final_fidelity is not None:
+            return False
+        ours = self.final_fidelity
+        try:
+            # Journals written before the final recipe was recorded used the method's.
+            recipe = Fidelity(**stored["final_fidelity"]) if "final_fidelity" in stored else FINAL_FIDELITY
+        except (TypeError, ValueError, UsageError):
+            return False  # not a recipe: check_resumable says what differs
+        if "final_fidelity" not in stored:
+            recipe = replace(recipe, augmentation=ours.augmentation)
+        if recipe == ours or replace(recipe, epochs=ours.epochs, learning_rate=ours.learning_rate,
+                                     schedule=ours.schedule) != ours:
+            return False
+        self.final_fidelity = recipe
+        self.progress.event(f"resuming with the journal's final recipe: {recipe.epochs} epochs, lr "
+                            f"{recipe.learning_rate:g}, {recipe.schedule} rate")
+        return True
 
     def _pool(self) -> WorkerPool:
         """The worker pool; "auto" is resolved here, on the machine that trains, and said in the progress."""

@@ -16,10 +16,10 @@ from typing import Any
 
 from tinynas.cost.estimate import check_runtime
 from tinynas.errors import TinynasError, UsageError
+from tinynas.search.base import FINAL_FIDELITY
 from tinynas.trial import Fidelity
 
-FINAL_FIDELITY = Fidelity(epochs=100, batch_size=16, learning_rate=0.01)
-"""The method's final training of the winner: 100 epochs, lr 0.01, batch 16, best-val weights."""
+__all__ = ["FINAL_FIDELITY", "StudyError", "StudySettings", "check_resumable", "fingerprint", "parse_duration"]
 
 
 class StudyError(TinynasError, RuntimeError):
@@ -51,8 +51,9 @@ class StudySettings:
     seed: int = 0
     fidelity: Fidelity | None = None
     """The strategy's search recipe (None: the strategy's own default)."""
-    final_fidelity: Fidelity = FINAL_FIDELITY
-    """The winner's final recipe; its augmentation, when None, comes from `augment`."""
+    final_fidelity: Fidelity | None = None
+    """The winner's final recipe (None: the strategy's own, `Strategy.final_recipe`); its augmentation, when
+    None, comes from `augment`."""
     workers: int | str = 1
     """Training processes, or "auto": `tinynas.machine.auto_workers` picks from the cores and free memory."""
     threads_per_worker: int = 1
