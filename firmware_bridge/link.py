@@ -4,7 +4,13 @@
 (`serial.serial_for_url`). The reader thread decodes frames into a bounded queue; when the
 device disappears (USB unplugged, the pty closed) it keeps what was already received, reopens
 the same URL until the device is back, and waits for its HELLO again. Counters say what
-happened on the wire.
+happened on the wire, and `health()` how the stream is doing now (samples per second, the age of the
+newest sample).
+
+Sample indices are placed on a forward-only timeline (`timeline.py`): a device that restarts (a
+USB-powered front-end replugged, a watchdog reset) counts from 0 again, and its samples then get
+indices after everything received before, never the indices of samples already seen. Such a restart
+is also put in the message stream as a `DeviceReset`, so that a recorder can note it.
 """
 
 from __future__ import annotations
@@ -13,13 +19,15 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import asdict, dataclass
+from collections import deque
+from dataclasses import asdict, dataclass, replace
 from typing import Protocol, cast
 
 import serial
 
 from firmware_bridge.errors import BridgeError
-from firmware_bridge.protocol import Hello, Message, Ping, StreamDecoder, encode_frame
+from firmware_bridge.protocol import Hello, Message, Ping, Samples, StreamDecoder, encode_frame
+from firmware_bridge.timeline import Timeline
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +46,18 @@ class LinkError(BridgeError, RuntimeError):
     """The port cannot be opened, or the device never said HELLO."""
 
 
+@dataclass(frozen=True)
+class DeviceReset:
+    """Not a wire message: the link's note that the device restarted (its sample counter went back).
+
+    `first_sample` is where the new epoch starts on the link's timeline; `device_first` the device's
+    own index there (0 after a power-up)."""
+
+    epoch: int
+    first_sample: int
+    device_first: int
+
+
 @dataclass
 class LinkCounters:
     """What the link has seen since it was opened."""
@@ -49,6 +69,10 @@ class LinkCounters:
     gaps: int = 0
     reconnects: int = 0
     queue_drops: int = 0
+    samples: int = 0          # samples received (per channel)
+    lost_samples: int = 0     # samples the device counted but that never arrived (unplugs, lost frames)
+    resets: int = 0           # times the device's sample counter went back (it restarted)
+    foreign_samples: int = 0  # samples dropped because their channel count is not the HELLO's
 
     def to_dict(self) -> dict:
         """JSON-ready copy."""
@@ -66,6 +90,7 @@ class Link:
         self.read_timeout = read_timeout
         self.counters = LinkCounters()
         self.hello: Hello | None = None
+        self.latest_hello: Hello | None = None
         self.connected = threading.Event()
         self._hello_seen = threading.Event()
         self._queue: queue.Queue = queue.Queue(maxsize=queue_size)
@@ -75,6 +100,9 @@ class Link:
         self._thread: threading.Thread | None = None
         self._sequence = 0
         self._write_lock = threading.Lock()
+        self.timeline = Timeline()
+        self.last_sample_time: float | None = None  # time.time() of the newest samples
+        self._arrivals: deque[tuple[float, int]] = deque()  # (monotonic time, samples) of the last seconds
 
     # ---- lifecycle ----------------------------------------------------------------------
     def open(self) -> Link:
@@ -125,8 +153,8 @@ class Link:
         assert self.hello is not None  # _handle sets it before _hello_seen
         return self.hello
 
-    def get(self, timeout: float | None = None) -> Message | None:
-        """The next message (HELLO included), or None after `timeout` seconds."""
+    def get(self, timeout: float | None = None) -> Message | DeviceReset | None:
+        """The next message (HELLO and DeviceReset included), or None after `timeout` seconds."""
         try:
             return self._queue.get(timeout=timeout)
         except queue.Empty:
@@ -151,24 +179,70 @@ class Link:
     def _handle(self, data: bytes) -> None:
         for _sequence, message in self._decoder.feed(data):
             if isinstance(message, Hello):
-                self.hello = message
+                if self.hello is None:
+                    self.hello = message  # the layout every sample is checked against
+                self.latest_hello = message
                 self._hello_seen.set()
-            try:
-                self._queue.put_nowait(message)
-            except queue.Full:
-                # A stalled consumer must not stall the UART: drop the oldest, count it.
-                try:
-                    self._queue.get_nowait()
-                except queue.Empty:
-                    pass
-                self._queue.put_nowait(message)
-                self.counters.queue_drops += 1
+            elif isinstance(message, Samples):
+                placed = self._placed(message)
+                if placed is not None:
+                    self._put(placed)
+                continue
+            self._put(message)
         stats = self._decoder.stats
         self.counters.bytes = stats.bytes
         self.counters.frames_ok = stats.frames_ok
         self.counters.bad_crc = stats.bad_crc
         self.counters.bad_frames = stats.bad_frames
         self.counters.gaps = stats.gaps
+
+    def _placed(self, message: Samples) -> Samples | None:
+        """`message` at its timeline index (a DeviceReset queued first when the counter went back)."""
+        if self.hello is not None and message.data.shape[1] != self.hello.channels:
+            # Another channel count than the HELLO's is another device (or firmware): never mixed in.
+            self.counters.foreign_samples += len(message.data)
+            return None
+        expected = self.timeline.end
+        placement = self.timeline.place(message.first_sample, len(message.data))
+        if placement.reset:
+            self.counters.resets += 1
+            log.warning("link %s: the device restarted (its sample counter went back to %d); its samples "
+                        "continue at %d", self.url, placement.device_first, placement.first)
+            self._put(DeviceReset(placement.epoch, placement.first, placement.device_first))
+        elif placement.first > expected and self.counters.samples:
+            self.counters.lost_samples += placement.first - expected
+        count = len(message.data)
+        self.counters.samples += count
+        now = time.monotonic()
+        self.last_sample_time = time.time()
+        self._arrivals.append((now, count))
+        while self._arrivals and now - self._arrivals[0][0] > 2.0:
+            self._arrivals.popleft()
+        return replace(message, first_sample=placement.first) if placement.first != message.first_sample else message
+
+    def _put(self, message) -> None:
+        try:
+            self._queue.put_nowait(message)
+        except queue.Full:
+            # A stalled consumer must not stall the UART: drop the oldest, count it.
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            self._queue.put_nowait(message)
+            self.counters.queue_drops += 1
+
+    def health(self) -> dict:
+        """How the stream is doing now, JSON-ready: connected, samples per second over the last 2 s, the age
+        of the newest sample (None before any), and the counters."""
+        now = time.monotonic()
+        arrivals = [(t, n) for t, n in list(self._arrivals) if now - t <= 2.0]
+        span = now - arrivals[0][0] if len(arrivals) > 1 else 0.0
+        rate = sum(n for _, n in arrivals[1:]) / span if span > 0.2 else 0.0
+        age = None if self.last_sample_time is None else max(0.0, time.time() - self.last_sample_time)
+        return {"connected": self.connected.is_set(), "samples_per_second": round(rate, 1),
+                "last_sample_age_seconds": None if age is None else round(age, 2),
+                "last_sample_time": self.last_sample_time, **self.counters.to_dict()}
 
     def _lost(self, exc: Exception) -> None:
         self.connected.clear()

@@ -5,6 +5,13 @@ at least every `fsync_interval` seconds; every accepted window and every event i
 once. A recorder killed at any moment leaves every completed chunk readable, and the reader
 reports the torn tail. The recorder also keeps the last `memory_seconds` of samples in memory
 so that guided collection can cut and check windows from the live stream.
+
+Sample indices are the session's own forward-only timeline (`timeline.py`): a recording resumed after
+a power cut, or a device that restarted and counts from 0 again, continues after the last recorded
+sample, so nothing recorded is ever overwritten or re-indexed; each such restart starts a new epoch
+(an event, and the chunk headers' epoch). Every accepted window carries the CRC-32 of its samples, so
+the reader can prove it reads what was accepted. Messages handed in after `close()` are ignored: the
+stream reader and the collection's end race, and the race must not kill the reader.
 """
 
 from __future__ import annotations
@@ -22,9 +29,11 @@ import numpy as np
 
 from firmware_bridge import __version__
 from firmware_bridge.durable import write_durably
+from firmware_bridge.link import DeviceReset
 from firmware_bridge.protocol import Hello, Mark, Samples
 from firmware_bridge.ring import SampleRing
-from firmware_bridge.session_format import FORMAT_NAME, VERSION, SessionFormatError, encode_chunk
+from firmware_bridge.session_format import FORMAT_NAME, VERSION, SessionFormatError, encode_chunk, scan, window_crc
+from firmware_bridge.timeline import Timeline
 
 log = logging.getLogger(__name__)
 
@@ -62,12 +71,17 @@ class Recorder:
                 "software": {"firmware_bridge": __version__, "python": platform.python_version()},
             }
             _atomic_json(manifest_path, self.manifest)
-        # Appending to an existing session (resume after a power cut) continues its files.
+        # Appending to an existing session (resume after a power cut) continues its files, after its last
+        # sample, in a new epoch: the device has most likely restarted and counts from 0 again.
+        end, last_epoch = _recorded_extent(self.folder / "samples.bin")
+        self.timeline = Timeline(end)
+        self.epoch = last_epoch + 1 if end else 0
         self._samples = open(self.folder / "samples.bin", "ab")
         self._windows = open(self.folder / "windows.jsonl", "a", encoding="utf-8")
         self._events = open(self.folder / "events.jsonl", "a", encoding="utf-8")
         self._last_sync = time.monotonic()
         self._lock = threading.Lock()
+        self.closed = False
         self.ring = SampleRing(hello.channels, int(memory_seconds * hello.sample_rate_hz))
         self._expected: int | None = None
         self.samples_written = 0
@@ -76,9 +90,17 @@ class Recorder:
 
     # ---- incoming -----------------------------------------------------------------------
     def handle(self, message) -> None:
-        """Record one message from the link."""
+        """Record one message from the link (ignored once closed)."""
+        if self.closed:
+            return
         if isinstance(message, Samples):
             self.add_samples(message)
+        elif isinstance(message, DeviceReset):
+            with self._lock:
+                if not self.closed:
+                    self.epoch += 1
+                    self._event_locked({"reset": {"epoch": self.epoch, "device_first": message.device_first,
+                                                  "link_first": message.first_sample}})
         elif isinstance(message, Mark):
             self.add_event({"mark": message.code, "sample": message.sample_index, "text": message.text})
         elif isinstance(message, Hello) and message != self.hello:
@@ -88,22 +110,33 @@ class Recorder:
         """Append a chunk; fsync if the last one was more than `fsync_interval` ago."""
         data = message.data
         with self._lock:
-            if self._expected is not None and message.first_sample != self._expected:
-                gap = (self._expected, message.first_sample)
+            if self.closed or data.ndim != 2 or data.shape[1] != self.hello.channels:
+                return  # closed, or another device's layout: never written into this session
+            placement = self.timeline.place(message.first_sample, len(data))
+            if placement.reset:  # fed straight from a device whose counter went back (the Link places it)
+                self.epoch += 1
+                self._event_locked({"reset": {"epoch": self.epoch, "device_first": message.first_sample}})
+            first = placement.first
+            if self._expected is not None and first != self._expected:
+                gap = (self._expected, first)
                 self.gaps.append(gap)
                 self._event_locked({"gap": list(gap), "lost_samples": gap[1] - gap[0]})
-            self._expected = message.first_sample + len(data)
-            self._samples.write(encode_chunk(message.first_sample, data, self.hello.sample_format))
+            self._expected = first + len(data)
+            self._samples.write(encode_chunk(first, data, self.hello.sample_format, self.epoch))
             self.samples_written += len(data)
-            self.ring.add(message)
+            self.ring.add(Samples(first, data) if first != message.first_sample else message)
             if time.monotonic() - self._last_sync >= self.fsync_interval:
                 self._sync_locked()
 
     def add_window(self, label: str, start: int, length: int, **details) -> None:
-        """Record an accepted labelled window (fsynced at once)."""
+        """Record an accepted labelled window (fsynced at once), with the CRC-32 of its samples when they are
+        still in memory (they are for a window just cut from the live stream)."""
         with self._lock:
             record = {"label": label, "start": int(start), "length": int(length),
-                      "accepted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **details}
+                      "accepted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "epoch": self.epoch, **details}
+            samples = self.ring.window(int(start), int(length))
+            if samples is not None and "retract" not in details:
+                record["crc32"] = window_crc(samples)
             self._windows.write(json.dumps(record) + "\n")
             self._sync_locked()
 
@@ -134,9 +167,12 @@ class Recorder:
         return self.ring.window(start, length)
 
     def close(self) -> None:
-        """Flush, fsync and close every file."""
+        """Flush, fsync and close every file (a second call does nothing)."""
         with self._lock:
+            if self.closed:
+                return
             self._sync_locked()
+            self.closed = True
             for handle in (self._samples, self._windows, self._events):
                 handle.close()
 
@@ -145,6 +181,18 @@ class Recorder:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+def _recorded_extent(path: Path) -> tuple[int, int]:
+    """(one past the last recorded sample index, the last chunk's epoch) of a samples.bin; (0, -1) when empty."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return 0, -1
+    chunks = scan(data).chunks
+    if not chunks:
+        return 0, -1
+    return max(c.first_sample + len(c.samples) for c in chunks), chunks[-1].epoch
 
 
 class RecordingThread(threading.Thread):

@@ -4,7 +4,9 @@ The simulator owns a pty pair (`pty.openpty()`); hosts open `simulator.port`, a 
 the current slave side (like udev's /dev/serial/by-id links), with pySerial as they would a USB
 device. It streams samples at their true rate from a `SignalSource`, and can inject faults:
 dropped bytes, flipped bits, and an unplug (the pty is closed and a new one appears behind the
-same symlink after a pause, while the device's sample counter keeps running).
+same symlink after a pause). A USB-powered front-end loses power with the cable, so by default it comes
+back as a device that has just started: its sample counter and sequence numbers restart at 0
+(`unplug(seconds, restart=False)` models a self-powered one, whose counter runs on while unplugged).
 """
 
 from __future__ import annotations
@@ -134,6 +136,9 @@ class Simulator:
         self._plugged = threading.Event()
         self._write_lock = threading.Lock()
         self._rng = random.Random(self.faults.seed)
+        self._hello_pending = False
+        self._restart_pending = False
+        self.restarts = 0
 
     # ---- the pty ------------------------------------------------------------------------
     def _plug(self) -> None:
@@ -185,15 +190,20 @@ class Simulator:
     def __exit__(self, *exc_info) -> None:
         self.stop()
 
-    def unplug(self, seconds: float) -> None:
-        """Simulate pulling the USB cable for `seconds`: the pty disappears, then comes back."""
+    def unplug(self, seconds: float, restart: bool = True) -> None:
+        """Simulate pulling the USB cable for `seconds`: the pty disappears, then comes back, the device
+        restarted (its counters from 0) unless `restart` is False."""
         with self._write_lock:
             self._unplug_now()
-        threading.Timer(seconds, self._replug).start()
+        timer = threading.Timer(seconds, self._replug, args=(restart,))
+        timer.daemon = True
+        timer.start()
 
-    def _replug(self) -> None:
+    def _replug(self, restart: bool = True) -> None:
         with self._write_lock:
             if not self._stop.is_set():
+                if restart:
+                    self._restart_pending = True
                 self._plug()
                 self._hello_pending = True
 
@@ -234,6 +244,12 @@ class Simulator:
         first = self.sample_index
         rate = self.hello.sample_rate_hz * self.speed
         while not self._stop.is_set():
+            if self._restart_pending:  # powered up again: counters from 0, the clock from now
+                self._restart_pending = False
+                self.restarts += 1
+                self.sample_index = first = 0
+                self._sequence = 0
+                started = time.monotonic()
             if self._hello_pending or time.monotonic() - last_hello >= self.hello_interval:
                 # Repeated HELLOs let a host that connects mid-stream (or lost one to noise) learn the format.
                 self._hello_pending = False

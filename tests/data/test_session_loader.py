@@ -159,3 +159,37 @@ def test_a_damaged_window_record_is_one_line(tmp_path):
                                           '{"label": "fist", "start": 100, "length": 100}\n')
     with pytest.raises(DataError, match="windows.jsonl: line 1 is not a window record"):
         load_session(folder)
+
+
+def _as_version_1(chunk: bytes) -> bytes:
+    """A chunk as sessions recorded before device resets were detected wrote it (version 1, no epoch)."""
+    return chunk[:4] + (1).to_bytes(2, "little") + chunk[6:]
+
+
+def test_a_version_1_session_still_reads_later_chunks_winning(tmp_path):
+    folder = _session(tmp_path / "s1", [], [("rest", 0, 100), ("fist", 100, 100)])
+    first, again = np.ones((200, 2), np.int16), np.full((100, 2), 7, np.int16)
+    (folder / "samples.bin").write_bytes(_as_version_1(encode_chunk(0, first, "int16"))
+                                         + _as_version_1(encode_chunk(100, again, "int16")))
+    windows = load_session(folder)
+    assert windows.x[0].tolist() == first[:100].tolist() and windows.x[1].tolist() == again.tolist()
+
+
+def test_version_2_never_lets_a_later_chunk_replace_an_earlier_one(tmp_path):
+    first, again = np.ones((200, 2), np.int16), np.full((100, 2), 7, np.int16)
+    folder = _session(tmp_path / "s1", [(0, first), (100, again)], [("rest", 0, 100), ("fist", 100, 100)])
+    assert load_session(folder).x[1].tolist() == first[100:].tolist()
+
+
+def test_a_window_whose_samples_changed_since_it_was_accepted_is_left_out(tmp_path, caplog):
+    from firmware_bridge.session_format import window_crc
+
+    stream = np.arange(600 * 2, dtype=np.int16).reshape(600, 2)
+    folder = _session(tmp_path / "s1", [(0, stream)], [])
+    records = [{"label": "rest", "start": 0, "length": 100, "crc32": window_crc(stream[:100])},
+               {"label": "fist", "start": 200, "length": 100, "crc32": window_crc(stream[200:300]) ^ 1},
+               {"label": "fist", "start": 400, "length": 100, "crc32": window_crc(stream[400:500])}]
+    (folder / "windows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    windows = load_session(folder)
+    assert windows.time_index.tolist() == [0, 400] and windows.provenance["changed_windows"] == 1
+    assert "do not hold the samples that were accepted" in caplog.text

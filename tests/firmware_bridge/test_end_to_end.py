@@ -62,7 +62,7 @@ def test_replayed_isl_recording_comes_back_bit_for_bit(tmp_path, emg_hello):
     assert np.array_equal(windows.x[1], recording.astype(np.float32))
 
 
-def test_unplug_reconnects_and_records_the_gap(tmp_path, emg_hello):
+def test_unplug_of_a_self_powered_device_reconnects_and_records_the_gap(tmp_path, emg_hello):
     source = ArraySource(np.arange(800 * 8, dtype=np.int64).reshape(800, 8) % 100 - 50)
     source.stream = source.stream.astype(np.int8)
     with Simulator(source, emg_hello, port_dir=tmp_path, speed=4) as simulator, Link(simulator.port).open() as link:
@@ -71,7 +71,7 @@ def test_unplug_reconnects_and_records_the_gap(tmp_path, emg_hello):
             thread = RecordingThread(link, recorder)
             thread.start()
             _wait(lambda: recorder.latest_sample >= 200)
-            simulator.unplug(0.6)
+            simulator.unplug(0.6, restart=False)  # its counter runs on while unplugged
             _wait(lambda: link.counters.reconnects >= 1)
             resumed_from = recorder.latest_sample
             _wait(lambda: recorder.latest_sample >= resumed_from + 400)
@@ -87,6 +87,58 @@ def test_unplug_reconnects_and_records_the_gap(tmp_path, emg_hello):
     # Samples after the gap are the device's, at the right indices.
     index = first_gap[1]
     assert np.array_equal(stream.samples[index], source.stream[index % 800].astype(np.float32))
+
+
+def test_a_replugged_device_that_restarts_its_counter_rewrites_no_accepted_window(tmp_path, emg_hello):
+    """A USB-powered front-end counts from 0 again after a replug: the windows accepted before it must read
+    back byte for byte, and the new samples land after them (a new epoch), not on top of them."""
+    rng = np.random.default_rng(0)
+    source = ArraySource(rng.integers(-100, 100, size=(1000, 8)).astype(np.int8))
+    with Simulator(source, emg_hello, port_dir=tmp_path, speed=4) as simulator, Link(simulator.port).open() as link:
+        hello = link.wait_hello(30)
+        with Recorder(tmp_path / "session", hello, labels=["A", "B"]) as recorder:
+            thread = RecordingThread(link, recorder)
+            thread.start()
+            _wait(lambda: recorder.latest_sample >= 600)
+            accepted = {}
+            for label, start in (("A", 100), ("B", 300)):
+                accepted[label] = recorder.window(start, 200)
+                recorder.add_window(label, start, 200)
+            before = recorder.latest_sample
+            simulator.unplug(0.5)  # restarts: its counter goes back to 0
+            _wait(lambda: link.counters.resets >= 1 and recorder.latest_sample >= before + 800)
+            after = recorder.latest_sample
+            # A window cut after the replug, as the guide cuts one from the live stream.
+            accepted["A2"] = recorder.window(after - 300, 200)
+            recorder.add_window("A", after - 300, 200)
+            thread.stop()
+    assert simulator.restarts == 1 and link.counters.reconnects >= 1
+    events = [json.loads(line) for line in (tmp_path / "session" / "events.jsonl").read_text().splitlines()]
+    assert [e["reset"]["epoch"] for e in events if "reset" in e] == [1]
+    windows = load_session(tmp_path / "session")
+    assert windows.provenance["changed_windows"] == 0 and len(windows) == 3
+    for got, label in zip(windows.x, ("A", "B", "A2")):
+        assert np.array_equal(got, accepted[label])
+    # The new epoch starts after everything recorded before it, with a gap no window can span.
+    stream = read_samples(tmp_path / "session", 8)
+    assert windows.time_index[2] > before and not stream.received[before]
+
+
+def test_a_resumed_recording_continues_after_the_last_sample(tmp_path, emg_hello):
+    """A power cut restarts the device and the recorder: the resumed session goes on after what it holds."""
+    folder = tmp_path / "session"
+    first = np.arange(400 * 8).reshape(400, 8) % 100
+    second = -first
+    with Recorder(folder, emg_hello) as recorder:
+        recorder.add_samples(Samples(0, first.astype(np.int8)))
+        recorder.add_window("A", 0, 400)
+    with Recorder(folder, emg_hello) as recorder:  # the device counts from 0 again
+        recorder.add_samples(Samples(0, second.astype(np.int8)))
+        recorder.add_window("B", recorder.latest_sample - 400, 400)
+    windows = load_session(folder)
+    assert np.array_equal(windows.x[0], first.astype(np.float32))
+    assert np.array_equal(windows.x[1], second.astype(np.float32))
+    assert windows.time_index.tolist() == [0, 401]
 
 
 def test_corrupted_wire_loses_frames_not_correctness(tmp_path, emg_hello):

@@ -27,7 +27,7 @@ def test_a_too_long_vibration_window_is_searched_on_target_sized_windows(tmp_pat
             recorder.add_window(label, start, 6000)
             start += 6000
     service = Service(ServiceConfig(data_dir=str(tmp_path / "data"), target="STM32C011F6P6"))
-    service.hello = hello
+    service.device = _device(hello)
     service.state.session, service.state.plan, service.state.user = str(session), "bearing4", "pump"
     windows, spec = service._windows()
     fit = check_plan_fits(plan, get_target("STM32C011F6P6"), 1, 12000.0)
@@ -39,3 +39,12 @@ def test_a_too_long_vibration_window_is_searched_on_target_sized_windows(tmp_pat
     assert len(windows) == 8 * per_recording
     assert np.bincount(windows.y).tolist() == [2 * per_recording] * 4
     assert json.loads((session / "manifest.json").read_text())["plan"]["name"] == "bearing4"
+
+
+def _device(hello):
+    """A device record as the service holds one after HELLO (its link not opened: these steps never read it)."""
+    from firmware_bridge.link import Link
+    from firmware_bridge.ring import SampleRing
+    from tinynas.service.device import Device
+
+    return Device(Link("loop://"), hello, SampleRing(hello.channels, 100))

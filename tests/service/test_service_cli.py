@@ -3,6 +3,7 @@ import subprocess
 import sys
 import tomllib
 
+import numpy as np
 import pytest
 
 from tinynas.service.config import DEFAULT_CONFIG, ConfigError, ServiceConfig, load_config
@@ -65,12 +66,66 @@ def test_install_writes_a_restarting_unprivileged_memory_capped_unit(tmp_path):
         assert line in unit
 
 
-def test_service_without_a_device_fails_in_one_line(tmp_path):
+def _free_port():
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait(condition, seconds, what, process):
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"the service exited ({process.returncode}) while waiting for {what}"
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.slow
+def test_service_without_a_device_waits_serving_the_page_then_connects(tmp_path):
+    """No device is no exit (a restart loop under systemd): the page says which port to plug the sensor into;
+    once it is plugged in the service goes on; a stop request still stops it cleanly."""
+    import urllib.request
+
+    from firmware_bridge.protocol import Hello
+    from firmware_bridge.simulator import ArraySource, Simulator
+
+    port, http = tmp_path / "dev" / "ttyTINYNAS0", _free_port()
+    port.parent.mkdir()
     config = tmp_path / "tinynas.toml"
-    config.write_text(f'port = "{tmp_path / "no-device"}"\ndata_dir = "{tmp_path / "data"}"\n')
-    run = tinynas("service", "run", "--config", str(config))
-    assert run.returncode == 2
-    assert run.stderr.strip().startswith("tinynas: error: cannot open") and len(run.stderr.strip().splitlines()) == 1
+    config.write_text(f'port = "{port}"\ndata_dir = "{tmp_path / "data"}"\nhttp_port = {http}\n')
+    service = subprocess.Popen([sys.executable, "-m", "tinynas.cli", "service", "run", "--config", str(config)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def live():
+        try:
+            return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{http}/status.json", timeout=2).read())
+        except OSError:
+            return None
+
+    try:
+        waiting = _wait(lambda: (live() or {}).get("device", {}).get("waiting"), 60, "the waiting page", service)
+        assert f"waiting for the sensor on {port}" in waiting and "plug it in" in waiting
+        page = urllib.request.urlopen(f"http://127.0.0.1:{http}/", timeout=2).read().decode()
+        assert "<html" in page
+        stream = (np.random.default_rng(0).normal(size=(2000, 2)) * 5).astype(np.int8)
+        with Simulator(ArraySource(stream), Hello("sim", "1", 2, 200.0, "int8"), port_dir=port.parent):
+            status = _wait(lambda: (s := live()) and s["device"].get("connected") and s["link"]["samples"] > 0
+                           and s, 60, "the plugged-in device", service)
+            assert status["device"]["channels"] == 2 and status["link"]["samples_per_second"] >= 0
+            assert tinynas("service", "stop", "--config", str(config)).returncode == 0
+            assert service.wait(60) == 0
+    finally:
+        if service.poll() is None:
+            service.kill()
+        output = service.stdout.read()
+    assert "Traceback" not in output, output
 
 
 @pytest.mark.parametrize("text, words", [

@@ -235,7 +235,7 @@ def test_a_failed_deployment_keeps_serving_the_previous_model(tmp_path):
                                                  session=str(data / "profiles" / "bob" / "sessions" / "s1"),
                                                  deployed=previous))
     service = Service(ServiceConfig(data_dir=str(data)))
-    service.hello = Hello("sim", "1", 8, 200.0, "int8")
+    service.device = _device(Hello("sim", "1", 8, 200.0, "int8"))
     _step_until(service, lambda: service.state.state == "SERVING", "the failed deployment to end")
     saved = json.loads((data / "state.json").read_text())
     assert saved["state"] == "SERVING" and saved["deployed"] == previous
@@ -250,7 +250,16 @@ def test_a_search_whose_recording_is_gone_ends_idle_not_in_a_restart_loop(tmp_pa
     save_state(data / "state.json", ServiceState(state="SEARCHING", user="bob", plan="gestures4",
                                                  study=str(data / "s"), session=str(data / "missing-session")))
     service = Service(ServiceConfig(data_dir=str(data)))
-    service.hello = Hello("sim", "1", 8, 200.0, "int8")
+    service.device = _device(Hello("sim", "1", 8, 200.0, "int8"))
     _step_until(service, lambda: service.state.state == "IDLE", "the failed search to end")
     error = json.loads((data / "state.json").read_text())["error"]
     assert error.startswith("searching for bob failed: ") and "missing-session" in error and "\n" not in error
+
+
+def _device(hello):
+    """A device record as the service holds one after HELLO (its link not opened: these steps never read it)."""
+    from firmware_bridge.link import Link
+    from firmware_bridge.ring import SampleRing
+    from tinynas.service.device import Device
+
+    return Device(Link("loop://"), hello, SampleRing(hello.channels, 100))

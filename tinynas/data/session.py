@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from firmware_bridge.session_format import FORMAT_NAME, scan
+from firmware_bridge.session_format import FORMAT_NAME, scan, window_crc
 from tinynas.data.windows import MAX_WINDOW_BYTES, DataError, Windows, check_size, readable, shown
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,11 @@ def read_stream(folder: Path, channels: int) -> Stream:
             spans.append([chunk.first_sample, end])
     starts = [first for first, _ in spans]
     segments = [np.empty((end - first, channels), dtype=np.float32) for first, end in spans]
-    for chunk in result.chunks:  # in file order: a chunk written later replaces an earlier one
+    # Version 1 (no forward-only timeline): in file order, a chunk written later replaces an earlier one.
+    # Version 2 indices never repeat; should a damaged file still hold two chunks at one index, the one
+    # written first is kept (reversed order): what was accepted is never replaced by what came after.
+    ordered = [c for c in result.chunks if c.version == 1] + [c for c in reversed(result.chunks) if c.version != 1]
+    for chunk in ordered:
         if len(chunk.samples):
             index = bisect.bisect_right(starts, chunk.first_sample) - 1
             offset = chunk.first_sample - starts[index]
@@ -218,7 +222,7 @@ def load_session(path: str | Path, window: int | None = None, hop: int | None = 
     planned: list[str] = []
     rate = None
     channel_names: tuple[str, ...] = ()
-    skipped = too_short = 0
+    skipped = too_short = changed = 0
     recorded_lengths: set[int] = set()
     for folder in folders:
         manifest = read_manifest(folder)
@@ -235,6 +239,11 @@ def load_session(path: str | Path, window: int | None = None, hop: int | None = 
         for index, record in enumerate(read_window_records(folder)):
             start, length = record["start"], record["length"]
             recorded_lengths.add(length)
+            if _whole(record.get("crc32")):
+                whole = stream.window(start, length)
+                if whole is not None and window_crc(whole) != record["crc32"]:
+                    changed += 1  # its samples are not those that were accepted: never trained on
+                    continue
             if window is None:
                 check_size(len(x) + 1, length, channels, f"session:{shown(root)}", "re-cut with window=N")
                 cuts = [(start, length)]
@@ -255,6 +264,9 @@ def load_session(path: str | Path, window: int | None = None, hop: int | None = 
                 groups.append(f"{readable(folder.name)}/{index}")
                 sessions.append(readable(folder.name))
                 starts.append(first)
+    if changed:
+        log.warning("%d window(s) of %s do not hold the samples that were accepted (their CRC-32 differs: a "
+                    "damaged samples.bin?): left out", changed, shown(root))
     if skipped:
         log.warning("%d window(s) fall in samples that were never received (link gap or torn tail): skipped", skipped)
     if too_short:
@@ -278,6 +290,7 @@ def load_session(path: str | Path, window: int | None = None, hop: int | None = 
     return Windows(np.stack(x), np.array(labels), np.array(groups), tuple(class_names), float(rate),
                    channel_names, {"source": "session", "path": shown(root),
                                    "sessions": [readable(f.name) for f in folders], "skipped_windows": skipped,
+                                   "changed_windows": changed,
                                    **({"window": window, "hop": hop or window, "too_short": too_short}
                                       if window is not None else {})},
                    sessions=np.array(sessions), time_index=np.array(starts))

@@ -54,7 +54,7 @@ def collect(service: Service) -> None:
     state = service.state
     flow = state.rewear if service._rewear_running() else None
     if flow and flow["mode"] == "unlabelled":
-        recorder = Recorder(state.session, service.hello, user=state.user, labels=rewear.UNLABELLED,
+        recorder = Recorder(state.session, service.require_device().hello, user=state.user, labels=rewear.UNLABELLED,
                             plan={"name": "unlabelled", "seconds": flow["seconds"]})
         service.recorder = recorder
         try:
@@ -81,7 +81,8 @@ def collect(service: Service) -> None:
         for name in plan.classes:
             per_class.setdefault(name, {"accepted": 0, "rejected": 0})["accepted"] = done.get(name, 0)
         # The rest level the guide compares each window with: the signal just before the prompt.
-        rest = channel_levels(service.ring, service.hello.sample_rate_hz, plan.rest_seconds or 1.0)
+        device = service.require_device()
+        rest = channel_levels(device.ring, device.hello.sample_rate_hz, plan.rest_seconds or 1.0)
         # The guide counts down one second per step after announcing: the page counts with it.
         service.collection.update(prompt=label, number=service.prompt_number, attempt=attempt, go=None,
                                   phase="ready", rest=rest, countdown_ends=time.time() + plan.countdown,
@@ -92,7 +93,8 @@ def collect(service: Service) -> None:
         if service.on_prompt is not None:
             service.on_prompt(label, sample)
 
-    recorder = Recorder(state.session, service.hello, user=state.user, labels=plan.classes, plan=plan.to_dict())
+    recorder = Recorder(state.session, service.require_device().hello, user=state.user, labels=plan.classes,
+                        plan=plan.to_dict())
     service.recorder = recorder
     try:
         guide = GuidedCollection(recorder, plan, _StatusPrompter(service), on_prompt=go, on_announce=announced)

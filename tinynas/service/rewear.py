@@ -97,7 +97,7 @@ def new_flow(service, user: str, unlabelled: bool) -> dict:
             "window": source.preprocessing.window_length, "started": time.time()}
     if unlabelled:
         # At least 6 windows long: each half then gives 5 half-overlapping windows, 10 in all (adapt needs 8).
-        least = 6 * flow["window"] / service.hello.sample_rate_hz
+        least = 6 * flow["window"] / service.require_device().hello.sample_rate_hz
         flow["seconds"] = round(max(float(service.config.rewear_unlabelled_seconds), least), 3)
         flow["text"] = f"recording {flow['seconds']:g} s of unlabelled data (the old model keeps serving)"
     else:
@@ -122,7 +122,7 @@ def record_unlabelled(service, flow: dict, recorder) -> None:
     windows_file = Path(flow["session"]) / "windows.jsonl"
     if windows_file.exists() and len(windows_file.read_text().splitlines()) >= 2:
         return  # recorded before a power cut that came before the state was saved
-    rate = service.hello.sample_rate_hz
+    rate = service.require_device().hello.sample_rate_hz
     total = int(round(flow["seconds"] * rate))
     while not recorder.samples_written:  # the recorder's stream starts with the next chunk it is handed
         if service._stop.wait(0.05):

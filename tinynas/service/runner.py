@@ -27,13 +27,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from firmware_bridge.link import Link
 from firmware_bridge.recorder import Recorder
-from firmware_bridge.ring import SampleRing
 from tinynas.errors import TinynasError, user_message
 from tinynas.interrupts import sigterm_as_interrupt
 from tinynas.service import collect, onboarding, search_deploy, threads
 from tinynas.service.config import ServiceConfig
+from tinynas.service.device import Device, connect
 from tinynas.service.inference import LiveClassifier, PredictionLog
 from tinynas.service.paths import REQUESTS, ServicePaths, pending_requests, request
 from tinynas.service.state import load_state, save_state
@@ -69,6 +68,15 @@ class Service:
         self.predictions = PredictionLog(self.paths.predictions)
         self.workers: WorkerPool | None = None
         """The search's training workers: started when recording starts, kept through the search."""
+        self.device: Device | None = None
+        """The sensor front-end, once it said HELLO (the service waits for it, serving the status page)."""
+        self.waiting_for_device = ""
+        """Why the service still waits for the device ("" once it is there)."""
+        self.thread_health: dict[str, dict] = {}
+        """Per side thread: restarts and the last error (threads.supervise)."""
+        self.serving_stale = ""
+        """Why the live predictions are not current ("" when they are)."""
+        self.injected: set[str] = set()
         self._stop = threading.Event()
         self._lock = threading.Lock()
 
@@ -107,13 +115,20 @@ class Service:
         """Whether the current COLLECTING / RECALIBRATING phase belongs to a re-wear flow."""
         return self.state.rewear.get("phase") in ("collecting", "recalibrating", "adapting")
 
+    def require_device(self) -> Device:
+        """The connected device (the state machine runs only once there is one)."""
+        if self.device is None:
+            raise ServiceError("no device yet")
+        return self.device
+
     def _plan_fit(self, plan):
         """How the plan's windows fit the target on this device (PlanDoesNotFit if they cannot)."""
         from tinynas.cost.targets import resolve_target
         from tinynas.service.fit import check_plan_fits
 
-        return check_plan_fits(plan, resolve_target(self.config.target), self.hello.channels,
-                               self.hello.sample_rate_hz, self.config.runtime)
+        hello = self.require_device().hello
+        return check_plan_fits(plan, resolve_target(self.config.target), hello.channels,
+                               hello.sample_rate_hz, self.config.runtime)
 
     def _windows(self):
         """The session's windows as the search uses them, and their data spec (search_deploy.session_windows)."""
@@ -153,38 +168,40 @@ class Service:
 
     def _run(self) -> None:
         self.paths.pid.write_text(str(os.getpid()))
+        server = None
+        side = []
         try:
-            self.link = Link(self.config.port, baudrate=self.config.baudrate).open()
-        except Exception as exc:
-            raise ServiceError(str(exc)) from None
-        try:
-            self.hello = self.link.wait_hello(30)
-            self.ring = SampleRing(self.hello.channels, int(30 * self.hello.sample_rate_hz))
+            # The page and the stop watcher first: without the device the person beside the Pi is told why.
             server = StatusServer(lambda: page_snapshot(self), self.config.http_host, self.config.http_port,
                                   self.config.http_token).start()
-            side = [threading.Thread(target=target, args=(self,), name=target.__name__, daemon=True)
-                    for target in threads.SIDE_THREADS]
-            for thread in side:
-                thread.start()
-            log.info("service up: device %s, %d channels at %g Hz; status on http://%s:%d/",
-                     self.hello.device_id, self.hello.channels, self.hello.sample_rate_hz, *server.address[:2])
-            try:
-                self._loop()
-            finally:
-                self._stop.set()
-                server.stop()
-                for thread in side:
-                    thread.join(timeout=5)
+            side += [threads.supervise(self, loop.__name__, loop) for loop in threads.EARLY_THREADS]
+            log.info("status on http://%s:%d/; waiting for the device on %s", *server.address[:2], self.config.port)
+            self.device = connect(self.config.port, self.config.baudrate, self._stop, self._set_waiting)
+            if self.device is None:
+                return
+            hello = self.device.hello
+            side += [threads.supervise(self, loop.__name__, loop) for loop in threads.DEVICE_THREADS]
+            log.info("service up: device %s, %d channels at %g Hz", hello.device_id, hello.channels,
+                     hello.sample_rate_hz)
+            self._loop()
         except KeyboardInterrupt:
             log.info("stopping: state %s kept for the next start", self.state.state)
         finally:
             self._stop.set()
+            if server is not None:
+                server.stop()
+            for thread in side:
+                thread.join(timeout=5)
             self._cool_workers()
-            self.link.close()
+            if self.device is not None:
+                self.device.link.close()
             self.predictions.close()
             if self.recorder is not None:
                 self.recorder.close()
             self.paths.pid.unlink(missing_ok=True)
+
+    def _set_waiting(self, text: str) -> None:
+        self.waiting_for_device = text
 
     def _warm_workers(self) -> None:
         """Start the search's workers while the user records, so that TensorFlow's import (5-10 s here, an

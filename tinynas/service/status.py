@@ -17,13 +17,18 @@ if TYPE_CHECKING:
 def snapshot(service: Service) -> dict:
     """Everything the status page shows, JSON-ready."""
     state = service.state
+    device = service.device
     status = {"state": state.state, "user": state.user, "error": state.error, "time": time.time(),
               "deployed": state.deployed, "collection": dict(service.collection),
               "search": search_progress(service), "predictions": list(service.predictions.last),
-              "link": service.link.counters.to_dict() if getattr(service, "link", None) else {},
+              "link": device.health() if device is not None else {},
               "memory": memory_bytes(), "pid": os.getpid(), "paused": state.paused, "rewear": state.rewear,
-              "device": ({"channels": service.hello.channels, "sample_rate_hz": service.hello.sample_rate_hz}
-                         if getattr(service, "hello", None) else {})}
+              "device": ({"connected": device.link.connected.is_set(), "port": service.config.port,
+                          "channels": device.hello.channels, "sample_rate_hz": device.hello.sample_rate_hz, "device_id": device.hello.device_id}
+                         if device is not None else
+                         {"connected": False, "port": service.config.port, "waiting": service.waiting_for_device}),
+              "threads": {name: dict(health) for name, health in service.thread_health.items()},
+              "serving": {"stale": service.serving_stale} if state.deployed else {}}
     return status
 
 
@@ -34,10 +39,10 @@ def page_snapshot(service: Service) -> dict:
     from tinynas.service import status_views
 
     status = snapshot(service)
-    hello = getattr(service, "hello", None)
-    ring = getattr(service, "ring", None)
-    if status["state"] in ("COLLECTING", "RECALIBRATING") and hello is not None and ring is not None:
-        status["collection"]["trace"] = status_views.trace(ring, hello.sample_rate_hz, hello.sample_format,
+    device = service.device
+    if status["state"] in ("COLLECTING", "RECALIBRATING") and device is not None:
+        hello = device.hello
+        status["collection"]["trace"] = status_views.trace(device.ring, hello.sample_rate_hz, hello.sample_format,
                                                            rest=service.collection.get("rest"))
     if status["state"] == "SEARCHING" and service.state.study:
         search = status["search"]

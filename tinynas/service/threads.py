@@ -3,6 +3,11 @@ inference, the status file writer and the stop-request watcher.
 
 The state machine runs in the main thread (`Service._loop`); these only read its state, except the
 inference loop, which records why a deployed model cannot be served in `state.error`.
+
+Every side thread runs under `supervise`: an exception is logged with its traceback, counted in
+`status` ("threads"), and the loop is started again after a short pause, so no thread can die silently
+(a dead stream reader made the service deaf while it said "running"). A loop that fails at once again
+and again is retried more slowly (up to every `MAX_BACKOFF_SECONDS`), never given up on and never spun.
 """
 
 from __future__ import annotations
@@ -11,6 +16,10 @@ import json
 import logging
 import os
 import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,23 +33,83 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+MAX_BACKOFF_SECONDS = 5.0
+
+FAULT_VARIABLE = "TINYNAS_INJECT_FAULT"
+"""Fault injection for the end-to-end tests: `read_stream@COLLECTING` makes the stream reader raise once,
+the first time it runs while the service is in that phase (as the race that killed it did)."""
+
+
+class InjectedFault(RuntimeError):
+    """The fault a test asked for (FAULT_VARIABLE)."""
+
+
+def _inject(name: str, service: Service) -> None:
+    wanted = os.environ.get(FAULT_VARIABLE, "")
+    if not wanted or name in service.injected:
+        return
+    thread, _, phase = wanted.partition("@")
+    if thread == name and (not phase or service.state.state == phase):
+        service.injected.add(name)
+        raise InjectedFault(f"fault injected into {name} ({FAULT_VARIABLE}={wanted})")
+
+
+def supervise(service: Service, name: str, loop: Callable[[Service], None]) -> threading.Thread:
+    """Run `loop(service)` in a daemon thread, restarted after any exception until the service stops."""
+    health = service.thread_health.setdefault(name, {"restarts": 0, "last_error": "", "last_error_time": None})
+
+    def run() -> None:
+        pause = 0.2
+        while not service._stop.is_set():
+            started = time.monotonic()
+            try:
+                loop(service)
+            except Exception as exc:  # noqa: BLE001 - logged, counted, restarted: a side thread must not die
+                log.error("the %s thread failed and is restarted: %s\n%s", name, exc, traceback.format_exc())
+                health.update(restarts=health["restarts"] + 1, last_error=f"{type(exc).__name__}: {exc}",
+                              last_error_time=time.time())
+            else:
+                if service._stop.is_set():
+                    return
+                log.error("the %s thread returned while the service runs: started again", name)
+                health["restarts"] += 1
+            # Failing at once again and again: retry more slowly, never spin.
+            pause = min(MAX_BACKOFF_SECONDS, pause * 2) if time.monotonic() - started < 5.0 else 0.2
+            service._stop.wait(pause)
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
 def read_stream(service: Service) -> None:
     """Hand every sample chunk to the ring (live inference) and every message to the recorder, if one runs."""
+    device = service.device
+    assert device is not None  # started once the device said HELLO
     while not service._stop.is_set():
-        message = service.link.get(timeout=0.1)
+        message = device.link.get(timeout=0.1)
         if message is None:
             continue
         if isinstance(message, Samples):
-            service.ring.add(message)
+            device.ring.add(message)
         recorder = service.recorder
         if recorder is not None:
-            recorder.handle(message)
+            _inject("read_stream", service)
+            recorder.handle(message)  # (a recorder closed meanwhile ignores it)
+
+
+STALE_SECONDS = 2.0
+"""A served prediction is marked stale when the newest sample is older than this (or than 4 hops): the page
+must not show the last prediction as live while the device is unplugged or silent."""
 
 
 def serve(service: Service) -> None:
     """Live inference with whatever verified model is deployed (swapped when a new one is)."""
+    device = service.device
+    assert device is not None  # started once the device said HELLO
     loaded = None
     while not service._stop.wait(max(0.02, service.config.hop_seconds / 2)):
+        service.serving_stale = _stale(service)
         deployed = service.state.deployed
         if deployed.get("model") != loaded:
             loaded = deployed.get("model")
@@ -48,8 +117,8 @@ def serve(service: Service) -> None:
             if loaded:
                 try:
                     card = json.loads(Path(deployed["card"]).read_text())
-                    hop = int(round(service.config.hop_seconds * service.hello.sample_rate_hz))
-                    service.classifier = LiveClassifier(loaded, card, service.ring, hop, service.config.smoothing)
+                    hop = int(round(service.config.hop_seconds * device.hello.sample_rate_hz))
+                    service.classifier = LiveClassifier(loaded, card, device.ring, hop, service.config.smoothing)
                 except Exception as exc:  # noqa: BLE001 - a damaged model must not end serving for good
                     log.error("cannot serve %s: %s", loaded, exc)
                     service.state.error = f"cannot serve {loaded}: {exc}; onboard again to deploy a new model"
@@ -57,6 +126,20 @@ def serve(service: Service) -> None:
                 log.info("serving %s (int8 accuracy %.3f)", loaded, deployed.get("accuracy", float("nan")))
         if service.classifier is not None:
             service.predictions.write(service.classifier.step())
+
+
+def _stale(service: Service) -> str:
+    """Why live predictions are not current ("" when they are)."""
+    device = service.device
+    if device is None:
+        return "no device"
+    age = device.link.health()["last_sample_age_seconds"]
+    limit = max(STALE_SECONDS, 4 * service.config.hop_seconds)
+    if age is None or age > limit:
+        since = "no samples yet" if age is None else f"no samples for {age:.0f} s"
+        where = "the device is unplugged" if not device.link.connected.is_set() else "the device is silent"
+        return f"{since}: {where} - the last prediction is not live"
+    return ""
 
 
 def write_status(service: Service) -> None:
@@ -78,4 +161,7 @@ def watch_requests(service: Service) -> None:
             os.kill(os.getpid(), signal.SIGTERM)
 
 
-SIDE_THREADS = (read_stream, serve, write_status, watch_requests)
+EARLY_THREADS = (write_status, watch_requests)
+"""Run from the start, before any device is there (status page and stop requests work without one)."""
+DEVICE_THREADS = (read_stream, serve)
+"""Run once the device said HELLO."""
