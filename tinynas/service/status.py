@@ -24,7 +24,8 @@ def snapshot(service: Service) -> dict:
               "link": device.health() if device is not None else {},
               "memory": memory_bytes(), "pid": os.getpid(), "paused": state.paused, "rewear": state.rewear,
               "device": ({"connected": device.link.connected.is_set(), "port": service.config.port,
-                          "channels": device.hello.channels, "sample_rate_hz": device.hello.sample_rate_hz, "device_id": device.hello.device_id}
+                          "channels": device.hello.channels, "sample_rate_hz": device.hello.sample_rate_hz,
+                          "device_id": device.hello.device_id}
                          if device is not None else
                          {"connected": False, "port": service.config.port, "waiting": service.waiting_for_device}),
               "threads": {name: dict(health) for name, health in service.thread_health.items()},
