@@ -46,6 +46,9 @@ class Plan:
     countdown: int = 3
     kind: str = "gesture"  # gesture: a burst over rest; continuous: a machine state (vibration)
     verb: str = "Perform sign"
+    rest_class: str = ""
+    """A gesture plan's class of doing nothing (gestures4's "rest"): its windows are checked for stillness
+    against the baseline, not for movement, and serving can answer it for an idle arm."""
 
     def __post_init__(self) -> None:
         if len(self.classes) < 2:
@@ -56,6 +59,11 @@ class Plan:
             raise PlanError(f"plan {self.name!r}: repetitions >= 1, window > 0 s, rest and countdown >= 0")
         if self.kind not in ("gesture", "continuous"):
             raise PlanError(f"plan {self.name!r}: kind must be gesture or continuous")
+        if self.rest_class and self.rest_class not in self.classes:
+            raise PlanError(f"plan {self.name!r}: rest_class {self.rest_class!r} is not one of its classes "
+                            f"({', '.join(self.classes)})")
+        if self.rest_class and self.kind != "gesture":
+            raise PlanError(f"plan {self.name!r}: rest_class goes with gesture plans (a machine has states, not rest)")
 
     def prompts(self) -> list[str]:
         """Labels in prompt order: round after round through every class (spreads fatigue and drift)."""
@@ -68,7 +76,8 @@ class Plan:
 
 PRESETS = {
     "isl26": Plan("isl26", tuple(chr(ord("A") + i) for i in range(26)), repetitions=5, window_seconds=2.0),
-    "gestures4": Plan("gestures4", ("rest", "fist", "open", "point"), repetitions=5, window_seconds=2.0),
+    "gestures4": Plan("gestures4", ("rest", "fist", "open", "point"), repetitions=5, window_seconds=2.0,
+                      rest_class="rest"),
     "bearing4": Plan("bearing4", ("normal", "inner_race", "outer_race", "ball"), repetitions=20,
                      window_seconds=0.5, rest_seconds=0.0, countdown=0, kind="continuous",
                      verb="Run the machine in state"),
@@ -106,6 +115,7 @@ _PLAN_FIELDS = {
     "countdown": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
     "kind": (lambda v: isinstance(v, str), "gesture or continuous"),
     "verb": (lambda v: isinstance(v, str), "a string"),
+    "rest_class": (lambda v: isinstance(v, str), "the name of one of the classes"),
 }
 
 
@@ -127,8 +137,15 @@ def _plan_fields(path: Path, data) -> dict:
     return {**data, "classes": tuple(data["classes"])}
 
 
-def check_window(window: np.ndarray, sample_format: str, rest: np.ndarray | None = None) -> list[str]:
-    """Problems with a window, in plain words (empty if it is fine)."""
+STILL_FACTOR = 1.5
+"""A window is movement when its RMS reaches this multiple of the baseline, and still when it stays under it
+(the same line both ways: a rest window may be as noisy as the baseline, a gesture must stand out)."""
+
+
+def check_window(window: np.ndarray, sample_format: str, rest: np.ndarray | None = None,
+                 still: bool = False) -> list[str]:
+    """Problems with a window, in plain words (empty if it is fine); `still` for a rest-class window, which
+    must stay at the baseline `rest` instead of rising above it."""
     problems = []
     spread = window.std(axis=0)
     for channel in np.flatnonzero(spread < 1e-6):
@@ -142,7 +159,10 @@ def check_window(window: np.ndarray, sample_format: str, rest: np.ndarray | None
     if rest is not None and len(rest):
         signal = np.sqrt(np.mean(window.astype(np.float64) ** 2))
         floor = np.sqrt(np.mean(rest.astype(np.float64) ** 2))
-        if signal < 1.5 * floor:
+        if still and signal >= STILL_FACTOR * floor:
+            problems.append(f"movement seen while resting (signal RMS {signal:.1f} vs rest {floor:.1f}) - relax the "
+                            f"arm and keep it still")
+        elif not still and signal < STILL_FACTOR * floor:
             problems.append(f"no movement seen (signal RMS {signal:.1f} vs rest {floor:.1f}) - try again")
     return problems
 
@@ -199,6 +219,9 @@ class GuidedCollection:
         self.rate = recorder.hello.sample_rate_hz
         self.length = int(round(plan.window_seconds * self.rate))
         self.last_problems: list[str] = []
+        self.baseline: np.ndarray | None = None
+        """The quietest rest heard in this collection: what a window is compared with when the level just
+        before a prompt is not rest (a person still moving, a retry right after a late sign)."""
 
     def done_counts(self) -> Counter:
         """Accepted windows per label already in the session (a resumed collection skips them)."""
@@ -242,6 +265,7 @@ class GuidedCollection:
                     self._wait_for(self.recorder.latest_sample + rest_length)
                     prompted = self.recorder.latest_sample
                     rest = self.recorder.window(prompted - rest_length, rest_length)
+            rest = self._true_rest(rest)
             if self.on_announce is not None:
                 self.on_announce(label, attempt)
             countdown = ", ".join(str(n) for n in range(plan.countdown, 0, -1))
@@ -258,7 +282,8 @@ class GuidedCollection:
             if window is None:
                 problems = ["samples were lost during the window (link gap) - again"]
             else:
-                problems = check_window(window, self.recorder.hello.sample_format, rest)
+                problems = check_window(window, self.recorder.hello.sample_format, rest,
+                                        still=label == plan.rest_class)
             if not problems:
                 self.recorder.add_window(label, go, self.length, attempt=attempt)
                 return True
@@ -266,6 +291,21 @@ class GuidedCollection:
             self.prompter.say(f"not kept: {'; '.join(problems)}")
             self.last_problems = problems
         return False
+
+    def _true_rest(self, heard: np.ndarray | None) -> np.ndarray | None:
+        """The baseline for this attempt: what was heard before the prompt if it is as quiet as the quietest rest
+        so far, else that quietest rest (never a previous attempt's signal taken as rest)."""
+        if heard is None:
+            return self.baseline
+        level = float(np.sqrt(np.mean(heard.astype(np.float64) ** 2)))
+        if self.baseline is None:
+            self.baseline = heard
+            return heard
+        floor = float(np.sqrt(np.mean(self.baseline.astype(np.float64) ** 2)))
+        if level <= floor:
+            self.baseline = heard
+            return heard
+        return heard if level < STILL_FACTOR * floor else self.baseline
 
     def run(self) -> CollectionResult:
         """Prompt until every class has its repetitions (resuming what a previous run accepted)."""

@@ -189,3 +189,38 @@ def test_a_good_plan_file_loads(tmp_path):
     path.write_text('{"classes": ["open", "close"], "repetitions": 2, "window_seconds": 1.5}')
     plan = load_plan(str(path))
     assert plan.name == "mine" and plan.classes == ("open", "close") and plan.repetitions == 2
+
+
+def test_a_rest_class_is_checked_for_stillness_not_for_movement():
+    rng = np.random.default_rng(0)
+    baseline = rng.normal(size=(200, 4)) * 2
+    still = rng.normal(size=(200, 4)) * 2  # a person really resting: as quiet as the baseline
+    assert check_window(still, "int8", rest=baseline, still=True) == []
+    assert "no movement seen" in check_window(still, "int8", rest=baseline)[0]  # as a sign it would be refused
+    moving = rng.normal(size=(200, 4)) * 20
+    assert "movement seen while resting" in check_window(moving, "int8", rest=baseline, still=True)[0]
+    assert load_plan("gestures4").rest_class == "rest"
+
+
+def test_the_baseline_is_never_a_previous_attempt_s_signal():
+    """A late sign runs into the next prompt's rest period: that is not rest, and later windows must not be
+    compared with it (it snowballed into pauses: 12.8 vs rest 10.7, then 13.0 vs 12.8, ...)."""
+    from types import SimpleNamespace
+
+    recorder = SimpleNamespace(hello=Hello("sim", "1", 4, 200.0, "int8"))
+    guide = GuidedCollection(recorder, load_plan("gestures4"))
+    rng = np.random.default_rng(0)
+    quiet, loud = rng.normal(size=(200, 4)) * 2, rng.normal(size=(200, 4)) * 12
+    assert guide._true_rest(quiet) is quiet
+    assert guide._true_rest(loud) is quiet  # a sign still going on when the prompt came: the quiet rest is used
+    quieter = rng.normal(size=(200, 4)) * 1.5
+    assert guide._true_rest(quieter) is quieter and guide._true_rest(None) is quieter
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"classes": ("a", "b"), "rest_class": "idle"}, "rest_class 'idle' is not one of its classes"),
+    ({"classes": ("a", "b"), "rest_class": "a", "kind": "continuous"}, "rest_class goes with gesture plans"),
+])
+def test_a_bad_rest_class_is_refused_before_anything_is_recorded(fields, message):
+    with pytest.raises(PlanError, match=message):
+        Plan("x", **fields)
