@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from firmware_bridge import onset
 from firmware_bridge.errors import BridgeError, CollectionPaused
 
 log = logging.getLogger(__name__)
@@ -277,20 +278,41 @@ class GuidedCollection:
             self.recorder.add_event({"prompt": label, "attempt": attempt, "go": go})
             if self.on_prompt is not None:
                 self.on_prompt(label, go)
-            self._wait_for(go + self.length)
-            window = self.recorder.window(go, self.length)
+            start = self._window_start(go, rest) if label != plan.rest_class else go
+            self._wait_for(start + self.length)
+            window = self.recorder.window(start, self.length)
             if window is None:
                 problems = ["samples were lost during the window (link gap) - again"]
             else:
                 problems = check_window(window, self.recorder.hello.sample_format, rest,
                                         still=label == plan.rest_class)
             if not problems:
-                self.recorder.add_window(label, go, self.length, attempt=attempt)
+                self.recorder.add_window(label, start, self.length, attempt=attempt, go=go)
                 return True
-            self.recorder.add_event({"rejected": label, "start": go, "problems": problems})
+            self.recorder.add_event({"rejected": label, "start": start, "go": go, "problems": problems})
             self.prompter.say(f"not kept: {'; '.join(problems)}")
             self.last_problems = problems
         return False
+
+    def _window_start(self, go: int, rest: np.ndarray | None) -> int:
+        """Where the window starts: just before the movement's onset when one is seen between EARLY_SECONDS before
+        and LATE_SECONDS after "go" (onset.py), else at "go" (the check then says no movement was seen)."""
+        if self.plan.kind != "gesture" or rest is None:
+            return go
+        early = int(round(onset.EARLY_SECONDS * self.rate))
+        late = int(round(onset.LATE_SECONDS * self.rate))
+        frame = onset.frame_length(self.rate)
+        first = max(0, go - early)
+        while True:
+            latest = self.recorder.latest_sample
+            heard = self.recorder.window(first, min(latest, go + late + onset.FRAMES_HELD * frame) - first)
+            found = onset.find_onset(heard, rest, self.rate) if heard is not None and len(heard) else None
+            if found is not None:
+                preroll = int(round(onset.PREROLL_FRACTION * self.length))
+                return max(first, first + found - preroll)
+            if latest >= go + late + onset.FRAMES_HELD * frame:
+                return go
+            self._wait_for(min(latest + frame, go + late + onset.FRAMES_HELD * frame))
 
     def _true_rest(self, heard: np.ndarray | None) -> np.ndarray | None:
         """The baseline for this attempt: what was heard before the prompt if it is as quiet as the quietest rest

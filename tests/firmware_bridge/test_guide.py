@@ -224,3 +224,42 @@ def test_the_baseline_is_never_a_previous_attempt_s_signal():
 def test_a_bad_rest_class_is_refused_before_anything_is_recorded(fields, message):
     with pytest.raises(PlanError, match=message):
         Plan("x", **fields)
+
+
+class LatePerson(PerformingSource):
+    """Starts each sign a stated time after "go", as people do (0.2-0.5 s, now and then a second)."""
+
+    def __init__(self, windows, rest, delays_seconds, rate=200.0):
+        super().__init__(windows, rest)
+        self.delays = list(delays_seconds)
+        self.rate = rate
+
+    def react(self, label, _go):
+        delay = self.delays.pop(0) if self.delays else 0.3
+        self.perform(label, delay_samples=int(delay * self.rate), repeats=2)
+
+
+@pytest.mark.slow
+def test_a_late_sign_is_found_where_the_person_made_it(tmp_path):
+    windows, rest = _gestures()
+    # Reaction times from quick to a second late: a window cut at "go" would hold rest (0.5 s windows).
+    person = LatePerson(windows, rest, [0.1, 0.9, 1.1, 0.5, 0.7, 0.2])
+    plan = Plan("test", ("fist", "open", "point"), repetitions=2, window_seconds=0.5, rest_seconds=1.5, countdown=1)
+    hello = Hello("sim", "1", 4, 200.0, "int8")
+    with Simulator(person, hello, port_dir=tmp_path) as simulator, Link(simulator.port).open() as link:
+        with Recorder(tmp_path / "session", link.wait_hello(30), labels=plan.classes, plan=plan.to_dict()) as recorder:
+            thread = RecordingThread(link, recorder)
+            thread.start()
+            try:
+                result = GuidedCollection(recorder, plan, Collecting(), on_prompt=person.react,
+                                          timeout_seconds=60).run()
+            finally:
+                thread.stop()
+    assert dict(result.accepted) == {"fist": 2, "open": 2, "point": 2} and result.rejected == 0
+    data = load_session(tmp_path / "session")
+    strongest = np.sqrt((data.x ** 2).mean(axis=1)).argmax(axis=1)
+    assert strongest.tolist() == data.y.tolist()
+    # Each window lies on the sign the person made (not on the rest before it).
+    played = {first: count for _label, first, count in person.played}
+    for start in data.time_index:
+        assert any(first - 20 <= start and start + 100 <= first + count + 20 for first, count in played.items())

@@ -65,9 +65,9 @@ def _slowdown(workers: int = 2) -> float:
 class HoldingSource(PerformingSource):
     """A simulated person who holds a sign from its prompt until the window's last sample.
 
-    The person starts on the announcement (during the countdown) and the sign ends exactly at the
-    window's end in device samples, so however late the status page shows things (a loaded
-    machine), the window is filled with the sign and the next rest is rest.
+    The person starts on the announcement (during the countdown) and holds the sign until the window
+    has surely ended (`release_at`, set by the clock after GO is seen), so however late the status page
+    shows things (a loaded machine), the window is filled with the sign.
     """
 
     def __init__(self, windows, rest, seed=0):
@@ -158,8 +158,11 @@ class Scenario:
         self._user.start()
 
     def start(self):
+        # The stream reader is made to fail once while collecting (as a race used to kill it): the
+        # collection must go on without a restart.
+        env = {**os.environ, "TINYNAS_INJECT_FAULT": "read_stream@COLLECTING"}
         self.process = subprocess.Popen([sys.executable, "-m", "tinynas.cli", "service", "run", "--config",
-                                         str(self.config)], stdout=self.log, stderr=self.log)
+                                         str(self.config)], stdout=self.log, stderr=self.log, env=env)
 
     def kill(self):
         os.kill(self.process.pid, signal.SIGKILL)
@@ -223,8 +226,10 @@ class Scenario:
                 announced = number
                 self.source.hold(prompt)
             if go is not None and released != number:
+                # As a person does: holds on for the window's length (and a little) after seeing GO, by the
+                # clock, not by the device's sample counter (which restarts when the device is replugged).
                 released = number
-                self.source.release_at(go + WINDOW_SAMPLES)
+                self.source.release_at(self.source.samples_read + int(1.3 * WINDOW_SAMPLES))
 
     def windows_accepted(self):
         path = self.session() / "windows.jsonl" if self.session() else None
@@ -279,6 +284,15 @@ def scenario(tmp_path_factory):
         run.wait(lambda: run.status().get("state") == "IDLE", 60, "the service to come up")
         request(run.data, "onboard", user="alice", plan=str(run.root / "plan.json"))
         run.wait(lambda: len(run.windows_accepted()) >= 3, 120, "three accepted windows")
+        notes["reader_health"] = (run.live_status().get("threads") or {}).get("read_stream")
+        # A USB-powered front-end replugged: it restarts, counting its samples from 0 again.
+        from tinynas.data.session import load_session
+
+        notes["windows_before_replug"] = load_session(run.session()).x
+        run.simulator.unplug(1.0)
+        accepted = len(run.windows_accepted())
+        run.wait(lambda: len(run.windows_accepted()) >= accepted + 2, 120, "two windows after the replug")
+        notes["link_after_replug"] = run.live_status().get("link") or {}
         notes["before_kill_collecting"] = run.windows_accepted()
         notes["workers_while_collecting"] = _worker_children(run.process.pid)
         run.kill()
@@ -303,12 +317,15 @@ def scenario(tmp_path_factory):
         run.wait(lambda: run.status().get("state") == "SERVING" and run.status().get("predictions"), 60,
                  "serving again after the restart")
         notes["deployed_after_restart"] = run.state()["deployed"]
-        # Replay known classes and read the predictions made on them.
+        # Replay known classes and read the predictions made on them. The device restarted at the replug, so
+        # its sample counter (what predictions are indexed by) runs behind the samples the source has played.
+        offset = min(run.source.samples_read - run.simulator.sample_index
+                     for _ in range(50) if time.sleep(0.002) is None)
         start_played = len(run.source.played)
         for label in CLASSES * 2:
             run.source.perform(label, delay_samples=200, repeats=8)
         total = sum(200 + 8 * GESTURE_SAMPLES for _ in CLASSES * 2)
-        end = run.source.samples_read + total
+        end = run.source.samples_read - offset + total
 
         def predictions():
             path = run.data / "predictions.jsonl"
@@ -317,7 +334,7 @@ def scenario(tmp_path_factory):
         # Until the service has classified past the last performed sample, however slow the machine.
         run.wait(lambda: any(p["end_sample"] >= end for p in predictions()), 60 + total / 200,
                  "predictions past the replayed gestures")
-        notes["played"] = run.source.played[start_played:]
+        notes["played"] = [(label, first - offset, count) for label, first, count in run.source.played[start_played:]]
         notes["predictions"] = predictions()
         notes["window_samples"] = 200
         yield run, notes
@@ -344,6 +361,25 @@ def test_no_accepted_window_is_lost(scenario):
     final = run.windows_accepted()
     assert final[:len(notes["before_kill_collecting"])] == notes["before_kill_collecting"]
     assert len(final) == len(CLASSES) * 6
+
+
+@pytest.mark.slow
+def test_the_stream_reader_killed_mid_collection_recovers_without_a_restart(scenario):
+    _, notes = scenario
+    assert notes["reader_health"]["restarts"] == 1 and "InjectedFault" in notes["reader_health"]["last_error"]
+
+
+@pytest.mark.slow
+def test_a_replug_that_restarts_the_device_changes_no_accepted_window(scenario):
+    """Checked byte for byte: the windows accepted before the replug read back as they were accepted."""
+    run, notes = scenario
+    from tinynas.data.session import load_session
+
+    assert notes["link_after_replug"]["resets"] >= 1
+    after = load_session(run.session())
+    before = notes["windows_before_replug"]
+    assert after.provenance["changed_windows"] == 0
+    assert np.array_equal(after.x[:len(before)], before)
 
 
 @pytest.mark.slow

@@ -25,7 +25,10 @@ def register(sub) -> None:
     simulate.add_argument("--speed", type=float, default=1.0, help="multiple of the true sample rate")
     simulate.add_argument("--drop", type=float, default=0.0, help="probability of dropping each byte")
     simulate.add_argument("--flip", type=float, default=0.0, help="probability of flipping a bit in each byte")
-    simulate.add_argument("--unplug-every", type=float, default=0.0, help="seconds between simulated unplugs")
+    simulate.add_argument("--unplug-every", type=float, default=0.0,
+                          help="seconds between simulated unplugs (the device restarts, its counter from 0)")
+    simulate.add_argument("--keep-counter", action="store_true",
+                          help="with --unplug-every: a self-powered device, whose counter runs on while unplugged")
     simulate.add_argument("--device-id", default="tinynas-sim")
     simulate.set_defaults(func=_cmd_simulate)
 
@@ -117,7 +120,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         while True:
             time.sleep(0.2)
             if next_unplug and time.monotonic() >= next_unplug:
-                simulator.unplug(1.0)
+                simulator.unplug(1.0, restart=not args.keep_counter)
                 next_unplug = time.monotonic() + args.unplug_every
 
 
@@ -187,6 +190,18 @@ def _cmd_service_status(args: argparse.Namespace) -> int:
         print(f"  {status['paused']}")
     elif status.get("error"):
         print(f"  last error: {status['error']}")
+    device = status.get("device") or {}
+    if device.get("waiting"):
+        print(f"  {device['waiting']}")
+    link = status.get("link") or {}
+    if link.get("problem"):
+        print(f"  {link['problem']}")
+    elif link:
+        print(f"  link: {link.get('samples_per_second', 0):g} samples/s, {link.get('lost_samples', 0)} lost, "
+              f"{link.get('resets', 0)} device restart(s), {link.get('reconnects', 0)} reconnect(s)")
+    for name, health in (status.get("threads") or {}).items():
+        if health.get("restarts"):
+            print(f"  {name} thread restarted {health['restarts']} time(s); last: {health.get('last_error', '')}")
     collection = status.get("collection") or {}
     if collection.get("total"):
         print(f"  collection: {collection.get('accepted', 0)} of {collection['total']} windows"
@@ -202,6 +217,8 @@ def _cmd_service_status(args: argparse.Namespace) -> int:
     deployed = status.get("deployed") or {}
     if deployed:
         print(f"  serving {deployed['model']} for {deployed['user']} (int8 accuracy {deployed['accuracy']:.3f})")
+    if (status.get("serving") or {}).get("stale"):
+        print(f"  predictions stale: {status['serving']['stale']}")
     for prediction in (status.get("predictions") or [])[-3:]:
         print(f"  prediction {prediction['smoothed']} ({prediction['confidence']:.0%})")
     return 0

@@ -126,7 +126,9 @@ function drawServing(s) {
        `int8 accuracy ${pct(d.accuracy || m.int8_test_accuracy || 0)} on held-out windows` +
        (m.made ? `, made ${new Date(m.made * 1000).toLocaleString()}` : "") : "no model yet");
   const p = (s.predictions || []).slice(-1)[0];
-  text("prediction", p ? p.smoothed : "-");
+  const stale = (s.serving || {}).stale;
+  text("prediction", p ? p.smoothed + (stale ? " (not live)" : "") : "-");
+  $("prediction").classList.toggle("stale", !!stale);
   const bars = $("bars");
   bars.innerHTML = "";
   if (p && p.probabilities && s.classes) {
@@ -160,8 +162,10 @@ async function refresh() {
   document.body.dataset.state = s.state;
   text("who", s.user ? "user " + s.user : "no user yet: tinynas onboard --user NAME");
   text("updated", "updated " + new Date(s.time * 1000).toLocaleTimeString());
-  show("error", !!s.error);
-  if (s.error) text("error", s.error);
+  const dev = s.device || {}, link = s.link || {};
+  const problem = [dev.waiting, link.problem].filter(Boolean).join("; ");
+  show("error", !!(s.error || problem));
+  if (s.error || problem) text("error", [problem, s.error].filter(Boolean).join(" - "));
   show("collecting", s.state === "COLLECTING");
   if (s.state === "COLLECTING") drawCollecting({ ...(s.collection || {}), user: s.user }, s.trace, s.time);
   show("searching", s.state === "SEARCHING");
