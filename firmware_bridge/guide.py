@@ -209,12 +209,14 @@ class GuidedCollection:
 
     def __init__(self, recorder, plan: Plan, prompter: Prompter | None = None,
                  on_prompt: Callable[[str, int], None] | None = None, max_attempts: int = 3,
-                 timeout_seconds: float = 30.0, on_announce: Callable[[str, int], None] | None = None) -> None:
+                 timeout_seconds: float = 30.0, on_announce: Callable[[str, int], None] | None = None,
+                 on_result: Callable[[str, bool], None] | None = None) -> None:
         self.recorder = recorder
         self.plan = plan
         self.prompter = prompter or Prompter()
         self.on_prompt = on_prompt  # e.g. a simulated user; gets (label, go sample index)
         self.on_announce = on_announce  # gets (label, attempt) when a prompt is announced
+        self.on_result = on_result  # gets (label, kept) once the attempt's window was cut and checked
         self.max_attempts = max_attempts
         self.timeout_seconds = timeout_seconds
         self.rate = recorder.hello.sample_rate_hz
@@ -286,6 +288,8 @@ class GuidedCollection:
             else:
                 problems = check_window(window, self.recorder.hello.sample_format, rest,
                                         still=label == plan.rest_class)
+            if self.on_result is not None:
+                self.on_result(label, not problems)
             if not problems:
                 self.recorder.add_window(label, start, self.length, attempt=attempt, go=go)
                 return True

@@ -193,3 +193,22 @@ def test_the_countdown_counts_before_go(tmp_path):
     finally:
         server.stop()
     assert "get ready... 3" in dom and "GO - hold it" not in dom
+
+
+@pytest.mark.parametrize("change, shown", [
+    ({"go_at": 1.7e9 - 0.2, "window_seconds": 2.0, "late_seconds": 1.5}, "GO - hold it"),
+    ({"go_at": 1.7e9 - 10, "window_seconds": 2.0, "late_seconds": 1.5}, "checking..."),  # the window is over
+    ({"go_at": 1.7e9 - 0.2, "window_seconds": 2.0, "paused": "collection paused at fist"}, "paused"),
+])
+def test_go_shows_only_while_its_window_can_be_open(tmp_path, change, shown):
+    """The page takes GO's time from the service, not from when its poll happened to see it: never after the
+    window, never while paused."""
+    browser = _browser()
+    status = {**STATES["collecting"], "collection": {**STATES["collecting"]["collection"], **change}}
+    server = StatusServer(lambda: status, port=_free_port()).start()
+    try:
+        dom = _chromium(browser, f"http://127.0.0.1:{server.address[1]}/", tmp_path / "dom", "--dump-dom").stdout
+    finally:
+        server.stop()
+    phase = re.search(r'id="phase"[^>]*>([^<]*)<', dom).group(1)
+    assert phase == shown, phase

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from firmware_bridge import onset
 from firmware_bridge.errors import BridgeError
 from firmware_bridge.guide import GuidedCollection, Prompter, advice, load_plan
 from firmware_bridge.recorder import Recorder
@@ -89,7 +90,10 @@ def collect(service: Service) -> None:
                                   accepted=sum(done.values()))  # what status shows, kept current
 
     def go(label: str, sample: int) -> None:
-        service.collection.update(go=sample, phase="go")
+        # Wall-clock times, so that the page shows GO on time and stops showing it when the window is over,
+        # whatever its poll interval (it counts with its own clock between polls).
+        service.collection.update(go=sample, phase="go", go_at=time.time(), window_seconds=plan.window_seconds,
+                                  late_seconds=onset.LATE_SECONDS)
         if service.on_prompt is not None:
             service.on_prompt(label, sample)
 
@@ -97,7 +101,9 @@ def collect(service: Service) -> None:
                         plan=plan.to_dict())
     service.recorder = recorder
     try:
-        guide = GuidedCollection(recorder, plan, _StatusPrompter(service), on_prompt=go, on_announce=announced)
+        guide = GuidedCollection(recorder, plan, _StatusPrompter(service), on_prompt=go, on_announce=announced,
+                                 on_result=lambda _label, kept: service.collection.update(
+                                     phase="kept" if kept else "not kept", go=None, go_at=None))
         done = guide.done_counts()
         service.collection["accepted"] = sum(done.values())
         guide.run()

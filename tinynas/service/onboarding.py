@@ -112,5 +112,5 @@ def pause(service: Service, exc: BaseException) -> None:
     advice = (f"{message}; then `tinynas onboard --user {service.state.user} --continue` "
               f"(or --cancel to stop this collection)")
     log.warning("%s", advice)
-    service.collection["paused"] = advice
+    service.collection.update(paused=advice, phase="paused", go=None, go_at=None)
     service._save(paused=advice, error=advice)

@@ -46,14 +46,21 @@ function drawTraces(trace) {
   });
 }
 
+function drawPhase(c, now) {
+  const phase = $("phase");
+  const left = c.countdown_ends ? Math.ceil(c.countdown_ends - now) : 0;
+  // GO only while its window can still be open (the service's own times), never while paused.
+  const going = c.phase === "go" && !c.paused &&
+    (!c.go_at || now < c.go_at + (c.late_seconds || 0) + (c.window_seconds || 0));
+  phase.className = "phase" + (going ? " go" : "");
+  phase.textContent = c.paused ? "paused" : (going ? "GO - hold it" : (c.phase === "go" ? "checking..." :
+    (c.phase === "ready" ? (left > 0 ? `get ready... ${left}` : "get ready...") : (c.last_line || ""))));
+}
+
 function drawCollecting(c, device, now) {
   const prompt = c.prompt ? `${c.verb || "Perform"}: ${c.prompt}` : (c.plan === "unlabelled" ? "Wear it as usual" : "Get ready");
   text("prompt", prompt);
-  const phase = $("phase");
-  phase.className = "phase" + (c.phase === "go" ? " go" : "");
-  const left = c.countdown_ends ? Math.ceil(c.countdown_ends - now) : 0;
-  phase.textContent = c.phase === "go" ? "GO - hold it" :
-    (c.phase === "ready" ? (left > 0 ? `get ready... ${left}` : "get ready...") : (c.last_line || ""));
+  drawPhase(c, now);
   $("collect-bar").style.width = c.total ? width(c.accepted / c.total) : "0";
   text("collect-count", c.total ? `${c.accepted} of ${c.total} windows kept` + (c.attempt > 1 ? ` - attempt ${c.attempt}` : "") : "");
   drawTraces(c.trace || device);
@@ -145,6 +152,14 @@ function drawServing(s) {
   text("rate", s.predictions_per_minute !== undefined ? `${s.predictions_per_minute} predictions per minute` : "");
 }
 
+let last = null, clockOffset = 0;  // the last status, and the service's clock minus ours (seconds)
+
+function tick() {  // between polls: the countdown and GO follow the service's event times on our clock
+  if (last && last.state === "COLLECTING") {
+    drawPhase(last.collection || {}, Date.now() / 1000 + clockOffset);
+  }
+}
+
 async function refresh() {
   let s;
   try {
@@ -156,6 +171,8 @@ async function refresh() {
     text("error", "The device does not answer: " + e.message + ". Is the service running? (tinynas service status)");
     return;
   }
+  last = s;
+  clockOffset = s.time - Date.now() / 1000;
   const r = s.rewear || {};
   text("state", ({ IDLE: "Idle", COLLECTING: "Recording", SEARCHING: "Searching", SERVING: "Serving",
                    RECALIBRATING: "Recalibrating" }[s.state] || s.state) + (s.paused ? " - paused" : ""));
@@ -178,3 +195,4 @@ async function refresh() {
 
 refresh();
 setInterval(refresh, 1000);
+setInterval(tick, 100);
