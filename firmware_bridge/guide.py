@@ -50,6 +50,18 @@ class Plan:
     rest_class: str = ""
     """A gesture plan's class of doing nothing (gestures4's "rest"): its windows are checked for stillness
     against the baseline, not for movement, and serving can answer it for an idle arm."""
+    order: tuple[str, ...] = ()
+    """The prompts in order (a class may come back); empty: `repetitions` rounds through every class."""
+    hold_seconds: float = 0.0
+    """Continuous plans: how long each prompt holds the machine in its state (a block), recorded as consecutive
+    segments of `window_seconds` (each segment one recording, kept together by the split); 0: one segment."""
+    window_samples: int = 0
+    """Continuous plans: the length of the windows the search cuts from the segments; 0: chosen for the target
+    and the sensor (service/fit.py)."""
+    hop_samples: int = 0
+    """Continuous plans: samples between the starts of those windows; 0: half a window."""
+    confirm: bool = False
+    """Wait for the operator to confirm that the machine is in the prompted state before each block."""
 
     def __post_init__(self) -> None:
         if len(self.classes) < 2:
@@ -65,9 +77,52 @@ class Plan:
                             f"({', '.join(self.classes)})")
         if self.rest_class and self.kind != "gesture":
             raise PlanError(f"plan {self.name!r}: rest_class goes with gesture plans (a machine has states, not rest)")
+        unknown = sorted(set(self.order) - set(self.classes))
+        if unknown:
+            raise PlanError(f"plan {self.name!r}: order names {', '.join(unknown)}, not among its classes "
+                            f"({', '.join(self.classes)})")
+        if self.order and set(self.order) != set(self.classes):
+            missing = [c for c in self.classes if c not in self.order]
+            raise PlanError(f"plan {self.name!r}: order never prompts {', '.join(missing)}")
+        if self.kind == "continuous":
+            self._check_durations()
+        elif self.hold_seconds or self.window_samples or self.hop_samples:
+            raise PlanError(f"plan {self.name!r}: hold_seconds, window_samples and hop_samples go with continuous "
+                            f"plans (a gesture is one window)")
+
+    def _check_durations(self) -> None:
+        # A segment is cut from the recorder's memory (60 s by default) once it is complete.
+        if self.window_seconds > MAX_SEGMENT_SECONDS:
+            raise PlanError(f"plan {self.name!r}: window_seconds = {self.window_seconds:g} s, at most "
+                            f"{MAX_SEGMENT_SECONDS:g} s per recorded segment (hold_seconds makes a block longer)")
+        if self.hold_seconds and not self.window_seconds <= self.hold_seconds <= MAX_HOLD_SECONDS:
+            raise PlanError(f"plan {self.name!r}: hold_seconds = {self.hold_seconds:g} s; a block holds a state "
+                            f"from one segment (window_seconds = {self.window_seconds:g} s) to "
+                            f"{MAX_HOLD_SECONDS:g} s")
+        if self.window_samples < 0 or self.hop_samples < 0:
+            raise PlanError(f"plan {self.name!r}: window_samples and hop_samples are sample counts (0: chosen)")
+        total = len(self.prompts()) * (self.block_seconds + self.countdown + self.rest_seconds)
+        if total > MAX_PLAN_SECONDS:
+            raise PlanError(f"plan {self.name!r} would take {total / 3600:.1f} h; at most "
+                            f"{MAX_PLAN_SECONDS / 3600:g} h in one collection")
+
+    @property
+    def segments(self) -> int:
+        """Recorded segments (windows of `window_seconds`) per prompt: 1, or a continuous block's count."""
+        if self.kind != "continuous" or not self.hold_seconds:
+            return 1
+        return max(1, int(self.hold_seconds / self.window_seconds + 1e-9))
+
+    @property
+    def block_seconds(self) -> float:
+        """How long one prompt records."""
+        return self.segments * self.window_seconds
 
     def prompts(self) -> list[str]:
-        """Labels in prompt order: round after round through every class (spreads fatigue and drift)."""
+        """Labels in prompt order: the plan's `order`, else round after round through every class (spreads
+        fatigue and drift)."""
+        if self.order:
+            return list(self.order)
         return [label for _ in range(self.repetitions) for label in self.classes]
 
     def to_dict(self) -> dict:
@@ -75,13 +130,26 @@ class Plan:
         return asdict(self)
 
 
+MAX_SEGMENT_SECONDS = 30.0
+"""The longest recorded segment (half the recorder's 60 s of memory, from which it is cut and checked)."""
+MAX_HOLD_SECONDS = 3600.0
+MAX_PLAN_SECONDS = 12 * 3600.0
+"""Longer than this is a typo (60 minutes for 60 seconds), not a plan."""
+
+
 PRESETS = {
-    "isl26": Plan("isl26", tuple(chr(ord("A") + i) for i in range(26)), repetitions=5, window_seconds=2.0),
+    # 26 letters need more than 5 repetitions: with 5 (3 per letter to train on) the served model reached 0.31 on
+    # held-out windows in the onboarding journey (benchmarks/results/onboarding.md). A shorter countdown and rest
+    # keep 260 prompts to about 26 minutes.
+    "isl26": Plan("isl26", tuple(chr(ord("A") + i) for i in range(26)), repetitions=10, window_seconds=2.0,
+                  rest_seconds=1.5, countdown=2),
     "gestures4": Plan("gestures4", ("rest", "fist", "open", "point"), repetitions=5, window_seconds=2.0,
                       rest_class="rest"),
-    "bearing4": Plan("bearing4", ("normal", "inner_race", "outer_race", "ball"), repetitions=20,
-                     window_seconds=0.5, rest_seconds=0.0, countdown=0, kind="continuous",
-                     verb="Run the machine in state"),
+    # Two runs of each state (the machine stopped and started between them, so the split can test on a run it
+    # did not train on), 20 s each, as 2 s segments; the operator confirms each state before it is recorded.
+    "bearing4": Plan("bearing4", ("normal", "inner_race", "outer_race", "ball"), repetitions=2,
+                     window_seconds=2.0, hold_seconds=20.0, rest_seconds=0.0, countdown=5, kind="continuous",
+                     verb="Run the machine in state", confirm=True),
 }
 
 
@@ -117,6 +185,12 @@ _PLAN_FIELDS = {
     "kind": (lambda v: isinstance(v, str), "gesture or continuous"),
     "verb": (lambda v: isinstance(v, str), "a string"),
     "rest_class": (lambda v: isinstance(v, str), "the name of one of the classes"),
+    "order": (lambda v: isinstance(v, list) and all(isinstance(c, str) for c in v), "a list of class names"),
+    "hold_seconds": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+                     "a number of seconds"),
+    "window_samples": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number of samples"),
+    "hop_samples": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number of samples"),
+    "confirm": (lambda v: isinstance(v, bool), "true or false"),
 }
 
 
@@ -135,7 +209,7 @@ def _plan_fields(path: Path, data) -> dict:
         check, wanted = _PLAN_FIELDS[key]
         if not check(value):
             raise PlanError(f"plan file {path}: '{key}' must be {wanted}, not {value!r:.60}")
-    return {**data, "classes": tuple(data["classes"])}
+    return {**data, "classes": tuple(data["classes"]), "order": tuple(data.get("order", ()))}
 
 
 STILL_FACTOR = 1.5
@@ -210,13 +284,15 @@ class GuidedCollection:
     def __init__(self, recorder, plan: Plan, prompter: Prompter | None = None,
                  on_prompt: Callable[[str, int], None] | None = None, max_attempts: int = 3,
                  timeout_seconds: float = 30.0, on_announce: Callable[[str, int], None] | None = None,
-                 on_result: Callable[[str, bool], None] | None = None) -> None:
+                 on_result: Callable[[str, bool], None] | None = None,
+                 confirm: Callable[[str], None] | None = None) -> None:
         self.recorder = recorder
         self.plan = plan
         self.prompter = prompter or Prompter()
         self.on_prompt = on_prompt  # e.g. a simulated user; gets (label, go sample index)
         self.on_announce = on_announce  # gets (label, attempt) when a prompt is announced
         self.on_result = on_result  # gets (label, kept) once the attempt's window was cut and checked
+        self.confirm = confirm or self._confirm_on_terminal  # returns once the operator says the state is set
         self.max_attempts = max_attempts
         self.timeout_seconds = timeout_seconds
         self.rate = recorder.hello.sample_rate_hz
@@ -253,8 +329,59 @@ class GuidedCollection:
                                        f"the device is plugged in and streaming; the accepted windows are kept")
             time.sleep(0.01)
 
+    def _confirm_on_terminal(self, label: str) -> None:
+        if sys.stdin.isatty():
+            self.prompter.say(f"set the machine to state {label}, then press Enter")
+            sys.stdin.readline()
+        # Headless with no one to confirm: the countdown is the operator's time to switch.
+
+    def _record_block(self, label: str) -> bool:
+        """A continuous plan's prompt: hold the state for the block, record it as consecutive segments (each one
+        recording), every segment checked (flat, clipping, link gaps); a segment lost is replaced by the next."""
+        plan = self.plan
+        if self.on_announce is not None:
+            self.on_announce(label, 1)
+        self.prompter.say(f"{plan.verb} {label} for {plan.block_seconds:g} s")
+        if plan.confirm:
+            self.confirm(label)
+        for number in range(plan.countdown, 0, -1):
+            self.prompter.say(f"recording {label} in {number}")
+            time.sleep(1.0)
+        go = self.recorder.latest_sample
+        self.prompter.say("recording")
+        self.recorder.add_event({"prompt": label, "go": go, "block_seconds": plan.block_seconds})
+        if self.on_prompt is not None:
+            self.on_prompt(label, go)
+        kept = failures = 0
+        start = go
+        while kept < plan.segments:
+            self._wait_for(start + self.length)
+            window = self.recorder.window(start, self.length)
+            problems = (["samples were lost during the segment (link gap)"] if window is None else
+                        check_window(window, self.recorder.hello.sample_format))
+            if problems:
+                failures += 1
+                self.last_problems = problems
+                self.recorder.add_event({"rejected": label, "start": start, "go": go, "problems": problems})
+                self.prompter.say(f"not kept: {'; '.join(problems)}")
+                if failures >= self.max_attempts:
+                    if self.on_result is not None:
+                        self.on_result(label, False)
+                    return False
+                # Start again from the newest sample: after a gap (or a restarted device, placed after it).
+                start = max(start + self.length, self.recorder.latest_sample)
+                continue
+            self.recorder.add_window(label, start, self.length, go=go, segment=kept)
+            kept += 1
+            start += self.length
+        if self.on_result is not None:
+            self.on_result(label, True)
+        return True
+
     def _record_one(self, label: str) -> bool:
         plan = self.plan
+        if plan.kind == "continuous":
+            return self._record_block(label)
         rest_length = int(round(min(plan.rest_seconds, plan.window_seconds) * self.rate))
         for attempt in range(1, self.max_attempts + 1):
             # The rest level is what the sensor saw just before the prompt, while nobody was moving.
@@ -277,7 +404,9 @@ class GuidedCollection:
                 time.sleep(1.0)
             go = self.recorder.latest_sample
             self.prompter.say("go")
-            self.recorder.add_event({"prompt": label, "attempt": attempt, "go": go})
+            # The rest level heard before this prompt: serving's line between an idle arm and a sign (idle.py).
+            level = None if rest is None else round(float(np.sqrt(np.mean(rest.astype(np.float64) ** 2))), 4)
+            self.recorder.add_event({"prompt": label, "attempt": attempt, "go": go, "rest_rms": level})
             if self.on_prompt is not None:
                 self.on_prompt(label, go)
             start = self._window_start(go, rest) if label != plan.rest_class else go
@@ -337,14 +466,17 @@ class GuidedCollection:
         """Prompt until every class has its repetitions (resuming what a previous run accepted)."""
         result = CollectionResult()
         done = self.done_counts()
-        left = Counter({label: self.plan.repetitions for label in self.plan.classes}) - done
+        if self.plan.segments > 1:  # a block is done when all its segments are (a torn block is recorded again)
+            done = Counter({label: count // self.plan.segments for label, count in done.items()})
+        left = Counter(self.plan.prompts()) - done
         queue = []
         for label in self.plan.prompts():
             if left[label] > 0:
                 queue.append(label)
                 left[label] -= 1
         if done:
-            self.prompter.say(f"resuming: {sum(done.values())} windows already recorded, {len(queue)} to go")
+            unit = "windows" if self.plan.segments == 1 else "blocks"
+            self.prompter.say(f"resuming: {sum(done.values())} {unit} already recorded, {len(queue)} to go")
         for number, label in enumerate(queue, 1):
             self.prompter.say(f"[{number}/{len(queue)}]")
             while True:
@@ -355,11 +487,13 @@ class GuidedCollection:
                     kept = sum(self.done_counts().values())
                     raise CollectionPaused(
                         f"collection paused at {label}: {self.max_attempts} attempts rejected "
-                        f"({_why(self.last_problems)}) - {advice(self.last_problems)}; "
+                        f"({_why(self.last_problems)}) - {advice(self.last_problems, self.plan.kind)}; "
                         f"{kept} accepted window(s) kept, the collection continues from them",
                         label=label, problems=self.last_problems)
                 result.accepted[label] += 1
-                if self.plan.rest_seconds and self.prompter.wants_redo(self.plan.rest_seconds):
+                if self.plan.kind == "continuous":
+                    time.sleep(self.plan.rest_seconds)  # a block is not redone: it has many segments
+                elif self.plan.rest_seconds and self.prompter.wants_redo(self.plan.rest_seconds):
                     last = self._last_window()
                     self.recorder.add_window(label, last["start"], last["length"], retract=last["start"])
                     result.accepted[label] -= 1
@@ -378,11 +512,15 @@ def _why(problems: list[str]) -> str:
     return "; ".join(problem.split(" - ")[0] for problem in problems) or "unknown"
 
 
-def advice(problems: list[str]) -> str:
-    """What to check after windows were rejected for these problems (shown by the CLI and the status page)."""
+def advice(problems: list[str], kind: str = "gesture") -> str:
+    """What to check after windows were rejected for these problems (shown by the CLI and the status page), in
+    the words of an armband (gesture plans) or of a machine (continuous plans)."""
     text = " ".join(problems)
     if "clips" in text:
-        return "lower the gain or move the sensor away from the strongest source"
+        return ("lower the gain or mount the sensor further from the strongest vibration" if kind == "continuous"
+                else "lower the gain or move the sensor away from the strongest source")
     if "lost" in text:
         return "check the cable and the USB port (samples were lost)"
+    if kind == "continuous":
+        return "check that the machine runs and the sensor is mounted firmly (screw or magnet, cable)"
     return "check the electrodes or sensor (contact, placement, cable)"

@@ -45,6 +45,18 @@ FORMAT_BY_CODE: dict[int, tuple[str, np.dtype]] = {
     1: ("int8", np.dtype("<i1")), 2: ("int16", np.dtype("<i2")), 3: ("float32", np.dtype("<f4"))}
 FORMAT_CODES = {name: code for code, (name, _) in FORMAT_BY_CODE.items()}
 
+FRAME_SECONDS = 0.02
+"""How much signal a SAMPLES frame carries: about 50 frames a second whatever the rate (issue 31: 16-sample frames
+at 12 kHz were 750 messages a second, and a loaded host dropped thousands of them)."""
+MIN_FRAME_SAMPLES = 16
+
+
+def frame_samples(sample_rate_hz: float, channels: int, sample_format: str) -> int:
+    """Samples per SAMPLES frame for a stream: FRAME_SECONDS of it, at least MIN_FRAME_SAMPLES, within MAX_PAYLOAD."""
+    size = next(dtype.itemsize for name, dtype in FORMAT_BY_CODE.values() if name == sample_format)
+    room = (MAX_PAYLOAD - 12) // (channels * size)  # the SAMPLES header is 12 bytes
+    return max(1, min(room, 0xFFFF, max(MIN_FRAME_SAMPLES, int(round(sample_rate_hz * FRAME_SECONDS)))))
+
 
 class ProtocolError(BridgeError, ValueError):
     """Bytes or values that do not make a valid frame or message."""

@@ -26,7 +26,7 @@ from typing import Protocol
 import numpy as np
 
 from firmware_bridge.link import LinkError
-from firmware_bridge.protocol import Hello, Mark, Samples, encode_frame
+from firmware_bridge.protocol import Hello, Mark, Samples, encode_frame, frame_samples
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,24 @@ class ArraySource:
         index = (self.position + np.arange(count)) % len(self.stream)
         self.position = (self.position + count) % len(self.stream)
         return self.stream[index]
+
+
+def take_queued(queue: list, count: int, samples_read: int, played: list) -> tuple[list[np.ndarray], int]:
+    """Up to `count` samples from the head of a queue of (label or None, samples) parts, noting each labelled
+    part in `played` as (label, first sample, samples) when it starts; (the parts taken, samples still needed)."""
+    parts, needed = [], count
+    while needed and queue:
+        label, head = queue[0]
+        if label is not None:
+            played.append((label, samples_read + count - needed, len(head)))
+        take = head[:needed]
+        parts.append(take)
+        needed -= len(take)
+        if len(take) == len(head):
+            queue.pop(0)
+        else:
+            queue[0] = (None, head[len(take):])  # the rest of a started part: noted once, when it started
+    return parts, needed
 
 
 class PerformingSource:
@@ -83,19 +101,8 @@ class PerformingSource:
 
     def read(self, count: int) -> np.ndarray:
         """Queued performance samples first, rest noise after."""
-        parts, needed = [], count
         with self._lock:
-            while needed and self._queue:
-                label, head = self._queue[0]
-                if label is not None:
-                    self.played.append((label, self.samples_read + count - needed, len(head)))
-                take = head[:needed]
-                parts.append(take)
-                needed -= len(take)
-                if len(take) == len(head):
-                    self._queue.pop(0)
-                else:
-                    self._queue[0] = (None, head[len(take):])  # the rest of a started window
+            parts, needed = take_queued(self._queue, count, self.samples_read, self.played)
         if needed:
             parts.append(self.rest.read(needed))
         self.samples_read += count
@@ -111,15 +118,20 @@ class Faults:
     seed: int = 0
 
 
+DEFAULT_PORT_NAME = "ttyTINYNAS0"
+"""The port's name in its folder when none is given."""
+
+
 class Simulator:
     """Streams `source` as a front-end would, over a pty reachable at `self.port`."""
 
-    def __init__(self, source: SignalSource, hello: Hello, block: int = 16, faults: Faults | None = None,
+    def __init__(self, source: SignalSource, hello: Hello, block: int | None = None, faults: Faults | None = None,
                  port_dir: str | os.PathLike | None = None, speed: float = 1.0,
-                 hello_interval: float = 1.0, port_name: str = "ttyTINYNAS0") -> None:
+                 hello_interval: float = 1.0, port_name: str = DEFAULT_PORT_NAME) -> None:
         self.source = source
         self.hello = hello
-        self.block = block
+        # Samples per frame: as a real front-end batches them (protocol.frame_samples) unless given.
+        self.block = block or frame_samples(hello.sample_rate_hz, hello.channels, hello.sample_format)
         self.faults = faults or Faults()
         self.speed = speed
         self.hello_interval = hello_interval

@@ -113,7 +113,7 @@ def test_quality_checks_speak_plainly():
 
 
 def test_plans():
-    assert len(load_plan("isl26").prompts()) == 26 * 5
+    assert len(load_plan("isl26").prompts()) == 26 * 10
     assert load_plan("gestures4").prompts()[:5] == ["rest", "fist", "open", "point", "rest"]
     with pytest.raises(PlanError, match="at least 2 classes"):
         Plan("x", ("a",))
@@ -263,3 +263,81 @@ def test_a_late_sign_is_found_where_the_person_made_it(tmp_path):
     played = {first: count for _label, first, count in person.played}
     for start in data.time_index:
         assert any(first - 20 <= start and start + 100 <= first + count + 20 for first, count in played.items())
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"hold_seconds": 0.5, "window_seconds": 1.0}, r"hold_seconds = 0.5 s; a block holds a state from one segment"),
+    ({"hold_seconds": 36000.0}, r"to 3600 s"),
+    ({"window_seconds": 120.0}, r"at most 30 s per recorded segment"),
+    ({"order": ("a", "c")}, r"order names c, not among its classes"),
+    ({"order": ("a", "a")}, r"order never prompts b"),
+    ({"window_samples": -1}, r"sample counts"),
+    ({"hold_seconds": 3000.0, "repetitions": 20}, r"would take 33.4 h; at most 12 h"),
+])
+def test_a_machine_plan_with_impossible_durations_is_refused_in_one_line(fields, message):
+    with pytest.raises(PlanError, match=message):
+        Plan("m", ("a", "b"), kind="continuous", **fields)
+    with pytest.raises(PlanError, match="go with continuous plans"):
+        Plan("g", ("a", "b"), hold_seconds=10.0)
+
+
+def test_a_plan_file_sets_the_order_durations_window_and_hop(tmp_path):
+    path = tmp_path / "pump.toml"
+    path.write_text('classes = ["normal", "worn"]\norder = ["normal", "normal", "worn"]\nkind = "continuous"\n'
+                    'window_seconds = 1.0\nhold_seconds = 5\nwindow_samples = 256\nhop_samples = 128\n'
+                    'confirm = true\n')
+    plan = load_plan(str(path))
+    assert plan.prompts() == ["normal", "normal", "worn"] and (plan.segments, plan.block_seconds) == (5, 5.0)
+    assert (plan.window_samples, plan.hop_samples, plan.confirm) == (256, 128, True)
+    bearing = load_plan("bearing4")
+    assert bearing.kind == "continuous" and bearing.confirm and bearing.block_seconds >= 10
+
+
+class Machine(PerformingSource):
+    """A machine that runs in the state it was last set to (each state its own steady vibration)."""
+
+    def __init__(self, gains, rate):
+        self.gains, self.rate = gains, rate
+        self.state = next(iter(gains))
+        self._rng = np.random.default_rng(0)
+        self.samples_read = 0
+
+    def read(self, count):
+        self.samples_read += count
+        return (self._rng.normal(size=(count, 1)) * self.gains[self.state]).astype(np.int16)
+
+
+@pytest.mark.slow
+def test_a_machine_block_is_held_confirmed_and_recorded_as_segments_that_never_span_an_unplug(tmp_path):
+    plan = Plan("m", ("idle", "load"), kind="continuous", window_seconds=0.25, hold_seconds=1.0, repetitions=1,
+                rest_seconds=0.0, countdown=0, confirm=True)
+    machine = Machine({"idle": 50, "load": 900}, 1000.0)
+    hello = Hello("sim", "1", 1, 1000.0, "int16")
+    confirmed = []
+
+    def confirm(label):  # the operator switches the machine, then confirms
+        machine.state = label
+        confirmed.append(label)
+
+    with Simulator(machine, hello, port_dir=tmp_path) as simulator, Link(simulator.port).open() as link:
+        with Recorder(tmp_path / "session", link.wait_hello(30), labels=plan.classes, plan=plan.to_dict()) as recorder:
+            thread = RecordingThread(link, recorder)
+            thread.start()
+            try:
+                def prompt(label, _go):
+                    if label == "load":  # the cable is pulled while the second block records
+                        simulator.unplug(0.3)
+                guide = GuidedCollection(recorder, plan, Collecting(), on_prompt=prompt, confirm=confirm,
+                                         timeout_seconds=60)
+                guide.run()
+            finally:
+                thread.stop()
+    assert confirmed == ["idle", "load"]
+    records = [json.loads(line) for line in (tmp_path / "session" / "windows.jsonl").read_text().splitlines()]
+    assert [r["label"] for r in records] == ["idle"] * 4 + ["load"] * 4
+    assert [r["segment"] for r in records] == [0, 1, 2, 3] * 2
+    windows = load_session(tmp_path / "session")
+    assert len(windows) == 8 and windows.provenance["changed_windows"] == 0
+    assert not np.isnan(windows.x).any()  # no segment holds a sample that was never received
+    level = np.sqrt((windows.x.astype(np.float64) ** 2).mean(axis=(1, 2)))
+    assert level[:4].max() < 100 < 600 < level[4:].min()  # each segment holds the state it is labelled with

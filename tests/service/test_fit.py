@@ -13,11 +13,35 @@ def _fits(target, length, channels, classes):
     return estimate(Architecture(length, channels, classes, k=1, c=0)).fits(target)
 
 
-def test_bearing4_on_the_smallest_target_is_searched_on_the_longest_window_that_fits():
+def test_bearing4_on_the_smallest_target_is_searched_on_the_benchmarks_window_with_room_to_search():
+    """512 samples at 12 kHz (what the benchmarks reach 0.98-1.00 with on this chip), not the longest window
+    A(1,0) can take (2,688 samples there left room for nothing else: 0.27 accuracy)."""
     target = get_target("STM32C011F6P6")
-    fit = check_plan_fits(load_plan("bearing4"), target, 1, 12000.0)
-    assert fit.recorded == 6000 and fit.cut and 0 < fit.hop <= fit.window < 6000
-    assert _fits(target, fit.window, 1, 4) and not _fits(target, fit.window + 1, 1, 4)
+    plan = load_plan("bearing4")
+    fit = check_plan_fits(plan, target, 1, 12000.0)
+    assert fit.recorded == int(plan.window_seconds * 12000) and (fit.window, fit.hop) == (512, 256)
+    assert _fits(target, 2 * fit.window, 1, 4)  # room for networks larger than the smallest
+
+
+def test_the_window_follows_the_sensor_rate_and_shrinks_on_a_small_target():
+    three_axis = check_plan_fits(Plan("m", ("a", "b"), kind="continuous", window_seconds=1.0),
+                                 get_target("STM32C011F6P6"), 3, 3200.0)
+    assert three_axis.window == 128  # ~43 ms at 3.2 kHz as a power of two
+    small = get_target("STM32F030F4P6")
+    fit = check_plan_fits(Plan("m", ("a", "b", "c", "d"), kind="continuous", window_seconds=1.0), small, 3, 12000.0)
+    assert fit.window <= 512 and _fits(small, fit.window, 3, 4)
+    assert fit.window == 512 or not _fits(small, 4 * fit.window, 3, 4)  # halved only while it left no room
+
+
+def test_a_machine_plan_sets_its_window_and_hop_and_impossible_ones_are_refused():
+    target = get_target("STM32C011F6P6")
+    fit = check_plan_fits(Plan("m", ("a", "b"), kind="continuous", window_samples=256, hop_samples=64), target,
+                          1, 12000.0)
+    assert (fit.window, fit.hop) == (256, 64)
+    with pytest.raises(PlanDoesNotFit, match="use window_samples <= "):
+        check_plan_fits(Plan("m", ("a", "b"), kind="continuous", window_samples=5000), target, 1, 12000.0)
+    with pytest.raises(PlanDoesNotFit, match="shorter than one 512-sample window; record longer segments"):
+        check_plan_fits(Plan("m", ("a", "b"), kind="continuous", window_seconds=0.01), target, 1, 12000.0)
 
 
 def test_a_gesture_plan_that_cannot_fit_is_refused_with_the_window_that_would():
@@ -43,8 +67,12 @@ def test_nothing_fits_when_even_one_sample_is_too_much():
 def test_the_c_runtime_budget_holds_longer_windows():
     """With `runtime = "c"` the plan is checked against the generated C runtime's budget, which holds more."""
     target = get_target("STM32C011F6P6")
-    tflm = check_plan_fits(load_plan("bearing4"), target, 1, 12000.0)
-    c = check_plan_fits(load_plan("bearing4"), target, 1, 12000.0, runtime="c")
-    assert c.window > tflm.window
-    assert estimate(Architecture(c.window, 1, 4, k=1, c=0), runtime="c").fits(target)
-    assert not estimate(Architecture(c.window + 1, 1, 4, k=1, c=0), runtime="c").fits(target) or c.window == 6000
+    tflm = longest_fitting_window(target, 6000, 1, 4)
+    c = longest_fitting_window(target, 6000, 1, 4, runtime="c")
+    assert c > tflm
+    assert estimate(Architecture(c, 1, 4, k=1, c=0), runtime="c").fits(target)
+    assert not estimate(Architecture(c + 1, 1, 4, k=1, c=0), runtime="c").fits(target) or c == 6000
+    gesture = Plan("long", ("a", "b", "c", "d"), window_seconds=(tflm + 1) / 12000)
+    with pytest.raises(PlanDoesNotFit):
+        check_plan_fits(gesture, target, 1, 12000.0)
+    assert check_plan_fits(gesture, target, 1, 12000.0, runtime="c").window == tflm + 1

@@ -8,6 +8,7 @@ import tinynas.study
 from tinynas.data.spec import load_windows
 from tinynas.service import search_deploy
 from tinynas.service.config import ServiceConfig
+from tinynas.service.context import Phase, to
 
 DATA = "synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2&seed=1"
 
@@ -25,10 +26,8 @@ def test_the_search_budgets_for_the_configured_runtime(tmp_path, monkeypatch, ru
 
     monkeypatch.setattr(tinynas.study, "Study", RecordedStudy)
     monkeypatch.setattr(search_deploy, "session_windows", lambda service: (load_windows(DATA), DATA))
-    saved = []
     service = SimpleNamespace(config=ServiceConfig(runtime=runtime, data_dir=str(tmp_path)), workers=None,
-                              state=SimpleNamespace(study=str(tmp_path / "study"), user="u", deployed=None),
-                              _save=lambda **changes: saved.append(changes))
-    search_deploy.search(service)
+                              state=SimpleNamespace(study=str(tmp_path / "study"), user="u", deployed=None))
+    transition = search_deploy.search(service)  # the step returns where it ends; nothing is saved by it
     assert started["ran"] and started["runtime"] == runtime
-    assert saved == [{"state": "DEPLOYING"}]
+    assert transition == to(Phase.DEPLOYING)

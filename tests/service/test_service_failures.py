@@ -217,7 +217,7 @@ def _step_until(service, condition, what):
             assert time.monotonic() < deadline, f"timed out waiting for {what}"
             time.sleep(0.05)
     finally:
-        service._stop.set()
+        service.stopping.set()
         thread.join(30)
     assert not thread.is_alive()
 

@@ -8,7 +8,7 @@ from tinynas.service import threads
 
 
 def _service():
-    return SimpleNamespace(_stop=threading.Event(), thread_health={}, injected=set(),
+    return SimpleNamespace(stopping=threading.Event(), thread_health={}, injected=set(),
                            state=SimpleNamespace(state="COLLECTING"))
 
 
@@ -26,14 +26,14 @@ def test_a_side_thread_that_raises_is_logged_counted_and_restarted(caplog):
         runs.append(time.monotonic())
         if len(runs) == 1:
             raise ValueError("write to closed file")
-        svc._stop.wait()
+        svc.stopping.wait()
 
     thread = threads.supervise(service, "read_stream", loop)
     _wait(lambda: len(runs) >= 2)
     assert service.thread_health["read_stream"]["restarts"] == 1
     assert "ValueError: write to closed file" in service.thread_health["read_stream"]["last_error"]
     assert "the read_stream thread failed and is restarted" in caplog.text and "Traceback" in caplog.text
-    service._stop.set()
+    service.stopping.set()
     thread.join(5)
     assert not thread.is_alive()
 
@@ -47,7 +47,7 @@ def test_a_loop_failing_at_once_again_and_again_is_retried_more_slowly_not_spun(
 
     thread = threads.supervise(service, "serve", loop)
     _wait(lambda: len(runs) >= 4)
-    service._stop.set()
+    service.stopping.set()
     thread.join(10)
     pauses = [b - a for a, b in zip(runs, runs[1:])]
     assert pauses[2] > pauses[0] and len(runs) < 50  # backing off, not spinning

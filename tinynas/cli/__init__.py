@@ -8,7 +8,7 @@ import sys
 from typing import NoReturn
 
 from tinynas import __version__
-from tinynas.cli import device, models, searching
+from tinynas.cli import device, models, searching, simulate
 from tinynas.errors import crash_log, user_message
 from tinynas.interrupts import sigterm_as_interrupt
 
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tinynas {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (models, searching, device):
+    for group in (models, searching, device, simulate):
         group.register(sub)
     return parser
 

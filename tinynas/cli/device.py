@@ -1,4 +1,4 @@
-"""Commands at the device: simulate a front-end, collect, the headless service and onboarding."""
+"""Commands at the device: collect, the headless service and onboarding (`simulate` is simulate.py)."""
 
 from __future__ import annotations
 
@@ -8,30 +8,13 @@ import logging
 import sys
 from pathlib import Path
 
-from tinynas.options import (
-    check_positive,
-    check_probability,
-    check_range,
-)
+from tinynas.options import check_range
 
 log = logging.getLogger("tinynas")
 
 
 def register(sub) -> None:
     """Add these commands to the `tinynas` parser's subcommands."""
-    simulate = sub.add_parser("simulate", help="a virtual sensor front-end on a pseudo-terminal")
-    simulate.add_argument("--source", default="synthetic:emg", help="data spec to replay (isl:, cwru:, synthetic:)")
-    simulate.add_argument("--port", help="path of the port to create (a symlink to the pty; default: in a temp folder)")
-    simulate.add_argument("--speed", type=float, default=1.0, help="multiple of the true sample rate")
-    simulate.add_argument("--drop", type=float, default=0.0, help="probability of dropping each byte")
-    simulate.add_argument("--flip", type=float, default=0.0, help="probability of flipping a bit in each byte")
-    simulate.add_argument("--unplug-every", type=float, default=0.0,
-                          help="seconds between simulated unplugs (the device restarts, its counter from 0)")
-    simulate.add_argument("--keep-counter", action="store_true",
-                          help="with --unplug-every: a self-powered device, whose counter runs on while unplugged")
-    simulate.add_argument("--device-id", default="tinynas-sim")
-    simulate.set_defaults(func=_cmd_simulate)
-
     collect = sub.add_parser("collect", help="guided collection of labelled windows from a device")
     collect.add_argument("--port", required=True, help="serial port or URL (/dev/ttyACM0, socket://..., a pty)")
     collect.add_argument("--plan", required=True, help="isl26, gestures4, bearing4 or a plan file (.json/.toml)")
@@ -64,7 +47,8 @@ def register(sub) -> None:
     onboard.add_argument("--config", help="service config (TOML)")
     answer = onboard.add_mutually_exclusive_group()
     answer.add_argument("--continue", dest="resume", action="store_true",
-                        help="continue the user's paused collection (after checking the sensor)")
+                        help="continue the user's paused collection (after checking the sensor), or confirm that "
+                             "the machine is in the state a machine plan asks for")
     answer.add_argument("--cancel", action="store_true",
                         help="stop the user's paused collection (its recordings stay on disk)")
     onboard.add_argument("--recalibrate", action="store_true",
@@ -73,55 +57,6 @@ def register(sub) -> None:
     onboard.add_argument("--unlabelled", action="store_true",
                          help="with --recalibrate: record unlabelled data (rewear_unlabelled_seconds) and adapt")
     onboard.set_defaults(func=_cmd_onboard)
-
-
-def _sample_format(values) -> str:
-    import numpy as np
-
-    if np.all(np.mod(values, 1) == 0):
-        if values.min() >= -128 and values.max() <= 127:
-            return "int8"
-        if values.min() >= -32768 and values.max() <= 32767:
-            return "int16"
-    return "float32"
-
-
-def _cmd_simulate(args: argparse.Namespace) -> int:
-    import time
-
-    import numpy as np
-
-    from firmware_bridge.protocol import Hello
-    from firmware_bridge.simulator import ArraySource, Faults, Simulator
-    from tinynas.data.spec import load_windows
-
-    check_positive("--speed", args.speed, " (1 is the true sample rate)")
-    check_probability("--drop", args.drop)
-    check_probability("--flip", args.flip)
-    if args.unplug_every:
-        check_positive("--unplug-every", args.unplug_every, " (seconds; 0 never unplugs)")
-    windows = load_windows(args.source)
-    fmt = _sample_format(windows.x)
-    stream = windows.x.reshape(-1, windows.channels).astype({"int8": np.int8, "int16": np.int16,
-                                                              "float32": np.float32}[fmt])
-    hello = Hello(args.device_id, "sim-1", windows.channels, windows.sample_rate_hz, fmt)
-    faults = Faults(drop_byte_probability=args.drop, flip_bit_probability=args.flip, seed=0)
-    port = Path(args.port) if args.port else None
-    if port is not None and not port.parent.is_dir():  # a mistyped --port must not create folders
-        from firmware_bridge.link import LinkError
-
-        raise LinkError(f"cannot create the port {port}: {port.parent} is not a folder")
-    names = {"port_name": port.name} if port else {}  # else the simulator's default name
-    with Simulator(ArraySource(stream), hello, faults=faults, speed=args.speed,
-                   port_dir=port.parent if port else None, **names) as simulator:  # type: ignore[arg-type]
-        print(f"simulating {args.source}: {windows.channels} x {fmt} at {windows.sample_rate_hz:g} Hz "
-              f"on {simulator.port} (Ctrl-C to stop)", flush=True)
-        next_unplug = time.monotonic() + args.unplug_every if args.unplug_every else None
-        while True:
-            time.sleep(0.2)
-            if next_unplug and time.monotonic() >= next_unplug:
-                simulator.unplug(1.0, restart=not args.keep_counter)
-                next_unplug = time.monotonic() + args.unplug_every
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
@@ -206,6 +141,8 @@ def _cmd_service_status(args: argparse.Namespace) -> int:
     if collection.get("total"):
         print(f"  collection: {collection.get('accepted', 0)} of {collection['total']} windows"
               + (f", prompt {collection['prompt']}" if collection.get("prompt") else ""))
+        if collection.get("phase") == "confirm" and collection.get("confirm"):
+            print(f"  waiting for you: {collection['confirm']}")
     search = status.get("search") or {}
     if search:
         print(f"  search: {search.get('trials', 0)} candidates, best {search.get('best', '-')}, "
@@ -247,8 +184,9 @@ def _cmd_onboard(args: argparse.Namespace) -> int:
     if args.resume or args.cancel:
         kind = "continue" if args.resume else "cancel"
         request(config.data_dir, kind, user=args.user)
-        print(f"{kind} of the paused collection (or running recalibration) of {args.user} requested; follow it "
-              f"with `tinynas service status`")
+        what = ("continue of the paused collection (or confirmation of the machine's state)" if args.resume else
+                "cancel of the paused collection (or running recalibration)")
+        print(f"{what} of {args.user} requested; follow it with `tinynas service status`")
         return 0
     if args.recalibrate:
         from tinynas.service.rewear import served_model_problem
@@ -272,7 +210,10 @@ def _cmd_onboard(args: argparse.Namespace) -> int:
 
         fit = check_plan_fits(plan, resolve_target(config.target), device["channels"], device["sample_rate_hz"],
                               config.runtime)
-        if fit.cut:
+        if plan.kind == "continuous":
+            print(f"plan {plan.name}: {len(plan.prompts())} blocks of {plan.block_seconds:g} s; the search on "
+                  f"{config.target} will use {fit.window}-sample windows every {fit.hop} samples cut from them")
+        elif fit.cut:
             print(f"plan {plan.name}: {fit.recorded}-sample windows do not fit {config.target}; the search will use "
                   f"{fit.window}-sample windows cut from the recordings")
     request(config.data_dir, "onboard", user=args.user, plan=args.plan or config.plan)

@@ -10,17 +10,14 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from firmware_bridge import onset
 from firmware_bridge.errors import BridgeError
 from firmware_bridge.guide import GuidedCollection, Prompter, advice, load_plan
 from firmware_bridge.recorder import Recorder
 from tinynas.errors import TinynasError
+from tinynas.service.context import Phase, ServiceContext, Transition, to
 from tinynas.service.status_views import channel_levels
-
-if TYPE_CHECKING:
-    from tinynas.service.runner import Service
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +25,9 @@ log = logging.getLogger(__name__)
 class _StatusPrompter(Prompter):
     """The guide's voice: its lines go to the log and the status; no one at a keyboard asks for a redo."""
 
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: ServiceContext, kind: str = "gesture") -> None:
         self.service = service
+        self.kind = kind  # the advice speaks of an armband or of a machine
 
     def say(self, text: str) -> None:
         log.info("collect: %s", text)
@@ -39,7 +37,7 @@ class _StatusPrompter(Prompter):
         if text.startswith("not kept: ") and label:
             # What the status page shows under the trace: which window, why, and what to check.
             problems = text.removeprefix("not kept: ").split("; ")
-            collection["last_rejected"] = {"label": label, "problems": problems, "advice": advice(problems)}
+            collection["last_rejected"] = {"label": label, "problems": problems, "advice": advice(problems, self.kind)}
             counts = collection.setdefault("per_class", {}).setdefault(label, {"accepted": 0, "rejected": 0})
             counts["rejected"] += 1
 
@@ -48,12 +46,32 @@ class _StatusPrompter(Prompter):
         return False
 
 
-def collect(service: Service) -> None:
+def wait_for_confirmation(service: ServiceContext, label: str, countdown: int) -> None:
+    """Hold a continuous plan's block until the operator confirms that the machine is in state `label`
+    (`tinynas onboard --user U --continue`, the request that also continues a paused collection)."""
+    user = service.state.user
+    service.collection.update(phase="confirm", countdown_ends=None, confirm_since=time.time(),
+                              confirm=f"set the machine to state {label}, then confirm: tinynas onboard --user "
+                                      f"{user} --continue")
+    log.info("collect: waiting for the operator: %s", service.collection["confirm"])
+    while True:
+        for path, wanted in service.requests("continue"):
+            path.unlink(missing_ok=True)
+            if wanted.get("user") == user:
+                service.collection.update(phase="ready", confirm=None,
+                                          countdown_ends=time.time() + countdown)
+                return
+            service.refuse(f"continue request for {wanted.get('user')!r} ignored: the collection is {user}'s")
+        if service.stopping.wait(0.2):
+            raise KeyboardInterrupt  # the service stops; the state resumes at this block
+
+
+def collect(service: ServiceContext) -> Transition:
     """Record the session, then move on: SEARCHING after an onboarding, RECALIBRATING after a re-wear."""
     from tinynas.service import rewear
 
     state = service.state
-    flow = state.rewear if service._rewear_running() else None
+    flow = state.rewear if service.rewear_running() else None
     if flow and flow["mode"] == "unlabelled":
         recorder = Recorder(state.session, service.require_device().hello, user=state.user, labels=rewear.UNLABELLED,
                             plan={"name": "unlabelled", "seconds": flow["seconds"]})
@@ -64,16 +82,15 @@ def collect(service: Service) -> None:
             service.recorder = None
             recorder.close()
         service.collection = {}
-        service._save(state="RECALIBRATING")
-        return
+        return to(Phase.RECALIBRATING)
     try:
         plan = rewear.flow_plan(flow) if flow else load_plan(state.plan)
-        service._plan_fit(plan)
+        service.plan_fit(plan)
     except (TinynasError, BridgeError) as exc:
         # The plan or the target changed since the request: nothing to resume until that is fixed.
-        service._failed("COLLECTING", exc)
-        return
-    service.collection = {"total": len(plan.prompts()), "accepted": 0, "plan": plan.name, "verb": plan.verb}
+        return service.failed(Phase.COLLECTING, exc)
+    total = len(plan.prompts()) * plan.segments  # recorded windows: a machine block records several segments
+    service.collection = {"total": total, "accepted": 0, "plan": plan.name, "verb": plan.verb, "kind": plan.kind}
 
     def announced(label: str, attempt: int) -> None:
         service.prompt_number += 1
@@ -92,8 +109,8 @@ def collect(service: Service) -> None:
     def go(label: str, sample: int) -> None:
         # Wall-clock times, so that the page shows GO on time and stops showing it when the window is over,
         # whatever its poll interval (it counts with its own clock between polls).
-        service.collection.update(go=sample, phase="go", go_at=time.time(), window_seconds=plan.window_seconds,
-                                  late_seconds=onset.LATE_SECONDS)
+        service.collection.update(go=sample, phase="go", go_at=time.time(), window_seconds=plan.block_seconds,
+                                  late_seconds=onset.LATE_SECONDS if plan.kind == "gesture" else 0.0)
         if service.on_prompt is not None:
             service.on_prompt(label, sample)
 
@@ -101,7 +118,9 @@ def collect(service: Service) -> None:
                         plan=plan.to_dict())
     service.recorder = recorder
     try:
-        guide = GuidedCollection(recorder, plan, _StatusPrompter(service), on_prompt=go, on_announce=announced,
+        guide = GuidedCollection(recorder, plan, _StatusPrompter(service, plan.kind), on_prompt=go,
+                                 on_announce=announced,
+                                 confirm=lambda label: wait_for_confirmation(service, label, plan.countdown),
                                  on_result=lambda _label, kept: service.collection.update(
                                      phase="kept" if kept else "not kept", go=None, go_at=None))
         done = guide.done_counts()
@@ -110,9 +129,8 @@ def collect(service: Service) -> None:
     finally:
         service.recorder = None
         recorder.close()
-    service.collection = {"total": len(plan.prompts()), "accepted": len(plan.prompts()), "plan": plan.name}
+    service.collection = {"total": total, "accepted": total, "plan": plan.name, "kind": plan.kind}
     if flow:
-        service._save(state="RECALIBRATING")
-        return
+        return to(Phase.RECALIBRATING)
     study = service.paths.profile(state.user) / "studies" / Path(state.session).name
-    service._save(state="SEARCHING", study=str(study))
+    return to(Phase.SEARCHING, study=str(study))

@@ -1,14 +1,16 @@
 """Does a collection plan's window fit the target? Checked before anyone spends time collecting.
 
 The smallest network of the space, A(1, 0), needs RAM in proportion to the window length; a window
-longer than the target can hold leaves the search nothing to train (issue 16: bearing4 records 6,000
-samples, and even A(1,0) then needs 12.6 KiB on a 6 KiB STM32C011F6P6). A gesture window is one
-whole movement and cannot be cut, so such a plan is refused with the longest window that would fit;
-a continuous recording (a machine state) can be, so the service searches on windows of that length.
+longer than the target can hold leaves the search nothing to train (issue 16: 6,000 samples need 12.6 KiB
+even for A(1,0) on a 6 KiB STM32C011F6P6). A gesture window is one whole movement and cannot be cut, so
+such a plan is refused with the longest window that would fit. A continuous recording (a machine state)
+is cut into windows sized for the target and the sensor (`continuous_window`: the benchmarks' 512 samples
+at 12 kHz, not the longest window A(1,0) could take, which would leave the search no room: issue 31).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tinynas.cost.estimate import estimate
@@ -61,11 +63,31 @@ class PlanFit:
         return self.window < self.recorded
 
 
+VIBRATION_WINDOW_SECONDS = 512 / 12000
+"""About 43 ms of vibration per window: the benchmarks' 512 samples at 12 kHz, a few bearing-defect impacts at
+shaft speeds of 1,000-3,600 rpm."""
+
+
+def continuous_window(target: Target, channels: int, classes: int, sample_rate_hz: float,
+                      runtime: str = "tflm") -> int:
+    """The window a continuous plan is searched on when it names none: VIBRATION_WINDOW_SECONDS of signal at
+    the sensor's rate as a power of two, halved until it leaves the search room on the target (the longest
+    window A(1,0) fits, halved, so that networks larger than the smallest fit too); 0 if none fits."""
+    wanted = max(MIN_WINDOW, VIBRATION_WINDOW_SECONDS * sample_rate_hz)
+    window = 1 << int(math.log2(wanted) + 1e-9)
+    longest = longest_fitting_window(target, 2 * window, channels, classes, runtime)
+    while window > MIN_WINDOW and window > max(MIN_WINDOW, longest // 2):
+        window //= 2
+    return window if window <= longest else 0
+
+
 def check_plan_fits(plan, target: Target, channels: int, sample_rate_hz: float, runtime: str = "tflm") -> PlanFit:
     """How a plan's windows fit `target` with `runtime`'s budget, or PlanDoesNotFit in one line saying which
     window would."""
     recorded = int(round(plan.window_seconds * sample_rate_hz))
     classes = len(plan.classes)
+    if plan.kind == "continuous":
+        return _continuous_fit(plan, target, recorded, channels, classes, sample_rate_hz, runtime)
     window = longest_fitting_window(target, recorded, channels, classes, runtime)
     if window == recorded:
         return PlanFit(recorded, recorded, recorded)
@@ -77,9 +99,31 @@ def check_plan_fits(plan, target: Target, channels: int, sample_rate_hz: float, 
     if window < MIN_WINDOW:
         raise PlanDoesNotFit(f"{what}: no window of {MIN_WINDOW} samples or more fits; choose a larger target "
                              f"or fewer channels")
-    if plan.kind != "continuous":
-        raise PlanDoesNotFit(f"{what}: use windows of at most {window} samples "
-                             f"(window_seconds = {window / sample_rate_hz:.3g} in a plan file) or a larger target")
-    # Half-overlapping windows: twice the training windows from the same recording; the split keeps
-    # windows of one recording together, so the overlap cannot leak into the test set.
-    return PlanFit(recorded, window, max(1, window // 2))
+    raise PlanDoesNotFit(f"{what}: use windows of at most {window} samples "
+                         f"(window_seconds = {window / sample_rate_hz:.3g} in a plan file) or a larger target")
+
+
+def _continuous_fit(plan, target: Target, recorded: int, channels: int, classes: int, sample_rate_hz: float,
+                    runtime: str) -> PlanFit:
+    """A continuous plan's segments cut into target-sized windows: the plan's window_samples, else the one
+    chosen for the target and the sensor; the hop is the plan's, else half a window (the split keeps the
+    windows of one segment together, so the overlap cannot leak into the test set)."""
+    where = f"plan {plan.name} on {target.name} ({channels} channel(s) at {sample_rate_hz:g} Hz)"
+    if plan.window_samples:
+        window = plan.window_samples
+        if window < MIN_WINDOW:
+            raise PlanDoesNotFit(f"{where}: window_samples = {window}, at least {MIN_WINDOW} samples")
+        if not _smallest_fits(target, window, channels, classes, runtime):
+            longest = longest_fitting_window(target, window, channels, classes, runtime)
+            raise PlanDoesNotFit(f"{where}: even the smallest network does not fit {window}-sample windows; "
+                                 f"use window_samples <= {longest} or a larger target")
+    else:
+        window = continuous_window(target, channels, classes, sample_rate_hz, runtime)
+        if window < MIN_WINDOW:
+            raise PlanDoesNotFit(f"{where}: no window of {MIN_WINDOW} samples or more fits; choose a larger target "
+                                 f"or fewer channels")
+    if window > recorded:
+        raise PlanDoesNotFit(f"{where}: its {recorded}-sample segments (window_seconds = {plan.window_seconds:g}) "
+                             f"are shorter than one {window}-sample window; record longer segments")
+    hop = plan.hop_samples or max(1, window // 2)
+    return PlanFit(recorded, window, hop)

@@ -16,6 +16,7 @@ import numpy as np
 
 from tinynas.data.preprocess import Preprocessing
 from tinynas.deploy.litert import Int8Model
+from tinynas.service.idle import IdleRule
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,8 @@ class Prediction:
     smoothed: str
     probabilities: tuple[float, ...] = ()
     """Per class, in the card's class order (the status page's confidence bars)."""
+    why: str = ""
+    """Why `label` is not the network's best class: "still" (an idle window) or "unsure" (low confidence)."""
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
@@ -48,6 +51,7 @@ class LiveClassifier:
         self.hop = max(1, hop_samples)
         self.next_end = max(ring.latest_sample, self.length)
         self.recent: deque[str] = deque(maxlen=max(1, smoothing))
+        self.rule = IdleRule.from_card(card)
 
     def step(self) -> list[Prediction]:
         """Predictions for every hop that completed since the last call (skips gaps)."""
@@ -62,10 +66,11 @@ class LiveClassifier:
             probabilities = np.exp(logits - logits.max())
             probabilities /= probabilities.sum()
             best = int(probabilities.argmax())
-            self.recent.append(self.classes[best])
+            label, why = self.rule.answer(window, self.classes[best], float(probabilities[best]))
+            self.recent.append(label)
             smoothed = Counter(self.recent).most_common(1)[0][0]
-            out.append(Prediction(end, self.classes[best], float(probabilities[best]), smoothed,
-                                  tuple(round(float(p), 4) for p in probabilities)))
+            out.append(Prediction(end, label, float(probabilities[best]), smoothed,
+                                  tuple(round(float(p), 4) for p in probabilities), why))
         return out
 
 

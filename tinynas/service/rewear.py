@@ -32,6 +32,7 @@ import numpy as np
 from firmware_bridge.guide import Plan
 from tinynas.atomic import publish_folder
 from tinynas.errors import TinynasError, user_message
+from tinynas.service.context import Phase, ServiceContext, Transition, to
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ def onboarding_plan(deployed: dict, repetitions: int) -> Plan:
         raise RewearRefused(f"the served model's collection plan is not usable ({exc})") from None
 
 
-def new_flow(service, user: str, unlabelled: bool) -> dict:
+def new_flow(service: ServiceContext, user: str, unlabelled: bool) -> dict:
     """The `state.rewear` of a new flow for `user` (RewearRefused in one line if it cannot start)."""
     from tinynas.deploy.modeldir import ModelDir
 
@@ -117,7 +118,7 @@ def flow_plan(flow: dict) -> Plan:
 
 
 # ---- unlabelled recording -------------------------------------------------------------------------------
-def record_unlabelled(service, flow: dict, recorder) -> None:
+def record_unlabelled(service: ServiceContext, flow: dict, recorder) -> None:
     """Record `flow['seconds']` of the stream into the session as two windows (halves); resumable."""
     windows_file = Path(flow["session"]) / "windows.jsonl"
     if windows_file.exists() and len(windows_file.read_text().splitlines()) >= 2:
@@ -125,14 +126,14 @@ def record_unlabelled(service, flow: dict, recorder) -> None:
     rate = service.require_device().hello.sample_rate_hz
     total = int(round(flow["seconds"] * rate))
     while not recorder.samples_written:  # the recorder's stream starts with the next chunk it is handed
-        if service._stop.wait(0.05):
+        if service.stopping.wait(0.05):
             raise KeyboardInterrupt
     start = recorder.latest_sample
     # No "prompt": nothing is to be performed (a person following the status page must not act on it);
     # what is recorded is said in state.rewear's text.
     service.collection = {"total": 1, "accepted": 0, "plan": "unlabelled"}
     while recorder.latest_sample < start + total:
-        if service._stop.wait(0.1):
+        if service.stopping.wait(0.1):
             raise KeyboardInterrupt  # stopping: nothing recorded is labelled yet; the next start records again
     half = total // 2
     recorder.add_window(UNLABELLED[0], start, half)
@@ -201,11 +202,11 @@ def _child_main(job_path: str) -> int:
 
 
 # ---- RECALIBRATING --------------------------------------------------------------------------------------
-def _spec(service, flow: dict) -> str:
+def _spec(service: ServiceContext, flow: dict) -> str:
     spec = f"session:{flow['session']}"
     if flow["mode"] == "unlabelled":
         return spec + f"?window={flow['window']}&hop={max(1, flow['window'] // 2)}"
-    fit = service._plan_fit(flow_plan(flow))
+    fit = service.plan_fit(flow_plan(flow))
     return spec + (f"?window={fit.window}&hop={fit.hop}" if fit.cut else "")
 
 
@@ -219,19 +220,19 @@ def _figures(outcome: dict) -> str:
     return "; ".join(parts)
 
 
-def _cancel_requested(service, user: str) -> bool:
+def _cancel_requested(service: ServiceContext, user: str) -> bool:
     cancelled = False
-    for path, wanted in service._requests("cancel"):
+    for path, wanted in service.requests("cancel"):
         path.unlink(missing_ok=True)
         if wanted.get("user") == user:
             cancelled = True
         else:
-            service._refuse(f"cancel request for {wanted.get('user')!r} ignored: the running recalibration is "
+            service.refuse(f"cancel request for {wanted.get('user')!r} ignored: the running recalibration is "
                             f"{user}'s")
     return cancelled
 
 
-def recalibrate_step(service) -> None:
+def recalibrate_step(service: ServiceContext) -> Transition | None:
     """RECALIBRATING: run the change in a child, then swap only an accepted model (see module docstring)."""
     flow = dict(service.state.rewear)
     staging, final = Path(flow["staging"]), Path(flow["final"])
@@ -247,7 +248,7 @@ def recalibrate_step(service) -> None:
     flow.update(phase="adapting" if flow["mode"] == "unlabelled" else "recalibrating",
                 text=("adapting batch-norm statistics to the unlabelled windows" if flow["mode"] == "unlabelled"
                       else "fine-tuning on the new windows") + " (the old model keeps serving)")
-    service._save(rewear=flow)
+    service.update(rewear=flow)
     log_path = staging.with_name(staging.name + ".log")  # a file, not a pipe: a chatty child never blocks
     with open(log_path, "wb") as child_log:
         child = subprocess.Popen([sys.executable, "-m", "tinynas.service.rewear", str(job_path)],
@@ -260,11 +261,10 @@ def recalibrate_step(service) -> None:
                 shutil.rmtree(staging, ignore_errors=True)
                 for path in (job_path, result_path, log_path):
                     path.unlink(missing_ok=True)
-                _finish(service, flow, "cancelled", f"recalibration of {flow['user']} cancelled; the old model "
-                        f"stays; recordings kept in {flow['session']}")
-                return
-            if service._stop.wait(0.5):
-                return  # stopping: the child is killed below and the next start runs this step again
+                return _finish(service, flow, "cancelled", f"recalibration of {flow['user']} cancelled; the old "
+                               f"model stays; recordings kept in {flow['session']}")
+            if service.stopping.wait(0.5):
+                return None  # stopping: the child is killed below and the next start runs this step again
     finally:
         if child.poll() is None:  # the service is stopping: the next start runs the step again
             child.kill()
@@ -283,19 +283,18 @@ def recalibrate_step(service) -> None:
         path.unlink(missing_ok=True)
     if "error" in outcome:
         shutil.rmtree(staging, ignore_errors=True)
-        _finish(service, flow, "failed", f"recalibration of {flow['user']} failed: {outcome['error']}; the old "
-                f"model stays; recordings kept in {flow['session']}", error=True)
-        return
+        return _finish(service, flow, "failed", f"recalibration of {flow['user']} failed: {outcome['error']}; "
+                       f"the old model stays; recordings kept in {flow['session']}", error=True)
     figures = _figures(outcome)
     flow["figures"] = {key: outcome[key] for key in ("verify", "confidence", "test") if key in outcome}
     if not outcome["accepted"]:
         shutil.rmtree(staging, ignore_errors=True)
-        _finish(service, flow, "rejected", f"{outcome['reason']}" + (f" ({figures})" if figures else ""))
-        return
-    _swap(service, flow, staging, final, outcome, figures)
+        return _finish(service, flow, "rejected", f"{outcome['reason']}" + (f" ({figures})" if figures else ""))
+    return _swap(service, flow, staging, final, outcome, figures)
 
 
-def _swap(service, flow: dict, staging: Path, final: Path, outcome: dict, figures: str) -> None:
+def _swap(service: ServiceContext, flow: dict, staging: Path, final: Path, outcome: dict,
+          figures: str) -> Transition:
     if final.exists() and str(final / "model.tflite") != service.state.deployed.get("model"):
         shutil.rmtree(final)  # a swap a power cut interrupted before the state was saved
     publish_folder(staging, final)
@@ -309,15 +308,15 @@ def _swap(service, flow: dict, staging: Path, final: Path, outcome: dict, figure
     flow.update(phase="accepted", text=f"{outcome['reason']}" + (f" ({figures})" if figures else "")
                 + f"; now serving {final}", finished=time.time())
     service.collection = {}
-    service._save(state="SERVING", deployed=deployed, rewear=flow, session="", error="", paused="")
+    return to(Phase.SERVING, deployed=deployed, rewear=flow, session="", error="", paused="")
 
 
-def _finish(service, flow: dict, phase: str, text: str, error: bool = False) -> None:
+def _finish(service: ServiceContext, flow: dict, phase: str, text: str, error: bool = False) -> Transition:
     """End the flow without a swap: the old model keeps serving; `text` is what status shows."""
     log.log(logging.ERROR if error else logging.INFO, "%s", text)
     flow.update(phase=phase, text=text, finished=time.time())
     service.collection = {}
-    service._save(state="SERVING", rewear=flow, session="", paused="", error=text if error else "")
+    return to(Phase.SERVING, rewear=flow, session="", paused="", error=text if error else "")
 
 
 def status_line(rewear: dict) -> str:

@@ -13,18 +13,18 @@ import logging
 import shutil
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import numpy as np
 
 from firmware_bridge.guide import load_plan
-from tinynas.atomic import publish_folder
-
-if TYPE_CHECKING:
-    from tinynas.service.runner import Service
+from tinynas.atomic import atomic_write_text, publish_folder
+from tinynas.service.context import Phase, ServiceContext, Transition, to
+from tinynas.service.idle import UNKNOWN, IdleRule, idle_rule, softmax
 
 log = logging.getLogger(__name__)
 
 
-def search(service: Service) -> None:
+def search(service: ServiceContext) -> Transition:
     """Run (or resume) the study on the recorded session, then move on to DEPLOYING."""
     from tinynas.cost.targets import resolve_target
     from tinynas.data.checks import check_windows
@@ -49,9 +49,8 @@ def search(service: Service) -> None:
         errors = [f.message for f in findings if f.severity == "error"]
         if errors:
             # Tell the user before a search is wasted on it; the recording is kept on disk.
-            service._save(state="SERVING" if service.state.deployed else "IDLE",
-                          error=f"recording of {service.state.user} not used: {'; '.join(errors)}; record again")
-            return
+            return to(service.idle_phase(),
+                      error=f"recording of {service.state.user} not used: {'; '.join(errors)}; record again")
         Study(study, windows, resolve_target(config.target), strategy=config.strategy,
               budget_seconds=parse_duration(config.budget), seed=0,
               fidelity=Fidelity(config.epochs, config.batch_size, config.learning_rate),
@@ -60,10 +59,10 @@ def search(service: Service) -> None:
               workers=config.workers, normalize=config.normalize, runtime=config.runtime,
               resume=journal_path.exists(), data_spec=data_spec,
               progress=Progress(interactive=False), pool=service.workers).run()
-    service._save(state="DEPLOYING")
+    return to(Phase.DEPLOYING)
 
 
-def session_windows(service: Service):
+def session_windows(service: ServiceContext):
     """The session's windows as the search uses them, and their data spec.
 
     When the plan's window is too long for the target (a continuous recording such as bearing4 on a
@@ -72,7 +71,7 @@ def session_windows(service: Service):
     from tinynas.data.spec import load_windows
 
     spec = f"session:{service.state.session}"
-    fit = service._plan_fit(load_plan(service.state.plan))
+    fit = service.plan_fit(load_plan(service.state.plan))
     if fit.cut:
         spec += f"?window={fit.window}&hop={fit.hop}"
         log.info("plan windows of %d samples do not fit %s: searching on %d-sample windows cut from them",
@@ -80,7 +79,30 @@ def session_windows(service: Service):
     return load_windows(spec), spec
 
 
-def deploy(service: Service) -> None:
+def serving_rule(plan, session: str, tflite: bytes, preprocessing, windows, split) -> tuple[IdleRule, dict]:
+    """Serving's idle / unknown rule for a model (idle.py), its threshold calibrated on the validation windows
+    (never trained on), and what the rule does to the held-out test windows: the share answered, and the
+    accuracy of those answers with every "unknown" counted as wrong."""
+    from tinynas.deploy.measure import run_int8
+
+    side, where = (split.val, "validation") if len(split.val) else (split.test, "test")
+    held = run_int8(tflite, preprocessing.apply(windows.x[side])) if len(side) else None
+    confidences = softmax(held.logits).max(axis=1) if held is not None else np.zeros(0)
+    correct = held.predictions == windows.y[side] if held is not None else np.zeros(0, dtype=bool)
+    rule = idle_rule(plan, session, confidences, correct, f"{len(side)} {where} windows")
+    if not len(split.test):
+        return rule, {}
+    result = run_int8(tflite, preprocessing.apply(windows.x[split.test]))
+    names = list(windows.class_names)
+    answers = [rule.answer(windows.x[i], names[p], float(c))[0] for i, p, c in
+               zip(split.test, result.predictions, softmax(result.logits).max(axis=1))]
+    truth = [names[y] for y in windows.y[split.test]]
+    return rule, {"test_windows": len(truth),
+                  "test_answered": round(float(np.mean([a != UNKNOWN for a in answers])), 4),
+                  "test_answered_accuracy": round(float(np.mean([a == t for a, t in zip(answers, truth)])), 4)}
+
+
+def deploy(service: ServiceContext) -> Transition:
     """Serve the study's int8 model if it reaches `min_accuracy` on the held-out windows; else keep the old."""
     from tinynas.data.preprocess import Preprocessing
     from tinynas.data.splits import make_split
@@ -90,31 +112,38 @@ def deploy(service: Service) -> None:
     study = Path(state.study)
     card = json.loads((study / "card.json").read_text())
     windows, _ = session_windows(service)
-    test = make_split(windows, "auto", seed=0).test
-    inputs = Preprocessing.from_card(card).apply(windows.x[test])
-    accuracy = int8_accuracy((study / "model.tflite").read_bytes(), inputs, windows.y[test])
+    split = make_split(windows, "auto", seed=0)
+    test = split.test
+    tflite = (study / "model.tflite").read_bytes()
+    preprocessing = Preprocessing.from_card(card)
+    accuracy = int8_accuracy(tflite, preprocessing.apply(windows.x[test]), windows.y[test])
     if accuracy is None or accuracy < config.min_accuracy:
         reached = ("could not be checked: no held-out windows" if accuracy is None else
                    f"reached {accuracy:.1%} on held-out windows, below {config.min_accuracy:.0%}")
-        error = (f"new model for {state.user} {reached}: not deployed (record again with the sensor placed as "
-                 f"during the recording: tinynas onboard --user {state.user})")
+        again = ("with the sensor mounted firmly and each state held steady while it is recorded"
+                 if load_plan(state.plan).kind == "continuous" else "with the sensor placed as during the recording")
+        error = (f"new model for {state.user} {reached}: not deployed (record again {again}: "
+                 f"tinynas onboard --user {state.user})")
         log.warning("%s", error)
-        service._save(state="SERVING" if state.deployed else "IDLE", error=error)
-        return
+        return to(service.idle_phase(), error=error)
+    plan = load_plan(state.plan)
+    rule, answered = serving_rule(plan, state.session, tflite, preprocessing, windows, split)
     target = service.paths.profile(state.user) / "deployed" / study.name
     staging = target.with_name(target.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     # The float weights, training windows and split too: a served model is a model folder that
     # `recalibrate` / `adapt` can open (tinynas.deploy.modeldir).
-    for name in ("model.tflite", "model.c", "model.h", "model_compiled.c", "model_compiled.h", "card.json",
+    for name in ("model.tflite", "model.c", "model.h", "model_compiled.c", "model_compiled.h",
                  "report.md", "model.weights.h5", "windows.npz", "split.npz"):
         if (study / name).exists():
             shutil.copy2(study / name, staging / name)
+    # The served card carries serving's rules for idle and unknown windows (the study's card stays as it was).
+    atomic_write_text(staging / "card.json", json.dumps({**card, "serving": rule.to_dict()}, indent=2) + "\n")
     shutil.rmtree(target, ignore_errors=True)
     publish_folder(staging, target)
     deployed = {"user": state.user, "model": str(target / "model.tflite"), "card": str(target / "card.json"),
                 "accuracy": accuracy, "card_int8_test_accuracy": card.get("int8_test_accuracy"),
                 "classes": card.get("classes"), "study": str(study), "session": state.session,
-                "plan": load_plan(state.plan).to_dict()}
-    service._save(state="SERVING", deployed=deployed, error="")
+                "plan": plan.to_dict(), "serving": {**rule.to_dict(), **answered}}
+    return to(Phase.SERVING, deployed=deployed, error="")

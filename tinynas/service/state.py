@@ -8,6 +8,7 @@ recovered from the copy; when both are unusable the service starts IDLE and the 
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import os
@@ -21,8 +22,23 @@ from tinynas.errors import TinynasError, UsageError
 
 log = logging.getLogger(__name__)
 
-# RECALIBRATING: a served model is being adapted or recalibrated (re-wear / new condition) while it keeps serving.
-STATES = ("IDLE", "COLLECTING", "SEARCHING", "DEPLOYING", "SERVING", "RECALIBRATING")
+class Phase(str, enum.Enum):
+    """The service's phases (a `str`, so `state.json` and `status` keep their plain names)."""
+
+    IDLE = "IDLE"
+    COLLECTING = "COLLECTING"
+    SEARCHING = "SEARCHING"
+    DEPLOYING = "DEPLOYING"
+    SERVING = "SERVING"
+    RECALIBRATING = "RECALIBRATING"
+    """A served model is recalibrated or adapted (re-wear / new condition) while it keeps serving."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+
+STATES = tuple(phase.value for phase in Phase)
 
 USER_NAME_MAX = 64
 _USER_NAME = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]*")
@@ -52,7 +68,7 @@ def check_user_name(name) -> str:
 class ServiceState:
     """What must survive a power cut: the current phase, its folders and the verified model."""
 
-    state: str = "IDLE"
+    state: str = Phase.IDLE.value
     user: str = ""
     plan: str = ""
     session: str = ""     # folder of the session being collected
@@ -94,11 +110,11 @@ def _parse(text: str) -> ServiceState:
         raise DamagedState(user_name_problem(state.user))
     if not isinstance(state.rewear, dict):
         raise DamagedState("rewear is not an object")
-    if state.state in ("COLLECTING", "SEARCHING", "DEPLOYING", "RECALIBRATING") and not state.user:
+    if state.state in (Phase.COLLECTING, Phase.SEARCHING, Phase.DEPLOYING, Phase.RECALIBRATING) and not state.user:
         raise DamagedState(f"state {state.state} without a user")
-    if state.state == "COLLECTING" and not state.session:
+    if state.state == Phase.COLLECTING and not state.session:
         raise DamagedState("state COLLECTING without a session folder")
-    if state.state in ("SEARCHING", "DEPLOYING") and not state.study:
+    if state.state in (Phase.SEARCHING, Phase.DEPLOYING) and not state.study:
         raise DamagedState(f"state {state.state} without a study folder")
     deployed = state.deployed
     if not isinstance(deployed, dict):
@@ -109,9 +125,9 @@ def _parse(text: str) -> ServiceState:
                 raise DamagedState(f"the deployed model has no {key}")
         if not isinstance(deployed.get("accuracy", 0.0), (int, float)):
             raise DamagedState("the deployed model's accuracy is not a number")
-    if state.state in ("SERVING", "RECALIBRATING") and not deployed:
+    if state.state in (Phase.SERVING, Phase.RECALIBRATING) and not deployed:
         raise DamagedState(f"state {state.state} without a deployed model")
-    if state.state == "RECALIBRATING" and not (state.session and state.rewear.get("phase")):
+    if state.state == Phase.RECALIBRATING and not (state.session and state.rewear.get("phase")):
         raise DamagedState("state RECALIBRATING without its session or flow")
     return state
 

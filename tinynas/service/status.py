@@ -6,15 +6,13 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tinynas.process_memory import memory_bytes
+from tinynas.service.context import ServiceContext
+from tinynas.service.state import Phase
 
-if TYPE_CHECKING:
-    from tinynas.service.runner import Service
 
-
-def snapshot(service: Service) -> dict:
+def snapshot(service: ServiceContext) -> dict:
     """Everything the status page shows, JSON-ready."""
     state = service.state
     device = service.device
@@ -33,7 +31,7 @@ def snapshot(service: Service) -> dict:
     return status
 
 
-def page_snapshot(service: Service) -> dict:
+def page_snapshot(service: ServiceContext) -> dict:
     """`snapshot` plus what only the status page draws: the live signal while recording, the search's trials,
     the served model and its classes, predictions per minute. Computed per request (the status file
     `tinynas service status` reads, written twice a second, stays small)."""
@@ -41,11 +39,11 @@ def page_snapshot(service: Service) -> dict:
 
     status = snapshot(service)
     device = service.device
-    if status["state"] in ("COLLECTING", "RECALIBRATING") and device is not None:
+    if status["state"] in (Phase.COLLECTING, Phase.RECALIBRATING) and device is not None:
         hello = device.hello
         status["collection"]["trace"] = status_views.trace(device.ring, hello.sample_rate_hz, hello.sample_format,
                                                            rest=service.collection.get("rest"))
-    if status["state"] == "SEARCHING" and service.state.study:
+    if status["state"] == Phase.SEARCHING and service.state.study:
         search = status["search"]
         search["trials_list"] = status_views.trials(Path(service.state.study))
         complete = [t for t in search["trials_list"] if t["name"] == search.get("best")]
@@ -62,7 +60,7 @@ def page_snapshot(service: Service) -> dict:
     return status
 
 
-def _ram_budget(service: Service) -> int | None:
+def _ram_budget(service: ServiceContext) -> int | None:
     from tinynas.cost.targets import resolve_target
     from tinynas.errors import TinynasError
 
@@ -72,13 +70,13 @@ def _ram_budget(service: Service) -> int | None:
         return None
 
 
-def search_progress(service: Service) -> dict:
+def search_progress(service: ServiceContext) -> dict:
     """Trials so far, seconds of budget left and the best model of a running search ({} when none runs).
 
     Read from the study's journal (read-only, short timeout) and best.json while the search writes them: a
     locked or half-written file only leaves that figure out of this snapshot.
     """
-    if service.state.state != "SEARCHING" or not service.state.study:
+    if service.state.state != Phase.SEARCHING or not service.state.study:
         return {}
     study = Path(service.state.study)
     result: dict = {"trials": 0}

@@ -1,8 +1,8 @@
 """The service's side threads, each a loop until the service stops: the device stream reader, live
 inference, the status file writer and the stop-request watcher.
 
-The state machine runs in the main thread (`Service._loop`); these only read its state, except the
-inference loop, which records why a deployed model cannot be served in `state.error`.
+The state machine runs in the main thread (`runner.Service`); these only read its state, except the
+inference loop, which records why a deployed model cannot be served (`ServiceContext.update(error=...)`).
 
 Every side thread runs under `supervise`: an exception is logged with its traceback, counted in
 `status` ("threads"), and the loop is started again after a short pause, so no thread can die silently
@@ -21,14 +21,12 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from firmware_bridge.protocol import Samples
 from tinynas.atomic import atomic_write_text
+from tinynas.service.context import ServiceContext
 from tinynas.service.inference import LiveClassifier
-
-if TYPE_CHECKING:
-    from tinynas.service.runner import Service
+from tinynas.service.status import snapshot
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +42,7 @@ class InjectedFault(RuntimeError):
     """The fault a test asked for (FAULT_VARIABLE)."""
 
 
-def _inject(name: str, service: Service) -> None:
+def _inject(name: str, service: ServiceContext) -> None:
     wanted = os.environ.get(FAULT_VARIABLE, "")
     if not wanted or name in service.injected:
         return
@@ -54,13 +52,13 @@ def _inject(name: str, service: Service) -> None:
         raise InjectedFault(f"fault injected into {name} ({FAULT_VARIABLE}={wanted})")
 
 
-def supervise(service: Service, name: str, loop: Callable[[Service], None]) -> threading.Thread:
+def supervise(service: ServiceContext, name: str, loop: Callable[[ServiceContext], None]) -> threading.Thread:
     """Run `loop(service)` in a daemon thread, restarted after any exception until the service stops."""
     health = service.thread_health.setdefault(name, {"restarts": 0, "last_error": "", "last_error_time": None})
 
     def run() -> None:
         pause = 0.2
-        while not service._stop.is_set():
+        while not service.stopping.is_set():
             started = time.monotonic()
             try:
                 loop(service)
@@ -69,24 +67,24 @@ def supervise(service: Service, name: str, loop: Callable[[Service], None]) -> t
                 health.update(restarts=health["restarts"] + 1, last_error=f"{type(exc).__name__}: {exc}",
                               last_error_time=time.time())
             else:
-                if service._stop.is_set():
+                if service.stopping.is_set():
                     return
                 log.error("the %s thread returned while the service runs: started again", name)
                 health["restarts"] += 1
             # Failing at once again and again: retry more slowly, never spin.
             pause = min(MAX_BACKOFF_SECONDS, pause * 2) if time.monotonic() - started < 5.0 else 0.2
-            service._stop.wait(pause)
+            service.stopping.wait(pause)
 
     thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     return thread
 
 
-def read_stream(service: Service) -> None:
+def read_stream(service: ServiceContext) -> None:
     """Hand every sample chunk to the ring (live inference) and every message to the recorder, if one runs."""
     device = service.device
     assert device is not None  # started once the device said HELLO
-    while not service._stop.is_set():
+    while not service.stopping.is_set():
         message = device.link.get(timeout=0.1)
         if message is None:
             continue
@@ -103,12 +101,12 @@ STALE_SECONDS = 2.0
 must not show the last prediction as live while the device is unplugged or silent."""
 
 
-def serve(service: Service) -> None:
+def serve(service: ServiceContext) -> None:
     """Live inference with whatever verified model is deployed (swapped when a new one is)."""
     device = service.device
     assert device is not None  # started once the device said HELLO
     loaded = None
-    while not service._stop.wait(max(0.02, service.config.hop_seconds / 2)):
+    while not service.stopping.wait(max(0.02, service.config.hop_seconds / 2)):
         service.serving_stale = _stale(service)
         deployed = service.state.deployed
         if deployed.get("model") != loaded:
@@ -121,14 +119,14 @@ def serve(service: Service) -> None:
                     service.classifier = LiveClassifier(loaded, card, device.ring, hop, service.config.smoothing)
                 except Exception as exc:  # noqa: BLE001 - a damaged model must not end serving for good
                     log.error("cannot serve %s: %s", loaded, exc)
-                    service.state.error = f"cannot serve {loaded}: {exc}; onboard again to deploy a new model"
+                    service.update(error=f"cannot serve {loaded}: {exc}; onboard again to deploy a new model")
                     continue
                 log.info("serving %s (int8 accuracy %.3f)", loaded, deployed.get("accuracy", float("nan")))
         if service.classifier is not None:
             service.predictions.write(service.classifier.step())
 
 
-def _stale(service: Service) -> str:
+def _stale(service: ServiceContext) -> str:
     """Why live predictions are not current ("" when they are)."""
     device = service.device
     if device is None:
@@ -142,19 +140,19 @@ def _stale(service: Service) -> str:
     return ""
 
 
-def write_status(service: Service) -> None:
+def write_status(service: ServiceContext) -> None:
     """Write the status snapshot to `status.json` twice a second (what `tinynas service status` reads)."""
-    while not service._stop.wait(0.5):
+    while not service.stopping.wait(0.5):
         try:
-            atomic_write_text(service.paths.status, json.dumps(service.status()) + "\n")
+            atomic_write_text(service.paths.status, json.dumps(snapshot(service)) + "\n")
         except OSError as exc:
             log.warning("cannot write status: %s", exc)
 
 
-def watch_requests(service: Service) -> None:
+def watch_requests(service: ServiceContext) -> None:
     """Turn a stop request into SIGTERM, so that it stops the service as systemd does, from any phase."""
     requests = service.paths.requests
-    while not service._stop.wait(0.2):
+    while not service.stopping.wait(0.2):
         for path in sorted(requests.glob("*-stop.json")) if requests.exists() else []:
             path.unlink(missing_ok=True)
             log.info("stop requested")

@@ -53,8 +53,12 @@ function drawPhase(c, now) {
   const going = c.phase === "go" && !c.paused &&
     (!c.go_at || now < c.go_at + (c.late_seconds || 0) + (c.window_seconds || 0));
   phase.className = "phase" + (going ? " go" : "");
-  phase.textContent = c.paused ? "paused" : (going ? "GO - hold it" : (c.phase === "go" ? "checking..." :
-    (c.phase === "ready" ? (left > 0 ? `get ready... ${left}` : "get ready...") : (c.last_line || ""))));
+  // A machine plan holds a state for a block: the page counts the block down instead of "GO".
+  const machine = c.kind === "continuous";
+  const holding = going && machine ? `recording - hold the state, ${Math.max(0, Math.ceil(c.go_at + c.window_seconds - now))} s left` : "";
+  phase.textContent = c.paused ? "paused" : (c.phase === "confirm" ? (c.confirm || "waiting for confirmation") :
+    (going ? (holding || "GO - hold it") : (c.phase === "go" ? "checking..." :
+    (c.phase === "ready" ? (left > 0 ? `get ready... ${left}` : "get ready...") : (c.last_line || "")))));
 }
 
 function drawCollecting(c, device, now) {

@@ -1,0 +1,31 @@
+"""`tinynas simulate`'s person and machine: the signs and states they take from a data set."""
+
+import numpy as np
+import pytest
+
+from tinynas.cli.simulate import SIGNS_FOR_GESTURES, _signs, _states
+from tinynas.data.windows import Windows
+from tinynas.errors import UsageError
+
+
+def _windows(names, length=8):
+    y = np.repeat(np.arange(len(names)), 2)
+    x = (np.arange(len(y) * length, dtype=np.float32).reshape(len(y), length, 1))
+    return Windows(x, y, np.array([str(i) for i in range(len(y))]), tuple(names), 12000.0, ("ch0",), {})
+
+
+def test_gestures4_signs_are_isl_letters_and_a_mapping_can_add_more():
+    by_class = {letter: np.zeros((1, 4, 8)) + i for i, letter in enumerate("ABCD")}
+    signs = _signs(by_class, "")
+    assert all(signs[name] is by_class[letter] for name, letter in SIGNS_FOR_GESTURES.items())
+    assert _signs(by_class, "wave=C")["wave"] is by_class["C"]
+    with pytest.raises(UsageError, match="give PROMPTED=CLASS"):
+        _signs(by_class, "wave=Z")
+
+
+def test_cwru_fault_classes_answer_to_bearing_states_in_recording_order():
+    windows = _windows(("normal", "IR007", "OR007@6", "IR014", "B021"))
+    states = _states(windows)
+    assert {"normal", "inner_race", "outer_race", "ball", "IR007"} <= set(states)
+    inner = states["inner_race"][:, 0]
+    assert inner.tolist() == np.concatenate([windows.x[2:4], windows.x[6:8]]).reshape(-1).tolist()

@@ -1,0 +1,59 @@
+"""The service's steps as a state machine: a step returns its transition, only the runner applies it."""
+
+import json
+
+import pytest
+
+from firmware_bridge.protocol import Hello
+from tinynas.service import onboarding
+from tinynas.service.config import ServiceConfig
+from tinynas.service.context import Phase, ServiceContext, to
+from tinynas.service.paths import request
+
+
+def _context(tmp_path):
+    from firmware_bridge.link import Link
+    from firmware_bridge.ring import SampleRing
+    from tinynas.service.device import Device
+
+    context = ServiceContext(ServiceConfig(data_dir=str(tmp_path / "data"), target="STM32C011F6P6"))
+    hello = Hello("sim", "1", 8, 200.0, "int8")
+    context.device = Device(Link("loop://"), hello, SampleRing(8, 100))  # never opened: steps only read hello
+    return context
+
+
+def test_an_onboarding_request_is_a_transition_that_only_apply_saves(tmp_path):
+    context = _context(tmp_path)
+    request(context.paths.root, "onboard", user="alice", plan="gestures4")
+    transition = onboarding.take_request(context)
+    assert transition.phase == Phase.COLLECTING and transition.changes["user"] == "alice"
+    assert context.state.state == "IDLE" and not context.paths.state.exists()  # nothing applied yet
+    context.apply(transition)
+    saved = json.loads(context.paths.state.read_text())
+    assert saved["state"] == "COLLECTING" and saved["user"] == "alice" and saved["session"].endswith(
+        tuple("0123456789"))
+    assert onboarding.take_request(context) is None  # the request was taken once
+
+
+def test_a_step_cannot_change_the_phase_with_update(tmp_path):
+    context = _context(tmp_path)
+    with pytest.raises(ValueError, match="returning a Transition"):
+        context.update(state="SERVING")
+    context.update(error="something")
+    assert context.state.state == "IDLE" and json.loads(context.paths.state.read_text())["error"] == "something"
+
+
+def test_a_paused_collection_continues_or_ends_by_its_transition(tmp_path):
+    context = _context(tmp_path)
+    context.apply(to(Phase.COLLECTING, user="bob", plan="gestures4", session=str(tmp_path / "s"), paused="why"))
+    assert onboarding.while_paused(context) is None
+    request(context.paths.root, "continue", user="eve")
+    request(context.paths.root, "continue", user="bob")
+    transition = onboarding.while_paused(context)
+    assert transition == to(Phase.COLLECTING, paused="", error="")
+    assert "ignored: the paused collection is bob's" in context.state.error
+    request(context.paths.root, "cancel", user="bob")
+    ended = onboarding.while_paused(context)
+    assert ended.phase == Phase.IDLE and "cancelled" in ended.changes["error"]
+    failed = context.failed(Phase.SEARCHING, RuntimeError("boom"))
+    assert failed.phase == Phase.IDLE and "internal error RuntimeError: boom" in failed.changes["error"]

@@ -1,0 +1,291 @@
+"""`tinynas simulate`: a virtual sensor front-end, alone or with a simulated person or machine in front of it.
+
+Plain: replays a data set's recordings in order (a device to plug things into). `--person`: a person
+wearing the armband follows the service's prompts on its status endpoint and performs each prompted
+sign from the data set, as people do (firmware_bridge/person.py: reaction times, late starts, still
+rests, wrong and missed signs; `--unplug-every` adds replugs). `--machine`: a machine that runs in the
+state the service asks for, and confirms it (`tinynas onboard --continue`) when the plan wants that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+from firmware_bridge.person import Behaviour, Machine, Person
+from tinynas.errors import UsageError
+from tinynas.options import check_positive, check_probability
+from tinynas.service.state import Phase
+
+log = logging.getLogger("tinynas")
+
+SIGNS_FOR_GESTURES = {"fist": "A", "open": "B", "point": "D"}
+"""gestures4's signs as the Italian Sign Language letters that make them: A a fist, B a flat open hand, D the
+index pointing. A prompted class that is a class of the data set is performed as itself."""
+POLL_SECONDS = 0.05
+"""How often the simulated person looks at the status (a page polls less often; the person's reaction is
+counted from the service's GO time, so this only bounds how late a reaction can start)."""
+
+
+def register(sub) -> None:
+    """Add `simulate` to the `tinynas` parser's subcommands."""
+    simulate = sub.add_parser("simulate", help="a virtual sensor front-end on a pseudo-terminal (with --person or "
+                                                "--machine: someone in front of it who follows the service)")
+    simulate.add_argument("--source", default="synthetic:emg", help="data spec to replay (isl:, cwru:, synthetic:)")
+    simulate.add_argument("--port", help="path of the port to create (a symlink to the pty; default: in a temp folder)")
+    simulate.add_argument("--speed", type=float, default=1.0, help="multiple of the true sample rate")
+    simulate.add_argument("--drop", type=float, default=0.0, help="probability of dropping each byte")
+    simulate.add_argument("--flip", type=float, default=0.0, help="probability of flipping a bit in each byte")
+    simulate.add_argument("--unplug-every", type=float, default=0.0,
+                          help="seconds between simulated unplugs (the device restarts, its counter from 0)")
+    simulate.add_argument("--keep-counter", action="store_true",
+                          help="with --unplug-every: a self-powered device, whose counter runs on while unplugged")
+    simulate.add_argument("--device-id", default="tinynas-sim")
+    who = simulate.add_mutually_exclusive_group()
+    who.add_argument("--person", action="store_true",
+                     help="a person who follows the service's prompts and performs each sign from --source")
+    who.add_argument("--machine", action="store_true",
+                     help="a machine that runs in the state the service prompts (states from --source)")
+    simulate.add_argument("--follow", default="http://127.0.0.1:8765/status.json",
+                          help="the service's status endpoint the person or machine follows")
+    simulate.add_argument("--token", default="", help="the status endpoint's token (http_token), if it has one")
+    simulate.add_argument("--config", help="service config (TOML): where to confirm a machine's state and continue "
+                                           "a paused collection (as `tinynas onboard --continue` does)")
+    simulate.add_argument("--signs", default="",
+                          help="prompted class = data-set class, comma-separated (default for ISL: "
+                               + ",".join(f"{k}={v}" for k, v in SIGNS_FOR_GESTURES.items()) + ")")
+    simulate.add_argument("--reaction", type=float, default=0.35, help="median reaction time to GO, seconds")
+    simulate.add_argument("--late", type=float, default=0.1, help="probability of a late start (0.7-1.1 s)")
+    simulate.add_argument("--wrong", type=float, default=0.02, help="probability of making another sign")
+    simulate.add_argument("--miss", type=float, default=0.02, help="probability of making no sign")
+    simulate.add_argument("--noise", type=float, default=1.5,
+                          help="sensor noise of a still arm (standard deviation, in sample units)")
+    simulate.add_argument("--serving-check", action="store_true",
+                          help="with --person: once a model is served, go on making known signs (4 s) and resting "
+                               "(4 s), logging each with the device's sample indices (to check live predictions)")
+    simulate.add_argument("--seed", type=int, default=0)
+    simulate.add_argument("--log", help="append what the person or machine did to this JSON-lines file")
+    simulate.set_defaults(func=_cmd_simulate)
+
+
+def _sample_format(values) -> str:
+    if np.all(np.mod(values, 1) == 0):
+        if values.min() >= -128 and values.max() <= 127:
+            return "int8"
+        if values.min() >= -32768 and values.max() <= 32767:
+            return "int16"
+    return "float32"
+
+
+DTYPES = {"int8": np.int8, "int16": np.int16, "float32": np.float32}
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from firmware_bridge.protocol import Hello
+    from firmware_bridge.simulator import DEFAULT_PORT_NAME, ArraySource, Faults, Simulator
+    from tinynas.data.spec import load_windows
+
+    check_positive("--speed", args.speed, " (1 is the true sample rate)")
+    check_probability("--drop", args.drop)
+    check_probability("--flip", args.flip)
+    for option in ("late", "wrong", "miss"):
+        check_probability(f"--{option}", getattr(args, option))
+    check_positive("--reaction", args.reaction, " (seconds)")
+    if not 0 <= args.noise < 1e6:
+        raise UsageError(f"--noise must be a standard deviation >= 0, got {args.noise:g}")
+    if args.unplug_every:
+        check_positive("--unplug-every", args.unplug_every, " (seconds; 0 never unplugs)")
+    if (args.person or args.machine) and args.speed != 1:
+        raise UsageError("--person and --machine act in real time: drop --speed")
+    port = Path(args.port) if args.port else None
+    if port is not None and not port.parent.is_dir():  # a mistyped --port must not create folders
+        from firmware_bridge.link import LinkError
+
+        raise LinkError(f"cannot create the port {port}: {port.parent} is not a folder")
+    data_dir = _data_dir(args.config) if args.config else None
+    windows = load_windows(args.source)
+    fmt = _sample_format(windows.x)
+    dtype = DTYPES[fmt]
+    hello = Hello(args.device_id, "sim-1", windows.channels, windows.sample_rate_hz, fmt)
+    source: Person | Machine | ArraySource
+    if args.person:
+        by_class = {name: windows.x[windows.y == i] for i, name in enumerate(windows.class_names)}
+        source = Person(_signs(by_class, args.signs), windows.channels, windows.sample_rate_hz, dtype,
+                        noise=args.noise, behaviour=Behaviour(reaction_median_seconds=args.reaction,
+                                                              late_probability=args.late,
+                                                              wrong_probability=args.wrong,
+                                                              miss_probability=args.miss, seed=args.seed))
+    elif args.machine:
+        source = Machine(_states(windows), dtype)
+    else:
+        source = ArraySource(windows.x.reshape(-1, windows.channels).astype(dtype))
+    faults = Faults(drop_byte_probability=args.drop, flip_bit_probability=args.flip, seed=args.seed)
+    with Simulator(source, hello, faults=faults, speed=args.speed, port_dir=port.parent if port else None,
+                   port_name=port.name if port else DEFAULT_PORT_NAME) as simulator:
+        who = " with a person following " if args.person else " with a machine following " if args.machine else ""
+        print(f"simulating {args.source}: {windows.channels} x {fmt} at {windows.sample_rate_hz:g} Hz "
+              f"on {simulator.port}{who}{args.follow if who else ''} (Ctrl-C to stop)", flush=True)
+        follower = Follower(args.follow, args.token, source, data_dir, Path(args.log) if args.log else None,
+                            simulator=simulator, serving_check=args.serving_check) \
+            if args.person or args.machine else None
+        next_unplug = time.monotonic() + args.unplug_every if args.unplug_every else None
+        while True:
+            if follower is not None:
+                follower.step()
+            time.sleep(POLL_SECONDS if follower is not None else 0.2)
+            if next_unplug and time.monotonic() >= next_unplug:
+                simulator.unplug(1.0, restart=not args.keep_counter)
+                if follower is not None:
+                    follower.note({"unplugged": 1.0, "restart": not args.keep_counter})
+                next_unplug = time.monotonic() + args.unplug_every
+
+
+def _data_dir(config: str) -> Path:
+    from tinynas.service.config import load_config
+
+    return Path(load_config(config).data_dir)
+
+
+def _signs(by_class: dict[str, np.ndarray], spec: str) -> dict[str, np.ndarray]:
+    """The signs the person knows: every class of the data set, and the prompted names mapped onto them."""
+    signs = dict(by_class)
+    aliases = dict(SIGNS_FOR_GESTURES)
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, known = item.partition("=")
+        if not name or known not in by_class:
+            raise UsageError(f"--signs {item!r}: give PROMPTED=CLASS with a class of the data set "
+                             f"({', '.join(list(by_class)[:30])})")
+        aliases[name] = known
+    signs.update({name: by_class[known] for name, known in aliases.items() if known in by_class})
+    return signs
+
+
+def _states(windows) -> dict[str, np.ndarray]:
+    """A machine's states from a data set: each class's recordings end to end, under the class name and, for
+    CWRU's fault classes (IR007, B014, OR021@6, ...), under the fault they share (inner_race, ball, outer_race),
+    so a plan that names bearing states finds them."""
+    from tinynas.data.cwru import FAULT_NAMES
+
+    states: dict[str, list[np.ndarray]] = {}
+    for i, name in enumerate(windows.class_names):
+        stream = windows.x[windows.y == i].reshape(-1, windows.channels)
+        states.setdefault(name, []).append(stream)
+        prefix = name.rstrip("0123456789@").rstrip("0123456789")
+        fault = FAULT_NAMES.get(prefix)
+        if fault and fault != name:
+            states.setdefault(fault, []).append(stream)
+    return {name: np.concatenate(parts) for name, parts in states.items()}
+
+
+class Follower:
+    """Reads the service's status and makes the person or machine do what it prompts."""
+
+    def __init__(self, url: str, token: str, source, data_dir: Path | None, log_path: Path | None,
+                 simulator=None, serving_check: bool = False) -> None:
+        self.url = url + (("&" if "?" in url else "?") + f"token={token}" if token else "")
+        self.source = source
+        self.data_dir = data_dir
+        self.log_path = log_path
+        self.acted: float | None = None
+        self.confirmed: float | None = None
+        self.continued_pause = ""
+        self.unreachable_since: float | None = None
+        self.simulator = simulator
+        self.serving_check = serving_check
+        self.next_sign_at = 0.0
+        self.logged_played = 0
+
+    def status(self) -> dict:
+        try:
+            with urllib.request.urlopen(self.url, timeout=2) as answer:
+                status = json.loads(answer.read())
+            self.unreachable_since = None
+            return status if isinstance(status, dict) else {}
+        except (OSError, ValueError, urllib.error.URLError):
+            if self.unreachable_since is None:
+                self.unreachable_since = time.monotonic()
+                log.info("status endpoint %s not reachable yet (is `tinynas service run` up?)", self.url)
+            return {}
+
+    def note(self, event: dict) -> None:
+        """Append what was done to the log file (JSON lines), if there is one."""
+        if self.log_path is not None:
+            with open(self.log_path, "a", encoding="utf-8") as file:
+                file.write(json.dumps({"time": round(time.time(), 3), **event}) + "\n")
+
+    def step(self) -> None:
+        """Look at the status once and act on it."""
+        status = self.status()
+        collection = status.get("collection") or {}
+        if self.serving_check and status.get("state") == Phase.SERVING and isinstance(self.source, Person):
+            self._check_serving(status)
+            return
+        if status.get("state") != Phase.COLLECTING or not collection.get("prompt"):
+            if isinstance(self.source, Machine) and self.source.state is not None and status.get("state"):
+                self.source.stop()  # nothing is recorded: the operator switches the machine off
+                self.note({"state": None})
+            return
+        if status.get("paused") or collection.get("paused"):
+            self._continue_pause(status)
+            return
+        label = str(collection["prompt"])
+        if isinstance(self.source, Machine):
+            if label in self.source.states and self.source.state != label:
+                self.source.set_state(label)
+                self.note({"state": label})
+            key = collection.get("confirm_since")  # one confirmation per block, across service restarts
+            if collection.get("phase") == "confirm" and key and self.confirmed != key:
+                self.confirmed = key
+                self._request("continue", status.get("user"))
+                self.note({"confirmed": label})
+            return
+        assert isinstance(self.source, Person)
+        go_at = collection.get("go_at")  # one reaction per GO, across service restarts
+        if collection.get("phase") == "go" and go_at and self.acted != go_at:
+            self.acted = go_at
+            since = max(0.0, time.time() - float(go_at))
+            done = self.source.react(label, float(collection.get("window_seconds") or 2.0), since)
+            self.note({"prompt": label, "number": collection.get("number"), "attempt": collection.get("attempt"),
+                       "seen_after_go": round(since, 3), **done})
+
+    def _check_serving(self, status: dict) -> None:
+        """Alternate 4 s of a known sign with 4 s of stillness; log what was played at device sample indices."""
+        assert isinstance(self.source, Person) and self.simulator is not None
+        now = time.monotonic()
+        known = [c for c in status.get("classes") or [] if c in self.source.signs and c != self.source.rest_class]
+        if known and now >= self.next_sign_at:
+            sign = known[int(self.source.rng.integers(len(known)))]
+            self.source.perform(sign, 0.0, 4.0)
+            self.next_sign_at = now + 8.0
+        # The device's index of a source sample: the simulator streams the source in order from its counter
+        # (exact to one frame, the block being read as this runs).
+        offset = self.source.samples_read - self.simulator.sample_index
+        for sign, first, count in self.source.played[self.logged_played:]:
+            self.note({"played": sign, "device_first": first - offset, "samples": count})
+        self.logged_played = len(self.source.played)
+
+    def _continue_pause(self, status: dict) -> None:
+        # As a person reading the page: checks the armband (a few seconds), then continues the collection.
+        paused = str(status.get("paused") or "")
+        key = f"{(status.get('collection') or {}).get('paused_at')}:{paused}"
+        if key == self.continued_pause or self.data_dir is None:
+            return
+        time.sleep(2.0)
+        self.continued_pause = key
+        self._request("continue", status.get("user"))
+        self.note({"continued": paused})
+
+    def _request(self, kind: str, user) -> None:
+        from tinynas.service.runner import request
+
+        if self.data_dir is None:
+            log.warning("cannot %s the collection of %s: give --config (the service's data_dir)", kind, user)
+            return
+        request(self.data_dir, kind, user=user)

@@ -1,0 +1,170 @@
+"""What the service's steps share: the phases, the transition a step returns, and the context it runs in.
+
+The service is a state machine (`runner.Service` runs it). A step (`collect`, `search_deploy`, `onboarding`,
+`rewear`) takes the `ServiceContext` and returns the `Transition` it ends with, or None to stay in its phase;
+only the runner applies a transition (`ServiceContext.apply`, which saves `state.json`). Within a phase a
+step records progress with `update` (never the phase), and reads the rest through the context's public
+members: the config, the files (`paths`), the device, the workers, the live collection record. Steps and the
+status snapshot import this module, never the runner.
+
+    IDLE / SERVING --onboard--> COLLECTING --> SEARCHING --> DEPLOYING --> SERVING (or back, refused)
+    SERVING --recalibrate--> COLLECTING --> RECALIBRATING --> SERVING (the old model served throughout)
+    COLLECTING --paused--> COLLECTING (paused; --continue resumes it, --cancel ends it: IDLE / SERVING)
+    any step that fails --> IDLE / SERVING, the reason in `error`
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from firmware_bridge.recorder import Recorder
+from tinynas.errors import TinynasError, user_message
+from tinynas.service.config import ServiceConfig
+from tinynas.service.device import Device
+from tinynas.service.inference import LiveClassifier, PredictionLog
+from tinynas.service.paths import ServicePaths, pending_requests
+from tinynas.service.state import Phase, ServiceState, load_state, save_state
+
+__all__ = ["Phase", "ServiceContext", "ServiceError", "Transition", "to"]
+
+if TYPE_CHECKING:
+    from tinynas.study.pool import WorkerPool
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Transition:
+    """Where a step ends: the next phase and the state fields that change with it."""
+
+    phase: Phase
+    changes: dict[str, Any] = field(default_factory=dict)
+
+
+def to(phase: Phase, **changes: Any) -> Transition:
+    """The transition to `phase` with `changes` (e.g. `to(Phase.SEARCHING, study=...)`)."""
+    return Transition(phase, changes)
+
+
+class ServiceError(TinynasError, RuntimeError):
+    """A service that cannot run (no device, bad config)."""
+
+
+class ServiceContext:
+    """The service as its steps and threads see it (the runner adds the loop that steps it)."""
+
+    def __init__(self, config: ServiceConfig, on_prompt=None) -> None:
+        self.config = config
+        self.paths = ServicePaths(config.data_dir)
+        self.paths.root.mkdir(parents=True, exist_ok=True)
+        self.state: ServiceState = load_state(self.paths.state, repair=True)
+        self.on_prompt = on_prompt
+        self.collection: dict = {}
+        """The running collection as `status` shows it (prompt, phase, counts, GO times), or {}."""
+        self.prompt_number = 0
+        self.recorder: Recorder | None = None
+        self.classifier: LiveClassifier | None = None
+        self.predictions = PredictionLog(self.paths.predictions)
+        self.workers: WorkerPool | None = None
+        """The search's training workers: started when recording starts, kept through the search."""
+        self.device: Device | None = None
+        """The sensor front-end, once it said HELLO (the service waits for it, serving the status page)."""
+        self.waiting_for_device = ""
+        """Why the service still waits for the device ("" once it is there)."""
+        self.thread_health: dict[str, dict] = {}
+        """Per side thread: restarts and the last error (threads.supervise)."""
+        self.serving_stale = ""
+        """Why the live predictions are not current ("" when they are)."""
+        self.injected: set[str] = set()
+        self.stopping = threading.Event()
+        """Set when the service stops: every loop and wait ends on it."""
+        self._lock = threading.Lock()
+
+    # ---- the state store ---------------------------------------------------------------------
+    def apply(self, transition: Transition) -> None:
+        """Enter the transition's phase with its changes, saved (the runner's alone to call)."""
+        self._store(state=str(transition.phase), **transition.changes)
+
+    def update(self, **changes: Any) -> None:
+        """Record progress within the current phase (never the phase itself: steps return transitions)."""
+        if "state" in changes:
+            raise ValueError("a step changes the phase by returning a Transition, not with update()")
+        self._store(**changes)
+
+    def _store(self, **changes: Any) -> None:
+        with self._lock:
+            for key, value in changes.items():
+                setattr(self.state, key, value)
+            try:
+                save_state(self.paths.state, self.state)
+            except OSError as exc:
+                # A full or read-only disk: keep going on the state in memory (status shows it) rather
+                # than exit into a restart loop; the previous state.json and its copy are intact.
+                log.error("cannot save the service state: %s", user_message(exc) or exc)
+                if not self.state.error:
+                    self.state.error = f"cannot save the service state: {user_message(exc) or exc}"
+        log.info("state %s%s", self.state.state, f" ({self.state.user})" if self.state.user else "")
+
+    def refuse(self, why: str) -> None:
+        """Tell the user (status, log) why a request was not followed; the phase does not change."""
+        log.warning("%s", why)
+        self.update(error=why)
+
+    # ---- what the steps read -----------------------------------------------------------------
+    def requests(self, kind: str) -> list[tuple[Path, dict]]:
+        """Pending requests of one kind, oldest first; unreadable ones are dropped with a log line."""
+        return pending_requests(self.paths.requests, kind)
+
+    def idle_phase(self) -> Phase:
+        """Where the service rests: SERVING when a model is deployed, else IDLE."""
+        return Phase.SERVING if self.state.deployed else Phase.IDLE
+
+    def rewear_running(self) -> bool:
+        """Whether the current COLLECTING / RECALIBRATING phase belongs to a re-wear flow."""
+        return self.state.rewear.get("phase") in ("collecting", "recalibrating", "adapting")
+
+    def ended_rewear(self, phase: str, text: str) -> dict:
+        """state.rewear after the phase ended early (unchanged when no re-wear flow was running)."""
+        if not self.rewear_running():
+            return self.state.rewear
+        return {**self.state.rewear, "phase": phase, "text": text, "finished": time.time()}
+
+    def require_device(self) -> Device:
+        """The connected device (the state machine runs only once there is one)."""
+        if self.device is None:
+            raise ServiceError("no device yet")
+        return self.device
+
+    def plan_fit(self, plan):
+        """How the plan's windows fit the target on this device (PlanDoesNotFit if they cannot)."""
+        from tinynas.cost.targets import resolve_target
+        from tinynas.service.fit import check_plan_fits
+
+        hello = self.require_device().hello
+        return check_plan_fits(plan, resolve_target(self.config.target), hello.channels,
+                               hello.sample_rate_hz, self.config.runtime)
+
+    def failed(self, phase: str, exc: BaseException) -> Transition:
+        """Where a step that failed ends: IDLE (or SERVING the previous model), the reason in `error`.
+
+        Never re-raised: systemd would restart the service into the same failure forever, and no new
+        request would ever be read.
+        """
+        message = user_message(exc)
+        if message is None:
+            log.error("%s failed with an internal error", phase, exc_info=exc)
+            message = f"internal error {type(exc).__name__}: {exc} (a bug: please report it with the log)"
+        if phase in (Phase.IDLE, Phase.SERVING):
+            error = f"reading requests failed: {message}"
+        else:
+            kept = f"; recordings kept in {self.state.session}" if self.state.session else ""
+            error = f"{phase.lower()} for {self.state.user} failed: {message}{kept}; onboard again when fixed"
+        log.error("%s", error)
+        self.collection = {}
+        return to(self.idle_phase(), paused="", error=error,
+                  rewear=self.ended_rewear("failed", error + "; the old model stays"))

@@ -1,0 +1,117 @@
+"""What serving answers when nothing it knows is performed: idle is an answer, and so is "unknown".
+
+Two rules, both set when a model is deployed and recorded in the deployed card (`card["serving"]`):
+
+- **Still**: a gesture plan's window whose level (the guide's raw RMS over every channel) stays under
+  `guide.STILL_FACTOR` times the rest level measured during the collection is the plan's rest class, or
+  "unknown" when the plan has none (isl26): an idle arm is not a sign, whatever the network says about a
+  window it never saw the like of.
+- **Unsure**: below a confidence calibrated on held-out windows the answer is "unknown": the confidence
+  under which only `MISSED_FRACTION` of the correctly classified held-out windows fall.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from firmware_bridge.guide import STILL_FACTOR
+
+UNKNOWN = "unknown"
+MISSED_FRACTION = 0.05
+"""Correct held-out answers that the confidence threshold may turn into "unknown" (what it costs)."""
+MAX_THRESHOLD = 0.9
+"""Never ask for more confidence than this: a model sure of most windows must still answer the rest."""
+MIN_CALIBRATION = 20
+"""Correct held-out answers needed to set a threshold: a quantile of fewer (gestures4's 4 validation windows)
+is noise, so such a model answers every window that is not still."""
+
+
+@dataclass(frozen=True)
+class IdleRule:
+    """The deployed model's rules for idle and unknown windows."""
+
+    unknown_below: float = 0.0
+    """Confidence under which the answer is "unknown" (0: never)."""
+    still_rms: float = 0.0
+    """Raw RMS under which a window is still (0: no still rule, e.g. a machine plan)."""
+    still_label: str = UNKNOWN
+    """The answer for a still window: the plan's rest class, else "unknown"."""
+    calibrated_on: str = ""
+    """Which windows set `unknown_below`, with their count."""
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict (the deployed card's "serving")."""
+        return asdict(self)
+
+    @classmethod
+    def from_card(cls, card: dict) -> IdleRule:
+        """The rule recorded in a deployed card; none (answer every window) for a card without one."""
+        known = {key: value for key, value in (card.get("serving") or {}).items() if key in cls.__dataclass_fields__}
+        return cls(**known)
+
+    def is_still(self, window: np.ndarray) -> bool:
+        """Whether a raw window is as still as the rest heard during the collection."""
+        return self.still_rms > 0 and float(np.sqrt(np.mean(np.square(window, dtype=np.float64)))) < self.still_rms
+
+    def answer(self, window: np.ndarray, label: str, confidence: float) -> tuple[str, str]:
+        """(the answer, why it is not the network's: "" / "still" / "unsure") for a raw window and the network's
+        best label with its confidence."""
+        if self.is_still(window):
+            return self.still_label, "still"
+        if confidence < self.unknown_below:
+            return UNKNOWN, "unsure"
+        return label, ""
+
+
+def confidence_threshold(confidences: np.ndarray, correct: np.ndarray) -> float:
+    """The confidence under which MISSED_FRACTION of the correct held-out answers fall (at most MAX_THRESHOLD);
+    0 with fewer than MIN_CALIBRATION correct answers (nothing to calibrate on: no "unknown" rather than a
+    guess)."""
+    right = np.asarray(confidences, dtype=np.float64)[np.asarray(correct, dtype=bool)]
+    if len(right) < MIN_CALIBRATION:
+        return 0.0
+    return float(min(MAX_THRESHOLD, np.quantile(right, MISSED_FRACTION)))
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of int8 logits (as float64)."""
+    shifted = np.asarray(logits, dtype=np.float64) - np.max(logits, axis=1, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
+def session_rest_level(session: str | Path) -> float | None:
+    """The median rest level (raw RMS) the guide measured before the prompts of a session (events.jsonl's
+    "rest_rms"); None when the session has none (a machine plan, or one recorded before they were kept)."""
+    levels = []
+    try:
+        lines = (Path(session) / "events.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # a torn last line
+        level = event.get("rest_rms") if isinstance(event, dict) else None
+        if isinstance(level, (int, float)) and not isinstance(level, bool) and math.isfinite(level) and level > 0:
+            levels.append(float(level))
+    return float(np.median(levels)) if levels else None
+
+
+def idle_rule(plan, session: str | Path, confidences: np.ndarray, correct: np.ndarray, where: str) -> IdleRule:
+    """The rule for a model deployed from `session` with `plan`, calibrated on held-out answers (`where` names
+    them and their count)."""
+    still_rms = 0.0
+    if plan.kind == "gesture":
+        rest = session_rest_level(session)
+        still_rms = STILL_FACTOR * rest if rest else 0.0
+    threshold = confidence_threshold(confidences, correct)
+    if not threshold:
+        where += f" (under {MIN_CALIBRATION} correct: no threshold)"
+    return IdleRule(threshold, still_rms, plan.rest_class or UNKNOWN, where)
