@@ -29,3 +29,24 @@ def test_cwru_fault_classes_answer_to_bearing_states_in_recording_order():
     assert {"normal", "inner_race", "outer_race", "ball", "IR007"} <= set(states)
     inner = states["inner_race"][:, 0]
     assert inner.tolist() == np.concatenate([windows.x[2:4], windows.x[6:8]]).reshape(-1).tolist()
+
+
+def test_the_follower_reacts_once_per_go_and_says_what_it_cannot_do(caplog):
+    from firmware_bridge.person import Behaviour, Person
+    from tinynas.cli.simulate import Follower
+
+    person = Person({"fist": np.ones((1, 40, 2)) * 30}, 2, 200.0, np.int8, behaviour=Behaviour(seed=0))
+    follower = Follower("http://127.0.0.1:9/status.json", "", person, None, None)
+    status = {"state": "COLLECTING", "collection": {"prompt": "fist", "phase": "go", "go_at": 1.0,
+                                                    "window_seconds": 0.2, "rest_class": "rest"}}
+    follower.status = lambda: status
+    follower.step()
+    follower.step()  # the same GO: no second reaction
+    assert [r["asked"] for r in person.reactions] == ["fist"]
+    status["collection"] = {**status["collection"], "prompt": "wave", "go_at": 2.0}
+    follower.step()
+    follower.step()
+    assert caplog.text.count("cannot do 'wave'") == 1 and "--signs wave=CLASS" in caplog.text
+    status["collection"] = {**status["collection"], "prompt": "rest", "go_at": 3.0}
+    follower.step()
+    assert "cannot do 'rest'" not in caplog.text and person.reactions[-1]["made"] is None

@@ -201,6 +201,11 @@ class Follower:
         self.serving_check = serving_check
         self.next_sign_at = 0.0
         self.logged_played = 0
+        self.warned: set[str] = set()
+
+    def source_names(self) -> set[str]:
+        """The signs the person knows or the states the machine has."""
+        return set(self.source.states if isinstance(self.source, Machine) else self.source.signs)
 
     def status(self) -> dict:
         try:
@@ -236,6 +241,12 @@ class Follower:
             self._continue_pause(status)
             return
         label = str(collection["prompt"])
+        if label not in self.warned and label not in self.source_names() and label != collection.get("rest_class"):
+            self.warned.add(label)  # said once: its windows will be rejected until it is mapped
+            how = (f"its states: {', '.join(sorted(self.source_names()))}" if isinstance(self.source, Machine)
+                   else f"map one with --signs {label}=CLASS")
+            log.warning("the simulated %s cannot do %r: the data set has no such class (%s)",
+                        "machine" if isinstance(self.source, Machine) else "person", label, how)
         if isinstance(self.source, Machine):
             if label in self.source.states and self.source.state != label:
                 self.source.set_state(label)

@@ -90,7 +90,8 @@ def collect(service: ServiceContext) -> Transition:
         # The plan or the target changed since the request: nothing to resume until that is fixed.
         return service.failed(Phase.COLLECTING, exc)
     total = len(plan.prompts()) * plan.segments  # recorded windows: a machine block records several segments
-    service.collection = {"total": total, "accepted": 0, "plan": plan.name, "verb": plan.verb, "kind": plan.kind}
+    service.collection = {"total": total, "accepted": 0, "plan": plan.name, "verb": plan.verb, "kind": plan.kind,
+                          "rest_class": plan.rest_class}
 
     def announced(label: str, attempt: int) -> None:
         service.prompt_number += 1
