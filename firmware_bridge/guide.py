@@ -89,6 +89,19 @@ class Plan:
         elif self.hold_seconds or self.window_samples or self.hop_samples:
             raise PlanError(f"plan {self.name!r}: hold_seconds, window_samples and hop_samples go with continuous "
                             f"plans (a gesture is one window)")
+        self._check_size()
+
+    def _check_size(self) -> None:
+        # Counted, never listed: a typo of 10^9 repetitions must not build a list of them.
+        if self.window_seconds > MAX_SEGMENT_SECONDS or self.countdown > MAX_COUNTDOWN or \
+                self.rest_seconds > MAX_REST_SECONDS:
+            raise PlanError(f"plan {self.name!r}: window_seconds at most {MAX_SEGMENT_SECONDS:g}, countdown at most "
+                            f"{MAX_COUNTDOWN}, rest_seconds at most {MAX_REST_SECONDS:g}")
+        prompts = len(self.order) if self.order else self.repetitions * len(self.classes)
+        total = prompts * (self.block_seconds + self.countdown + self.rest_seconds)
+        if total > MAX_PLAN_SECONDS:
+            raise PlanError(f"plan {self.name!r} would take {total / 3600:.1f} h ({prompts:,} prompts); at most "
+                            f"{MAX_PLAN_SECONDS / 3600:g} h in one collection")
 
     def _check_durations(self) -> None:
         # A segment is cut from the recorder's memory (60 s by default) once it is complete.
@@ -101,10 +114,6 @@ class Plan:
                             f"{MAX_HOLD_SECONDS:g} s")
         if self.window_samples < 0 or self.hop_samples < 0:
             raise PlanError(f"plan {self.name!r}: window_samples and hop_samples are sample counts (0: chosen)")
-        total = len(self.prompts()) * (self.block_seconds + self.countdown + self.rest_seconds)
-        if total > MAX_PLAN_SECONDS:
-            raise PlanError(f"plan {self.name!r} would take {total / 3600:.1f} h; at most "
-                            f"{MAX_PLAN_SECONDS / 3600:g} h in one collection")
 
     @property
     def segments(self) -> int:
@@ -129,12 +138,28 @@ class Plan:
         """JSON-ready dict (stored in the session manifest)."""
         return asdict(self)
 
+    def check_searchable(self) -> None:
+        """PlanError unless every class gets MIN_RECORDINGS recordings: a plan an onboarding searches on (the split
+        keeps a recording together; a re-wear's 2 repetitions only fine-tune and verify, and pass)."""
+        per_class = ({c: self.order.count(c) for c in self.classes} if self.order else
+                     dict.fromkeys(self.classes, self.repetitions))
+        fewest = min(per_class, key=lambda c: per_class[c])
+        if per_class[fewest] * self.segments < MIN_RECORDINGS:
+            raise PlanError(f"plan {self.name!r} records {per_class[fewest] * self.segments} recording(s) of "
+                            f"{fewest}; a class needs at least {MIN_RECORDINGS} to search on (one each to train, "
+                            f"validate and test on): raise repetitions")
+
 
 MAX_SEGMENT_SECONDS = 30.0
 """The longest recorded segment (half the recorder's 60 s of memory, from which it is cut and checked)."""
 MAX_HOLD_SECONDS = 3600.0
 MAX_PLAN_SECONDS = 12 * 3600.0
-"""Longer than this is a typo (60 minutes for 60 seconds), not a plan."""
+MAX_COUNTDOWN = 60
+MAX_REST_SECONDS = 600.0
+"""Longer than these is a typo (60 minutes for 60 seconds), not a plan."""
+MIN_RECORDINGS = 3
+"""Recordings per class an onboarding plan must make: the split keeps a recording together, and the search needs
+one to train, one to validate and one to test on."""
 
 
 PRESETS = {

@@ -272,7 +272,7 @@ def test_a_late_sign_is_found_where_the_person_made_it(tmp_path):
     ({"order": ("a", "c")}, r"order names c, not among its classes"),
     ({"order": ("a", "a")}, r"order never prompts b"),
     ({"window_samples": -1}, r"sample counts"),
-    ({"hold_seconds": 3000.0, "repetitions": 20}, r"would take 33.4 h; at most 12 h"),
+    ({"hold_seconds": 3000.0, "repetitions": 20}, r"would take 33.4 h \(40 prompts\); at most 12 h"),
 ])
 def test_a_machine_plan_with_impossible_durations_is_refused_in_one_line(fields, message):
     with pytest.raises(PlanError, match=message):

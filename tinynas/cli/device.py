@@ -200,6 +200,7 @@ def _cmd_onboard(args: argparse.Namespace) -> int:
               f"model requested (it keeps serving meanwhile); follow it with `tinynas service status`")
         return 0
     plan = load_plan(args.plan or config.plan)  # a bad plan is refused here, not later on the device
+    plan.check_searchable()
     try:  # the running service says which device it reads; without it the service checks the plan itself
         device = json.loads(ServicePaths(config.data_dir).status.read_text()).get("device") or {}
     except (OSError, ValueError, AttributeError):

@@ -36,6 +36,7 @@ def take_request(service: ServiceContext) -> Transition | None:
             continue
         try:
             plan_object = load_plan(str(plan))
+            plan_object.check_searchable()
             service.plan_fit(plan_object)  # fail fast, before anyone performs a gesture
         except (TinynasError, BridgeError) as exc:
             service.refuse(f"onboarding of {user} refused: {exc}")
