@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -50,7 +51,10 @@ def test_onboard_status_and_stop_requests(tmp_path):
     assert len(requests) == 1 and json.loads(requests[0].read_text())["user"] == "carla"
     status = json.loads(tinynas("service", "status", "--json", "--config", str(config)).stdout)
     assert status["running"] is False and status["state"] == "IDLE"
-    assert tinynas("service", "stop", "--config", str(config)).returncode == 0
+    stop = tinynas("service", "stop", "--config", str(config))
+    # No service runs: a stop request left now would stop the next start instead.
+    assert stop.returncode == 0 and "nothing to stop" in stop.stdout
+    assert not list((tmp_path / "data" / "requests").glob("*-stop.json"))
     bad = tinynas("onboard", "--user", "dan", "--plan", "no-such-plan", "--config", str(config))
     assert bad.returncode == 2 and "unknown plan" in bad.stderr
 
@@ -61,9 +65,54 @@ def test_install_writes_a_restarting_unprivileged_memory_capped_unit(tmp_path):
     run = tinynas("service", "install", "--config", str(config), "--unit-dir", str(tmp_path), "--user", "pi")
     assert run.returncode == 0, run.stderr
     unit = (tmp_path / "tinynas.service").read_text()
-    for line in ("Restart=on-failure", "User=pi", "MemoryMax=1536M", f"--config {config}",
-                 f"ReadWritePaths={tmp_path / 'data'}"):
+    for line in ("Restart=on-failure", "RestartPreventExitStatus=2", "User=pi", "MemoryMax=1536M",
+                 f"--config {config}", f"ReadWritePaths={tmp_path / 'data'}"):
         assert line in unit
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--user", "x\nExecStartPre=/bin/sh"), "is not a system user name"),
+    (("--memory-max", "lots"), "--memory-max 'lots'"),
+    (("--config", "{w}/a b.toml"), "cannot go into a systemd unit"),
+])
+def test_install_refuses_what_would_inject_into_or_break_the_unit(tmp_path, args, message):
+    (tmp_path / "a b.toml").write_text(f'data_dir = "{tmp_path / "data"}"\n')
+    (tmp_path / "ok.toml").write_text(f'data_dir = "{tmp_path / "data"}"\n')
+    args = tuple(a.replace("{w}", str(tmp_path)) for a in args)
+    config = () if "--config" in args else ("--config", str(tmp_path / "ok.toml"))
+    run = tinynas("service", "install", *config, *args, "--unit-dir", str(tmp_path))
+    assert run.returncode == 2 and message in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "tinynas.service").exists()
+
+
+def test_a_pid_file_of_0_or_minus_1_is_not_a_running_service(tmp_path):
+    from tinynas.service.paths import ServicePaths, running_pid
+
+    paths = ServicePaths(tmp_path)
+    for text in ("0", "-1", "99999999999999999999999", "x"):
+        paths.pid.write_text(text)
+        assert running_pid(paths) is None
+    paths.pid.write_text(str(os.getpid()))
+    assert running_pid(paths) == os.getpid()
+
+
+def test_a_second_service_on_the_same_data_dir_is_refused_in_one_line(tmp_path):
+    import fcntl
+
+    from tinynas.service.paths import ServicePaths
+
+    config = tmp_path / "tinynas.toml"
+    config.write_text(f'data_dir = "{tmp_path / "data"}"\nport = "{tmp_path / "nope"}"\n'
+                      f'http_port = {_free_port()}\n')
+    paths = ServicePaths(tmp_path / "data")
+    paths.root.mkdir()
+    with open(paths.lock, "a+") as held:  # what a running service holds
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        paths.pid.write_text(str(os.getpid()))
+        run = tinynas("service", "run", "--config", str(config))
+    assert run.returncode == 2 and "another tinynas service already runs on" in run.stderr
+    assert f"(pid {os.getpid()})" in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    assert paths.pid.read_text() == str(os.getpid())  # the running one's pid file is left alone
 
 
 def _free_port():

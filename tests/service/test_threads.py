@@ -64,3 +64,22 @@ def test_an_injected_fault_fires_once_in_its_phase(monkeypatch):
     except threads.InjectedFault:
         pass
     threads._inject("read_stream", service)  # once only
+
+
+def test_a_stop_request_left_before_the_service_started_does_not_stop_it(tmp_path):
+    """`tinynas service stop` while no service ran used to leave a request that stopped the next start."""
+    import json
+    import time as clock
+
+    requests = tmp_path / "requests"
+    requests.mkdir()
+    old = requests / "1-stop.json"  # named as `request` names them: time_ns first
+    old.write_text(json.dumps({"kind": "stop"}))
+    service = SimpleNamespace(stopping=threading.Event(), paths=SimpleNamespace(requests=requests),
+                              started_ns=clock.time_ns())
+    thread = threading.Thread(target=threads.watch_requests, args=(service,), daemon=True)
+    thread.start()
+    _wait(lambda: not old.exists())
+    service.stopping.set()
+    thread.join(5)
+    assert not thread.is_alive()  # (had it been taken, SIGTERM would have ended this test run)

@@ -95,21 +95,14 @@ def _cmd_service_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_service_status(args: argparse.Namespace) -> int:
-    import os
-
+    from tinynas.service.paths import running_pid
     from tinynas.service.runner import ServicePaths
     from tinynas.service.state import load_state
 
     config = _service_config(args)
     paths = ServicePaths(config.data_dir)
     state = load_state(paths.state)
-    running = False
-    if paths.pid.exists():
-        try:
-            os.kill(int(paths.pid.read_text()), 0)
-            running = True
-        except (OSError, ValueError):
-            running = False
+    running = running_pid(paths) is not None
     status = {"running": running, **state.to_dict()}
     if running and paths.status.exists():
         try:
@@ -162,10 +155,16 @@ def _cmd_service_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_service_stop(args: argparse.Namespace) -> int:
+    from tinynas.service.paths import ServicePaths, running_pid
     from tinynas.service.runner import request
 
-    request(_service_config(args).data_dir, "stop")
-    print("stop requested")
+    data_dir = _service_config(args).data_dir
+    pid = running_pid(ServicePaths(data_dir))
+    if pid is None:  # a request left now would stop the next start instead
+        print(f"no service runs on {data_dir}: nothing to stop")
+        return 0
+    request(data_dir, "stop", pid=pid)
+    print(f"stop of the service (pid {pid}) requested")
     return 0
 
 

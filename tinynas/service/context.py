@@ -81,6 +81,8 @@ class ServiceContext:
         self.serving_stale = ""
         """Why the live predictions are not current ("" when they are)."""
         self.injected: set[str] = set()
+        self.started_ns = 0
+        """When this service started running (time.time_ns): requests left before it are not for it."""
         self.stopping = threading.Event()
         """Set when the service stops: every loop and wait ends on it."""
         self._lock = threading.Lock()

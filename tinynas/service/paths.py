@@ -25,11 +25,38 @@ class ServicePaths:
         self.status = self.root / "status.json"
         self.requests = self.root / "requests"
         self.pid = self.root / "service.pid"
+        self.lock = self.root / "service.lock"
         self.predictions = self.root / "predictions.jsonl"
 
     def profile(self, user: str) -> Path:
         """The folder of one user's (or machine's) sessions, studies and models."""
         return self.root / "profiles" / user
+
+
+def running_pid(paths: ServicePaths) -> int | None:
+    """The pid of the service running on these paths, None when none runs (no pid file, a pid of 0 or below, not
+    a number, or no such process)."""
+    import os
+
+    try:
+        pid = int(paths.pid.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    if not 0 < pid < 2 ** 31:  # 0 and -1 would signal a process group, not a process
+        return None
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return pid  # another user's process: it exists
+    except OSError:
+        return None
+    return pid
+
+
+def request_time_ns(path: Path) -> int | None:
+    """When a request file was left (its name's prefix, `request`), None for a name not of that form."""
+    head = path.name.split("-", 1)[0]
+    return int(head) if head.isdigit() else None
 
 
 REQUESTS = ("onboard", "recalibrate", "continue", "cancel", "stop")

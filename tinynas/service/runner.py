@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 from tinynas.interrupts import sigterm_as_interrupt
 from tinynas.service import collect, onboarding, search_deploy, threads
 from tinynas.service.context import Phase, ServiceContext, ServiceError, Transition
 from tinynas.service.device import connect
-from tinynas.service.paths import REQUESTS, ServicePaths, request
+from tinynas.service.paths import REQUESTS, ServicePaths, request, running_pid
 from tinynas.service.status import page_snapshot, snapshot
 from tinynas.service.status_server import StatusServer
 
@@ -57,6 +58,8 @@ class Service(ServiceContext):
             self._run()
 
     def _run(self) -> None:
+        lock = self._lock_data_dir()
+        self.started_ns = time.time_ns()
         self.paths.pid.write_text(str(os.getpid()))
         server = None
         side = []
@@ -88,7 +91,28 @@ class Service(ServiceContext):
             self.predictions.close()
             if self.recorder is not None:
                 self.recorder.close()
-            self.paths.pid.unlink(missing_ok=True)
+            try:  # only our own pid file: another service's must survive this one's end
+                if self.paths.pid.read_text().strip() == str(os.getpid()):
+                    self.paths.pid.unlink()
+            except OSError:
+                pass
+            lock.close()
+
+    def _lock_data_dir(self):
+        """Hold `data_dir`'s lock for the life of this service, or ServiceError if another service holds it: two
+        services on one data_dir would split the serial stream and race on state.json."""
+        import fcntl
+
+        handle = open(self.paths.lock, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            other = running_pid(self.paths)
+            who = f" (pid {other})" if other else ""
+            raise ServiceError(f"another tinynas service already runs on {self.paths.root}{who}: stop it first "
+                               f"(tinynas service stop)") from None
+        return handle
 
     def _set_waiting(self, text: str) -> None:
         self.waiting_for_device = text

@@ -26,6 +26,7 @@ from firmware_bridge.protocol import Samples
 from tinynas.atomic import atomic_write_text
 from tinynas.service.context import ServiceContext
 from tinynas.service.inference import LiveClassifier
+from tinynas.service.paths import request_time_ns
 from tinynas.service.status import snapshot
 
 log = logging.getLogger(__name__)
@@ -155,6 +156,11 @@ def watch_requests(service: ServiceContext) -> None:
     while not service.stopping.wait(0.2):
         for path in sorted(requests.glob("*-stop.json")) if requests.exists() else []:
             path.unlink(missing_ok=True)
+            left = request_time_ns(path)
+            if left is not None and left < service.started_ns:
+                # Left for a service that had ended: it must not stop this one (the next start of a unit).
+                log.info("ignoring a stop request left before this service started")
+                continue
             log.info("stop requested")
             os.kill(os.getpid(), signal.SIGTERM)
 
