@@ -3,6 +3,7 @@ import os
 import shutil
 import socket
 import subprocess
+import time
 import urllib.error
 import urllib.request
 
@@ -90,4 +91,53 @@ def test_page_renders_in_a_headless_browser(tmp_path):
         assert shot.stat().st_size > 5000
         assert 'data-state="SERVING"' in dom and "fist" in dom  # the script filled the page from status.json
     finally:
+        server.stop()
+
+
+def test_odd_tokens_and_a_lower_case_scheme_get_an_answer_not_a_traceback(caplog):
+    server = StatusServer(lambda: STATUS, host="0.0.0.0", port=_free_port(), token="s3cret-token-1234").start()
+    base = f"http://127.0.0.1:{server.address[1]}/status.json"
+    try:
+        for url, headers in ((base + "?token=%C3%A9", {}), (base, {"Authorization": "Bearer \u00e9"}),
+                             (base, {"Authorization": "Basic s3cret-token-1234"})):
+            request = urllib.request.Request(url, headers={k: v.encode("utf-8").decode("latin-1")
+                                                           for k, v in headers.items()})
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=5)
+            assert refused.value.code == 401
+        lower = urllib.request.Request(base, headers={"Authorization": "bearer s3cret-token-1234"})
+        assert json.loads(urllib.request.urlopen(lower, timeout=5).read())["user"] == "alice"
+    finally:
+        server.stop()
+    assert "Traceback" not in caplog.text
+
+
+def test_a_flood_of_idle_connections_does_not_shut_out_an_authenticated_client(monkeypatch):
+    """More idle connections than the cap (and slow ones): the server closes what it cannot serve, times out the
+    silent ones, and still answers a client with the token."""
+    import socket
+
+    from tinynas.service import status_server
+
+    monkeypatch.setattr(status_server, "CLIENT_TIMEOUT_SECONDS", 1.0)
+    server = StatusServer(lambda: STATUS, host="0.0.0.0", port=_free_port(), token="s3cret-token-1234").start()
+    port = server.address[1]
+    idle = []
+    try:
+        for _ in range(status_server.MAX_CONNECTIONS * 4):
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        idle[0].sendall(b"GET /status.json HTTP/1.1\r\nHost: x\r\n")  # headers never finished
+        deadline = time.monotonic() + 30
+        while True:  # the silent ones time out within CLIENT_TIMEOUT_SECONDS: a slot frees for a real client
+            try:
+                answer = urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/status.json?token=s3cret-token-1234", timeout=5).read()
+                break
+            except (urllib.error.URLError, ConnectionError, OSError):
+                assert time.monotonic() < deadline, "no slot ever freed for an authenticated client"
+                time.sleep(0.2)
+        assert json.loads(answer)["user"] == "alice"
+    finally:
+        for connection in idle:
+            connection.close()
         server.stop()

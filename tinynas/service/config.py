@@ -57,6 +57,10 @@ http_token = ""
 '''
 
 
+MIN_TOKEN_LENGTH = 16
+"""A status-page token shorter than this can be guessed by trying."""
+
+
 class ConfigError(TinynasError, ValueError):
     """A configuration file that cannot be used."""
 
@@ -172,6 +176,13 @@ def _check_choices(origin: str, data: dict) -> None:
             resolve_target(data["target"])
         except TinynasError as exc:  # its message names the built-in targets
             raise ConfigError(f"{origin}: target: {exc}") from None
+    token = data.get("http_token", "")
+    if token and not (token.isascii() and token.isprintable() and token.strip() == token and " " not in token):
+        raise ConfigError(f"{origin}: http_token must be printable ASCII without spaces (it travels in a URL and "
+                          f"an Authorization header)")
+    if token and len(token) < MIN_TOKEN_LENGTH:
+        raise ConfigError(f"{origin}: http_token must be at least {MIN_TOKEN_LENGTH} characters (e.g. the output "
+                          f"of `python -c \"import secrets; print(secrets.token_urlsafe(16))\"`)")
     if "http_host" in data and not data.get("http_token"):
         from tinynas.service.status_server import is_loopback
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import logging
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,6 +31,9 @@ def _page_assets() -> dict[str, tuple[bytes, str]]:
     return {route: (folder.joinpath(name).read_bytes(), kind) for route, (name, kind) in PAGE_FILES.items()}
 
 
+log = logging.getLogger(__name__)
+
+
 class StatusServerError(TinynasError, ValueError):
     """An unsafe or impossible binding."""
 
@@ -41,6 +46,42 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+CLIENT_TIMEOUT_SECONDS = 10.0
+MAX_CONNECTIONS = 32
+"""Connections served at once; more are closed at once, before anything is read (a flood of idle connections
+must not take the service's file descriptors: ~1,010 of them used to end it)."""
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """A threading HTTP server that serves at most MAX_CONNECTIONS at once and is quiet about clients that leave."""
+
+    daemon_threads = True
+
+    def __init__(self, *args, **kwargs) -> None:
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request, client_address) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # over the cap: closed before a byte is read
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request, client_address) -> None:
+        # A client that went away or timed out mid-request is not the service's error: no traceback per client.
+        log.debug("status client %s: %s", client_address, sys.exc_info()[1])
 
 
 class StatusServer:
@@ -58,15 +99,21 @@ class StatusServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            # Every read and write times out: a client that connects and says nothing (or sends its headers one
+            # byte a minute) loses its connection instead of holding a thread forever.
+            timeout = CLIENT_TIMEOUT_SECONDS
+
             def log_message(self, *args) -> None:  # the service log is not for HTTP noise
                 return
 
             def _authorised(self, query: dict) -> bool:
                 if not server.token:
                     return True
-                offered = self.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+                scheme, _, credentials = self.headers.get("Authorization", "").strip().partition(" ")
+                offered = credentials.strip() if scheme.lower() == "bearer" else ""
                 offered = offered or (query.get("token") or [""])[0]
-                return hmac.compare_digest(offered, server.token)
+                # Bytes, compared in constant time: a non-ASCII token is just a wrong one, never a traceback.
+                return hmac.compare_digest(offered.encode("utf-8", "surrogateescape"), server.token.encode())
 
             def _send(self, code: int, body: bytes, kind: str) -> None:
                 self.send_response(code)
@@ -96,7 +143,7 @@ class StatusServer:
                     self._send(404, b'{"error": "not found"}', "application/json")
 
         try:
-            self._httpd = ThreadingHTTPServer((host, port), Handler)
+            self._httpd = _BoundedServer((host, port), Handler)
         except OSError as exc:
             raise StatusServerError(f"cannot serve status on {host}:{port}: {exc.strerror}") from None
         self._httpd.daemon_threads = True
