@@ -171,15 +171,17 @@ def _states(windows) -> dict[str, np.ndarray]:
     """A machine's states from a data set: each class's recordings end to end, under the class name and, for
     CWRU's fault classes (IR007, B014, OR021@6, ...), under the fault they share (inner_race, ball, outer_race),
     so a plan that names bearing states finds them."""
-    from tinynas.data.cwru import FAULT_NAMES
+    from tinynas.data.cwru import fault_of
 
     states: dict[str, list[np.ndarray]] = {}
     for i, name in enumerate(windows.class_names):
         stream = windows.x[windows.y == i].reshape(-1, windows.channels)
         states.setdefault(name, []).append(stream)
-        prefix = name.rstrip("0123456789@").rstrip("0123456789")
-        fault = FAULT_NAMES.get(prefix)
-        if fault and fault != name:
+        try:
+            fault = fault_of(name)
+        except KeyError:  # not a CWRU class: the state is its own name only
+            continue
+        if fault != name:
             states.setdefault(fault, []).append(stream)
     return {name: np.concatenate(parts) for name, parts in states.items()}
 

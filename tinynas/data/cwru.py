@@ -26,6 +26,12 @@ NOMINAL_RPM = {0: 1797, 1: 1772, 2: 1750, 3: 1730}
 FAULT_NAMES = {"IR": "inner_race", "B": "ball", "OR": "outer_race"}
 
 
+def fault_of(label: str) -> str:
+    """The fault a class names: normal, inner_race, ball or outer_race ("IR007" -> inner_race); KeyError for a
+    label that is none of the catalogue's."""
+    return "normal" if label == "normal" else FAULT_NAMES[label.split("@")[0].rstrip("0123456789")]
+
+
 @dataclass(frozen=True)
 class CwruFile:
     """What the Data Center publishes about one file of the 12 kHz drive-end set (+ normal baselines)."""
@@ -38,7 +44,7 @@ class CwruFile:
     @property
     def fault(self) -> str:
         """normal, inner_race, ball or outer_race."""
-        return "normal" if self.label == "normal" else FAULT_NAMES[self.label.split("@")[0].rstrip("0123456789")]
+        return fault_of(self.label)
 
     @property
     def diameter_in(self) -> float:
