@@ -178,16 +178,25 @@ def test_evaluate_on_the_search_split_reproduces_the_card(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_model_folder_that_cannot_take_the_figure_still_gets_its_figures(searched, tmp_path):
+def test_a_confusion_png_evaluate_did_not_draw_is_never_replaced(searched, tmp_path):
     import shutil
 
     _, _, day2, out, card = searched
     for name in ("model.tflite", "card.json"):
         shutil.copy(out / name, tmp_path / name)
-    (tmp_path / "confusion.png").mkdir()  # stands in for a read-only deployment folder
+    mine = b"\x89PNG\r\n\x1a\n my own picture"
+    (tmp_path / "confusion.png").write_bytes(mine)
     run = tinynas("evaluate", str(tmp_path), "--data", day2, "--json")
-    assert run.returncode == 0 and "could not write" in run.stderr
+    assert run.returncode == 0 and "left as it is" in run.stderr
+    assert (tmp_path / "confusion.png").read_bytes() == mine
     assert json.loads(run.stdout)["accuracy"] == pytest.approx(card["int8_test_accuracy"], abs=1e-12)
+    # One evaluate drew is replaced by the next evaluate.
+    (tmp_path / "confusion.png").unlink()
+    assert tinynas("evaluate", str(tmp_path), "--data", day2).returncode == 0
+    drawn = (tmp_path / "confusion.png").read_bytes()
+    again = tinynas("evaluate", str(tmp_path), "--data", day2)
+    assert again.returncode == 0 and "left as it is" not in again.stderr
+    assert (tmp_path / "confusion.png").stat().st_size > 0 and drawn[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.slow

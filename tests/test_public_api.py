@@ -73,3 +73,38 @@ def test_readme_example_runs_on_tiny_settings(tmp_path):
     assert lines[-1] == "tensorflow imported: False"
     for name in ("model.tflite", "model.c", "card.json", "journal.sqlite", "report.md"):
         assert (tmp_path / "run" / name).stat().st_size > 0, name
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: tinynas.load_windows(None), "the data spec must be a string"),
+    (lambda: tinynas.estimate("A(1,2)"), "the architecture must be an Architecture"),
+    (lambda: tinynas.get_target(None), "the target must be a built-in target's name"),
+    (lambda: tinynas.Study("run", "synthetic:vibration", "STM32C011F6P6"), "windows must be Windows (load a data"),
+    (lambda: tinynas.Study("run", _tiny(), 3), "the target must be a Target"),
+    (lambda: tinynas.Study("run", _tiny(), "STM32C011F6P6", seed=-1), "seed must be between 0"),
+    (lambda: tinynas.evaluate("run", "synthetic:vibration"), "windows must be Windows"),
+    (lambda: tinynas.adapt("run", "synthetic:vibration", "out"), "windows must be Windows"),
+    (lambda: tinynas.recalibrate("run", _tiny(), "out", recipe={"epoch": 2}), "recipe has no field 'epoch'"),
+    (lambda: tinynas.recalibrate("run", _tiny(), "out", seed=-1), "seed must be between 0"),
+], ids=["spec None", "estimate a name", "target None", "study a spec", "study a number", "seed -1",
+        "evaluate a spec", "adapt a spec", "recipe dict", "recalibrate seed"])
+def test_wrong_arguments_are_one_line_tinynas_errors(call, words, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(tinynas.TinynasError) as info:
+        call()
+    assert words in str(info.value) and "\n" not in str(info.value)
+    assert not (tmp_path / "run").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_path_object_is_a_data_spec_and_a_target_name_is_a_target(tmp_path):
+    import pathlib
+
+    windows = _tiny()
+    windows.save(tmp_path / "w.npz")
+    assert len(tinynas.load_windows(pathlib.Path(f"npz:{tmp_path / 'w.npz'}"))) == len(windows)
+    study = tinynas.Study(tmp_path / "run", windows, "STM32C011F6P6")
+    assert study.target == tinynas.get_target("STM32C011F6P6")
+
+
+def _tiny():
+    return tinynas.load_windows("synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2&seed=1")

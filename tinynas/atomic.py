@@ -9,7 +9,9 @@ old file as it was; the temp file is removed.
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 from pathlib import Path
 
 from firmware_bridge.durable import fsync_folder, write_durably
@@ -40,12 +42,91 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+STAGING = ".staging-"
+"""Infix of a folder being written beside the one it will become (`.NAME.staging-PID`)."""
+PREVIOUS = ".previous"
+"""Suffix of the folder a two-rename replacement set aside (`.NAME.previous`); put back if the new one never came."""
+
+
+def stage_folder(target: Path) -> Path:
+    """A fresh, empty folder beside `target` (the same file system, so publishing it is one rename).
+
+    Staging folders left by a process that died (kill -9, a power cut) are removed first, and a folder a
+    replacement set aside but never replaced is put back: nothing half-written survives, nothing whole is lost.
+    """
+    target = Path(target)
+    parent = target.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        previous = parent / f".{target.name}{PREVIOUS}"
+        if previous.is_dir() and not target.exists():
+            os.replace(previous, target)
+        prefix = f".{target.name}{STAGING}"
+        for stale in parent.glob(prefix + "*"):
+            owner = stale.name[len(prefix):]
+            if not (owner.isdigit() and _alive(int(owner))):
+                shutil.rmtree(stale, ignore_errors=True)
+        staging = parent / f"{prefix}{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+    except OSError as exc:
+        raise storage_error(exc, "cannot prepare", target) from None
+    return staging
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0 or pid == os.getpid():
+        return pid == os.getpid()
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
 def publish_folder(staging: Path, target: Path) -> None:
-    """Move a fully written `staging` folder to `target` (which must not exist) in one rename, its files
-    flushed first: a power cut leaves no `target` or a whole one (a served model, a recalibrated one)."""
+    """Make the fully written `staging` folder `target` with its files flushed first. An existing `target`
+    is exchanged with it in one step where the kernel can (Linux renameat2), else set aside, replaced and
+    then removed: a power cut leaves the old folder or the new one, whole, never a mix."""
+    staging, target = Path(staging), Path(target)
     for file in staging.iterdir():
         if file.is_file():
             with open(file, "rb") as handle:
                 os.fsync(handle.fileno())
-    os.replace(staging, target)
+    fsync_folder(staging)
+    if not target.exists():
+        os.replace(staging, target)
+    elif _exchange(staging, target):
+        shutil.rmtree(staging)  # now the old folder
+    else:
+        previous = target.parent / f".{target.name}{PREVIOUS}"
+        shutil.rmtree(previous, ignore_errors=True)
+        os.replace(target, previous)
+        os.replace(staging, target)
+        shutil.rmtree(previous, ignore_errors=True)
     fsync_folder(target.parent)
+
+
+def discard_folder(staging: Path) -> None:
+    """Remove a staging folder after a failure (whatever it holds is ours and incomplete)."""
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (renameat2 RENAME_EXCHANGE); False where the system or file system cannot."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
+        return False
+    raise OSError(code, os.strerror(code), str(b))

@@ -12,6 +12,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+CARD_SCHEMA = 1
+"""Version of card.json's layout, written as `card_schema`: the marker that a folder is a model tinynas wrote."""
+
+
+def is_our_card(data) -> bool:
+    """Whether a parsed card.json is one tinynas wrote: its schema marker, or (cards before the marker)
+    the exported architecture with its schema version and the int8 quantization LiteRT read."""
+    if not isinstance(data, dict):
+        return False
+    if data.get("card_schema") == CARD_SCHEMA:
+        return True
+    architecture = data.get("architecture")
+    return isinstance(architecture, dict) and "schema" in architecture and isinstance(data.get("quantization"), dict)
+
+
 _OPTIONAL = ("measured_arena_host64", "history", "architecture", "name", "digest", "quantization", "tools")
 """Keys written only when known: the TFLite Micro measurement (needs tflite-micro), the adaptation
 history, and what the export adds beside the study's figures."""

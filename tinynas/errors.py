@@ -45,14 +45,19 @@ _STORAGE_ERRNOS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "d
                    errno.ELOOP: "too many symbolic links", errno.EMFILE: "too many open files"}
 
 
-def storage_message(exc: OSError, doing: str = "") -> str:
+FULL_HINT = " (free some space, then run the same command again: nothing was written)"
+RESUME_HINT = " (free some space, then run again with --resume: the journal is intact)"
+"""What to do about a full disk: a command that keeps a journal (search) resumes; the others start again."""
+
+
+def storage_message(exc: OSError, doing: str = "", resumable: bool = False) -> str:
     """One line for an OSError: what failed, on which path, and what to do when the disk is full."""
     reason = _STORAGE_ERRNOS.get(exc.errno or -1) or exc.strerror or str(exc)
     path = f" {exc.filename}" if exc.filename else ""
     what = f"{doing}{path}: " if (doing or path) else ""
     hint = ""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        hint = " (free some space, then run again with --resume: the journal is intact)"
+        hint = RESUME_HINT if resumable else FULL_HINT
     return f"{what.lstrip()}{reason}{hint}"
 
 
@@ -63,16 +68,19 @@ def is_disk_full(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.Error) and "disk is full" in str(exc).lower()
 
 
-def user_message(exc: BaseException) -> str | None:
-    """The one line for an error the user can fix, or None when `exc` is a bug."""
+def user_message(exc: BaseException, resumable: bool = False) -> str | None:
+    """The one line for an error the user can fix, or None when `exc` is a bug (`resumable`: the command
+    keeps a journal, so a full disk is continued with --resume)."""
     if isinstance(exc, TinynasError) and not isinstance(exc, OSError):
         return str(exc)
     if isinstance(exc, StorageError):
-        return str(exc) if exc.args and not exc.errno else storage_message(exc)
+        if exc.args and not exc.errno:  # written when raised, for a command of either kind
+            return str(exc).replace(FULL_HINT, RESUME_HINT) if resumable else str(exc)
+        return storage_message(exc, resumable=resumable)
     if isinstance(exc, OSError) and (exc.errno in _STORAGE_ERRNOS or isinstance(exc, FileNotFoundError)):
-        return storage_message(exc)
+        return storage_message(exc, resumable=resumable)
     if is_disk_full(exc):
-        return "the disk is full (free some space, then run again with --resume: the journal is intact)"
+        return "the disk is full" + (RESUME_HINT if resumable else FULL_HINT)
     if isinstance(exc, MemoryError):
         return "out of memory: use smaller data or fewer --workers"
     try:

@@ -72,7 +72,7 @@ def test_adapt_refuses_too_few_windows_and_its_own_folder(model_dir, tmp_path):
         adapt(model_dir, shifted(load_windows(NEW_SESSION)), model_dir)
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
-    with pytest.raises(ModelDirError, match="holds other files"):
+    with pytest.raises(ModelDirError, match="not empty and holds no model of tinynas"):
         adapt(model_dir, shifted(load_windows(NEW_SESSION)), tmp_path / "busy")
     assert (tmp_path / "busy" / "notes.txt").read_text() == "mine"
 

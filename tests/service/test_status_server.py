@@ -141,3 +141,23 @@ def test_a_flood_of_idle_connections_does_not_shut_out_an_authenticated_client(m
         for connection in idle:
             connection.close()
         server.stop()
+
+
+def test_a_loopback_page_answers_only_requests_that_name_loopback():
+    """DNS rebinding: a site's own name resolving to 127.0.0.1 must not read the tokenless loopback page."""
+    server = StatusServer(lambda: STATUS, port=_free_port()).start()
+    port = server.address[1]
+    try:
+        for host, code in (("evil.example", 421), ("evil.example:%d" % port, 421), ("localhost:%d" % port, 200),
+                           ("127.0.0.1:%d" % port, 200), ("[::1]:%d" % port, 200)):
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/status.json", headers={"Host": host})
+            try:
+                answer = urllib.request.urlopen(request, timeout=5)
+                assert (answer.status, host) == (code, host)
+            except urllib.error.HTTPError as refused:
+                assert (refused.code, host) == (code, host)
+        with pytest.raises(urllib.error.HTTPError) as long_path:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/" + "a" * 5000, timeout=5)
+        assert long_path.value.code == 414
+    finally:
+        server.stop()

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynas.adaptation.batchnorm import reestimate_batchnorm
+from tinynas.adaptation.batchnorm import batchnorm_layers, reestimate_batchnorm
 from tinynas.adaptation.common import (
     AdaptationError,
     changed_card,
+    check_new_data,
     check_shape,
     describe_data,
     export_within_budget,
@@ -68,12 +69,18 @@ def _labels(model_dir: ModelDir, windows: Windows) -> np.ndarray | None:
 def adapt(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec: str = "",
           parts: tuple[str, ...] = PARTS, progress=None) -> AdaptResult:
     """Adapt the model in `model_path` to `windows` (labels ignored) and write it to `out_dir`."""
+    from tinynas.arguments import windows_argument
+
+    windows_argument(windows)
+    if isinstance(parts, str):  # "batchnorm" would otherwise read as its letters
+        parts = tuple(part.strip() for part in parts.split(",") if part.strip())
     unknown = [part for part in parts if part not in PARTS]
     if unknown or not parts:
         raise AdaptationError(f"cannot adapt {', '.join(unknown) or 'nothing'}; choose from {', '.join(PARTS)}")
     source = ModelDir.open(model_path)
     out = check_new_folder(out_dir, source.path)
     check_shape(source, windows, "the new data")
+    check_new_data(source, windows, "the new data")
     if len(windows) < MIN_WINDOWS:
         raise AdaptationError(f"the new data holds {len(windows)} window(s); adapting needs at least {MIN_WINDOWS} "
                               f"(record a few more seconds)")
@@ -94,7 +101,13 @@ def adapt(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec
         moved = reestimate_batchnorm(model, x_new)
         adapted.append("batch-norm statistics")
     if not adapted:
-        raise AdaptationError("nothing to adapt: the model has no batch normalization and no input normalization")
+        has_bn = bool(batchnorm_layers(model))
+        missing = [("batchnorm", "batch normalization", has_bn),
+                   ("normalization", "per-channel input normalization", before_pre.normalize == "channel")]
+        lacking = [f"no {what}" for part, what, present in missing if part in parts and not present]
+        other = [part for part, _, present in missing if part not in parts and present]
+        raise AdaptationError(f"nothing to adapt: the model has {' and '.join(lacking)}"
+                              + (f" (it can adapt: --only {other[0]})" if other else ""))
     say("converting to int8 (calibrated on the new windows)")
     tflite = export_within_budget(source, model, x_new)
     old_tflite = (source.path / "model.tflite").read_bytes()

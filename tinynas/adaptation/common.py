@@ -24,6 +24,39 @@ def check_shape(model_dir: ModelDir, windows: Windows, what: str) -> None:
     model_dir.preprocessing.check_input(windows, what)
 
 
+LEVEL_RATIO = 1e4
+"""New windows whose level (RMS per channel) differs from the training windows' by more than this factor
+come from another unit, gain or sensor: refused, not adapted to."""
+
+
+def check_new_data(model_dir: ModelDir, windows: Windows, what: str) -> None:
+    """The data checks a search runs (a flat or saturated channel), and the level against the training
+    windows': data a model cannot be adapted to is refused in one line before any work."""
+    from tinynas.data.checks import check_windows
+
+    errors = [finding.message for finding in check_windows(windows)
+              if finding.severity == "error" and finding.kind in ("flat_channel", "saturated_channel")]
+    if errors:
+        raise DataError(f"{what}: {'; '.join(errors)} (nothing adapted or written)")
+    if not model_dir.has_training_data:
+        return
+    reference = _rms(model_dir.windows.x)
+    level = _rms(windows.x)
+    ratio = level / np.maximum(reference, 1e-30)
+    names = model_dir.preprocessing.channel_names or tuple(str(i + 1) for i in range(len(ratio)))
+    for channel, factor in enumerate(ratio):
+        if not (1 / LEVEL_RATIO <= factor <= LEVEL_RATIO):
+            louder = "louder" if factor > 1 else "quieter"
+            shown = f"{factor:.3g}" if factor > 1 else f"{1 / max(factor, 1e-300):.3g}"
+            raise DataError(f"{what}: channel {names[channel]} is {shown} times {louder} than the windows the model "
+                            f"was trained on (another unit, gain or sensor?): nothing adapted or written")
+
+
+def _rms(x: np.ndarray) -> np.ndarray:
+    """Per-channel RMS in float64 (float32 squares of 1e30 would overflow)."""
+    return np.sqrt(np.mean(np.square(x, dtype=np.float64), axis=(0, 1)))
+
+
 def rounded_int8_accuracy(tflite: bytes, x: np.ndarray, y: np.ndarray) -> float | None:
     """`int8_accuracy` to 4 digits, as the card's history records it; None when there are no windows."""
     from tinynas.deploy.measure import int8_accuracy

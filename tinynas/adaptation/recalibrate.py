@@ -11,7 +11,7 @@ on the original test windows it has not lost more than `max_forgetting`.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +20,7 @@ from tinynas.adaptation.batchnorm import reestimate_batchnorm
 from tinynas.adaptation.common import (
     AdaptationError,
     changed_card,
+    check_new_data,
     check_shape,
     describe_data,
     export_within_budget,
@@ -136,13 +137,30 @@ def _fine_tune(model, x: np.ndarray, y: np.ndarray, recipe: Recipe, seed: int) -
 def recalibrate(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec: str = "",
                 verify: Windows | None = None, verify_spec: str = "", recipe: Recipe = Recipe(), seed: int = 0,
                 allow_missing: bool = False, progress=None) -> RecalibrateResult:
-    """Fine-tune the model in `model_path` on labelled `windows`; write it to `out_dir` if accepted."""
+    """Fine-tune the model in `model_path` on labelled `windows`; write it to `out_dir` if accepted.
+
+    `recipe` is a `Recipe` or a dict of its fields (`{"epochs": 10}`)."""
+    from tinynas.arguments import require, seed_argument, windows_argument
+
+    windows_argument(windows)
+    if verify is not None:
+        windows_argument(verify, "verify")
+    if isinstance(recipe, dict):
+        unknown = sorted(set(recipe) - {f.name for f in fields(Recipe)})
+        if unknown:
+            raise AdaptationError(f"recipe has no field {', '.join(map(repr, unknown))}; its fields: "
+                                  f"{', '.join(f.name for f in fields(Recipe))}")
+        recipe = Recipe(**recipe)
+    require(recipe, Recipe, "recipe", "a Recipe or a dict of its fields")
+    seed_argument(seed)
     source = ModelDir.open(model_path)
     out = check_new_folder(out_dir, source.path)
     check_shape(source, windows, "the new data")
+    check_new_data(source, windows, "the new data")
     _check_labels(source, windows, "the new data", allow_missing)
     if verify is not None:
         check_shape(source, verify, "the verification data")
+        check_new_data(source, verify, "the verification data")
         _check_labels(source, verify, "the verification data", allow_missing=True)
     say = progress or (lambda text: None)
     started = time.perf_counter()

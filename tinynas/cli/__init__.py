@@ -39,16 +39,16 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(message)s", stream=sys.stderr)
+    journaled = args.command in ("search", "demo")  # only these keep a journal to resume from
     try:
         with sigterm_as_interrupt():  # systemd and kill stop like Ctrl-C, journal intact
             return args.func(args)
     except KeyboardInterrupt:
-        journaled = args.command in ("search", "demo")  # only these keep a journal to resume from
         print("tinynas: interrupted" + ("; the journal is intact (continue with --resume)" if journaled else ""),
               file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - the one place that turns any failure into one line
-        message = user_message(exc)
+        message = user_message(exc, resumable=journaled)
         if message is not None:
             print(f"tinynas: error: {message}", file=sys.stderr)
             return 2

@@ -19,6 +19,10 @@ from tinynas.space import Architecture, SpecError
 
 log = logging.getLogger("tinynas")
 
+NOT_ACCEPTED = 3
+"""`recalibrate`'s exit code when the new model was checked and not accepted (nothing written): not an
+error of the input (2) and not a bug (1), so a script can tell the three apart."""
+
 
 def register(sub) -> None:
     """Add these commands to the `tinynas` parser's subcommands."""
@@ -187,16 +191,21 @@ def _cmd_measure(args: argparse.Namespace) -> int:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from tinynas.data.spec import load_windows
-    from tinynas.deploy.evaluate import evaluate, load_model, model_files, plot_confusion
+    from tinynas.deploy.evaluate import drew_it, evaluate, load_model, model_files, plot_confusion
 
     tflite, _ = model_files(args.model)  # a missing model, a bad card or a damaged .tflite is reported
     load_model(tflite)                   # before the data is loaded
     result = evaluate(tflite, load_windows(args.data))
-    try:
-        picture = str(plot_confusion(result, tflite.parent / "confusion.png"))
-    except OSError as exc:  # a read-only model folder (a deployed model) must not lose the figures
-        print(f"tinynas: could not write {tflite.parent / 'confusion.png'}: {exc.strerror}", file=sys.stderr)
-        picture = None
+    picture = None
+    png = tflite.parent / "confusion.png"
+    if not drew_it(png):  # a file of the user's own by that name stays as it is
+        print(f"tinynas: note: {png} is not a confusion matrix tinynas drew: left as it is, no picture written",
+              file=sys.stderr)
+    else:
+        try:
+            picture = str(plot_confusion(result, png))
+        except OSError as exc:  # a read-only model folder (a deployed model) must not lose the figures
+            print(f"tinynas: could not write {png}: {exc.strerror}", file=sys.stderr)
     if args.json:
         print(json.dumps({**result.to_dict(), "data": args.data, "confusion_png": picture}, indent=2))
         return 0
@@ -212,7 +221,7 @@ def _cmd_adapt(args: argparse.Namespace) -> int:
     from tinynas.deploy.modeldir import ModelDir, check_new_folder
     from tinynas.progress import Progress
 
-    parts = tuple(part.strip() for part in args.only.split(",")) if args.only else PARTS
+    parts = PARTS if args.only is None else tuple(part.strip() for part in args.only.split(",") if part.strip())
     source = ModelDir.open(args.model)  # a missing or old model is reported before the data is loaded
     check_new_folder(args.out, source.path)
     result = adapt(source.path, load_windows(args.data), args.out, spec=args.data, parts=parts,
@@ -248,5 +257,5 @@ def _cmd_recalibrate(args: argparse.Namespace) -> int:
                          indent=2))
     else:
         print(result.text())
-    return 0 if result.accepted else 1
+    return 0 if result.accepted else NOT_ACCEPTED
 

@@ -270,6 +270,9 @@ def estimate(arch: Architecture, abi: Abi | str = ILP32, runtime: str = "tflm") 
     Runtime "c" exists for 32-bit microcontrollers only: asking for it on the 64-bit host ABI is a
     UsageError rather than a figure silently computed for another machine.
     """
+    from tinynas.arguments import require
+
+    require(arch, Architecture, "the architecture", "an Architecture, e.g. Architecture(512, 1, 4, k=3, c=2)")
     runtime = check_runtime(runtime)
     if isinstance(abi, str):
         abi = ABIS[abi]

@@ -106,6 +106,9 @@ def _normalise(name: str) -> str:
 
 def get_target(name: str) -> Target:
     """A built-in target by name (case and punctuation ignored) or a path to a TOML file."""
+    from tinynas.arguments import text_or_path
+
+    name = text_or_path(name, "the target", "a built-in target's name (see `tinynas targets`) or a .toml file")
     if name.endswith(".toml") or Path(name).is_file():
         return load_target_file(name)
     wanted = _normalise(name)

@@ -48,8 +48,9 @@ def check_windows(windows: Windows) -> list[Finding]:
 
 def _flat_channels(windows: Windows) -> list[Finding]:
     x = windows.x
-    spread = x.std(axis=(0, 1))
-    within = x.std(axis=1)  # (n, C)
+    # In float64: float32 squares of a 1e20 signal overflow to inf and would read as "flat".
+    spread = x.std(axis=(0, 1), dtype=np.float64)
+    within = x.std(axis=1, dtype=np.float64)  # (n, C)
     constant_fraction = (within <= 1e-6 * (np.abs(x).max(axis=(0, 1)) + 1e-12)).mean(axis=0)
     reference = np.median(spread[spread > 0]) if (spread > 0).any() else 0.0
     found = []

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from tinynas.data.signal_files import check_readable
-from tinynas.data.windows import DataError, Windows, shown
+from tinynas.data.windows import DataError, Windows, is_zip_archive, shown
 
 
 def load_npz(path: str | Path, rate: float | None = None) -> Windows:
@@ -20,12 +20,11 @@ def load_npz(path: str | Path, rate: float | None = None) -> Windows:
         raise DataError(f"rate={rate:g} is not a sample rate: give a positive number of Hz")
     check_readable(path, "a NumPy .npz file")
     try:
-        with open(path, "rb") as handle:
-            magic = handle.read(4)
+        with open(path, "rb"):
+            pass
     except OSError as exc:
         raise DataError(f"cannot read {shown(path)}: {exc.strerror or exc}") from None
-    # An .npz is a zip archive; anything else would get NumPy's misleading hint about allow_pickle.
-    if magic not in (b"PK\x03\x04", b"PK\x05\x06"):
+    if not is_zip_archive(path):
         raise DataError(f"{shown(path)}: not a NumPy .npz file (write one with numpy.savez: x, y, ...)")
     try:
         with np.load(path, allow_pickle=False) as archive:

@@ -196,6 +196,11 @@ def _names(stored: dict, key: str, where: str, minimum: int, default=_MISSING) -
     if not (isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)) or len(value) < minimum:
         need = f"a list of at least {minimum} names" if minimum else "a list of names"
         raise CardError(f"{where} {key!r} must be {need}, got {_short(value)}")
+    if len(set(value)) != len(value):
+        raise CardError(f"{where} {key!r} names a class or channel twice: the card was edited or is damaged")
+    if any(ord(ch) < 0x20 or 0x7f <= ord(ch) < 0xa0 for name in value for ch in name):
+        raise CardError(f"{where} {key!r} holds control characters (tinynas writes none): the card was edited "
+                        f"or is damaged")
     return tuple(value)
 
 

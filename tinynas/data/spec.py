@@ -72,7 +72,10 @@ def _options(query: str, allowed: dict[str, type]) -> dict:
 
 
 def load_windows(spec: str) -> Windows:
-    """Load the windows a data spec names (see the module docstring)."""
+    """Load the windows a data spec names (see the module docstring); a path object reads as its text."""
+    from tinynas.arguments import text_or_path
+
+    spec = text_or_path(spec, "the data spec", "a string, e.g. 'folder:recordings?window=400'")
     source, _, rest = spec.partition(":")
     argument, _, query = rest.partition("?")
     if source == "synthetic":

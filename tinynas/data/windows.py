@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,20 +30,37 @@ def check_size(count: int, length: int, channels: int, what: str, hint: str = ""
                         f"limit; {hint or 'ask for fewer or shorter windows'}")
 
 
+ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+"""How an .npz (a zip archive) starts; anything else would get NumPy's misleading hint about allow_pickle."""
+
+
+def is_zip_archive(path: str | os.PathLike) -> bool:
+    """Whether `path` starts like an .npz (False when unreadable: the caller's open names the reason)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(4) in ZIP_MAGIC
+    except OSError:
+        return False
+
+
 def readable(text: str) -> str:
     """`text` as printable UTF-8: undecodable file-name bytes (surrogate escapes) become \\xNN.
 
     A class folder named with bytes that are not UTF-8 must still give a class name that can be
-    printed, hashed and written to JSON; backslash escapes keep two such names distinct.
+    printed, hashed and written to JSON; backslash escapes keep two such names distinct. Control
+    characters (a terminal escape sequence in a folder name) are written as \\xNN too, so printing a
+    class name never drives the user's terminal.
     """
     try:
         text.encode("utf-8")
-        return text
     except UnicodeEncodeError:
         try:
-            return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
         except UnicodeEncodeError:
-            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if any(ord(ch) < 0x20 or 0x7f <= ord(ch) < 0xa0 for ch in text):
+        text = "".join(f"\\x{ord(ch):02x}" if ord(ch) < 0x20 or 0x7f <= ord(ch) < 0xa0 else ch for ch in text)
+    return text
 
 
 def shown(path) -> str:
@@ -187,6 +205,9 @@ class Windows:
         """Read windows written by `save`."""
         import json
 
+        if Path(path).is_file() and not is_zip_archive(path):
+            raise DataError(f"cannot read windows from {shown(path)}: not a NumPy .npz archive (damaged? write it "
+                            f"again)")
         try:
             with np.load(path, allow_pickle=False) as archive:
                 meta = json.loads(str(archive["meta"]))

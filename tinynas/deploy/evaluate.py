@@ -104,6 +104,9 @@ def load_model(tflite: Path):
 
 def evaluate(path: str | Path, windows: Windows) -> Evaluation:
     """Run the exported int8 model on every window; refuse data the model was not made for."""
+    from tinynas.arguments import windows_argument
+
+    windows_argument(windows)
     tflite, card = model_files(path)
     preprocessing = Preprocessing.from_card(card)
     preprocessing.check(windows)
@@ -126,8 +129,27 @@ def evaluate(path: str | Path, windows: Windows) -> Evaluation:
                       predictions.tolist())
 
 
+PNG_MAKER = "tinynas evaluate"
+"""The PNG `Software` text of a confusion matrix evaluate drew: only such a file is ever replaced."""
+
+
+def drew_it(path: str | Path) -> bool:
+    """Whether `path` is missing or a confusion matrix `evaluate` drew (its PNG text chunk says so)."""
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        return True
+    if not path.is_file() or path.is_symlink():
+        return False
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)  # the text chunk comes before the image data
+    except OSError:
+        return False
+    return head.startswith(b"\x89PNG") and PNG_MAKER.encode() in head
+
+
 def plot_confusion(evaluation: Evaluation, path: str | Path) -> Path:
-    """Write the confusion matrix as a PNG (row-normalised colours, counts written in)."""
+    """Write the confusion matrix as a PNG (row-normalised colours, counts written in), marked as ours."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -153,7 +175,7 @@ def plot_confusion(evaluation: Evaluation, path: str | Path) -> Path:
                           color="white" if shares[i, j] > 0.5 else "black")
     figure.tight_layout()
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100)
+    figure.savefig(buffer, format="png", dpi=100, metadata={"Software": PNG_MAKER})
     plt.close(figure)
     atomic_write_bytes(path, buffer.getvalue())
     return Path(path)

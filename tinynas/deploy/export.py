@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from tinynas.atomic import atomic_write_bytes, atomic_write_text
+from tinynas.card import CARD_SCHEMA
 from tinynas.deploy.flatbuffer_strip import strip_names
 from tinynas.space import Architecture, SpecError, as_model_input
 
@@ -169,6 +170,6 @@ def write_export(out_dir: str | os.PathLike, architecture: Architecture, tflite:
         atomic_write_text(paths.compiled_header_path, compiled[1])
     full_card = {"architecture": architecture.to_dict(), "name": architecture.name(),
                  "digest": architecture.digest(), "quantization": io_quantization(tflite),
-                 "c_runtime": c_runtime, **card, "tools": tool_versions()}
+                 "c_runtime": c_runtime, **card, "tools": tool_versions(), "card_schema": CARD_SCHEMA}
     atomic_write_text(paths.card_path, json.dumps(full_card, indent=2, sort_keys=True) + "\n")
     return paths

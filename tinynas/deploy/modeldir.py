@@ -10,6 +10,7 @@ windows and checks the result on the same test windows the card's accuracy was m
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -17,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynas.atomic import atomic_write_bytes, storage_error
+from tinynas.atomic import atomic_write_bytes, discard_folder, publish_folder, stage_folder, storage_error
 from tinynas.data.preprocess import Preprocessing
-from tinynas.data.windows import Windows
-from tinynas.errors import TinynasError
+from tinynas.data.windows import DataError, Windows, is_zip_archive
+from tinynas.errors import StorageError, TinynasError
 from tinynas.space import Architecture, SpecError
 from tinynas.training.model import build_model
 
@@ -56,6 +57,8 @@ def save_split(path: str | os.PathLike, split) -> None:
 
 def load_split(path: str | os.PathLike, windows: int) -> dict[str, np.ndarray]:
     """The split's indices, checked against the number of windows they index."""
+    if not is_zip_archive(path):
+        raise ModelDirError(f"{path}: not a split file tinynas wrote (not a NumPy .npz archive; damaged?)")
     try:
         with np.load(path, allow_pickle=False) as stored:
             sides = {side: np.asarray(stored[side], dtype=np.int64) for side in ("train", "val", "test")}
@@ -95,7 +98,42 @@ class ModelDir:
         if not (folder / MODEL_WEIGHTS).is_file():
             raise ModelDirError(f"{folder} has no {MODEL_WEIGHTS} (the float weights): it was exported by an older "
                                 f"tinynas; run the search again to adapt or recalibrate it")
-        return cls(folder, card, preprocessing, architecture)
+        opened = cls(folder, card, preprocessing, architecture)
+        opened.check()
+        return opened
+
+    def check(self) -> None:
+        """The folder's parts agree (card, architecture, preprocessing, int8 model, training windows),
+        checked before any work: the first disagreement is one line naming the file at fault."""
+        from tinynas.deploy.evaluate import load_model
+
+        card_path, arch, pre = self.path / "card.json", self.architecture, self.preprocessing
+        if (arch.input_length, arch.input_channels) != (pre.window_length, pre.channels):
+            raise ModelDirError(f"{card_path}: its architecture takes {arch.input_length} x {arch.input_channels} "
+                                f"windows but its preprocessing gives {pre.window_length} x {pre.channels}: "
+                                f"the card was edited or belongs to another model")
+        if arch.classes != len(pre.class_names):
+            raise ModelDirError(f"{card_path}: its architecture has {arch.classes} outputs but it names "
+                                f"{len(pre.class_names)} classes: the card was edited or belongs to another model")
+        history = self.card.get("history", [])
+        if not (isinstance(history, list) and all(isinstance(entry, dict) for entry in history)):
+            raise ModelDirError(f"{card_path}: 'history' must be a list of changes, got {type(history).__name__}")
+        model = load_model(self.path / "model.tflite")  # a damaged .tflite is named now, not after the work
+        if model.classes != arch.classes or tuple(model.window_shape) != (arch.input_length, arch.input_channels):
+            raise ModelDirError(f"{self.path / 'model.tflite'} takes {tuple(model.window_shape)} windows into "
+                                f"{model.classes} classes, its card says ({arch.input_length}, "
+                                f"{arch.input_channels}) into {arch.classes}: files of two models")
+        if (self.path / WINDOWS_FILE).is_file():
+            stored = self.windows.class_names
+            if tuple(stored) != tuple(pre.class_names):
+                raise ModelDirError(f"{self.path / WINDOWS_FILE} holds classes {', '.join(stored)} but the model's "
+                                    f"are {', '.join(pre.class_names)}: files of two models")
+            if (self.windows.window_length, self.windows.channels) != (pre.window_length, pre.channels):
+                raise ModelDirError(f"{self.path / WINDOWS_FILE} holds {self.windows.window_length} x "
+                                    f"{self.windows.channels} windows, the model takes {pre.window_length} x "
+                                    f"{pre.channels}: files of two models")
+            if (self.path / SPLIT_FILE).is_file():
+                self.split  # noqa: B018 - read now: indices beyond the windows are named before any work
 
     @property
     def windows(self) -> Windows:
@@ -104,7 +142,10 @@ class ModelDir:
             path = self.path / WINDOWS_FILE
             if not path.is_file():
                 raise ModelDirError(f"{self.path} has no {WINDOWS_FILE} (the training windows) to replay")
-            self._windows = Windows.load(path)
+            try:
+                self._windows = Windows.load(path)
+            except DataError as exc:
+                raise ModelDirError(f"{path}: {exc}") from None
         return self._windows
 
     @property
@@ -123,13 +164,19 @@ class ModelDir:
         return self._split
 
     def keras_model(self):
-        """The float Keras model with the exported weights."""
+        """The float Keras model with the exported weights (weights of another architecture, or a damaged
+        file, are one line: Keras's own warnings and its many-line layer dump are not shown)."""
+        import warnings
+
         model = build_model(self.architecture, seed=0)
         try:
-            model.load_weights(str(self.path / MODEL_WEIGHTS))
-        except (OSError, ValueError) as exc:
-            raise ModelDirError(f"{self.path / MODEL_WEIGHTS}: cannot load the float weights ({exc}; "
-                                f"damaged, or from another architecture?)") from None
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model.load_weights(str(self.path / MODEL_WEIGHTS))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+            raise ModelDirError(f"{self.path / MODEL_WEIGHTS}: cannot load the float weights of "
+                                f"{self.architecture.name()} ({first}; damaged, or from another model?)") from None
         return model
 
     def target(self):
@@ -145,40 +192,81 @@ class ModelDir:
             raise ModelDirError(f"{self.path / 'card.json'}: its target is not readable ({exc})") from None
 
 
-def check_new_folder(out: str | os.PathLike, source: Path) -> Path:
-    """An output folder for a changed model: new, empty, or a folder this command wrote before.
+def is_model_folder(folder: Path) -> bool:
+    """Whether `folder` holds a model card tinynas wrote (its schema marker, or an older card's exported
+    architecture and quantization): what makes a folder ours, never its file names alone."""
+    from tinynas.card import is_our_card
 
-    Never the source folder (its model keeps serving until the new one is checked) and never a
-    folder holding files that are not a model's (nothing that is not ours is overwritten).
+    card = folder / "card.json"
+    if not card.is_file() or card.stat().st_size > (16 << 20):
+        return False
+    try:
+        return is_our_card(json.loads(card.read_text(encoding="utf-8")))
+    except (OSError, ValueError, RecursionError):
+        return False
+
+
+def _within(inner: Path, outer: Path) -> bool:
+    return inner == outer or outer in inner.parents
+
+
+def check_new_folder(out: str | os.PathLike, source: Path) -> Path:
+    """An output folder for a changed model: new, empty, or a model folder tinynas wrote before.
+
+    Never the source folder, inside it or around it (its model keeps serving until the new one is
+    checked), and never a folder holding anything that is not ours: the new model replaces the whole
+    folder in one rename (`write_model_dir`), so whatever else it held would go with it.
     """
     from tinynas.options import check_out_dir
 
     out = check_out_dir(Path(out))
-    if out.exists() and out.resolve() == source.resolve():
+    mine, theirs = out.resolve(), Path(source).resolve()
+    if mine == theirs:
         raise ModelDirError(f"--out {out} is the model's own folder: give a new folder (the old model stays as it is)")
+    if _within(mine, theirs):
+        raise ModelDirError(f"--out {out} is inside the model's folder {source}: give a folder outside it")
+    if _within(theirs, mine):
+        raise ModelDirError(f"--out {out} holds the model's folder {source}: give a new folder beside it")
     if out.exists():
+        names = sorted(p.name for p in out.iterdir())
+        if names and not is_model_folder(out):
+            raise ModelDirError(f"--out {out} is not empty and holds no model of tinynas (no card.json of ours): "
+                                f"give a new or empty folder (nothing in it was touched)")
         ours = set(MODEL_FILES) | {WINDOWS_FILE, SPLIT_FILE, "confusion.png"}
-        foreign = sorted(p.name for p in out.iterdir() if p.name not in ours)
+        foreign = [name for name in names if name not in ours]
         if foreign:
-            raise ModelDirError(f"--out {out} holds other files ({', '.join(foreign[:3])}"
+            raise ModelDirError(f"--out {out} holds files that are not a model's ({', '.join(foreign[:3])}"
                                 f"{', ...' if len(foreign) > 3 else ''}): give a new or empty folder")
+    parent = mine.parent
+    if parent.exists() and not os.access(parent, os.W_OK | os.X_OK):
+        raise StorageError(f"--out {out}: cannot write in {parent} (permission denied), where the new folder is "
+                           f"written before it replaces the old one: choose a writable place")
     return out
 
 
 def write_model_dir(out: Path, source: ModelDir, model, tflite: bytes, card: dict) -> None:
     """Write a changed model: int8 files and card (`write_export`), float weights, and the source's
-    training windows and split (copied, so the new folder can be changed again)."""
+    training windows and split (copied, so the new folder can be changed again).
+
+    Everything is written into a staging folder beside `out`, which then replaces `out` in one step: a
+    full disk, a kill -9 or a power cut leaves the previous folder as it was (or no folder), never new
+    weights beside an old card, and no partial file in `out`.
+    """
     from tinynas.deploy.export import write_export
 
+    staging = stage_folder(out)
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        save_weights(model, out / MODEL_WEIGHTS)
+        save_weights(model, staging / MODEL_WEIGHTS)
         for name in (WINDOWS_FILE, SPLIT_FILE):
             if (source.path / name).is_file():
-                temporary = out / f".{name}.partial"
-                shutil.copyfile(source.path / name, temporary)
-                os.replace(temporary, out / name)
+                shutil.copyfile(source.path / name, staging / name)
+        write_export(staging, source.architecture, tflite, card)
+        publish_folder(staging, out)
     except OSError as exc:
+        discard_folder(staging)
+        if isinstance(exc, StorageError):
+            raise
         raise storage_error(exc, "writing the model", out) from None
-    # The card last: a folder with a card is a complete model.
-    write_export(out, source.architecture, tflite, card)
+    except BaseException:
+        discard_folder(staging)
+        raise

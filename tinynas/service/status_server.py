@@ -1,7 +1,8 @@
 """A small local HTTP endpoint: JSON status and the status page that draws it.
 
-Bound to 127.0.0.1 by default. Binding any other address requires a token, which every request
-must then carry (`Authorization: Bearer TOKEN` or `?token=TOKEN`).
+Bound to 127.0.0.1 by default, where a request must name loopback in its Host header (a page of
+another site rebinding its name to 127.0.0.1 gets a 421). Binding any other address requires a token,
+which every request must then carry (`Authorization: Bearer TOKEN` or `?token=TOKEN`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,22 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def loopback_host_header(value: str) -> bool:
+    """Whether an HTTP Host header names this machine's loopback (localhost, 127.x.x.x, [::1], any port).
+
+    A page on another site can make a browser send requests to 127.0.0.1 under its own name (DNS
+    rebinding): a loopback binding, which has no token, answers only requests that name loopback.
+    """
+    host = value.strip().lower()
+    if host.startswith("["):
+        host = host[1:host.find("]")] if "]" in host else host
+    elif host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    return host == "localhost" or host.endswith(".localhost") or is_loopback(host)
+
+
+MAX_PATH_BYTES = 4096
+"""Longest request path answered (the page's are a few bytes; http.server caps lines at 64 KiB)."""
 CLIENT_TIMEOUT_SECONDS = 10.0
 MAX_CONNECTIONS = 32
 """Connections served at once; more are closed at once, before anything is read (a flood of idle connections
@@ -94,6 +111,7 @@ class StatusServer:
                                     f"http_token in the config")
         self.status = status
         self.token = token
+        self.loopback = is_loopback(host)  # no token: the Host header must name loopback (DNS rebinding)
         self.on_page = on_page  # called when the page itself is loaded (tests count reloads)
         assets = _page_assets()
         server = self
@@ -124,6 +142,13 @@ class StatusServer:
                 self.wfile.write(body)
 
             def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+                if len(self.path) > MAX_PATH_BYTES:
+                    self._send(414, b'{"error": "request path too long"}', "application/json")
+                    return
+                if server.loopback and not loopback_host_header(self.headers.get("Host", "")):
+                    self._send(421, b'{"error": "this status page answers only requests to localhost"}',
+                               "application/json")
+                    return
                 parsed = urlparse(self.path)
                 if not self._authorised(parse_qs(parsed.query)):
                     self._send(401, b'{"error": "token required"}', "application/json")

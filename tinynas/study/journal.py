@@ -54,7 +54,7 @@ def inspect_journal(path: str | Path) -> str:
     except IsADirectoryError:
         raise JournalError(f"{path} is a folder, not a tinynas journal: choose another --out") from None
     except OSError as exc:
-        raise StorageError(storage_message(exc, "cannot read journal")) from None
+        raise StorageError(storage_message(exc, "cannot read journal", resumable=True)) from None
     if not header:
         raise JournalError(f"{path} is empty (0 bytes), not a tinynas journal: left untouched; remove it "
                            f"if it is yours, or choose another --out")
@@ -144,7 +144,7 @@ class Journal:
             raise _sqlite_error(exc, self.path, "cannot open journal") from None
         except OSError as exc:
             self._abandon(kind)
-            raise StorageError(storage_message(exc, "cannot open journal")) from None
+            raise StorageError(storage_message(exc, "cannot open journal", resumable=True)) from None
         self._db.row_factory = sqlite3.Row
 
     def _abandon(self, kind: str) -> None:

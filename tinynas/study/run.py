@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -26,7 +27,7 @@ from tinynas.data.holdout import without_test_side
 from tinynas.data.preprocess import Preprocessing
 from tinynas.data.splits import Split, make_split
 from tinynas.data.windows import Windows
-from tinynas.errors import UsageError
+from tinynas.errors import StorageError, UsageError, user_message
 from tinynas.machine import auto_workers
 from tinynas.options import check_out_dir
 from tinynas.progress import Progress
@@ -60,8 +61,18 @@ class Study:
                  test_windows: Windows | None = None, pool: WorkerPool | None = None, **options) -> None:
         if settings is not None and options:
             raise TypeError("give the settings or their fields as keywords, not both")
+        from tinynas.arguments import require, seed_argument, windows_argument
+        from tinynas.cost.targets import get_target
+
+        windows_argument(windows)
+        if test_windows is not None:
+            windows_argument(test_windows, "test_windows")
+        if isinstance(target, (str, os.PathLike)):
+            target = get_target(os.fspath(target))  # a name or a .toml file, as --target takes it
+        require(target, Target, "the target", "a Target or a built-in target's name")
         self.settings = settings if settings is not None else StudySettings(**options)
         s = self.settings
+        seed_argument(s.seed)
         self.out_dir = Path(out_dir)
         self.windows, self.target, self.test_windows = windows, target, test_windows
         self.resume, self.clock, self.fault_for = resume, clock, fault_for
@@ -135,6 +146,10 @@ class Study:
                            out_dir=self.out_dir, progress=self.progress, clock=self.clock, resume=self.resume,
                            retry_unstable=s.retry_unstable, fault_for=self.fault_for, runtime=s.runtime).run()
                 return final_stage(self, strategy, journal, jobs, pool)
+        except StorageError as exc:
+            # Any write of the run (best.json, the windows, the export) failing on a full disk: the journal
+            # holds every committed trial, so the remedy is --resume, not starting again.
+            raise StorageError(user_message(exc, resumable=True)) from None
         finally:
             journal.close()
 
