@@ -122,6 +122,16 @@ def check_training(epochs: int | None, batch_size: int | None, learning_rate: fl
     check_range("--final-epochs", final_epochs, 1, MAX_EPOCHS)
 
 
+def check_c_prefix(prefix: str) -> None:
+    """--c-prefix: a name the generated C can start its identifiers with."""
+    from tinynas.deploy.c_codegen import CodegenError, check_prefix
+
+    try:
+        check_prefix(prefix)
+    except CodegenError as exc:
+        raise UsageError(f"--c-prefix: {exc}") from None
+
+
 def check_strategy(name: str) -> None:
     """A known strategy whose optional dependency is installed."""
     from tinynas.search import STRATEGIES

@@ -132,7 +132,8 @@ def test_a_truncated_npz_is_damaged(tmp_path):
     ("synthetic:emg?sample_rate_hz=0", "sample_rate_hz=0: synthetic:emg needs 50..100000 Hz"),
     ("synthetic:vibration?sample_rate_hz=-5", "needs 1000..1e+06 Hz"),
     ("synthetic:vibration?length=100000000", "240 windows x 100,000,000 samples x 1 channel(s) would take "
-                                             "89.4 GiB of float32, above the 2 GiB limit"),
+                                             "89.4 GiB (89.4 GiB of float32 and 1024 bytes of "
+                                             "bookkeeping per window), above the 2 GiB limit"),
     ("synthetic:emg?windows_per_class=0", "at least one window per class"),
     ("synthetic:emg?seed=-1", "seed=-1"),
     ("synthetic:emg?channels=0", "channels=0"),
@@ -162,9 +163,18 @@ def test_folder_windows_beyond_the_size_limit_are_refused_before_stacking(tmp_pa
     _classes(tmp_path, samples=100_000)
     with pytest.raises(DataError) as error:
         load_windows(f"folder:{tmp_path}?window=10000&hop=1&rate=100")
-    assert "90,001 windows x 10,000 samples x 2 channel(s) would take 6.7 GiB" in _one_line(error)
+    assert "90,001 windows x 10,000 samples x 2 channel(s) would take 6.8 GiB (6.7 GiB of float32" in _one_line(error)
     assert "raise hop" in str(error.value)
     assert len(load_windows(f"folder:{tmp_path}?window=10000&rate=100")) == 20
+
+
+def test_millions_of_tiny_windows_count_their_bookkeeping_not_only_their_samples(tmp_path):
+    # 2.2 M one-sample windows are 17 MB of float32 but ~1 GiB of per-window labels, names and views while
+    # a loader assembles them (issue 35: 2 M of them peaked at 1.1 GiB): refused before, with the figure.
+    _classes(tmp_path, samples=1_100_000)
+    with pytest.raises(DataError) as error:
+        load_windows(f"folder:{tmp_path}?window=1&rate=100")
+    assert "1024 bytes of bookkeeping per window" in _one_line(error) and "above the 2 GiB limit" in _one_line(error)
 
 
 def test_a_mat_file_that_crashes_scipys_reader_is_one_line(tmp_path):

@@ -96,6 +96,22 @@ def test_a_pid_file_of_0_or_minus_1_is_not_a_running_service(tmp_path):
     assert running_pid(paths) == os.getpid()
 
 
+@pytest.mark.parametrize("written", [
+    '[1, 2, 3]', '{"deployed": {"model": "m.tflite", "user": "u"}}', '{"deployed": "yes", "link": [1]}',
+    '{"threads": {"serial": 5}, "predictions": [{"smoothed": "fist"}, 7], "search": {"seconds_left": "soon"}}',
+    '{"state": 5', '\u00ff\u00fe'])
+def test_status_reads_a_status_file_of_any_shape(tmp_path, written):
+    """status.json is a file: a power cut, an older tinynas or a hand edit leaves it in any shape."""
+    (tmp_path / "c.toml").write_text(f'data_dir = "{tmp_path}"\n')
+    (tmp_path / "service.pid").write_text(str(os.getpid()))  # a live process: status.json is read
+    (tmp_path / "status.json").write_text(written)
+    done = tinynas("service", "status", "--config", str(tmp_path / "c.toml"))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.startswith("service running; state")
+    if "deployed" in written and '"model"' in written:
+        assert "serving m.tflite for u (int8 accuracy not measured)" in done.stdout
+
+
 def test_a_second_service_on_the_same_data_dir_is_refused_in_one_line(tmp_path):
     import fcntl
 

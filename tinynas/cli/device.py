@@ -106,52 +106,78 @@ def _cmd_service_status(args: argparse.Namespace) -> int:
     status = {"running": running, **state.to_dict()}
     if running and paths.status.exists():
         try:
-            status.update(json.loads(paths.status.read_text()), running=True)
-        except ValueError:
-            pass
+            written = json.loads(paths.status.read_text())
+        except (OSError, ValueError):
+            written = None  # torn or damaged: the state file's part still shows
+        if isinstance(written, dict):
+            status.update(written, running=True)
     if args.json:
         print(json.dumps(status, indent=2))
         return 0
-    print(f"service {'running' if running else 'not running'}; state {status['state']}"
-          + (f", user {status['user']}" if status.get("user") else ""))
+    for line in status_lines(status):
+        print(line)
+    return 0
+
+
+def _part(status: dict, key: str) -> dict:
+    """A section of the status, {} when absent or not a mapping (an older or damaged status.json)."""
+    value = status.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _figure(value, form: str, missing: str = "-") -> str:
+    return format(value, form) if isinstance(value, (int, float)) and not isinstance(value, bool) else missing
+
+
+def status_lines(status: dict) -> list[str]:
+    """What `tinynas service status` prints: every field read defensively, since status.json is a file a
+    power cut, an older tinynas or a hand edit can leave in any shape."""
+    lines = [f"service {'running' if status.get('running') else 'not running'}; state {status.get('state', '?')}"
+             + (f", user {status['user']}" if status.get("user") else "")]
     if status.get("paused"):
-        print(f"  {status['paused']}")
+        lines.append(f"  {status['paused']}")
     elif status.get("error"):
-        print(f"  last error: {status['error']}")
-    device = status.get("device") or {}
+        lines.append(f"  last error: {status['error']}")
+    device, link = _part(status, "device"), _part(status, "link")
     if device.get("waiting"):
-        print(f"  {device['waiting']}")
-    link = status.get("link") or {}
+        lines.append(f"  {device['waiting']}")
     if link.get("problem"):
-        print(f"  {link['problem']}")
+        lines.append(f"  {link['problem']}")
     elif link:
-        print(f"  link: {link.get('samples_per_second', 0):g} samples/s, {link.get('lost_samples', 0)} lost, "
-              f"{link.get('resets', 0)} device restart(s), {link.get('reconnects', 0)} reconnect(s)")
-    for name, health in (status.get("threads") or {}).items():
-        if health.get("restarts"):
-            print(f"  {name} thread restarted {health['restarts']} time(s); last: {health.get('last_error', '')}")
-    collection = status.get("collection") or {}
+        lines.append(f"  link: {_figure(link.get('samples_per_second', 0), 'g')} samples/s, "
+                     f"{link.get('lost_samples', 0)} lost, {link.get('resets', 0)} device restart(s), "
+                     f"{link.get('reconnects', 0)} reconnect(s)")
+    for name, health in _part(status, "threads").items():
+        if isinstance(health, dict) and health.get("restarts"):
+            lines.append(f"  {name} thread restarted {health['restarts']} time(s); last: "
+                         f"{health.get('last_error', '')}")
+    collection = _part(status, "collection")
     if collection.get("total"):
-        print(f"  collection: {collection.get('accepted', 0)} of {collection['total']} windows"
-              + (f", prompt {collection['prompt']}" if collection.get("prompt") else ""))
+        lines.append(f"  collection: {collection.get('accepted', 0)} of {collection['total']} windows"
+                     + (f", prompt {collection['prompt']}" if collection.get("prompt") else ""))
         if collection.get("phase") == "confirm" and collection.get("confirm"):
-            print(f"  waiting for you: {collection['confirm']}")
-    search = status.get("search") or {}
+            lines.append(f"  waiting for you: {collection['confirm']}")
+    search = _part(status, "search")
     if search:
-        print(f"  search: {search.get('trials', 0)} candidates, best {search.get('best', '-')}, "
-              f"{search.get('seconds_left', 0):.0f} s left")
-    if status.get("rewear"):
+        lines.append(f"  search: {search.get('trials', 0)} candidates, best {search.get('best', '-')}, "
+                     f"{_figure(search.get('seconds_left', 0), '.0f')} s left")
+    if _part(status, "rewear"):
         from tinynas.service.rewear import status_line
 
-        print(f"  {status_line(status['rewear'])}")
-    deployed = status.get("deployed") or {}
+        lines.append(f"  {status_line(status['rewear'])}")
+    deployed = _part(status, "deployed")
     if deployed:
-        print(f"  serving {deployed['model']} for {deployed['user']} (int8 accuracy {deployed['accuracy']:.3f})")
-    if (status.get("serving") or {}).get("stale"):
-        print(f"  predictions stale: {status['serving']['stale']}")
-    for prediction in (status.get("predictions") or [])[-3:]:
-        print(f"  prediction {prediction['smoothed']} ({prediction['confidence']:.0%})")
-    return 0
+        accuracy = _figure(deployed.get("accuracy"), ".3f", "not measured")
+        lines.append(f"  serving {deployed.get('model', '?')} for {deployed.get('user', '?')} "
+                     f"(int8 accuracy {accuracy})")
+    if _part(status, "serving").get("stale"):
+        lines.append(f"  predictions stale: {status['serving']['stale']}")
+    predictions = status.get("predictions")
+    for prediction in (predictions if isinstance(predictions, list) else [])[-3:]:
+        if isinstance(prediction, dict):
+            lines.append(f"  prediction {prediction.get('smoothed', '?')} "
+                         f"({_figure(prediction.get('confidence'), '.0%')})")
+    return lines
 
 
 def _cmd_service_stop(args: argparse.Namespace) -> int:

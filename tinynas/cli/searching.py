@@ -13,6 +13,7 @@ from tinynas.data.preprocess import NORMALIZATIONS
 from tinynas.data.splits import PROTOCOLS
 from tinynas.options import (
     check_budget,
+    check_c_prefix,
     check_out_dir,
     check_range,
     check_seed,
@@ -65,6 +66,9 @@ def register(sub) -> None:
     search.add_argument("--normalize", default="none", choices=NORMALIZATIONS,
                         help="none (raw windows), or channel: standardise each channel with the training "
                              "split's statistics (recorded in card.json, applied when serving)")
+    search.add_argument("--c-prefix", default="tinynas", metavar="NAME",
+                        help="start of the generated C runtime's names (NAME_infer, NAME_INPUT_SIZE; default "
+                             "tinynas): give each model of one firmware its own")
     search.add_argument("--json", action="store_true", help="print the model card as JSON on stdout")
     search.set_defaults(func=_cmd_search)
 
@@ -122,6 +126,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     check_training(args.epochs, args.batch_size, args.learning_rate, args.final_epochs)
     budget = check_budget(args.budget)
     check_strategy(args.strategy)
+    check_c_prefix(args.c_prefix)
     parse_augmentation(args.augment)  # its syntax; which preset "auto" means needs the data
     parse_kernels(args.kernels)
     target = resolve_target(args.target, ram=args.ram, flash=args.flash, macs=args.macs)
@@ -143,7 +148,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
                   threads_per_worker=args.threads, resume=args.resume, data_spec=args.data, progress=Progress(),
                   split=args.split, check_data=not args.ignore_data_checks, normalize=args.normalize,
                   test_windows=test_windows, test_spec=args.test_data or "", augment=args.augment,
-                  kernels=args.kernels, runtime=args.runtime)
+                  kernels=args.kernels, runtime=args.runtime, c_prefix=args.c_prefix)
     _print_result(study.run(), args.json)
     return 0
 

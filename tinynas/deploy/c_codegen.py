@@ -16,9 +16,32 @@ from tinynas.cost.c_runtime import pad_left
 from tinynas.deploy import c_quant
 from tinynas.deploy.c_model import CodegenError, ConvStage, IntegerModel, read_integer_model
 
-__all__ = ["ENTRY_POINT", "CodegenError", "compile_tflite", "generate_c", "read_integer_model"]
+__all__ = ["DEFAULT_PREFIX", "ENTRY_POINT", "CodegenError", "check_prefix", "compile_tflite", "entry_point",
+           "generate_c", "read_integer_model"]
 
-ENTRY_POINT = "tinynas_infer"
+DEFAULT_PREFIX = "tinynas"
+"""The generated runtime's names start with it: `tinynas_infer`, `TINYNAS_INPUT_SIZE`. Everything else in the
+source is static, so two models generated with two prefixes link into one firmware."""
+ENTRY_POINT = f"{DEFAULT_PREFIX}_infer"
+_C_KEYWORDS = frozenset("auto break case char const continue default do double else enum extern float for goto if "
+                        "inline int long register restrict return short signed sizeof static struct switch typedef "
+                        "union unsigned void volatile while".split())
+
+
+def check_prefix(prefix: str) -> str:
+    """`prefix` if it makes valid, portable C names (a C identifier of at most 24 characters, not a keyword)."""
+    import re
+
+    if not (isinstance(prefix, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,23}", prefix)
+            and prefix not in _C_KEYWORDS and not prefix.startswith("__")):
+        raise CodegenError(f"C prefix {prefix!r} is not a C name: give letters, digits and underscores, at most 24, "
+                           f"not starting with a digit (e.g. emg or motor_left)")
+    return prefix
+
+
+def entry_point(prefix: str = DEFAULT_PREFIX) -> str:
+    """The function the generated runtime exports: PREFIX_infer(input, output)."""
+    return f"{check_prefix(prefix)}_infer"
 
 
 def _array(ctype: str, name: str, values, per_line: int = 16) -> str:
@@ -134,8 +157,11 @@ def _float_literal(value: float) -> str:
     return f"{np.float32(value)!r}".replace("np.float32(", "").rstrip(")") + "f"
 
 
-def generate_c(model: IntegerModel, header_name: str = "model_compiled.h", title: str = "") -> tuple[str, str]:
-    """(source, header) of the C runtime for `model`; `title` goes in the first comment line."""
+def generate_c(model: IntegerModel, header_name: str = "model_compiled.h", title: str = "",
+               prefix: str = DEFAULT_PREFIX) -> tuple[str, str]:
+    """(source, header) of the C runtime for `model`; `title` goes in the first comment line, `prefix` starts
+    the entry point's and the macros' names (PREFIX_infer, PREFIX_INPUT_SIZE)."""
+    function, upper = entry_point(prefix), prefix.upper()
     plan = model.plan
     guard = header_name.upper().replace(".", "_").replace("-", "_") + "_"
     head = model.head
@@ -144,21 +170,21 @@ def generate_c(model: IntegerModel, header_name: str = "model_compiled.h", title
         banner
         + f"#ifndef {guard}\n#define {guard}\n\n#include <stdint.h>\n\n"
         + "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
-        + f"#define TINYNAS_INPUT_LENGTH {model.input_length}\n"
-        + f"#define TINYNAS_INPUT_CHANNELS {model.input_channels}\n"
-        + "/* int8 values, time-major: input[t * TINYNAS_INPUT_CHANNELS + channel] */\n"
-        + f"#define TINYNAS_INPUT_SIZE {model.input_length * model.input_channels}\n"
-        + f"#define TINYNAS_OUTPUT_SIZE {model.classes}\n"
+        + f"#define {upper}_INPUT_LENGTH {model.input_length}\n"
+        + f"#define {upper}_INPUT_CHANNELS {model.input_channels}\n"
+        + f"/* int8 values, time-major: input[t * {upper}_INPUT_CHANNELS + channel] */\n"
+        + f"#define {upper}_INPUT_SIZE {model.input_length * model.input_channels}\n"
+        + f"#define {upper}_OUTPUT_SIZE {model.classes}\n"
         + "/* Bytes of the static arena the model keeps in .bss (the caller's input and output apart). */\n"
-        + f"#define TINYNAS_ARENA_SIZE {plan.arena_bytes}\n"
+        + f"#define {upper}_ARENA_SIZE {plan.arena_bytes}\n"
         + "/* real value = scale * (int8 value - zero point) */\n"
-        + f"#define TINYNAS_INPUT_SCALE {_float_literal(model.input.scale)}\n"
-        + f"#define TINYNAS_INPUT_ZERO_POINT ({model.input.zero_point})\n"
-        + f"#define TINYNAS_OUTPUT_SCALE {_float_literal(model.output.scale)}\n"
-        + f"#define TINYNAS_OUTPUT_ZERO_POINT ({model.output.zero_point})\n\n"
-        + "/* Classifies one window: reads input[TINYNAS_INPUT_SIZE] in place, writes\n"
-        + " * output[TINYNAS_OUTPUT_SIZE] (int8 logits). Not reentrant (one static arena). Returns 0. */\n"
-        + f"int {ENTRY_POINT}(const int8_t *input, int8_t *output);\n\n"
+        + f"#define {upper}_INPUT_SCALE {_float_literal(model.input.scale)}\n"
+        + f"#define {upper}_INPUT_ZERO_POINT ({model.input.zero_point})\n"
+        + f"#define {upper}_OUTPUT_SCALE {_float_literal(model.output.scale)}\n"
+        + f"#define {upper}_OUTPUT_ZERO_POINT ({model.output.zero_point})\n\n"
+        + f"/* Classifies one window: reads input[{upper}_INPUT_SIZE] in place, writes\n"
+        + f" * output[{upper}_OUTPUT_SIZE] (int8 logits). Not reentrant (one static arena). Returns 0. */\n"
+        + f"int {function}(const int8_t *input, int8_t *output);\n\n"
         + "#ifdef __cplusplus\n}\n#endif\n\n"
         + f"#endif  /* {guard} */\n")
     parts = [banner, f"#include \"{header_name}\"\n\n",
@@ -180,9 +206,9 @@ def generate_c(model: IntegerModel, header_name: str = "model_compiled.h", title
     channels = model.stages[-1].cout
     # The arena as int32 words so the MEAN sums are aligned; int8 maps alias it (char types may).
     parts.append(
-        f"\nstatic int32_t arena[TINYNAS_ARENA_SIZE / 4];\n"
+        f"\nstatic int32_t arena[{upper}_ARENA_SIZE / 4];\n"
         f"#define ARENA ((int8_t *)arena)\n\n"
-        f"int {ENTRY_POINT}(const int8_t *input, int8_t *output) {{\n")
+        f"int {function}(const int8_t *input, int8_t *output) {{\n")
     source = "input"
     for number, stage in enumerate(model.stages):
         if stage.pool is not None:
@@ -216,6 +242,7 @@ def generate_c(model: IntegerModel, header_name: str = "model_compiled.h", title
     return "".join(parts), header
 
 
-def compile_tflite(tflite: bytes, header_name: str = "model_compiled.h", title: str = "") -> tuple[str, str]:
-    """(source, header) of the C runtime for the int8 A(k, c) model `tflite`."""
-    return generate_c(read_integer_model(tflite), header_name, title)
+def compile_tflite(tflite: bytes, header_name: str = "model_compiled.h", title: str = "",
+                   prefix: str = DEFAULT_PREFIX) -> tuple[str, str]:
+    """(source, header) of the C runtime for the int8 A(k, c) model `tflite` (names starting with `prefix`)."""
+    return generate_c(read_integer_model(tflite), header_name, title, prefix)

@@ -130,34 +130,38 @@ class ExportedModel:
     compiled_header_path: Path | None = None
 
 
-def compiled_c_card(tflite: bytes, symbol: str) -> tuple[dict[str, Any], tuple[str, str] | None]:
+def compiled_c_card(tflite: bytes, symbol: str, prefix: str = "tinynas") -> tuple[dict[str, Any],
+                                                                                 tuple[str, str] | None]:
     """The card's `c_runtime` section and the generated C runtime's (source, header), or None and the reason.
 
     A model the generator cannot compile exactly (not an int8 A(k, c) graph) still exports for TFLite
     Micro: the card says why there is no C runtime instead of failing the export.
     """
-    from tinynas.deploy.c_codegen import ENTRY_POINT, CodegenError, generate_c, read_integer_model
+    from tinynas.deploy.c_codegen import CodegenError, entry_point, generate_c, read_integer_model
 
+    function = entry_point(prefix)  # a bad prefix is the caller's error, not a model the generator cannot compile
     try:
         integer_model = read_integer_model(tflite)
     except CodegenError as exc:
         return {"error": str(exc)}, None
-    files = generate_c(integer_model, f"{symbol}_compiled.h", f"{symbol}.tflite")
+    files = generate_c(integer_model, f"{symbol}_compiled.h", f"{symbol}.tflite", prefix)
     plan = integer_model.plan
-    return {"source": f"{symbol}_compiled.c", "header": f"{symbol}_compiled.h", "entry_point": ENTRY_POINT,
+    return {"source": f"{symbol}_compiled.c", "header": f"{symbol}_compiled.h", "entry_point": function,
+            "prefix": prefix,
             "arena_bytes": plan.arena_bytes,
             "input_bytes": integer_model.input_length * integer_model.input_channels,
             "output_bytes": integer_model.classes}, files
 
 
 def write_export(out_dir: str | os.PathLike, architecture: Architecture, tflite: bytes,
-                 card: dict[str, Any], symbol: str = "model") -> ExportedModel:
-    """Write model.tflite, model.c/.h (TFLite Micro), model_compiled.c/.h (the C runtime) and card.json
-    atomically into `out_dir`; the card is written last."""
+                 card: dict[str, Any], symbol: str = "model", c_prefix: str = "tinynas") -> ExportedModel:
+    """Write model.tflite, model.c/.h (TFLite Micro), model_compiled.c/.h (the C runtime, its names starting
+    with `c_prefix`: two models of one firmware take two) and card.json atomically into `out_dir`; the card
+    is written last."""
     out = Path(out_dir)
+    c_runtime, compiled = compiled_c_card(tflite, symbol, c_prefix)
     out.mkdir(parents=True, exist_ok=True)
     source, header = c_array_source(tflite, symbol)
-    c_runtime, compiled = compiled_c_card(tflite, symbol)
     paths = ExportedModel(out / f"{symbol}.tflite", out / f"{symbol}.c", out / f"{symbol}.h",
                           out / "card.json",
                           compiled_c_path=out / f"{symbol}_compiled.c" if compiled else None,

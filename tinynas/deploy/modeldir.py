@@ -260,7 +260,9 @@ def write_model_dir(out: Path, source: ModelDir, model, tflite: bytes, card: dic
         for name in (WINDOWS_FILE, SPLIT_FILE):
             if (source.path / name).is_file():
                 shutil.copyfile(source.path / name, staging / name)
-        write_export(staging, source.architecture, tflite, card)
+        # The source's C names: a firmware that links it keeps linking the adapted model.
+        prefix = (source.card.get("c_runtime") or {}).get("prefix", "tinynas")
+        write_export(staging, source.architecture, tflite, card, c_prefix=prefix)
         publish_folder(staging, out)
     except OSError as exc:
         discard_folder(staging)

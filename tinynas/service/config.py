@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from tinynas.errors import TinynasError
+from tinynas.options import MAX_BATCH_SIZE, MAX_EPOCHS, MAX_LEARNING_RATE, check_budget
 
 DEFAULT_CONFIG = '''# tinynas service configuration (TOML). Every key is optional; the values below are the defaults.
 
@@ -130,8 +131,9 @@ def _max_workers() -> int:
 _CHECKS = {
     "port": _text(), "baudrate": _integer(1, 100_000_000), "data_dir": _text(),
     "target": _text(), "budget": _text(), "strategy": _text(), "runtime": _text(),
-    "epochs": _integer(1, 10_000), "learning_rate": _number(0.0, 1.0, low_open=True),
-    "batch_size": _integer(1, 65_536), "final_epochs": _integer(1, 10_000), "workers": None,
+    # The same ranges as the command line's (tinynas.options owns them): a config is the CLI's options in a file.
+    "epochs": _integer(1, MAX_EPOCHS), "learning_rate": _number(0.0, MAX_LEARNING_RATE, low_open=True),
+    "batch_size": _integer(1, MAX_BATCH_SIZE), "final_epochs": _integer(1, MAX_EPOCHS), "workers": None,
     "normalize": _text(), "plan": _text(), "hop_seconds": _number(0.0, 60.0, low_open=True),
     "smoothing": _integer(1, 1000), "min_accuracy": _number(0.0, 1.0),
     "rewear_repetitions": _integer(1, 20), "rewear_epochs": _integer(1, 1000),
@@ -171,6 +173,17 @@ def _check_choices(origin: str, data: dict) -> None:
         except TinynasError:
             raise ConfigError(f"{origin}: budget must be a positive duration such as 90s, 30m or 1h30m, "
                               f"not {data['budget']!r}") from None
+        try:
+            check_budget(data["budget"])  # the CLI's range: a second to 30 days
+        except TinynasError as exc:
+            raise ConfigError(f"{origin}: {str(exc).lstrip('-')}") from None
+    if "data_dir" in data:
+        folder = Path(data["data_dir"]).expanduser()
+        if folder.exists() and not folder.is_dir():
+            raise ConfigError(f"{origin}: data_dir {data['data_dir']!r} is a file, not a folder (give the folder "
+                              f"the service keeps its recordings and models in)")
+    if "http_host" in data:
+        _check_host(origin, data["http_host"])
     if "target" in data:
         try:
             resolve_target(data["target"])
@@ -197,6 +210,24 @@ def _check_choices(origin: str, data: dict) -> None:
             load_plan(data["plan"])
         except BridgeError as exc:
             raise ConfigError(f"{origin}: plan: {exc}") from None
+
+
+def _check_host(origin: str, host: str) -> None:
+    """An address the server can bind: an IPv4/IPv6 literal, or a host name (letters, digits, dots, hyphens)."""
+    import ipaddress
+    import re
+
+    try:
+        ipaddress.ip_address(host)
+        return
+    except ValueError:
+        pass
+    # Only digits and dots is meant as an IPv4 address (999.1.1.1 is not one, and no resolver should guess).
+    named = re.fullmatch(r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                         r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*", host)
+    if named is None or re.fullmatch(r"[0-9.]+", host):
+        raise ConfigError(f"{origin}: http_host must be an IP address or a host name (e.g. \"127.0.0.1\", "
+                          f"\"0.0.0.0\", \"::1\"), not {host!r}")
 
 
 def check_config_data(data: dict, origin: str = "config") -> ServiceConfig:

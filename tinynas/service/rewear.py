@@ -295,9 +295,9 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
 
 def _swap(service: ServiceContext, flow: dict, staging: Path, final: Path, outcome: dict,
           figures: str) -> Transition:
-    if final.exists() and str(final / "model.tflite") != service.state.deployed.get("model"):
-        shutil.rmtree(final)  # a swap a power cut interrupted before the state was saved
-    publish_folder(staging, final)
+    if str(final / "model.tflite") == service.state.deployed.get("model"):
+        raise RuntimeError(f"{final} is the model being served: a re-wear never replaces it in place")
+    publish_folder(staging, final)  # a folder a power cut left there (state not yet saved) is exchanged whole
     card = json.loads((final / "card.json").read_text())
     old = service.state.deployed
     after = [(outcome.get(key) or [None, None])[1] for key in ("verify", "test")]

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from firmware_bridge.guide import load_plan
-from tinynas.atomic import atomic_write_text, publish_folder
+from tinynas.atomic import atomic_write_text, discard_folder, publish_folder, stage_folder
 from tinynas.service.context import Phase, ServiceContext, Transition, to
 from tinynas.service.idle import UNKNOWN, IdleRule, idle_rule, softmax
 
@@ -129,19 +129,20 @@ def deploy(service: ServiceContext) -> Transition:
     plan = load_plan(state.plan)
     rule, answered = serving_rule(plan, state.session, tflite, preprocessing, windows, split)
     target = service.paths.profile(state.user) / "deployed" / study.name
-    staging = target.with_name(target.name + ".tmp")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    # The float weights, training windows and split too: a served model is a model folder that
-    # `recalibrate` / `adapt` can open (tinynas.deploy.modeldir).
-    for name in ("model.tflite", "model.c", "model.h", "model_compiled.c", "model_compiled.h",
-                 "report.md", "model.weights.h5", "windows.npz", "split.npz"):
-        if (study / name).exists():
-            shutil.copy2(study / name, staging / name)
-    # The served card carries serving's rules for idle and unknown windows (the study's card stays as it was).
-    atomic_write_text(staging / "card.json", json.dumps({**card, "serving": rule.to_dict()}, indent=2) + "\n")
-    shutil.rmtree(target, ignore_errors=True)
-    publish_folder(staging, target)
+    staging = stage_folder(target)  # hidden, beside it; a power cut's leftovers are removed first
+    try:
+        # The float weights, training windows and split too: a served model is a model folder that
+        # `recalibrate` / `adapt` can open (tinynas.deploy.modeldir).
+        for name in ("model.tflite", "model.c", "model.h", "model_compiled.c", "model_compiled.h",
+                     "report.md", "model.weights.h5", "windows.npz", "split.npz"):
+            if (study / name).exists():
+                shutil.copy2(study / name, staging / name)
+        # The served card carries serving's rules for idle and unknown windows (the study's card stays as it was).
+        atomic_write_text(staging / "card.json", json.dumps({**card, "serving": rule.to_dict()}, indent=2) + "\n")
+        publish_folder(staging, target)  # one exchange: a folder already there stays whole until the new one is
+    except BaseException:
+        discard_folder(staging)  # a full disk mid-copy: nothing half-copied is left to be served
+        raise
     deployed = {"user": state.user, "model": str(target / "model.tflite"), "card": str(target / "card.json"),
                 "accuracy": accuracy, "card_int8_test_accuracy": card.get("int8_test_accuracy"),
                 "classes": card.get("classes"), "study": str(study), "session": state.session,

@@ -90,7 +90,8 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
         measured_arena_host64=_measured_arena(tflite) if tflite_micro_available() else None,
         runtime=runtime,
     )
-    exported = write_export(study.out_dir, winner.architecture, tflite, card.to_dict())
+    exported = write_export(study.out_dir, winner.architecture, tflite, card.to_dict(),
+                            c_prefix=study.settings.c_prefix)
     card = ModelCard.from_dict(json.loads(exported.card_path.read_text()))
     save_split(study.out_dir / SPLIT_FILE, study.split)
     journal.set_meta("finished", True)

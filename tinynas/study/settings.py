@@ -77,9 +77,17 @@ class StudySettings:
     test_spec: str = ""
     runtime: str = "tflm"
     """`--runtime`: what the budget counts, TFLite Micro ("tflm") or tinynas's generated C runtime ("c")."""
+    c_prefix: str = "tinynas"
+    """`--c-prefix`: the generated C runtime's names start with it (export only: not part of the search)."""
 
     def __post_init__(self) -> None:
         check_runtime(self.runtime)
+        from tinynas.deploy.c_codegen import CodegenError, check_prefix
+
+        try:
+            check_prefix(self.c_prefix)  # before the search, not after it at the export
+        except CodegenError as exc:
+            raise UsageError(str(exc)) from None
         if self.workers != "auto":
             _check_whole("workers", self.workers, "auto or ")
         _check_whole("threads per worker", self.threads_per_worker)
