@@ -131,14 +131,16 @@ def test_each_state_renders_what_the_user_needs(name, tmp_path):
 
 
 def test_the_page_updates_without_reloading(tmp_path):
-    # One navigation; the server moves from idle to collecting to serving while the page polls.
+    # One navigation; the server moves from idle to collecting to serving while the page polls (once a second,
+    # 4 s of virtual time). Serving is reached by the third request so that, on a loaded machine where the last
+    # poll of the budget may still be in flight when the DOM is dumped, at least one serving answer is drawn.
     browser = _browser()
     served = {"requests": 0}
     page_loads = {"count": 0}
 
     def status():
         served["requests"] += 1
-        order = ["idle", "idle", "collecting", "collecting", "serving"]
+        order = ["idle", "collecting", "serving"]
         return STATES[order[min(served["requests"] - 1, len(order) - 1)]]
 
     server = StatusServer(status, port=_free_port(), on_page=lambda: page_loads.__setitem__(
@@ -147,7 +149,7 @@ def test_the_page_updates_without_reloading(tmp_path):
         dom = _chromium(browser, f"http://127.0.0.1:{server.address[1]}/", tmp_path / "dom", "--dump-dom").stdout
     finally:
         server.stop()
-    assert page_loads["count"] == 1 and served["requests"] >= 5, (page_loads, served)
+    assert page_loads["count"] == 1 and served["requests"] >= 4, (page_loads, served)
     assert 'data-state="SERVING"' in dom and "240 predictions per minute" in dom
 
 

@@ -7,12 +7,15 @@ which every request must then carry (`Authorization: Bearer TOKEN` or `?token=TO
 
 from __future__ import annotations
 
+import errno
 import hmac
 import ipaddress
 import json
 import logging
+import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -71,14 +74,41 @@ MAX_CONNECTIONS = 32
 must not take the service's file descriptors: ~1,010 of them used to end it)."""
 
 
+def connection_cap() -> int:
+    """MAX_CONNECTIONS, or fewer when the descriptor limit is low (systemd's LimitNOFILE, ulimit -n): at most
+    half of the descriptors still free, so the service keeps enough for its own files (state, recordings,
+    the serial port) however many clients connect."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    try:
+        used = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        used = 16
+    return max(1, min(MAX_CONNECTIONS, (soft - used) // 2))
+
+
 class _BoundedServer(ThreadingHTTPServer):
     """A threading HTTP server that serves at most MAX_CONNECTIONS at once and is quiet about clients that leave."""
 
     daemon_threads = True
 
     def __init__(self, *args, **kwargs) -> None:
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.max_connections = connection_cap()
+        self._slots = threading.BoundedSemaphore(self.max_connections)
         super().__init__(*args, **kwargs)
+
+    def get_request(self):
+        try:
+            return super().get_request()
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                # No descriptor to accept with: the connection stays queued in the kernel. Wait a little
+                # instead of spinning on a listening socket that stays readable.
+                time.sleep(0.05)
+            raise
 
     def process_request(self, request, client_address) -> None:
         if not self._slots.acquire(blocking=False):
