@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -46,9 +47,9 @@ import threading
 import time
 import tracemalloc
 import wave
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -751,7 +752,7 @@ def _service_scenario(case: Case, w: Path, extra: str, prepare: Callable, act: C
         if service.poll() is not None:
             return Result(case, "wrong exit", f"service run ended at start (exit {service.returncode}): "
                                               f"{_last_line(text())}", 0, shown, service.returncode)
-        note, refused_at_the_door = act(w, config)
+        note, refused_at_the_door, *probed = act(w, config)  # a probe of the running service returns its finding
         state = lambda: _json(w / "data" / "state.json")  # noqa: E731
         # A request refused by `tinynas onboard` itself never reaches the service: it only has to stay up.
         _wait(lambda: service.poll() is not None or refused_at_the_door or (
@@ -768,7 +769,7 @@ def _service_scenario(case: Case, w: Path, extra: str, prepare: Callable, act: C
         except ValueError:
             return Result(case, "wrong exit", f"service status --json gave no JSON (exit {code}): "
                                               f"{_last_line(stderr)}", 0, shown, code)
-        problem = "" if refused_at_the_door else check(w, status)
+        problem = probed[0] if probed else "" if refused_at_the_door else check(w, status)
         _run(["service", "stop", "--config", config], w, 60)
         try:
             service.wait(timeout=90)
@@ -854,6 +855,298 @@ def service_scenario_cases() -> list[Case]:
                  runner=lambda case, w, e=extra, p=prepare, a=act, c=check:
                  _service_scenario(case, w, quick_run + e, p, a, c))
             for name, extra, prepare, act, check in scenarios]
+
+
+# ---- issue 35: model folders, ranges, C names, the unit, the status server under attack ---------------
+def _edit_card(w: Path, change: Callable[[dict], None]) -> None:
+    path = w / "run" / "card.json"
+    card = json.loads(path.read_text())
+    change(card)
+    path.write_text(json.dumps(card))
+
+
+def _scaled_windows(w: Path, scale: float) -> None:
+    with np.load(w / "run" / "windows.npz", allow_pickle=False) as stored:
+        arrays = {key: stored[key] for key in stored.files}
+    arrays["x"] = (arrays["x"] * np.float32(scale)).astype(np.float32)
+    np.savez(w / "new.npz", **arrays)
+
+
+def _other_classes(w: Path) -> None:
+    with np.load(w / "run" / "windows.npz", allow_pickle=False) as stored:
+        arrays = {key: stored[key] for key in stored.files}
+    meta = json.loads(str(arrays["meta"]))
+    meta["class_names"] = [f"other{i}" for i in range(len(meta["class_names"]))]
+    arrays["meta"] = np.array(json.dumps(meta))
+    np.savez(w / "run" / "windows.npz", **arrays)
+
+
+def _leftovers(w: Path) -> None:
+    """A folder adapt wrote, then the temporary files an interrupted write leaves (an older tinynas left them
+    inside the folder; now they can only be in a staging folder beside it)."""
+    code, _, stderr, _ = _run(["adapt", str(w / "run"), "--data", TINY_DATA, "--out", str(w / "out")], w, 120)
+    if code != 0:
+        raise RuntimeError(f"adapt for the setup failed: {_last_line(stderr)}")
+    out = w / "out"
+    _write(out / ".windows.npz.partial", _noise(300, 11))
+    _write(out / "model.weights.h5.partial-123", _noise(300, 12))
+    _write(w / ".out.staging-999999" / "card.json", b"{")
+
+
+def _adapt_over_leftovers(case: Case, w: Path) -> Result:
+    """The same adapt again over its earlier folder with an interrupted write's leftovers: it must succeed,
+    replace the folder whole (no leftover survives) and leave the source model as it was."""
+    _leftovers(w)
+    source = _snapshot(w / "run", ())
+    argv = ["adapt", str(w / "run"), "--data", TINY_DATA, "--out", str(w / "out")]
+    result = _run(argv, w, case.timeout)
+    verdict, symptom = _classify_output("ok", *result)
+    left = sorted(p.name for p in [*(w / "out").glob("*partial*"), *w.glob(".out.staging-*")])
+    if verdict == "behaved" and left:
+        verdict, symptom = "lost/changed", f"leftovers survived: {', '.join(left)}"
+    elif verdict == "behaved" and not (w / "out" / "card.json").exists():
+        verdict, symptom = "wrong exit", "exit 0 without out/card.json"
+    elif verdict == "behaved" and _snapshot(w / "run", ()) != source:
+        verdict, symptom = "lost/changed", "the source model's folder changed"
+    return Result(case, verdict, symptom or "replaced whole; no leftover survived", 0,
+                  _show(argv).replace(str(w), "$W"), result[0])
+
+
+def model_folder_cases() -> list[Case]:
+    adapt = ["adapt", "{w}/run", "--data", TINY_DATA]
+    recal = ["recalibrate", "{w}/run", "--data", TINY_DATA, "--epochs", "1"]
+    user_c = lambda w: (_write(w / "mine" / "model.c", "/* the user's own */\n"),  # noqa: E731
+                        _write(w / "mine" / "model.h", "#pragma once\n"))
+    card_damage = {
+        "a class more in the card": lambda c: (c["classes"].append("extra"),
+                                               c["preprocessing"].__setitem__("class_names", c["classes"])),
+        "a class named twice": lambda c: (c["classes"].__setitem__(1, c["classes"][0]),
+                                          c["preprocessing"].__setitem__("class_names", c["classes"])),
+        "architecture of longer windows": lambda c: c["architecture"].__setitem__(
+            "input_length", 2 * c["architecture"].get("input_length", 256)),
+        "history not a list": lambda c: c.__setitem__("history", {"kind": "adapt"}),
+        "a class name with a terminal escape": lambda c: (c["classes"].__setitem__(0, "\x1b[2J\x1b[31mred"),
+                                                          c["preprocessing"].__setitem__("class_names",
+                                                                                         c["classes"])),
+    }
+    cases = [
+        Case("adapt --out a folder holding the user's model.c", "model folders", [*adapt, "--out", "{w}/mine"],
+             user_c, needs_run=True, timeout=120, quick=True),
+        Case("recalibrate --out a folder holding the user's model.c", "model folders",
+             [*recal, "--out", "{w}/mine"], user_c, needs_run=True, timeout=120),
+        Case("adapt --out inside the source model", "model folders", [*adapt, "--out", "{w}/run/inside"],
+             needs_run=True, timeout=120, fresh=("run/inside",)),
+        Case("recalibrate --out inside the source model", "model folders", [*recal, "--out", "{w}/run/inside"],
+             needs_run=True, timeout=120, fresh=("run/inside",)),
+        Case("adapt --out a model folder with partial files of a killed run", "model folders", [],
+             needs_run=True, timeout=300, runner=_adapt_over_leftovers),
+        Case("evaluate a .tflite beside a confusion.png tinynas did not draw", "model folders",
+             ["evaluate", "{w}/run/model.tflite", "--data", TINY_DATA], lambda w: _write(
+                 w / "run" / "confusion.png", _noise(2000, 13)), expect="any", needs_run=True, timeout=120),
+        Case("adapt with a truncated model.tflite", "model folders", [*adapt, "--out", "{w}/out"],
+             lambda w: (w / "run" / "model.tflite").write_bytes((w / "run" / "model.tflite").read_bytes()[:999]),
+             needs_run=True, timeout=120, fresh=("out",), mention=("model.tflite",)),
+        Case("adapt with random bytes as split.npz", "model folders", [*adapt, "--out", "{w}/out"],
+             lambda w: _write(w / "run" / "split.npz", _noise(300, 14)), needs_run=True, timeout=120,
+             fresh=("out",), forbid=("allow_pickle", "pickle")),
+        Case("adapt with windows.npz of other classes", "model folders", [*adapt, "--out", "{w}/out"],
+             _other_classes, needs_run=True, timeout=120, fresh=("out",)),
+        Case("adapt to all-zero windows", "model folders",
+             ["adapt", "{w}/run", "--data", "npz:{w}/new.npz", "--out", "{w}/out"],
+             lambda w: _scaled_windows(w, 0.0), needs_run=True, timeout=120, fresh=("out",)),
+        Case("adapt to windows 1e30 times louder", "model folders",
+             ["adapt", "{w}/run", "--data", "npz:{w}/new.npz", "--out", "{w}/out"],
+             lambda w: _scaled_windows(w, 1e30), needs_run=True, timeout=120, fresh=("out",)),
+        Case("adapt --only ''", "model folders", [*adapt, "--out", "{w}/out", "--only", ""], needs_run=True,
+             fresh=("out",), mention=("--only",)),
+        Case("adapt --only normalization of a model without it", "model folders",
+             [*adapt, "--out", "{w}/out", "--only", "normalization"], needs_run=True, timeout=120,
+             expect="any", forbid=("batch norm",)),
+        Case("adapt onto a full disk over an earlier model", "model folders",
+             ["adapt", "{w}/m/run", "--data", TINY_DATA, "--out", "{w}/m/run"], _full_with_run, needs_run=True,
+             timeout=120, expect="any", owned=("m/.*", "m/.*/**")),
+    ]
+    for name, change in card_damage.items():
+        cases.append(Case(f"adapt a model whose card has {name}", "model folders", [*adapt, "--out", "{w}/out"],
+                          lambda w, change=change: _edit_card(w, change), needs_run=True, timeout=120,
+                          fresh=("out",), expect="any" if "escape" in name else "error",
+                          forbid=("\x1b",)))
+    return cases
+
+
+def range_cases() -> list[Case]:
+    cases = []
+    for value in ['budget = "9999999h"', 'budget = "31d"', "learning_rate = 50", "epochs = 1000000000",
+                  "batch_size = 100000000", 'http_host = "999.1.1.1"', 'http_host = "not a host"',
+                  'http_token = "\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9"',
+                  'http_host = "0.0.0.0"\nhttp_token = " "', 'http_host = "0.0.0.0"\nhttp_token = "short"',
+                  "rewear_repetitions = 1000000000", 'data_dir_is_a_file = 1']:
+        if value.startswith("data_dir_is_a_file"):
+            setup = lambda w: (_write(w / "afile", "x"), _service_config(w, data_dir=str(w / "afile")))  # noqa
+            cases.append(Case("service config data_dir is a file", "ranges",
+                              ["service", "config", "--config", "{w}/c.toml"], setup, mention=("data_dir",)))
+            continue
+        setup = lambda w, value=value: _service_config(w, extra=value + "\n")  # noqa: E731
+        key = value.split("\n")[-1].split(" =")[0]
+        cases.append(Case(f"service config {value!r}", "ranges", ["service", "config", "--config", "{w}/c.toml"],
+                          setup, mention=_names(key)))
+    spec = "synthetic:vibration?windows_per_class=1000000&length=1"
+    cases += [
+        Case("data inspect 2 M one-sample windows", "ranges", ["data", "inspect", spec], timeout=60),
+        Case("search on 2 M one-sample windows", "ranges",
+             ["search", "--data", spec, "--target", "STM32C011F6P6", "--out", "{w}/run"], timeout=60,
+             fresh=("run",)),
+    ]
+    for prefix in ["my-model", "9lives", "", "x" * 200, "int", "a b"]:
+        cases.append(Case(f"search --c-prefix {prefix[:20]!r}", "ranges",
+                          [*TINY_SEARCH, "--out", "{w}/run", "--c-prefix", prefix], fresh=("run",),
+                          mention=("--c-prefix",)))
+    return cases
+
+
+def _pid_file(value: str):
+    def setup(w: Path) -> None:
+        _service_config(w)
+        _write(w / "data" / "service.pid", value)
+    return setup
+
+
+def lifecycle_cases() -> list[Case]:
+    unit = ["service", "install", "--unit-dir", "{w}/units", "--config", "{w}/c.toml"]
+    make = lambda w: (_service_config(w), (w / "units").mkdir())  # noqa: E731
+    cases = [
+        Case("service install --user with a newline and a directive", "service lifecycle",
+             [*unit, "--user", "x\nExecStartPre=/bin/sh -c id"], make, mention=("--user",)),
+        Case("service install --memory-max lots", "service lifecycle", [*unit, "--memory-max", "lots"], make,
+             mention=("--memory-max",)),
+        Case("service install with a config path holding a space", "service lifecycle",
+             ["service", "install", "--unit-dir", "{w}/units", "--config", "{w}/my conf.toml"],
+             lambda w: ((w / "units").mkdir(), _write(w / "my conf.toml", f'data_dir = "{w / "data"}"\n')),
+             expect="any", owned=("units/**", "data", "data/**")),
+        Case("service install without --config", "service lifecycle",
+             ["service", "install", "--unit-dir", "{w}/units"], lambda w: (w / "units").mkdir(), expect="any",
+             owned=("units/**",)),
+        Case("service stop with no service running", "service lifecycle",
+             ["service", "stop", "--config", "{w}/c.toml"], _service_config, expect="any", fresh=("data/requests",)),
+    ]
+    for value in ["0", "-1", "9" * 23, "abc", ""]:
+        cases.append(Case(f"service status with service.pid {value!r}", "service lifecycle",
+                          ["service", "status", "--config", "{w}/c.toml"], _pid_file(value), expect="any",
+                          owned=("data/service.pid",)))
+    return cases
+
+
+def _http(port: int, data: bytes, wait: float = 15.0) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=wait) as client:
+        client.sendall(data)
+        chunks = []
+        try:
+            while True:
+                chunk = client.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        except TimeoutError:
+            pass
+        return b"".join(chunks)
+
+
+def _status_code(answer: bytes) -> int:
+    parts = answer.split(b" ", 2)
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else -1
+
+
+def _probe(send: Callable[[int], str]):
+    """An act for `_service_scenario` that probes the running status server; `send(port)` returns a problem."""
+    def act(w: Path, config: str):
+        port = int(re.search(r"http_port = (\d+)", (w / "c.toml").read_text()).group(1))
+        problem = send(w, port) if send is _hold_then_serve else send(port)
+        if problem.startswith("ok: "):  # a finding worth showing beside the verdict
+            return problem[4:] + "; ", True, ""
+        return ("" if problem else "the status server answered as it should; "), True, problem
+    return act
+
+
+TOKEN = "probe-token-0123456789"
+
+
+def _expect(status: int, request: bytes):
+    def send(port: int) -> str:
+        got = _status_code(_http(port, request))
+        return "" if got == status else f"answered {got} to {request[:60]!r}, not {status}"
+    return send
+
+
+def _hold_then_serve(w: Path, port: int) -> str:
+    """More idle connections than the service has descriptors (its limit lowered to 256, as a tight
+    LimitNOFILE would): it must still serve an authenticated client."""
+    import resource
+
+    try:
+        pid = int((w / "data" / "service.pid").read_text().split()[0])
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (256, 256))
+    except (OSError, ValueError, IndexError) as exc:
+        return f"could not lower the service's descriptor limit: {exc}"
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    idle = []
+    try:
+        for _ in range(min(hard, 4096) - 64):
+            try:
+                idle.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+            except OSError:
+                break
+        request = f"GET /status.json HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if _status_code(_http(port, request.encode(), wait=10)) == 200:
+                    return f"ok: served while {len(idle)} idle connections were held (its limit: 256 descriptors)"
+            except OSError:
+                pass
+            time.sleep(1)
+        return f"no answer to an authenticated client within 60 s while {len(idle)} idle connections were held"
+    finally:
+        for connection in idle:
+            connection.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _slow_header(port: int) -> str:
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as client:
+        client.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        started = time.monotonic()
+        try:
+            client.recv(100)
+        except TimeoutError:
+            return "a client that never finishes its headers held its connection for 60 s"
+        return "" if time.monotonic() - started < 45 else "the slow client was dropped only after 45 s"
+
+
+def status_server_cases() -> list[Case]:
+    get = lambda path, *headers: (f"GET {path} HTTP/1.1\r\n" + "".join(  # noqa: E731
+        h + "\r\n" for h in headers) + "\r\n").encode()
+    local = "Host: 127.0.0.1"
+    probes = [
+        ("a foreign Host header (DNS rebinding)", _expect(421, get("/status.json", "Host: evil.example",
+                                                                     f"Authorization: Bearer {TOKEN}"))),
+        ("a 10 KB path", _expect(414, get("/" + "a" * 10_000, local))),
+        ("a non-ASCII token in the query", _expect(401, get("/status.json?token=%C3%A9", local))),
+        ("a non-ASCII bearer token", _expect(401, get("/status.json", local).replace(
+            b"\r\n\r\n", "\r\nAuthorization: Bearer \u00e9\r\n\r\n".encode()))),
+        ("a lower-case 'bearer' with the right token", _expect(200, get("/status.json", local,
+                                                                        f"Authorization: bearer {TOKEN}"))),
+        ("no token", _expect(401, get("/status.json", local))),
+        ("an HTTP/0.9 request line", lambda port: "" if _status_code(_http(port, b"GET /\r\n")) in (-1, 400)
+         else "HTTP/0.9 was answered"),
+        ("headers that never end", _slow_header),
+        ("more idle connections than descriptors", _hold_then_serve),
+    ]
+    quick_run = 'workers = 1\nbudget = "1m"\nepochs = 1\nfinal_epochs = 1\n' + f'http_token = "{TOKEN}"\n'
+    return [Case(f"status server: {name}", "status server", [], timeout=300,
+                 runner=lambda case, w, send=send: _service_scenario(case, w, quick_run, lambda w: None,
+                                                                      _probe(send), lambda w, status: ""))
+            for name, send in probes]
 
 
 # ---- interrupts + resume ---------------------------------------------------------------------------
@@ -1288,7 +1581,8 @@ def render(command: str, results: list[Result], fuzz: dict | None, fixture: str,
                   f"{fuzz['max_frame_bytes']:,}) | {fuzz['peak_bytes'] / 1024:,.0f} KiB |", "",
                   "The peak is the decoder's own allocations while it ran, the 64 MiB chunk included: nothing is "
                   "sized from a length field and a frame longer than the limit is refused before it is copied."]
-    lines += ["", "## All cases", "", "What each printed (the error line, or the symptom), to judge the messages too.", "",
+    lines += ["", "## All cases", "", "What each printed (the error line, or the symptom), to judge the messages too.",
+              "",
               "| case | category | verdict | exit | s | message |", "|---|---|---|---:|---:|---|"]
     for r in results:
         message = r.symptom.removeprefix("tinynas: error: ")[:160].replace("|", "\\|").replace("\n", " ")
@@ -1299,7 +1593,8 @@ def render(command: str, results: list[Result], fuzz: dict | None, fixture: str,
 
 def all_cases() -> list[Case]:
     return (interrupt_cases() + disk_cases() + journal_cases() + model_cases() + data_file_cases() + spec_cases()
-            + option_cases() + config_file_cases() + service_cases() + service_scenario_cases())
+            + option_cases() + config_file_cases() + service_cases() + service_scenario_cases()
+            + model_folder_cases() + range_cases() + lifecycle_cases() + status_server_cases())
 
 
 def main(argv: list[str] | None = None) -> int:

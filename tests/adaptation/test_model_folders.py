@@ -68,6 +68,21 @@ def test_a_writer_killed_mid_write_leaves_nothing_half_written(model_dir, new, t
     assert ModelDir.open(out).has_training_data
 
 
+def test_leftovers_of_an_older_interrupted_write_do_not_make_the_folder_foreign(model_dir, new, tmp_path):
+    # tinynas before issue 35 wrote temporary files inside --out; a folder holding them is still ours, and
+    # the next adapt replaces it whole, leftovers included.
+    out = tmp_path / "adapted"
+    adapt(model_dir, new, out)
+    (out / ".windows.npz.partial").write_bytes(b"half")
+    (out / "model.weights.h5.partial-123").write_bytes(b"half")
+    adapt(model_dir, new, out)
+    assert not [p.name for p in out.iterdir() if "partial" in p.name]
+    (out / "notes.partial.txt").write_text("the user's")  # a name of no file of ours: still foreign
+    with pytest.raises(ModelDirError, match="not a model's"):
+        adapt(model_dir, new, out)
+    assert (out / "notes.partial.txt").read_text() == "the user's"
+
+
 def test_folders_that_are_not_ours_are_refused_and_untouched(model_dir, new, tmp_path):
     theirs = tmp_path / "firmware"
     theirs.mkdir()

@@ -76,7 +76,9 @@ def adapt(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec
         parts = tuple(part.strip() for part in parts.split(",") if part.strip())
     unknown = [part for part in parts if part not in PARTS]
     if unknown or not parts:
-        raise AdaptationError(f"cannot adapt {', '.join(unknown) or 'nothing'}; choose from {', '.join(PARTS)}")
+        asked = ",".join(unknown) if unknown else ""
+        raise AdaptationError(f"--only {asked!r}: cannot adapt {', '.join(unknown) or 'nothing'}; choose from "
+                              f"{', '.join(PARTS)} (or leave --only out for both)")
     source = ModelDir.open(model_path)
     out = check_new_folder(out_dir, source.path)
     check_shape(source, windows, "the new data")

@@ -210,6 +210,13 @@ def _within(inner: Path, outer: Path) -> bool:
     return inner == outer or outer in inner.parents
 
 
+def _ours_partial(name: str) -> str:
+    """The file a temporary file name stands for (`.windows.npz.partial` -> `windows.npz`), or ''."""
+    if ".partial" not in name:
+        return ""
+    return name.lstrip(".").split(".partial", 1)[0]
+
+
 def check_new_folder(out: str | os.PathLike, source: Path) -> Path:
     """An output folder for a changed model: new, empty, or a model folder tinynas wrote before.
 
@@ -233,7 +240,9 @@ def check_new_folder(out: str | os.PathLike, source: Path) -> Path:
             raise ModelDirError(f"--out {out} is not empty and holds no model of tinynas (no card.json of ours): "
                                 f"give a new or empty folder (nothing in it was touched)")
         ours = set(MODEL_FILES) | {WINDOWS_FILE, SPLIT_FILE, "confusion.png"}
-        foreign = [name for name in names if name not in ours]
+        # Temporary files of an interrupted earlier write (`.windows.npz.partial`, `model.weights.h5.partial...`)
+        # are ours too: the folder is replaced whole, so they go with it.
+        foreign = [name for name in names if name not in ours and _ours_partial(name) not in ours]
         if foreign:
             raise ModelDirError(f"--out {out} holds files that are not a model's ({', '.join(foreign[:3])}"
                                 f"{', ...' if len(foreign) > 3 else ''}): give a new or empty folder")
