@@ -91,7 +91,7 @@ def connection_cap() -> int:
 
 
 class _BoundedServer(ThreadingHTTPServer):
-    """A threading HTTP server that serves at most MAX_CONNECTIONS at once and is quiet about clients that leave."""
+    """A threading HTTP server that serves at most `connection_cap()` clients at once, quiet about those that leave."""
 
     daemon_threads = True
 
