@@ -64,7 +64,7 @@ def stage_folder(target: Path) -> Path:
         prefix = f".{target.name}{STAGING}"
         for stale in parent.glob(prefix + "*"):
             owner = stale.name[len(prefix):]
-            if not (owner.isdigit() and _alive(int(owner))):
+            if not (owner.isdigit() and process_alive(int(owner))):
                 shutil.rmtree(stale, ignore_errors=True)
         staging = parent / f"{prefix}{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
@@ -74,15 +74,17 @@ def stage_folder(target: Path) -> Path:
     return staging
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0 or pid == os.getpid():
-        return pid == os.getpid()
+def process_alive(pid: int) -> bool:
+    """Whether a process `pid` exists (another user's counts). 0 and below name process groups, not a
+    process, and are never alive; neither is a pid beyond the kernel's range."""
+    if not 0 < pid < 2 ** 31:
+        return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
+    except PermissionError:
         return True
+    except OSError:
+        return False
     return True
 
 

@@ -11,7 +11,7 @@ import logging
 import time
 from pathlib import Path
 
-from tinynas.atomic import atomic_write_text
+from tinynas.atomic import atomic_write_text, process_alive
 
 log = logging.getLogger(__name__)
 
@@ -36,21 +36,11 @@ class ServicePaths:
 def running_pid(paths: ServicePaths) -> int | None:
     """The pid of the service running on these paths, None when none runs (no pid file, a pid of 0 or below, not
     a number, or no such process)."""
-    import os
-
     try:
         pid = int(paths.pid.read_text().strip())
     except (OSError, ValueError):
         return None
-    if not 0 < pid < 2 ** 31:  # 0 and -1 would signal a process group, not a process
-        return None
-    try:
-        os.kill(pid, 0)
-    except PermissionError:
-        return pid  # another user's process: it exists
-    except OSError:
-        return None
-    return pid
+    return pid if process_alive(pid) else None
 
 
 def request_time_ns(path: Path) -> int | None:
