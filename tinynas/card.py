@@ -27,7 +27,8 @@ def is_our_card(data) -> bool:
     return isinstance(architecture, dict) and "schema" in architecture and isinstance(data.get("quantization"), dict)
 
 
-_OPTIONAL = ("measured_arena_host64", "history", "architecture", "name", "digest", "quantization", "tools")
+_OPTIONAL = ("measured_arena_host64", "history", "architecture", "name", "digest", "quantization", "tools",
+             "anomaly")
 """Keys written only when known: the TFLite Micro measurement (needs tflite-micro), the adaptation
 history, and what the export adds beside the study's figures."""
 
@@ -77,6 +78,8 @@ class ModelCard:
     tools: dict[str, str] | None = None
     runtime: str = "tflm"
     """What the budget was counted for: "tflm" (TFLite Micro) or "c" (tinynas's generated C runtime)."""
+    anomaly: dict[str, Any] | None = None
+    """An anomaly scorer's score, threshold and how they were made (`tinynas.anomaly.card`); None: a classifier."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

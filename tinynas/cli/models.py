@@ -193,8 +193,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from tinynas.data.spec import load_windows
     from tinynas.deploy.evaluate import drew_it, evaluate, load_model, model_files, plot_confusion
 
-    tflite, _ = model_files(args.model)  # a missing model, a bad card or a damaged .tflite is reported
-    load_model(tflite)                   # before the data is loaded
+    tflite, card = model_files(args.model)  # a missing model, a bad card or a damaged .tflite is reported
+    load_model(tflite)                      # before the data is loaded
+    if card.get("anomaly") is not None:
+        return _evaluate_scorer(args, tflite, card)
     result = evaluate(tflite, load_windows(args.data))
     picture = None
     png = tflite.parent / "confusion.png"
@@ -212,6 +214,34 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     print(result.text())
     if picture:
         print(f"  confusion matrix: {picture}")
+    return 0
+
+
+def _evaluate_scorer(args: argparse.Namespace, tflite, card: dict) -> int:
+    from tinynas.anomaly.card import read_section
+    from tinynas.anomaly.evaluation import evaluate_scorer, plot_scores
+    from tinynas.data.spec import load_windows
+    from tinynas.deploy.evaluate import PNG_MAKER, drew_it
+
+    read_section(card)  # a damaged anomaly section is reported before the data is loaded
+    result = evaluate_scorer(tflite, card, load_windows(args.data))
+    picture = None
+    png = tflite.parent / "scores.png"
+    if not drew_it(png):
+        print(f"tinynas: note: {png} is not a score plot tinynas drew: left as it is, no picture written",
+              file=sys.stderr)
+    else:
+        try:
+            plot_scores(result, png, PNG_MAKER)
+            picture = str(png)
+        except OSError as exc:
+            print(f"tinynas: could not write {png}: {exc.strerror}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({**result.to_dict(), "data": args.data, "scores_png": picture}, indent=2))
+        return 0
+    print(result.text())
+    if picture:
+        print(f"  scores over time: {picture}")
     return 0
 
 

@@ -7,6 +7,7 @@ import json
 import logging
 from pathlib import Path
 
+from tinynas.anomaly.threshold import check_rate
 from tinynas.cli.common import add_runtime_flag, add_target_flags
 from tinynas.cost.targets import kib, resolve_target
 from tinynas.data.preprocess import NORMALIZATIONS
@@ -69,6 +70,12 @@ def register(sub) -> None:
     search.add_argument("--c-prefix", default="tinynas", metavar="NAME",
                         help="start of the generated C runtime's names (NAME_infer, NAME_INPUT_SIZE; default "
                              "tinynas): give each model of one firmware its own")
+    search.add_argument("--task", default="classify", choices=("classify", "anomaly"),
+                        help="classify (default: one class per state) or anomaly: a scorer learnt from normal "
+                             "windows only, its threshold set for --false-alarm-rate (give fault windows only with "
+                             "--test-data, to evaluate on)")
+    search.add_argument("--false-alarm-rate", type=float, default=0.01, metavar="RATE",
+                        help="anomaly task: the share of normal windows the threshold may flag (default 0.01)")
     search.add_argument("--json", action="store_true", help="print the model card as JSON on stdout")
     search.set_defaults(func=_cmd_search)
 
@@ -104,6 +111,14 @@ def _print_result(result, as_json: bool) -> None:
     # With the C runtime, the budget's flash is the generated code's (the .tflite is not flashed).
     compiled = card.get("runtime") == "c"
     flash = card["cost_estimate"]["flash_bytes"] if compiled else card["flash_bytes"]
+    if card.get("anomaly"):
+        anomaly = card["anomaly"]
+        print(f"{result.winner.architecture.name()}: anomaly scorer, threshold {anomaly['threshold']:.3g} for "
+              f"{anomaly['false_alarm_rate']:.2%} false alarms ({anomaly['calibration']['calibration_windows']} "
+              f"held-out normal windows); flash {kib(flash)}, RAM {kib(card['cost_estimate']['peak_ram_bytes'])}"
+              f"{' (C runtime)' if compiled else ''}; files in {result.out_dir}/")
+        print(time_line(result.trials)[2:])
+        return
     print(f"{result.winner.architecture.name()}: int8 test accuracy {card['int8_test_accuracy']:.3f} "
           f"(float {card['float_test_accuracy']:.3f}); flash {kib(flash)}, "
           f"RAM {kib(card['cost_estimate']['peak_ram_bytes'])}{' (C runtime)' if compiled else ''}; "
@@ -129,6 +144,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     check_c_prefix(args.c_prefix)
     parse_augmentation(args.augment)  # its syntax; which preset "auto" means needs the data
     parse_kernels(args.kernels)
+    check_rate(args.false_alarm_rate)
     target = resolve_target(args.target, ram=args.ram, flash=args.flash, macs=args.macs)
     check_out_dir(args.out)
     windows = load_windows(args.data)
@@ -148,7 +164,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
                   threads_per_worker=args.threads, resume=args.resume, data_spec=args.data, progress=Progress(),
                   split=args.split, check_data=not args.ignore_data_checks, normalize=args.normalize,
                   test_windows=test_windows, test_spec=args.test_data or "", augment=args.augment,
-                  kernels=args.kernels, runtime=args.runtime, c_prefix=args.c_prefix)
+                  kernels=args.kernels, runtime=args.runtime, c_prefix=args.c_prefix, task=args.task,
+                  false_alarm_rate=args.false_alarm_rate)
     _print_result(study.run(), args.json)
     return 0
 

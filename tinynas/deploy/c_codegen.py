@@ -158,9 +158,11 @@ def _float_literal(value: float) -> str:
 
 
 def generate_c(model: IntegerModel, header_name: str = "model_compiled.h", title: str = "",
-               prefix: str = DEFAULT_PREFIX) -> tuple[str, str]:
+               prefix: str = DEFAULT_PREFIX, anomaly_threshold: int | None = None) -> tuple[str, str]:
     """(source, header) of the C runtime for `model`; `title` goes in the first comment line, `prefix` starts
-    the entry point's and the macros' names (PREFIX_infer, PREFIX_INPUT_SIZE)."""
+    the entry point's and the macros' names (PREFIX_infer, PREFIX_INPUT_SIZE). An anomaly scorer's model
+    (`anomaly_threshold`: its threshold in output steps, tinynas.anomaly.card) also gets PREFIX_score, which
+    returns the score and the verdict in one call."""
     function, upper = entry_point(prefix), prefix.upper()
     plan = model.plan
     guard = header_name.upper().replace(".", "_").replace("-", "_") + "_"
@@ -185,6 +187,7 @@ def generate_c(model: IntegerModel, header_name: str = "model_compiled.h", title
         + f"/* Classifies one window: reads input[{upper}_INPUT_SIZE] in place, writes\n"
         + f" * output[{upper}_OUTPUT_SIZE] (int8 logits). Not reentrant (one static arena). Returns 0. */\n"
         + f"int {function}(const int8_t *input, int8_t *output);\n\n"
+        + (_score_declaration(prefix, anomaly_threshold) if anomaly_threshold is not None else "")
         + "#ifdef __cplusplus\n}\n#endif\n\n"
         + f"#endif  /* {guard} */\n")
     parts = [banner, f"#include \"{header_name}\"\n\n",
@@ -239,7 +242,24 @@ def generate_c(model: IntegerModel, header_name: str = "model_compiled.h", title
         f"      output[o] = (int8_t)clamp(acc, {head.act_min}, {head.act_max});\n"
         f"    }}\n"
         f"  }}\n  return 0;\n}}\n")
+    if anomaly_threshold is not None:
+        parts.append(
+            f"\nint {prefix}_score(const int8_t *input, int16_t *score) {{\n"
+            f"  int8_t output[{upper}_OUTPUT_SIZE];\n"
+            f"  {function}(input, output);\n"
+            f"  *score = (int16_t)((int16_t)output[1] - (int16_t)output[0]);\n"
+            f"  return *score > {upper}_ANOMALY_THRESHOLD;\n}}\n")
     return "".join(parts), header
+
+
+def _score_declaration(prefix: str, threshold: int) -> str:
+    upper = prefix.upper()
+    return (f"/* Anomaly scorer: score = output[1] - output[0] in output steps (real score = {upper}_OUTPUT_SCALE *\n"
+            f" * score); a window is anomalous when score > {upper}_ANOMALY_THRESHOLD, set on held-out normal windows\n"
+            f" * for the false-alarm rate in card.json (anomaly.false_alarm_rate). */\n"
+            f"#define {upper}_ANOMALY_THRESHOLD ({int(threshold)})\n"
+            f"/* Scores one window (as {prefix}_infer) and writes *score; returns 1 if it is anomalous, else 0. */\n"
+            f"int {prefix}_score(const int8_t *input, int16_t *score);\n\n")
 
 
 def compile_tflite(tflite: bytes, header_name: str = "model_compiled.h", title: str = "",

@@ -130,8 +130,8 @@ class ExportedModel:
     compiled_header_path: Path | None = None
 
 
-def compiled_c_card(tflite: bytes, symbol: str, prefix: str = "tinynas") -> tuple[dict[str, Any],
-                                                                                 tuple[str, str] | None]:
+def compiled_c_card(tflite: bytes, symbol: str, prefix: str = "tinynas", anomaly_threshold: int | None = None
+                    ) -> tuple[dict[str, Any], tuple[str, str] | None]:
     """The card's `c_runtime` section and the generated C runtime's (source, header), or None and the reason.
 
     A model the generator cannot compile exactly (not an int8 A(k, c) graph) still exports for TFLite
@@ -144,10 +144,12 @@ def compiled_c_card(tflite: bytes, symbol: str, prefix: str = "tinynas") -> tupl
         integer_model = read_integer_model(tflite)
     except CodegenError as exc:
         return {"error": str(exc)}, None
-    files = generate_c(integer_model, f"{symbol}_compiled.h", f"{symbol}.tflite", prefix)
+    files = generate_c(integer_model, f"{symbol}_compiled.h", f"{symbol}.tflite", prefix, anomaly_threshold)
     plan = integer_model.plan
+    scoring = {} if anomaly_threshold is None else {"score_function": f"{prefix}_score",
+                                                    "threshold_macro": f"{prefix.upper()}_ANOMALY_THRESHOLD"}
     return {"source": f"{symbol}_compiled.c", "header": f"{symbol}_compiled.h", "entry_point": function,
-            "prefix": prefix,
+            "prefix": prefix, **scoring,
             "arena_bytes": plan.arena_bytes,
             "input_bytes": integer_model.input_length * integer_model.input_channels,
             "output_bytes": integer_model.classes}, files
@@ -159,7 +161,10 @@ def write_export(out_dir: str | os.PathLike, architecture: Architecture, tflite:
     with `c_prefix`: two models of one firmware take two) and card.json atomically into `out_dir`; the card
     is written last."""
     out = Path(out_dir)
-    c_runtime, compiled = compiled_c_card(tflite, symbol, c_prefix)
+    anomaly = card.get("anomaly")
+    threshold = anomaly.get("threshold_steps") if isinstance(anomaly, dict) else None
+    c_runtime, compiled = compiled_c_card(tflite, symbol, c_prefix,
+                                          int(threshold) if isinstance(threshold, (int, float)) else None)
     out.mkdir(parents=True, exist_ok=True)
     source, header = c_array_source(tflite, symbol)
     paths = ExportedModel(out / f"{symbol}.tflite", out / f"{symbol}.c", out / f"{symbol}.h",

@@ -77,8 +77,8 @@ class Int8Model:
         self._in_scale, self._in_zero = self._input["quantization"]
         self._out_scale, self._out_zero = self._output["quantization"]
 
-    def logits(self, windows: np.ndarray) -> np.ndarray:
-        """Dequantized logits (n, classes) of float windows (n, T, C), one invocation per window."""
+    def quantize(self, windows: np.ndarray) -> np.ndarray:
+        """Float windows (n, T, C) as the model's int8 input (what a device's front end hands the C runtime)."""
         from tinynas.space import SpecError
 
         windows = np.asarray(windows, dtype=np.float32)
@@ -87,7 +87,11 @@ class Int8Model:
         if not np.isfinite(windows).all():
             raise SpecError("windows contain NaN or inf")
         info = np.iinfo(np.int8)
-        quantized = np.clip(np.round(windows / self._in_scale) + self._in_zero, info.min, info.max).astype(np.int8)
+        return np.clip(np.round(windows / self._in_scale) + self._in_zero, info.min, info.max).astype(np.int8)
+
+    def logits(self, windows: np.ndarray) -> np.ndarray:
+        """Dequantized logits (n, classes) of float windows (n, T, C), one invocation per window."""
+        quantized = self.quantize(windows)
         out = np.empty((len(windows), self.classes), dtype=np.float32)
         for i, window in enumerate(quantized):
             self._interpreter.set_tensor(self._input["index"], window[None, None])

@@ -59,6 +59,11 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
     int8_accuracy = int8.accuracy(y_test)
     runtime = study.settings.runtime
     cost = estimate(winner.architecture, runtime=runtime)
+    anomaly = None
+    if study.anomaly is not None:
+        from tinynas.anomaly.card import anomaly_section
+
+        anomaly = anomaly_section(study, tflite, int8.logits)
     card = ModelCard(
         classes=list(study.windows.class_names),
         input={"shape": [study.windows.window_length, study.windows.channels],
@@ -89,6 +94,7 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
                         "timings": {key: round(value, 3) for key, value in result.timings.items()}},
         measured_arena_host64=_measured_arena(tflite) if tflite_micro_available() else None,
         runtime=runtime,
+        anomaly=anomaly,
     )
     exported = write_export(study.out_dir, winner.architecture, tflite, card.to_dict(),
                             c_prefix=study.settings.c_prefix)
@@ -96,11 +102,26 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
     save_split(study.out_dir / SPLIT_FILE, study.split)
     journal.set_meta("finished", True)
     write_report(study.out_dir, trials, winner, card, study.target)
+    if anomaly is not None:
+        _say_anomaly(study, anomaly)
     study.progress.event(f"winner {winner.architecture.name()}: int8 test accuracy {int8_accuracy:.3f} "
                          f"(float {result.float_test_accuracy:.3f}) on {len(y_test)} held-out windows; "
                          f"flash {kib(len(tflite) if runtime == 'tflm' else cost.flash_bytes)}, "
                          f"RAM {kib(cost.peak_ram_bytes)}" + ("" if runtime == "tflm" else " (C runtime)"))
     return StudyResult(winner, card, study.out_dir, trials)
+
+
+def _say_anomaly(study, anomaly: dict) -> None:
+    calibration = anomaly["calibration"]
+    synthetic = anomaly["synthetic_test"]
+    study.progress.event(f"anomaly threshold {anomaly['threshold']:.3g} for {anomaly['false_alarm_rate']:.2%} false "
+                         f"alarms, set on {calibration['calibration_windows']} held-out normal windows; synthetic "
+                         f"anomalies: AUROC {synthetic['auroc']:.3f}, {synthetic['detected']['rate']:.1%} detected")
+    if "evaluation" in anomaly:
+        from tinynas.anomaly.evaluation import report_lines
+
+        for line in report_lines(anomaly["evaluation"]):
+            study.progress.event(f"test data: {line}")
 
 
 def _measured_arena(tflite: bytes) -> dict:

@@ -80,11 +80,29 @@ class Study:
         self.pool = pool
         self.progress = progress or Progress(interactive=False)
         self.data_findings: list[dict] = []
+        # The anomaly task searches on the normal windows and synthetic anomalies made of them
+        # (tinynas.anomaly.task); `source_windows` are the user's, `windows` what the candidates train on.
+        self.source_windows = windows
+        self.anomaly = None
+        if s.task == "anomaly":
+            from tinynas.anomaly.task import prepare
+
+            self.anomaly = prepare(windows, s.split, s.seed, s.false_alarm_rate)
+            windows = self.anomaly.windows
+        elif windows.classes < 2:
+            raise StudyError(f"classification needs at least 2 classes; the data holds one "
+                             f"({windows.class_names[0]}): record another state, or search with --task anomaly "
+                             f"to learn its normal running only")
         # The final recipe (the given one, or the strategy's own) with its augmentation (`--augment`): every
         # strategy's final training uses it.
         recipe = s.final_fidelity or final_recipe(s.strategy)
         if recipe.augmentation is None:
             augmentation, self.augmentation_note = parse_augmentation(s.augment, windows.provenance)
+            if self.anomaly is not None and s.augment == "auto" and augmentation.noise:
+                # Added noise is one of the synthetic anomalies: a preset that adds it to normal windows
+                # would teach the scorer that noise is normal.
+                augmentation = replace(augmentation, noise=0.0)
+                self.augmentation_note += " without its noise (added noise is one of the synthetic anomalies)"
             self.final_fidelity = replace(recipe, augmentation=augmentation)
         else:
             self.final_fidelity, self.augmentation_note = recipe, "given with the final recipe"
@@ -92,16 +110,24 @@ class Study:
         # The first kernel size is every strategy's (3 is the method's); `fast` races the others too.
         self.space = SearchSpace(windows.window_length, windows.channels, windows.classes,
                                  kernel_size=searched[0], kernel_sizes=searched if len(searched) > 1 else ())
-        self.split: Split = make_split(windows, s.split, seed=s.seed)
-        if test_windows is not None:  # a separate test set (--test-data): the split's test side trains instead
-            self.split = without_test_side(self.split, len(test_windows))
-        self.preprocessing = Preprocessing.fit(windows, self.split.train, s.normalize)
-        if test_windows is not None:
-            self.preprocessing.check(test_windows, "test data")
+        if self.anomaly is not None:
+            # The test side sets the threshold, so a --test-data set (normal and fault windows) only evaluates.
+            self.split: Split = self.anomaly.split
+            self.preprocessing = Preprocessing.fit(windows, self.anomaly.train_normal, s.normalize)
+            if test_windows is not None:
+                self.preprocessing.check_input(test_windows, "test data")
+        else:
+            self.split = make_split(windows, s.split, seed=s.seed)
+            if test_windows is not None:  # a separate test set (--test-data): the split's test side trains instead
+                self.split = without_test_side(self.split, len(test_windows))
+            self.preprocessing = Preprocessing.fit(windows, self.split.train, s.normalize)
+            if test_windows is not None:
+                self.preprocessing.check(test_windows, "test data")
+        self.windows = windows
 
     def test_set(self) -> tuple[np.ndarray, np.ndarray]:
         """The held-out windows (model input) and labels the winner's int8 accuracy is measured on."""
-        if self.test_windows is not None:
+        if self.test_windows is not None and self.anomaly is None:
             return self.preprocessing.apply(self.test_windows.x), self.preprocessing.labels_for(self.test_windows)
         return self.preprocessing.apply(self.windows.x[self.split.test]), self.windows.y[self.split.test]
 
@@ -139,7 +165,7 @@ class Study:
                 save_windows(self.test_windows, self.out_dir / TEST_WINDOWS)
             jobs = JobFactory(s.seed, data_path, self.split, self.preprocessing.to_dict(), self.final_fidelity,
                               out_dir=self.out_dir, health=s.health, track_test=s.track_test,
-                              test_data=self.test_windows is not None)
+                              test_data=self.test_windows is not None and self.anomaly is None)
             # One pool for the search and the final stage: its workers have TensorFlow imported already.
             with nullcontext(self.pool) if self.pool is not None else self._pool() as pool:
                 SearchLoop(strategy, journal, pool, jobs, self.target, budget_seconds=s.budget_seconds,
@@ -195,7 +221,9 @@ class Study:
                            space=asdict(self.space), split=self.split.protocol,
                            normalize=self.preprocessing.normalize,
                            test_data_digest=self.test_windows.digest() if self.test_windows is not None else None,
-                           final_fidelity=self.final_fidelity, runtime=self.settings.runtime)
+                           final_fidelity=self.final_fidelity, runtime=self.settings.runtime,
+                           anomaly=None if self.anomaly is None else
+                           {"task": "anomaly", "false_alarm_rate": self.settings.false_alarm_rate})
 
     def _strategy(self):
         s = self.settings
@@ -206,7 +234,7 @@ class Study:
     def _check_data(self) -> list[dict]:
         from tinynas.data.checks import check_windows
 
-        findings = check_windows(self.windows) if self.settings.check_data else []
+        findings = check_windows(self.source_windows) if self.settings.check_data else []
         for finding in findings:
             self.progress.event(f"data check ({finding.severity}): {finding.message}")
         errors = [f.message for f in findings if f.severity == "error"]

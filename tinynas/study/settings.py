@@ -79,9 +79,19 @@ class StudySettings:
     """`--runtime`: what the budget counts, TFLite Micro ("tflm") or tinynas's generated C runtime ("c")."""
     c_prefix: str = "tinynas"
     """`--c-prefix`: the generated C runtime's names start with it (export only: not part of the search)."""
+    task: str = "classify"
+    """`--task`: classify (one class per state) or anomaly (a scorer learnt from normal windows only,
+    `tinynas.anomaly`)."""
+    false_alarm_rate: float = 0.01
+    """`--false-alarm-rate`: the anomaly task's share of normal windows its threshold may flag."""
 
     def __post_init__(self) -> None:
         check_runtime(self.runtime)
+        from tinynas.anomaly.task import check_task
+        from tinynas.anomaly.threshold import check_rate
+
+        check_task(self.task)
+        check_rate(self.false_alarm_rate)
         from tinynas.deploy.c_codegen import CodegenError, check_prefix
 
         try:
@@ -104,7 +114,7 @@ class StudySettings:
 
 def fingerprint(*, data_digest: str, target: dict, strategy: str, seed: int, fidelity: Fidelity, space: dict,
                 split: str, normalize: str, test_data_digest: str | None, final_fidelity: Fidelity,
-                runtime: str = "tflm") -> dict[str, Any]:
+                runtime: str = "tflm", anomaly: dict | None = None) -> dict[str, Any]:
     """What a resumed search must share with the journal's: the resolved settings as JSON."""
     settings: dict[str, Any] = {"data_digest": data_digest, "target": target, "strategy": strategy, "seed": seed,
                                 "fidelity": fidelity.to_dict(),
@@ -119,6 +129,8 @@ def fingerprint(*, data_digest: str, target: dict, strategy: str, seed: int, fid
         settings["test_data_digest"] = test_data_digest
     if runtime != "tflm":  # another runtime budgets other candidates as feasible: another search
         settings["runtime"] = runtime
+    if anomaly is not None:  # the task and its false-alarm rate (the threshold's calibration)
+        settings["anomaly"] = anomaly
     # The final recipe decides the winner's losses (fast trains every candidate with it) and its
     # retraining: a resume with another --final-epochs is another search.
     settings["final_fidelity"] = final_fidelity.to_dict()

@@ -1,0 +1,91 @@
+"""The card's `anomaly` section: how the score is read, its threshold, and how both were made.
+
+The score is computed from the int8 model's two outputs, in their integer steps: both outputs share one
+scale and zero point, so logit[1] - logit[0] = scale * (q[1] - q[0]) exactly, and the threshold, one of
+the calibration windows' scores, is a whole number of steps. TFLite Micro and the generated C runtime give
+the same score and verdict bit for bit (`PREFIX_score` in model_compiled.h); LiteRT, which sets the threshold
+and serves on the Pi, rounds some products otherwise in its optimized kernels: its score can differ by a step
+or two (tests/anomaly/test_scorer.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinynas.anomaly.alarm import Alarm
+from tinynas.anomaly.evaluation import score_report
+from tinynas.anomaly.metrics import above, auroc
+from tinynas.anomaly.task import NORMAL, score_of
+from tinynas.anomaly.threshold import calibrate
+from tinynas.errors import TinynasError
+
+SELECTION = ("validation loss of the scorer on held-out normal windows and synthetic anomalies made from them "
+             "(tinynas.anomaly.perturb: bearing-like impulse trains, resonance bands, broadband noise, at "
+             "severities from faint to strong); no fault recording is used to choose or tune")
+GUARANTEE = ("split conformal: for a normal window exchangeable with the calibration windows, P(score > threshold) "
+             "<= the rate; the deployed threshold is the largest of the per-condition ones")
+
+
+class AnomalyCardError(TinynasError, ValueError):
+    """A card whose anomaly section cannot be used (edited by hand, or written by another version)."""
+
+
+def steps(logits: np.ndarray, scale: float) -> np.ndarray:
+    """Scores in the int8 output's steps (whole numbers) from dequantized logits."""
+    return np.round(score_of(logits) / scale).astype(np.int64)
+
+
+def anomaly_section(study, tflite: bytes, test_logits: np.ndarray) -> dict:
+    """The card's anomaly section for a finished anomaly study: threshold from the normal test side (int8
+    scores), the synthetic test side's figures, and the --test-data evaluation when given."""
+    from tinynas.deploy.export import io_quantization
+    from tinynas.deploy.measure import run_int8
+
+    data, settings = study.anomaly, study.settings
+    scale = float(io_quantization(tflite)["output"]["scale"])
+    test = study.split.test
+    scores = steps(test_logits, scale)
+    is_normal = study.windows.y[test] == 0
+    sessions = study.windows.sessions[test][is_normal] if study.windows.sessions is not None else None
+    threshold = calibrate(scores[is_normal], sessions, settings.false_alarm_rate)
+    alarm = Alarm()
+    section = {
+        "task": "anomaly", "normal_class": study.source_windows.class_names[0],
+        "score": "logit[1] - logit[0] of the int8 model, in output steps; real score = steps x score_scale",
+        "score_scale": scale, "threshold_steps": int(threshold.value),
+        "threshold": float(threshold.value) * scale, "false_alarm_rate": settings.false_alarm_rate,
+        "calibration": threshold.to_dict(), "guarantee": GUARANTEE, "selection": SELECTION,
+        "training": data.describe(), "debounce": alarm.describe(settings.false_alarm_rate),
+        "synthetic_test": {"auroc": round(auroc(scores[is_normal], scores[~is_normal]), 4),
+                           "detected": above(scores[~is_normal], threshold.value)},
+    }
+    if study.test_windows is not None:
+        windows = study.test_windows
+        result = run_int8(tflite, study.preprocessing.apply(windows.x))
+        section["evaluation"] = score_report(steps(result.logits, scale), windows.y, windows.class_names,
+                                             _normal_of(windows), threshold.value)
+    return section
+
+
+def _normal_of(windows) -> str:
+    """The class of evaluation data that is normal running: "normal", else the only class."""
+    if NORMAL in windows.class_names or len(windows.class_names) != 1:
+        return NORMAL
+    return windows.class_names[0]
+
+
+def read_section(card: dict) -> dict | None:
+    """The card's anomaly section, checked enough to score with (None for a classifier's card)."""
+    section = card.get("anomaly")
+    if section is None:
+        return None
+    if not isinstance(section, dict):
+        raise AnomalyCardError("card.json: 'anomaly' must be an object")
+    for key, kind in (("threshold_steps", int), ("score_scale", float), ("false_alarm_rate", float)):
+        value = section.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)) \
+                or not np.isfinite(value):
+            raise AnomalyCardError(f"card.json: anomaly.{key} must be a number, got {value!r}")
+    if section["score_scale"] <= 0:
+        raise AnomalyCardError("card.json: anomaly.score_scale must be positive")
+    return section
