@@ -62,10 +62,21 @@ class Plan:
     """Continuous plans: samples between the starts of those windows; 0: half a window."""
     confirm: bool = False
     """Wait for the operator to confirm that the machine is in the prompted state before each block."""
+    task: str = "classify"
+    """What is searched on the recording: a classifier of the plan's classes, or ("anomaly") a scorer of the
+    one state a healthy machine has, its normal running (`tinynas search --task anomaly`)."""
 
     def __post_init__(self) -> None:
-        if len(self.classes) < 2:
-            raise PlanError(f"plan {self.name!r} needs at least 2 classes, got {len(self.classes)}")
+        if self.task not in ("classify", "anomaly"):
+            raise PlanError(f"plan {self.name!r}: task must be classify or anomaly, not {self.task!r}")
+        if self.task == "anomaly":
+            if self.kind != "continuous" or len(self.classes) != 1:
+                raise PlanError(f"plan {self.name!r}: an anomaly plan records one state of a machine (its normal "
+                                f"running): kind = continuous and one class, got {self.kind} with "
+                                f"{len(self.classes)} classes")
+        elif len(self.classes) < 2:
+            raise PlanError(f"plan {self.name!r} needs at least 2 classes, got {len(self.classes)} (a machine's "
+                            f"normal running alone: task = anomaly)")
         if len(set(self.classes)) != len(self.classes):
             raise PlanError(f"plan {self.name!r} lists a class twice")
         if self.repetitions < 1 or self.window_seconds <= 0 or self.rest_seconds < 0 or self.countdown < 0:
@@ -175,11 +186,16 @@ PRESETS = {
     "bearing4": Plan("bearing4", ("normal", "inner_race", "outer_race", "ball"), repetitions=2,
                      window_seconds=2.0, hold_seconds=20.0, rest_seconds=0.0, countdown=5, kind="continuous",
                      verb="Run the machine in state", confirm=True),
+    # A healthy machine: 3 minutes of normal running, as 3 runs of a minute (stopped and started between them,
+    # confirmed by the operator), for an anomaly scorer and its threshold (tinynas.anomaly).
+    "motor-normal": Plan("motor-normal", ("normal",), repetitions=3, window_seconds=2.0, hold_seconds=60.0,
+                         rest_seconds=0.0, countdown=5, kind="continuous", verb="Run the machine normally",
+                         confirm=True, task="anomaly"),
 }
 
 
 def load_plan(spec: str) -> Plan:
-    """A preset name (isl26, gestures4, bearing4) or a JSON/TOML file with Plan's fields."""
+    """A preset name (isl26, gestures4, bearing4, motor-normal) or a JSON/TOML file with Plan's fields."""
     if spec in PRESETS:
         return PRESETS[spec]
     path = Path(spec)
@@ -216,6 +232,7 @@ _PLAN_FIELDS = {
     "window_samples": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number of samples"),
     "hop_samples": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number of samples"),
     "confirm": (lambda v: isinstance(v, bool), "true or false"),
+    "task": (lambda v: isinstance(v, str), "classify or anomaly"),
 }
 
 

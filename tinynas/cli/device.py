@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 
 from tinynas.options import check_range
@@ -166,12 +167,26 @@ def status_lines(status: dict) -> list[str]:
 
         lines.append(f"  {status_line(status['rewear'])}")
     deployed = _part(status, "deployed")
-    if deployed:
+    alarm = _part(status, "alarm")
+    if deployed and deployed.get("task") == "anomaly":
+        anomaly = _part(deployed, "anomaly")
+        lines.append(f"  serving the anomaly scorer {deployed.get('model', '?')} for {deployed.get('user', '?')} "
+                     f"(threshold {_figure(anomaly.get('threshold'), '.3g')}, set for "
+                     f"{_figure(anomaly.get('false_alarm_rate'), '.2%')} false alarms)")
+    elif deployed:
         accuracy = _figure(deployed.get("accuracy"), ".3f", "not measured")
         lines.append(f"  serving {deployed.get('model', '?')} for {deployed.get('user', '?')} "
                      f"(int8 accuracy {accuracy})")
     if _part(status, "serving").get("stale"):
         lines.append(f"  predictions stale: {status['serving']['stale']}")
+    if alarm:
+        since = alarm.get("since")
+        when = time.strftime(" since %H:%M:%S", time.localtime(since)) if isinstance(since, (int, float)) else ""
+        lines.append(("  ALARM: the machine does not run normally" + when if alarm.get("raised") else
+                      "  no alarm: the machine runs normally")
+                     + f" (last score {_figure(alarm.get('score'), '.3g')}, threshold "
+                       f"{_figure(alarm.get('threshold'), '.3g')}; alarm at {alarm.get('debounce', '?')})")
+        return lines
     predictions = status.get("predictions")
     for prediction in (predictions if isinstance(predictions, list) else [])[-3:]:
         if isinstance(prediction, dict):

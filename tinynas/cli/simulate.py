@@ -70,6 +70,13 @@ def register(sub) -> None:
     simulate.add_argument("--serving-check", action="store_true",
                           help="with --person: once a model is served, go on making known signs (4 s) and resting "
                                "(4 s), logging each with the device's sample indices (to check live predictions)")
+    simulate.add_argument("--serve-state", metavar="STATE",
+                          help="with --machine: once a model is served, the machine runs in STATE (e.g. normal) "
+                               "instead of being switched off")
+    simulate.add_argument("--fault", metavar="STATE",
+                          help="with --serve-state: switch to STATE (e.g. inner_race) --fault-after seconds into "
+                               "serving: a healthy machine starting to fail")
+    simulate.add_argument("--fault-after", type=float, default=60.0, metavar="SECONDS")
     simulate.add_argument("--seed", type=int, default=0)
     simulate.add_argument("--log", help="append what the person or machine did to this JSON-lines file")
     simulate.set_defaults(func=_cmd_simulate)
@@ -104,6 +111,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         check_positive("--unplug-every", args.unplug_every, " (seconds; 0 never unplugs)")
     if (args.person or args.machine) and args.speed != 1:
         raise UsageError("--person and --machine act in real time: drop --speed")
+    if (args.serve_state or args.fault) and not args.machine:
+        raise UsageError("--serve-state and --fault go with --machine")
+    if args.fault and not args.serve_state:
+        raise UsageError("--fault needs --serve-state (the state the machine serves in before it fails)")
+    check_positive("--fault-after", args.fault_after, " (seconds into serving)")
     port = Path(args.port) if args.port else None
     if port is not None and not port.parent.is_dir():  # a mistyped --port must not create folders
         from firmware_bridge.link import LinkError
@@ -124,6 +136,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                                                               miss_probability=args.miss, seed=args.seed))
     elif args.machine:
         source = Machine(_states(windows), dtype)
+        for state in filter(None, (args.serve_state, args.fault)):
+            if state not in source.states:
+                raise UsageError(f"the machine of {args.source} has no state {state!r} (it has "
+                                 f"{', '.join(sorted(source.states))})")
     else:
         source = ArraySource(windows.x.reshape(-1, windows.channels).astype(dtype))
     faults = Faults(drop_byte_probability=args.drop, flip_bit_probability=args.flip, seed=args.seed)
@@ -133,7 +149,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         print(f"simulating {args.source}: {windows.channels} x {fmt} at {windows.sample_rate_hz:g} Hz "
               f"on {simulator.port}{who}{args.follow if who else ''} (Ctrl-C to stop)", flush=True)
         follower = Follower(args.follow, args.token, source, data_dir, Path(args.log) if args.log else None,
-                            simulator=simulator, serving_check=args.serving_check) \
+                            simulator=simulator, serving_check=args.serving_check,
+                            serve_state=args.serve_state, fault=args.fault, fault_after=args.fault_after) \
             if args.person or args.machine else None
         next_unplug = time.monotonic() + args.unplug_every if args.unplug_every else None
         while True:
@@ -190,7 +207,8 @@ class Follower:
     """Reads the service's status and makes the person or machine do what it prompts."""
 
     def __init__(self, url: str, token: str, source, data_dir: Path | None, log_path: Path | None,
-                 simulator=None, serving_check: bool = False) -> None:
+                 simulator=None, serving_check: bool = False, serve_state: str | None = None,
+                 fault: str | None = None, fault_after: float = 60.0) -> None:
         self.url = url + (("&" if "?" in url else "?") + f"token={token}" if token else "")
         self.source = source
         self.data_dir = data_dir
@@ -204,6 +222,8 @@ class Follower:
         self.next_sign_at = 0.0
         self.logged_played = 0
         self.warned: set[str] = set()
+        self.serve_state, self.fault, self.fault_after = serve_state, fault, fault_after
+        self.serving_since: float | None = None
 
     def source_names(self) -> set[str]:
         """The signs the person knows or the states the machine has."""
@@ -234,6 +254,11 @@ class Follower:
         if self.serving_check and status.get("state") == Phase.SERVING and isinstance(self.source, Person):
             self._check_serving(status)
             return
+        if self.serve_state and status.get("state") == Phase.SERVING and isinstance(self.source, Machine):
+            self._serve(status)
+            return
+        if status.get("state") != Phase.SERVING:
+            self.serving_since = None
         if status.get("state") != Phase.COLLECTING or not collection.get("prompt"):
             if isinstance(self.source, Machine) and self.source.state is not None and status.get("state"):
                 self.source.stop()  # nothing is recorded: the operator switches the machine off
@@ -283,6 +308,20 @@ class Follower:
         for sign, first, count in self.source.played[self.logged_played:]:
             self.note({"played": sign, "device_first": first - offset, "samples": count})
         self.logged_played = len(self.source.played)
+
+    def _serve(self, status: dict) -> None:
+        """While a model is served: run in the serving state, then (--fault) fail --fault-after seconds later."""
+        assert isinstance(self.source, Machine) and self.serve_state is not None
+        now = time.monotonic()
+        if self.serving_since is None:
+            self.serving_since = now
+        wanted = self.fault if self.fault and now - self.serving_since >= self.fault_after else self.serve_state
+        if self.source.state != wanted:
+            self.source.set_state(wanted)
+            # The device's sample index from which the new state streams (to one frame).
+            self.note({"state": wanted, "serving": True,
+                       "device_first": self.simulator.sample_index if self.simulator is not None else None})
+            log.info("the simulated machine runs %s while the model is served", wanted)
 
     def _continue_pause(self, status: dict) -> None:
         # As a person reading the page: checks the armband (a few seconds), then continues the collection.

@@ -44,6 +44,11 @@ hop_seconds = 0.25
 smoothing = 3
 # A deployed model must reach at least this int8 accuracy on its held-out windows to be served.
 min_accuracy = 0.5
+# Anomaly plans (motor-normal: a healthy machine's normal running only): the share of normal windows the
+# threshold may flag, and the alarm: raised when alarm_k of the last alarm_n windows pass the threshold.
+false_alarm_rate = 0.01
+alarm_k = 3
+alarm_n = 5
 # Re-wear / new condition (`tinynas onboard --user U --recalibrate`): repetitions per class of the short
 # collection (the last one verifies the recalibrated model; with 1 only "nothing forgotten" can be checked),
 # the fine-tuning's epochs and learning rate, and the seconds recorded for `--unlabelled` (adapt, no labels).
@@ -87,6 +92,9 @@ class ServiceConfig:
     hop_seconds: float = 0.25
     smoothing: int = 3
     min_accuracy: float = 0.5
+    false_alarm_rate: float = 0.01
+    alarm_k: int = 3
+    alarm_n: int = 5
     rewear_repetitions: int = 2
     rewear_epochs: int = 30
     rewear_learning_rate: float = 0.001
@@ -136,6 +144,8 @@ _CHECKS = {
     "batch_size": _integer(1, MAX_BATCH_SIZE), "final_epochs": _integer(1, MAX_EPOCHS), "workers": None,
     "normalize": _text(), "plan": _text(), "hop_seconds": _number(0.0, 60.0, low_open=True),
     "smoothing": _integer(1, 1000), "min_accuracy": _number(0.0, 1.0),
+    # The same ranges as `--false-alarm-rate` (tinynas.anomaly.threshold) and the alarm's (tinynas.anomaly.alarm).
+    "false_alarm_rate": _number(1e-6, 0.5), "alarm_k": _integer(1, 100), "alarm_n": _integer(1, 100),
     "rewear_repetitions": _integer(1, 20), "rewear_epochs": _integer(1, 1000),
     "rewear_learning_rate": _number(0.0, 1.0, low_open=True), "rewear_unlabelled_seconds": _number(1.0, 600.0),
     "http_host": _text(),
@@ -167,6 +177,10 @@ def _check_choices(origin: str, data: dict) -> None:
         raise ConfigError(f"{origin}: strategy must be one of {', '.join(STRATEGIES)}, not {data['strategy']!r}")
     if "runtime" in data and data["runtime"] not in RUNTIMES:
         raise ConfigError(f"{origin}: runtime must be one of {', '.join(RUNTIMES)}, not {data['runtime']!r}")
+    k, n = data.get("alarm_k", ServiceConfig.alarm_k), data.get("alarm_n", ServiceConfig.alarm_n)
+    if k > n:
+        raise ConfigError(f"{origin}: the alarm is raised when alarm_k of the last alarm_n windows pass: alarm_k "
+                          f"({k}) must be at most alarm_n ({n})")
     if "budget" in data:
         try:
             parse_duration(data["budget"])

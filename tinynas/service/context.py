@@ -149,7 +149,7 @@ class ServiceContext:
 
         hello = self.require_device().hello
         return check_plan_fits(plan, resolve_target(self.config.target), hello.channels,
-                               hello.sample_rate_hz, self.config.runtime)
+                               hello.sample_rate_hz, self.config.runtime, self.config.false_alarm_rate)
 
     def failed(self, phase: str, exc: BaseException) -> Transition:
         """Where a step that failed ends: IDLE (or SERVING the previous model), the reason in `error`.

@@ -81,13 +81,18 @@ def continuous_window(target: Target, channels: int, classes: int, sample_rate_h
     return window if window <= longest else 0
 
 
-def check_plan_fits(plan, target: Target, channels: int, sample_rate_hz: float, runtime: str = "tflm") -> PlanFit:
+def check_plan_fits(plan, target: Target, channels: int, sample_rate_hz: float, runtime: str = "tflm",
+                    false_alarm_rate: float = 0.01) -> PlanFit:
     """How a plan's windows fit `target` with `runtime`'s budget, or PlanDoesNotFit in one line saying which
-    window would."""
+    window would. An anomaly plan must also record enough windows to set its threshold for `false_alarm_rate`."""
     recorded = int(round(plan.window_seconds * sample_rate_hz))
-    classes = len(plan.classes)
+    anomaly = getattr(plan, "task", "classify") == "anomaly"
+    classes = 2 if anomaly else len(plan.classes)  # a scorer has two outputs: normal and synthetic anomalies
     if plan.kind == "continuous":
-        return _continuous_fit(plan, target, recorded, channels, classes, sample_rate_hz, runtime)
+        fit = _continuous_fit(plan, target, recorded, channels, classes, sample_rate_hz, runtime)
+        if anomaly:
+            _check_calibration(plan, fit, sample_rate_hz, false_alarm_rate)
+        return fit
     window = longest_fitting_window(target, recorded, channels, classes, runtime)
     if window == recorded:
         return PlanFit(recorded, recorded, recorded)
@@ -127,3 +132,21 @@ def _continuous_fit(plan, target: Target, recorded: int, channels: int, classes:
                              f"are shorter than one {window}-sample window; record longer segments")
     hop = plan.hop_samples or max(1, window // 2)
     return PlanFit(recorded, window, hop)
+
+
+def _check_calibration(plan, fit: PlanFit, sample_rate_hz: float, rate: float) -> None:
+    """PlanDoesNotFit unless the plan's normal running gives enough held-out windows for the threshold: the
+    anomaly split holds out its latest 30 % (tinynas.anomaly.task.SPLIT_FRACTIONS)."""
+    from tinynas.anomaly.task import SPLIT_FRACTIONS
+    from tinynas.anomaly.threshold import windows_needed
+
+    per_segment = (fit.recorded - fit.window) // fit.hop + 1
+    held_out = int(plan.repetitions * plan.segments * per_segment * SPLIT_FRACTIONS[2])
+    need = windows_needed(rate)
+    if held_out < need:
+        seconds = plan.repetitions * plan.block_seconds
+        wanted = math.ceil(seconds * need / max(held_out, 1))
+        raise PlanDoesNotFit(f"plan {plan.name} records {seconds:g} s of normal running: about {held_out} held-out "
+                             f"windows of {fit.window} samples, and a threshold for {rate:.3g} false alarms needs "
+                             f"{need}; record at least {wanted} s (raise hold_seconds or repetitions), or set "
+                             f"false_alarm_rate to at least {1 / (held_out + 1):.3g}")

@@ -33,6 +33,10 @@ class Prediction:
     """Per class, in the card's class order (the status page's confidence bars)."""
     why: str = ""
     """Why `label` is not the network's best class: "still" (an idle window) or "unsure" (low confidence)."""
+    score: float | None = None
+    """An anomaly scorer's score of the window (the card's threshold is in the same units); None: a classifier."""
+    alarm: bool | None = None
+    """An anomaly scorer's alarm after this window (k of the last n windows above the threshold)."""
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
@@ -74,6 +78,43 @@ class LiveClassifier:
         return out
 
 
+ALARM, NORMAL_RUNNING = "ALARM", "normal"
+"""What an anomaly scorer's predictions say (`smoothed`): the alarm is raised, or the machine runs normally."""
+
+
+class LiveScorer(LiveClassifier):
+    """An anomaly scorer on the stream: every hop, the window's score against the card's threshold, and the
+    k-of-n alarm (tinynas.anomaly.alarm) over the verdicts."""
+
+    def __init__(self, model_path: str | Path, card: dict, ring, hop_samples: int, k: int, n: int) -> None:
+        from tinynas.anomaly.alarm import Alarm
+        from tinynas.anomaly.card import read_section
+
+        super().__init__(model_path, card, ring, hop_samples, 1)
+        section = read_section(card)
+        assert section is not None  # the service serves a LiveScorer for an anomaly card only
+        self.scale, self.threshold = float(section["score_scale"]), int(section["threshold_steps"])
+        self.alarm = Alarm(k, n)
+
+    def step(self) -> list[Prediction]:
+        """Scores for every hop that completed since the last call (skips gaps, which do not count as normal)."""
+        out = []
+        while self.ring.latest_sample >= self.next_end:
+            end = self.next_end
+            self.next_end += self.hop
+            window = self.ring.window(end - self.length, self.length)
+            if window is None:
+                continue
+            logits = self.model.logits(self.preprocessing.apply(window[None]))
+            steps = int(round(float(logits[0, 1] - logits[0, 0]) / self.scale))
+            anomalous = steps > self.threshold
+            raised = self.alarm.update(anomalous)
+            out.append(Prediction(end, "anomalous" if anomalous else NORMAL_RUNNING, 1.0,
+                                  ALARM if raised else NORMAL_RUNNING, score=round(steps * self.scale, 4),
+                                  alarm=raised))
+        return out
+
+
 class PredictionLog:
     """Appends predictions as JSON lines (flushed, not fsynced: they are cheap to lose)."""
 
@@ -82,6 +123,8 @@ class PredictionLog:
         self._file = open(path, "a", encoding="utf-8")
         self.last: deque[dict] = deque(maxlen=20)
         self.times: deque[float] = deque(maxlen=5000)  # when each was made: predictions per minute
+        self.scores: deque[tuple[float, float]] = deque(maxlen=240)  # an anomaly scorer's (time, score): the page
+        self.alarm_since: float | None = None
         self._shown: str | None = None
 
     def write(self, predictions: list[Prediction]) -> None:
@@ -90,11 +133,23 @@ class PredictionLog:
             record = prediction.to_dict()
             self._file.write(json.dumps(record) + "\n")
             self.last.append(record)
-            self.times.append(time.time())
+            now = time.time()
+            self.times.append(now)
+            if prediction.score is not None:
+                self.scores.append((now, prediction.score))
+                if prediction.alarm and self.alarm_since is None:
+                    self.alarm_since = now
+                elif not prediction.alarm:
+                    self.alarm_since = None
             if prediction.smoothed != self._shown:
                 self._shown = prediction.smoothed
-                log.info("prediction: %s (%.0f%%) at sample %d", prediction.smoothed, 100 * prediction.confidence,
-                         prediction.end_sample)
+                if prediction.alarm is not None:
+                    (log.warning if prediction.alarm else log.info)(
+                        "anomaly alarm %s at sample %d (score %.3g)", "RAISED" if prediction.alarm else "cleared",
+                        prediction.end_sample, prediction.score)
+                else:
+                    log.info("prediction: %s (%.0f%%) at sample %d", prediction.smoothed,
+                             100 * prediction.confidence, prediction.end_sample)
         if predictions:
             self._file.flush()
 

@@ -51,7 +51,9 @@ def search(service: ServiceContext) -> Transition:
             # Tell the user before a search is wasted on it; the recording is kept on disk.
             return to(service.idle_phase(),
                       error=f"recording of {service.state.user} not used: {'; '.join(errors)}; record again")
-        Study(study, windows, resolve_target(config.target), strategy=config.strategy,
+        task = load_plan(service.state.plan).task
+        Study(study, windows, resolve_target(config.target), strategy=config.strategy, task=task,
+              false_alarm_rate=config.false_alarm_rate,
               budget_seconds=parse_duration(config.budget), seed=0,
               fidelity=Fidelity(config.epochs, config.batch_size, config.learning_rate),
               # The strategy's own recipe at the configured length (fast's falls along a cosine).
@@ -111,6 +113,8 @@ def deploy(service: ServiceContext) -> Transition:
     state, config = service.state, service.config
     study = Path(state.study)
     card = json.loads((study / "card.json").read_text())
+    if card.get("anomaly") is not None:
+        return _deploy_scorer(service, study, card)
     windows, _ = session_windows(service)
     split = make_split(windows, "auto", seed=0)
     test = split.test
@@ -128,7 +132,17 @@ def deploy(service: ServiceContext) -> Transition:
         return to(service.idle_phase(), error=error)
     plan = load_plan(state.plan)
     rule, answered = serving_rule(plan, state.session, tflite, preprocessing, windows, split)
-    target = service.paths.profile(state.user) / "deployed" / study.name
+    target = _publish(service, study, {**card, "serving": rule.to_dict()})
+    deployed = {"user": state.user, "model": str(target / "model.tflite"), "card": str(target / "card.json"),
+                "accuracy": accuracy, "card_int8_test_accuracy": card.get("int8_test_accuracy"),
+                "classes": card.get("classes"), "study": str(study), "session": state.session,
+                "plan": plan.to_dict(), "serving": {**rule.to_dict(), **answered}}
+    return to(Phase.SERVING, deployed=deployed, error="")
+
+
+def _publish(service: ServiceContext, study: Path, card: dict) -> Path:
+    """Copy the study's model folder to the user's deployed models with `card` (the served card), in one exchange."""
+    target = service.paths.profile(service.state.user) / "deployed" / study.name
     staging = stage_folder(target)  # hidden, beside it; a power cut's leftovers are removed first
     try:
         # The float weights, training windows and split too: a served model is a model folder that
@@ -137,14 +151,37 @@ def deploy(service: ServiceContext) -> Transition:
                      "report.md", "model.weights.h5", "windows.npz", "split.npz"):
             if (study / name).exists():
                 shutil.copy2(study / name, staging / name)
-        # The served card carries serving's rules for idle and unknown windows (the study's card stays as it was).
-        atomic_write_text(staging / "card.json", json.dumps({**card, "serving": rule.to_dict()}, indent=2) + "\n")
+        # The served card carries serving's rules (the study's card stays as it was).
+        atomic_write_text(staging / "card.json", json.dumps(card, indent=2) + "\n")
         publish_folder(staging, target)  # one exchange: a folder already there stays whole until the new one is
     except BaseException:
         discard_folder(staging)  # a full disk mid-copy: nothing half-copied is left to be served
         raise
+    return target
+
+
+def _deploy_scorer(service: ServiceContext, study: Path, card: dict) -> Transition:
+    """Serve an anomaly scorer: verified when LiteRT runs it and its card holds a calibrated threshold; the
+    served card carries the alarm's debounce (the service's alarm_k of alarm_n)."""
+    from tinynas.anomaly.alarm import Alarm
+    from tinynas.anomaly.card import read_section
+    from tinynas.deploy.litert import Int8Model
+
+    state, config = service.state, service.config
+    section = read_section(card)
+    assert section is not None  # the caller saw the anomaly section
+    Int8Model((study / "model.tflite").read_bytes())  # a model LiteRT cannot load is not served
+    alarm = Alarm(config.alarm_k, config.alarm_n).describe(section["false_alarm_rate"])
+    target = _publish(service, study, {**card, "serving": {"alarm": alarm}})
+    synthetic = section.get("synthetic_test", {})
     deployed = {"user": state.user, "model": str(target / "model.tflite"), "card": str(target / "card.json"),
-                "accuracy": accuracy, "card_int8_test_accuracy": card.get("int8_test_accuracy"),
-                "classes": card.get("classes"), "study": str(study), "session": state.session,
-                "plan": plan.to_dict(), "serving": {**rule.to_dict(), **answered}}
+                "task": "anomaly", "accuracy": None, "classes": card.get("classes"), "study": str(study),
+                "session": state.session, "plan": load_plan(state.plan).to_dict(),
+                "anomaly": {"threshold": section["threshold"], "threshold_steps": section["threshold_steps"],
+                            "false_alarm_rate": section["false_alarm_rate"],
+                            "calibration_windows": section["calibration"]["calibration_windows"],
+                            "synthetic_auroc": synthetic.get("auroc"), "alarm": alarm},
+                "serving": {"alarm": alarm}}
+    log.info("serving the anomaly scorer of %s: threshold %.3g for %.2g false alarms, alarm at %d of %d windows",
+             state.user, section["threshold"], section["false_alarm_rate"], config.alarm_k, config.alarm_n)
     return to(Phase.SERVING, deployed=deployed, error="")

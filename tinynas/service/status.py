@@ -28,7 +28,20 @@ def snapshot(service: ServiceContext) -> dict:
                          {"connected": False, "port": service.config.port, "waiting": service.waiting_for_device}),
               "threads": {name: dict(health) for name, health in service.thread_health.items()},
               "serving": {"stale": service.serving_stale} if state.deployed else {}}
+    if state.deployed.get("task") == "anomaly":
+        status["alarm"] = alarm_status(service)
     return status
+
+
+def alarm_status(service: ServiceContext) -> dict:
+    """An anomaly scorer's alarm as status shows it: raised or not (since when), the last score and the threshold."""
+    anomaly = service.state.deployed["anomaly"]
+    log = service.predictions
+    last = log.last[-1] if log.last else {}
+    return {"raised": bool(last.get("alarm")), "since": log.alarm_since, "score": last.get("score"),
+            "threshold": anomaly["threshold"], "false_alarm_rate": anomaly["false_alarm_rate"],
+            "debounce": f"{anomaly['alarm']['k']} of the last {anomaly['alarm']['n']} windows above the threshold",
+            "stale": service.serving_stale}
 
 
 def page_snapshot(service: ServiceContext) -> dict:
@@ -57,6 +70,8 @@ def page_snapshot(service: ServiceContext) -> dict:
         status["model"] = status_views.served_model(state_deployed)
         status["classes"] = status["model"].get("classes")
         status["predictions_per_minute"] = status_views.per_minute(list(service.predictions.times))
+        if "alarm" in status:
+            status["alarm"]["history"] = [[round(t, 2), score] for t, score in service.predictions.scores]
     return status
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from firmware_bridge.protocol import Samples
 from tinynas.atomic import atomic_write_text
 from tinynas.service.context import ServiceContext
-from tinynas.service.inference import LiveClassifier
+from tinynas.service.inference import LiveClassifier, LiveScorer
 from tinynas.service.paths import request_time_ns
 from tinynas.service.status import snapshot
 
@@ -117,12 +117,19 @@ def serve(service: ServiceContext) -> None:
                 try:
                     card = json.loads(Path(deployed["card"]).read_text())
                     hop = int(round(service.config.hop_seconds * device.hello.sample_rate_hz))
-                    service.classifier = LiveClassifier(loaded, card, device.ring, hop, service.config.smoothing)
+                    config = service.config
+                    service.classifier = (LiveScorer(loaded, card, device.ring, hop, config.alarm_k, config.alarm_n)
+                                          if card.get("anomaly") is not None else
+                                          LiveClassifier(loaded, card, device.ring, hop, config.smoothing))
                 except Exception as exc:  # noqa: BLE001 - a damaged model must not end serving for good
                     log.error("cannot serve %s: %s", loaded, exc)
                     service.update(error=f"cannot serve {loaded}: {exc}; onboard again to deploy a new model")
                     continue
-                log.info("serving %s (int8 accuracy %.3f)", loaded, deployed.get("accuracy", float("nan")))
+                if deployed.get("task") == "anomaly":
+                    log.info("serving %s (anomaly scorer, threshold set for %.2g false alarms)", loaded,
+                             deployed["anomaly"]["false_alarm_rate"])
+                else:
+                    log.info("serving %s (int8 accuracy %.3f)", loaded, deployed.get("accuracy") or float("nan"))
         if service.classifier is not None:
             service.predictions.write(service.classifier.step())
 

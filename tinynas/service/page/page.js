@@ -130,7 +130,43 @@ function drawSearching(q) {
   (q.trials_list || []).filter((t) => t.note).forEach((t) => el("li", { text: `${t.name}: ${t.note}` }, stopped));
 }
 
+function drawScores(svg, history, threshold) {  // the score history against the threshold line
+  svg.innerHTML = "";
+  if (!history.length) return;
+  const ns = SVG, w = 600, h = 120;
+  const values = history.map((p) => p[1]).concat([threshold]);
+  const low = Math.min(...values), high = Math.max(...values), span = (high - low) || 1;
+  const y = (v) => (h - 10 - (v - low) / span * (h - 20)).toFixed(1);
+  const x = (i) => (history.length > 1 ? i / (history.length - 1) * w : w / 2).toFixed(1);
+  el("line", { x1: 0, x2: w, y1: y(threshold), y2: y(threshold), class: "threshold" }, svg, ns);
+  el("polyline", { points: history.map((p, i) => `${x(i)},${y(p[1])}`).join(" "), class: "score" }, svg, ns);
+  el("text", { x: 4, y: +y(threshold) - 4, text: "threshold" }, svg, ns);
+}
+
+function drawAlarm(s) {
+  const m = s.model || {}, d = s.deployed || {}, a = s.alarm || {}, an = d.anomaly || {};
+  text("model", `${m.name || "anomaly scorer"} for ${d.user}: RAM ${kib(m.ram_bytes)}, flash ${kib(m.flash_bytes)}; ` +
+       `threshold set for ${pct(an.false_alarm_rate || 0)} false alarms on ${an.calibration_windows} held-out normal ` +
+       `windows; alarm at ${a.debounce || "-"}`);
+  const stale = (s.serving || {}).stale;
+  text("prediction", (a.raised ? "ALARM: not running normally" : "Running normally") + (stale ? " (not live)" : ""));
+  $("prediction").classList.toggle("stale", !!stale);
+  $("prediction").classList.toggle("alarm", !!a.raised);
+  $("bars").innerHTML = "";
+  const row = el("div", { class: "bar" + (a.raised ? " top" : "") }, $("bars"));
+  el("div", { class: "name", text: "score" }, row);
+  const ratio = a.threshold ? Math.max(0, Math.min(2, (a.score || 0) / Math.abs(a.threshold) || 0)) : 0;
+  el("div", { class: "fill", style: `width:${(150 * ratio).toFixed(0)}px` }, row);
+  el("div", { class: "pct", text: a.score != null ? `${a.score.toFixed(2)} (threshold ${a.threshold.toFixed(2)})` : "-" }, row);
+  $("history").innerHTML = "";
+  const svg = el("svg", { id: "scores", viewBox: "0 0 600 120", role: "img", "aria-label": "score history" },
+                 $("history"), SVG);
+  drawScores(svg, a.history || [], a.threshold || 0);
+  text("rate", s.predictions_per_minute !== undefined ? `${s.predictions_per_minute} windows scored per minute` : "");
+}
+
 function drawServing(s) {
+  if ((s.deployed || {}).task === "anomaly") return drawAlarm(s);
   const m = s.model || {};
   const d = s.deployed || {};
   text("model", m.name ? `${m.name} for ${d.user}: RAM ${kib(m.ram_bytes)}, flash ${kib(m.flash_bytes)}, ` +

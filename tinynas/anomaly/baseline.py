@@ -1,0 +1,73 @@
+"""The classical baseline a network scorer has to beat: condition-monitoring features and a Gaussian.
+
+Per channel: log RMS, kurtosis, crest factor and skewness (the vibration analyst's bearing indicators:
+kurtosis and crest factor rise with impulsive defects), plus the log energy of 8 equal bands of the
+window's spectrum. Normal windows fit a Gaussian (mean, covariance shrunk towards its diagonal so that
+a few hundred windows give a stable inverse); the score is the squared Mahalanobis distance. The same
+split-conformal threshold (`threshold.py`) turns it into a detector, so both are compared at the same
+false-alarm rate.
+
+On a microcontroller it needs a real FFT of the window in float32 (4 bytes per sample, in place), the
+features and the Gaussian's mean and inverse covariance: `cost` states that estimate (not a compiled
+measurement), so that the comparison is made at the same budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+BANDS = 8
+STATISTICS = 4
+SHRINKAGE = 0.1
+"""Weight of the diagonal in the covariance (Ledoit-Wolf-like, fixed: no tuning on anomalies)."""
+
+
+def features(x: np.ndarray) -> np.ndarray:
+    """(n, T, C) windows -> (n, C * (STATISTICS + BANDS)) features."""
+    x = np.asarray(x, dtype=np.float64)
+    centred = x - x.mean(axis=1, keepdims=True)
+    variance = np.mean(centred ** 2, axis=1) + 1e-12
+    rms = np.sqrt(np.mean(x ** 2, axis=1)) + 1e-12
+    kurtosis = np.mean(centred ** 4, axis=1) / variance ** 2
+    skewness = np.mean(centred ** 3, axis=1) / variance ** 1.5
+    crest = np.max(np.abs(x), axis=1) / rms
+    power = np.abs(np.fft.rfft(centred, axis=1)) ** 2
+    edges = np.linspace(1, power.shape[1], BANDS + 1).astype(int)
+    bands = np.stack([power[:, a:b].sum(axis=1) for a, b in zip(edges[:-1], edges[1:])], axis=1)
+    stats = np.stack([np.log(rms), np.log(kurtosis), np.log(crest), skewness], axis=1)
+    return np.concatenate([stats.reshape(len(x), -1), np.log(bands + 1e-12).reshape(len(x), -1)], axis=1)
+
+
+@dataclass(frozen=True)
+class GaussianBaseline:
+    """A Gaussian fitted to normal windows' features; score = squared Mahalanobis distance."""
+
+    mean: np.ndarray
+    precision: np.ndarray
+
+    @classmethod
+    def fit(cls, normal: np.ndarray) -> GaussianBaseline:
+        """Fit to normal windows (n, T, C)."""
+        f = features(normal)
+        mean = f.mean(axis=0)
+        covariance = np.cov(f, rowvar=False)
+        covariance = (1 - SHRINKAGE) * covariance + SHRINKAGE * np.diag(np.diag(covariance)) \
+            + 1e-9 * np.eye(len(mean))
+        return cls(mean, np.linalg.inv(covariance))
+
+    def score(self, x: np.ndarray) -> np.ndarray:
+        """Squared Mahalanobis distance of each window's features."""
+        d = features(x) - self.mean
+        return np.einsum("ij,jk,ik->i", d, self.precision, d)
+
+
+def cost(length: int, channels: int) -> dict:
+    """Estimated RAM / flash / MACs on a 32-bit MCU (float32 in-place real FFT, features, Gaussian)."""
+    d = channels * (STATISTICS + BANDS)
+    fft_macs = int(2.5 * length * np.log2(max(length, 2))) * channels
+    return {"ram_bytes": 4 * length + 4 * d * 2 + length * channels,  # FFT buffer, features, int8 input
+            "flash_bytes": 4 * (d + d * d) + 4 * length // 2 + 2048,   # mean, precision, twiddles, code
+            "macs": fft_macs + 6 * length * channels + d * d,
+            "note": "estimate: CMSIS-DSP-style float32 rfft, one channel at a time; not compiled"}
