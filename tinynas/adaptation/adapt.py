@@ -66,6 +66,23 @@ def _labels(model_dir: ModelDir, windows: Windows) -> np.ndarray | None:
     return model_dir.preprocessing.labels_for(windows)
 
 
+def _scorer_halves(source: ModelDir, windows: Windows) -> tuple[Windows, Windows]:
+    """An anomaly scorer's new windows: normal running only (other classes refused), in time order; the earlier
+    half re-estimates batch norm, the later half (never seen by it) sets the threshold again for the card's
+    rate, so it must hold enough windows for that rate."""
+    from tinynas.anomaly.task import normal_only
+    from tinynas.anomaly.threshold import check_enough, windows_needed
+
+    normal = normal_only(windows, "the new data")
+    order = np.lexsort((normal.time_index if normal.time_index is not None else np.arange(len(normal)),
+                        normal.groups))
+    half = len(order) // 2
+    rate = float(source.card["anomaly"]["false_alarm_rate"])
+    check_enough(len(order) - half, rate, f"the later half of the new data's {len(order)} windows (the earlier "
+                 f"half re-estimates batch norm; {2 * windows_needed(rate)} windows in all are needed)")
+    return normal.subset(order[:half]), normal.subset(order[half:])
+
+
 def adapt(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec: str = "",
           parts: tuple[str, ...] = PARTS, progress=None) -> AdaptResult:
     """Adapt the model in `model_path` to `windows` (labels ignored) and write it to `out_dir`."""
@@ -86,6 +103,10 @@ def adapt(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec
     if len(windows) < MIN_WINDOWS:
         raise AdaptationError(f"the new data holds {len(windows)} window(s); adapting needs at least {MIN_WINDOWS} "
                               f"(record a few more seconds)")
+    scorer = source.card.get("anomaly") is not None
+    held_out = None
+    if scorer:
+        windows, held_out = _scorer_halves(source, windows)
     say = progress or (lambda text: None)
     started = time.perf_counter()
     before_pre = source.preprocessing
@@ -113,7 +134,7 @@ def adapt(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec
     say("converting to int8 (calibrated on the new windows)")
     tflite = export_within_budget(source, model, x_new)
     old_tflite = (source.path / "model.tflite").read_bytes()
-    labels = _labels(source, windows)
+    labels = None if scorer else _labels(source, windows)
     new_before = rounded_int8_accuracy(old_tflite, before_pre.apply(windows.x), labels) if labels is not None else None
     new_after = rounded_int8_accuracy(tflite, x_new, labels) if labels is not None else None
     x_old, y_old = original_test(source)
@@ -128,6 +149,16 @@ def adapt(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec
              "new_data_int8_accuracy": {"before": new_before, "after": new_after} if labels is not None else None,
              "original_test_int8_accuracy": {"before": test_before, "after": test_after}}
     card = changed_card(source, tflite, pre, entry, test_after)
+    if held_out is not None:
+        from tinynas.anomaly.card import recalibrated_section
+
+        say(f"setting the threshold again on {len(held_out)} later normal windows")
+        card["anomaly"] = recalibrated_section(
+            card["anomaly"], tflite, pre.apply(held_out.x), None,
+            f"adapt: batch norm re-estimated on the first {len(windows)} new windows, the threshold set on the "
+            f"{len(held_out)} after them")
+        card["history"][-1]["threshold"] = {"before": source.card["anomaly"].get("threshold"),
+                                            "after": card["anomaly"]["threshold"]}
     write_model_dir(out, source, model, tflite, card)
     return AdaptResult(out, tuple(adapted), len(windows), seconds, new_before, new_after, test_before, test_after,
                        card)

@@ -89,3 +89,19 @@ def read_section(card: dict) -> dict | None:
     if section["score_scale"] <= 0:
         raise AnomalyCardError("card.json: anomaly.score_scale must be positive")
     return section
+
+
+def recalibrated_section(section: dict, tflite: bytes, held_out_inputs: np.ndarray, sessions: np.ndarray | None,
+                         why: str) -> dict:
+    """The anomaly section of a changed model (`adapt` on a new condition's normal windows): its threshold set
+    again, for the same rate, on int8 scores of normal windows the change did not see; the old one is kept."""
+    from tinynas.deploy.export import io_quantization
+    from tinynas.deploy.measure import run_int8
+
+    scale = float(io_quantization(tflite)["output"]["scale"])
+    scores = steps(run_int8(tflite, held_out_inputs).logits, scale)
+    threshold = calibrate(scores, sessions, float(section["false_alarm_rate"]))
+    previous = {key: section.get(key) for key in ("threshold", "threshold_steps", "score_scale", "calibration")}
+    return {**section, "score_scale": scale, "threshold_steps": int(threshold.value),
+            "threshold": float(threshold.value) * scale, "calibration": {**threshold.to_dict(), "why": why},
+            "previous_threshold": previous}
