@@ -174,3 +174,78 @@ def test_bad_anomaly_input_is_one_line(tmp_path, data, extra, message):
     assert ran.stderr.startswith("tinynas: error:") and message in ran.stderr
     assert ran.stderr.count("\n") == 1 and "Traceback" not in ran.stderr
     assert not (tmp_path / "out" / "journal.sqlite").exists()
+
+
+def test_evaluate_on_the_command_line_reports_and_plots(scorer, tmp_path):
+    out, _ = scorer
+    data = tmp_path / "faults.npz"
+    machine(seed=14, count=30).save(data)
+    ran = _cli("evaluate", str(out), "--data", f"npz:{data}")
+    assert ran.returncode == 0, ran.stderr
+    assert "anomaly scorer, 120 windows" in ran.stdout and "inner_race: AUROC" in ran.stdout
+    assert "false alarms on normal windows:" in ran.stdout and (out / "scores.png").stat().st_size > 5000
+
+
+def test_adapt_sets_the_threshold_again_for_a_new_load(scorer, tmp_path):
+    """A new operating condition (another shaft speed): batch norm re-estimated on the earlier normal windows,
+    the threshold set again on the later ones, for the card's rate; the C header follows."""
+    from tinynas.adaptation.adapt import adapt
+
+    out, _ = scorer
+    slower = only(vibration(windows_per_class=300, length=LENGTH, windows_per_recording=10, shaft_rpm=1500.0,
+                            seed=15), [0])
+    result = adapt(out, slower, tmp_path / "adapted")
+    card = json.loads((tmp_path / "adapted" / "card.json").read_text())
+    before = json.loads((out / "card.json").read_text())["anomaly"]
+    assert card["anomaly"]["calibration"]["calibration_windows"] == 150
+    assert card["anomaly"]["previous_threshold"]["threshold"] == before["threshold"]
+    assert card["history"][-1]["threshold"]["after"] == card["anomaly"]["threshold"]
+    header = (tmp_path / "adapted" / "model_compiled.h").read_text()
+    assert f"#define TINYNAS_ANOMALY_THRESHOLD ({card['anomaly']['threshold_steps']})" in header
+    fresh = only(vibration(windows_per_class=600, length=LENGTH, windows_per_recording=10, shaft_rpm=1500.0,
+                           seed=16), [0])
+    alarms = evaluate_scorer(tmp_path / "adapted" / "model.tflite", card, fresh).report["false_alarms"]
+    assert alarms["interval95"][0] <= RATE
+    assert result.windows == 150
+
+
+def test_adapt_refuses_fault_windows_and_too_few_normal_ones(scorer, tmp_path):
+    from tinynas.adaptation.adapt import adapt
+    from tinynas.anomaly.threshold import ThresholdError
+    from tinynas.data.windows import DataError
+
+    out, _ = scorer
+    with pytest.raises(DataError, match="other classes than normal"):
+        adapt(out, machine(seed=17, count=20), tmp_path / "a")
+    with pytest.raises(ThresholdError, match="later half of the new data's 20 windows"):
+        adapt(out, only(machine(seed=18, count=20), [0]), tmp_path / "b")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_recalibrate_points_a_scorer_to_adapt(scorer, tmp_path):
+    from tinynas.adaptation.common import AdaptationError
+    from tinynas.adaptation.recalibrate import recalibrate
+
+    out, _ = scorer
+    with pytest.raises(AdaptationError, match="anomaly scorer.*tinynas adapt"):
+        recalibrate(out, only(machine(seed=19, count=20), [0]), tmp_path / "r")
+
+
+def test_the_service_re_wear_of_a_scorer_adapts_it_and_says_what_the_old_threshold_did(scorer, tmp_path):
+    from tinynas.service.rewear import _job
+
+    out, _ = scorer
+    path = tmp_path / "new-load.npz"
+    # The halves of an unlabelled recording: two classes that are not the model's (as the service records them).
+    slower = vibration(windows_per_class=300, length=LENGTH, windows_per_recording=10, shaft_rpm=1500.0, seed=20)
+    normal = only(slower, [0])
+    halves = Windows(normal.x, (np.arange(len(normal)) >= len(normal) // 2).astype(int), normal.groups,
+                     ("first", "second"), normal.sample_rate_hz, normal.channel_names, normal.provenance,
+                     time_index=np.arange(len(normal)))
+    halves.save(path)
+    outcome = _job({"mode": "unlabelled", "source": str(out), "spec": f"npz:{path}",
+                    "staging": str(tmp_path / "staging")})
+    assert outcome["accepted"] is True and "set the threshold again" in outcome["reason"]
+    assert 0.0 <= outcome["old_threshold_flagged"] <= 1.0
+    card = json.loads((tmp_path / "staging" / "card.json").read_text())
+    assert card["anomaly"]["calibration"]["calibration_windows"] == 150

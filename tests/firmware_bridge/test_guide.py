@@ -341,3 +341,13 @@ def test_a_machine_block_is_held_confirmed_and_recorded_as_segments_that_never_s
     assert not np.isnan(windows.x).any()  # no segment holds a sample that was never received
     level = np.sqrt((windows.x.astype(np.float64) ** 2).mean(axis=(1, 2)))
     assert level[:4].max() < 100 < 600 < level[4:].min()  # each segment holds the state it is labelled with
+
+
+def test_one_state_is_an_anomaly_plan_and_only_that():
+    with pytest.raises(PlanError, match="task = anomaly"):
+        Plan("healthy", ("normal",), kind="continuous")
+    with pytest.raises(PlanError, match="one class"):
+        Plan("healthy", ("normal", "ball"), kind="continuous", task="anomaly")
+    with pytest.raises(PlanError, match="kind = continuous"):
+        Plan("healthy", ("normal",), task="anomaly")
+    assert load_plan("motor-normal").task == "anomaly"

@@ -76,3 +76,15 @@ def test_the_c_runtime_budget_holds_longer_windows():
     with pytest.raises(PlanDoesNotFit):
         check_plan_fits(gesture, target, 1, 12000.0)
     assert check_plan_fits(gesture, target, 1, 12000.0, runtime="c").window == tflm + 1
+
+
+def test_the_motor_normal_plan_fits_and_gives_enough_windows_for_its_threshold():
+    fit = check_plan_fits(load_plan("motor-normal"), get_target("STM32C011F6P6"), 1, 12000.0)
+    assert (fit.window, fit.hop) == (512, 256)
+
+
+def test_an_anomaly_plan_too_short_for_its_false_alarm_rate_is_refused_before_collecting():
+    short = Plan("quick", ("normal",), repetitions=1, window_seconds=1.0, kind="continuous", task="anomaly")
+    with pytest.raises(PlanDoesNotFit, match="needs 99; record at least"):
+        check_plan_fits(short, get_target("STM32C011F6P6"), 1, 4000.0)
+    check_plan_fits(short, get_target("STM32C011F6P6"), 1, 4000.0, false_alarm_rate=0.2)  # a coarser rate fits

@@ -27,7 +27,8 @@ def test_the_search_budgets_for_the_configured_runtime(tmp_path, monkeypatch, ru
     monkeypatch.setattr(tinynas.study, "Study", RecordedStudy)
     monkeypatch.setattr(search_deploy, "session_windows", lambda service: (load_windows(DATA), DATA))
     service = SimpleNamespace(config=ServiceConfig(runtime=runtime, data_dir=str(tmp_path)), workers=None,
-                              state=SimpleNamespace(study=str(tmp_path / "study"), user="u", deployed=None))
+                              state=SimpleNamespace(study=str(tmp_path / "study"), user="u", deployed=None,
+                                                    plan="bearing4"))
     transition = search_deploy.search(service)  # the step returns where it ends; nothing is saved by it
-    assert started["ran"] and started["runtime"] == runtime
+    assert started["ran"] and started["runtime"] == runtime and started["task"] == "classify"
     assert transition == to(Phase.DEPLOYING)

@@ -65,6 +65,18 @@ STATES = {
                 "predictions": [{"end_sample": 1000 * i, "label": label, "smoothed": label, "confidence": 0.81,
                                  "probabilities": [0.05, 0.81, 0.09, 0.05] if label == "fist" else
                                  [0.7, 0.1, 0.1, 0.1]} for i, label in enumerate(["rest"] * 5 + ["fist"] * 6)]},
+    "alarm": {**BASE, "state": "SERVING", "user": "motor",
+              "deployed": {"user": "motor", "model": "/data/motor/model.tflite", "task": "anomaly", "accuracy": None,
+                           "anomaly": {"threshold": 1.4, "false_alarm_rate": 0.01, "calibration_windows": 328}},
+              "model": {"name": "A(17,3)", "ram_bytes": 6000, "flash_bytes": 18600, "made": 1.7e9,
+                        "classes": ["normal", "synthetic"]},
+              "predictions_per_minute": 240,
+              "alarm": {"raised": True, "since": 1.7e9 - 5, "score": 5.08, "threshold": 1.4, "false_alarm_rate": 0.01,
+                        "debounce": "3 of the last 5 windows above the threshold", "stale": "",
+                        "history": [[1.7e9 - 30 + i, 0.2 * (i % 5) - 0.4 + (5.0 if i > 24 else 0.0)]
+                                    for i in range(30)]},
+              "predictions": [{"end_sample": 1000 * i, "label": "normal", "smoothed": "normal", "confidence": 1.0,
+                               "score": 0.1, "alarm": False} for i in range(5)]},
     "error": {**BASE, "state": "IDLE", "user": "alice",
               "error": "new model for alice reached 41.0% on held-out windows, below 50%: not deployed "
                        "(record again with the sensor placed as during the recording: tinynas onboard --user alice)"},
@@ -76,6 +88,9 @@ EXPECTED = {  # what each state must show: texts, and elements by CSS-like marke
     "searching": ["Searching", "Best so far: A(3,3)", "95 s of 300 s left", 'class="budget"',
                   'class="trial complete"', "stopped by the health monitor", "RAM budget 6.0 KiB"],
     "serving": ["Serving", "A(3,3) for alice", "91 %", "240 predictions per minute", 'class="bar top"', "fist"],
+    "alarm": ["Serving", "ALARM: not running normally", "A(17,3) for motor", "threshold set for 1 % false alarms",
+              "328 held-out normal windows", "3 of the last 5 windows", 'class="threshold"', 'class="score"',
+              "5.08 (threshold 1.40)"],
     "error": ["below 50%: not deployed", 'class="banner"', "tinynas onboard --user alice"],
 }
 
@@ -127,6 +142,7 @@ def test_each_state_renders_what_the_user_needs(name, tmp_path):
         f'id="{section}" class="box" hidden' in dom for section in
         {"idle": ["collecting", "searching", "serving"], "collecting": ["searching", "serving"],
          "searching": ["collecting", "serving"], "serving": ["collecting", "searching"],
+         "alarm": ["collecting", "searching"],
          "error": ["collecting", "searching", "serving"]}[name]), others
 
 

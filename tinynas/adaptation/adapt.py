@@ -67,20 +67,26 @@ def _labels(model_dir: ModelDir, windows: Windows) -> np.ndarray | None:
 
 
 def _scorer_halves(source: ModelDir, windows: Windows) -> tuple[Windows, Windows]:
-    """An anomaly scorer's new windows: normal running only (other classes refused), in time order; the earlier
-    half re-estimates batch norm, the later half (never seen by it) sets the threshold again for the card's
-    rate, so it must hold enough windows for that rate."""
-    from tinynas.anomaly.task import normal_only
+    """An anomaly scorer's new windows, taken as normal running (labels ignored, as adapt's are), except that
+    data labelled with faults beside a normal class is refused: a fault window must never set the threshold.
+    In time order, the earlier half re-estimates batch norm and the later half (never seen by it) sets the
+    threshold again for the card's rate, so it must hold enough windows for that rate."""
+    from tinynas.anomaly.task import NORMAL, normal_only
     from tinynas.anomaly.threshold import check_enough, windows_needed
 
-    normal = normal_only(windows, "the new data")
-    order = np.lexsort((normal.time_index if normal.time_index is not None else np.arange(len(normal)),
-                        normal.groups))
+    if NORMAL in windows.class_names and windows.classes > 1:
+        normal_only(windows, "the new data")  # refuses, naming the fault classes
+    # One class, normal running: the halves of an unlabelled recording (the service's) are not classes.
+    windows = Windows(windows.x, np.zeros(len(windows), dtype=np.int64), windows.groups, (NORMAL,),
+                      windows.sample_rate_hz, windows.channel_names, windows.provenance, windows.sessions,
+                      windows.time_index)
+    times = windows.time_index if windows.time_index is not None else np.arange(len(windows))
+    order = np.argsort(times, kind="stable")
     half = len(order) // 2
     rate = float(source.card["anomaly"]["false_alarm_rate"])
     check_enough(len(order) - half, rate, f"the later half of the new data's {len(order)} windows (the earlier "
                  f"half re-estimates batch norm; {2 * windows_needed(rate)} windows in all are needed)")
-    return normal.subset(order[:half]), normal.subset(order[half:])
+    return windows.subset(order[:half]), windows.subset(order[half:])
 
 
 def adapt(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec: str = "",

@@ -154,6 +154,10 @@ def recalibrate(model_path: str | Path, windows: Windows, out_dir: str | Path, *
     require(recipe, Recipe, "recipe", "a Recipe or a dict of its fields")
     seed_argument(seed)
     source = ModelDir.open(model_path)
+    if source.card.get("anomaly") is not None:
+        raise AdaptationError(f"{source.path} is an anomaly scorer: it has no classes to fine-tune with labels; bring "
+                              f"it to a new condition with `tinynas adapt` on that condition's normal windows (batch "
+                              f"norm and its threshold are set again)")
     out = check_new_folder(out_dir, source.path)
     check_shape(source, windows, "the new data")
     check_new_data(source, windows, "the new data")

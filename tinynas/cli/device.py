@@ -18,7 +18,8 @@ def register(sub) -> None:
     """Add these commands to the `tinynas` parser's subcommands."""
     collect = sub.add_parser("collect", help="guided collection of labelled windows from a device")
     collect.add_argument("--port", required=True, help="serial port or URL (/dev/ttyACM0, socket://..., a pty)")
-    collect.add_argument("--plan", required=True, help="isl26, gestures4, bearing4 or a plan file (.json/.toml)")
+    collect.add_argument("--plan", required=True,
+                         help="isl26, gestures4, bearing4, motor-normal or a plan file (.json/.toml)")
     collect.add_argument("--out", required=True, help="session folder (an existing one is resumed)")
     collect.add_argument("--user", default="")
     collect.add_argument("--baud", type=int, default=1_000_000)

@@ -37,7 +37,7 @@ final_epochs = 60
 workers = "auto"
 # Input normalisation recorded in the model's card: none, or channel (per-channel mean/std of training windows).
 normalize = "none"
-# Collection plan used when `tinynas onboard` names none (isl26, gestures4, bearing4 or a file).
+# Collection plan used when `tinynas onboard` names none (isl26, gestures4, bearing4, motor-normal or a file).
 plan = "gestures4"
 # Live inference: a prediction every hop_seconds over the last window; majority vote over `smoothing`.
 hop_seconds = 0.25

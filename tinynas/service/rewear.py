@@ -91,6 +91,8 @@ def new_flow(service: ServiceContext, user: str, unlabelled: bool) -> dict:
     source = ModelDir.open(Path(deployed["model"]).parent)  # no float weights: refused before anyone records
     stamp = time.strftime("%Y%m%d-%H%M%S")
     profile = service.paths.profile(user)
+    scorer = deployed.get("task") == "anomaly"
+    unlabelled = unlabelled or scorer  # a scorer's new condition is its normal running: nothing to label
     flow = {"user": user, "mode": "unlabelled" if unlabelled else "labelled", "phase": "collecting",
             "session": str(profile / "sessions" / f"{stamp}-rewear"),
             "staging": str(profile / "deployed" / f"{stamp}-rewear.tmp"),
@@ -98,7 +100,13 @@ def new_flow(service: ServiceContext, user: str, unlabelled: bool) -> dict:
             "window": source.preprocessing.window_length, "started": time.time()}
     if unlabelled:
         # At least 6 windows long: each half then gives 5 half-overlapping windows, 10 in all (adapt needs 8).
-        least = 6 * flow["window"] / service.require_device().hello.sample_rate_hz
+        rate = service.require_device().hello.sample_rate_hz
+        least = 6 * flow["window"] / rate
+        if scorer:  # the later half of the windows (hop half a window) sets the threshold again for its rate
+            from tinynas.anomaly.threshold import windows_needed
+
+            need = windows_needed(float(deployed["anomaly"]["false_alarm_rate"]))
+            least = max(least, 2 * ((need + 2) * (flow["window"] // 2) + flow["window"]) / rate)
         flow["seconds"] = round(max(float(service.config.rewear_unlabelled_seconds), least), 3)
         flow["text"] = f"recording {flow['seconds']:g} s of unlabelled data (the old model keeps serving)"
     else:
@@ -175,6 +183,8 @@ def _job(job: dict) -> dict:
 
     adapted = adapt(job["source"], windows, job["staging"], spec=job["spec"])
     source = Path(job["source"])
+    if adapted.card.get("anomaly") is not None:
+        return _scorer_outcome(source, adapted, windows)
     before = _confidence((source / "model.tflite").read_bytes(), json.loads((source / "card.json").read_text()),
                          windows)
     after = _confidence((Path(job["staging"]) / "model.tflite").read_bytes(), adapted.card, windows)
@@ -186,6 +196,27 @@ def _job(job: dict) -> dict:
               + ("" if accepted else ". The old model stays."))
     return {"accepted": accepted, "reason": reason, "windows": len(windows), "seconds": round(adapted.seconds, 1),
             "confidence": [before, after], "test": [adapted.test_before, adapted.test_after]}
+
+
+def _scorer_outcome(source: Path, adapted, windows) -> dict:
+    """An adapted anomaly scorer is accepted: its threshold was set again, for its rate, on new normal windows it
+    did not see; what the old one did on the new windows is said, so the user sees why it was needed."""
+    from tinynas.anomaly.card import steps
+    from tinynas.data.preprocess import Preprocessing
+    from tinynas.deploy.litert import Int8Model
+
+    old_card = json.loads((source / "card.json").read_text())
+    old = old_card["anomaly"]
+    scores = steps(Int8Model((source / "model.tflite").read_bytes()).logits(
+        Preprocessing.from_card(old_card).apply(windows.x)), old["score_scale"])
+    flagged = float(np.mean(scores > old["threshold_steps"]))
+    new = adapted.card["anomaly"]
+    reason = (f"accepted: the machine's new normal running set the threshold again ({old['threshold']:.3g} -> "
+              f"{new['threshold']:.3g}, for {new['false_alarm_rate']:.2%} false alarms, on "
+              f"{new['calibration']['calibration_windows']} windows batch norm did not see); the old threshold "
+              f"flagged {flagged:.1%} of the {len(windows)} new windows")
+    return {"accepted": True, "reason": reason, "windows": len(windows), "seconds": round(adapted.seconds, 1),
+            "old_threshold_flagged": round(flagged, 4), "test": [adapted.test_before, adapted.test_after]}
 
 
 def _child_main(job_path: str) -> int:
@@ -305,6 +336,11 @@ def _swap(service: ServiceContext, flow: dict, staging: Path, final: Path, outco
                 "accuracy": next((value for value in after if value is not None), old.get("accuracy", 0.0)),
                 "card_int8_test_accuracy": card.get("int8_test_accuracy"), "replaced": old["model"],
                 "changed_by": "recalibrate" if flow["mode"] == "labelled" else "adapt"}
+    if card.get("anomaly") is not None and isinstance(old.get("anomaly"), dict):  # the new threshold is served
+        section = card["anomaly"]
+        deployed.update(accuracy=None, anomaly={**old["anomaly"], "threshold": section["threshold"],
+                                                "threshold_steps": section["threshold_steps"],
+                                                "calibration_windows": section["calibration"]["calibration_windows"]})
     flow.update(phase="accepted", text=f"{outcome['reason']}" + (f" ({figures})" if figures else "")
                 + f"; now serving {final}", finished=time.time())
     service.collection = {}

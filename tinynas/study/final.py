@@ -104,7 +104,9 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
     write_report(study.out_dir, trials, winner, card, study.target)
     if anomaly is not None:
         _say_anomaly(study, anomaly)
-    study.progress.event(f"winner {winner.architecture.name()}: int8 test accuracy {int8_accuracy:.3f} "
+    measured = ("int8 test accuracy" if anomaly is None else
+                "int8 accuracy telling normal from synthetic anomalies")
+    study.progress.event(f"winner {winner.architecture.name()}: {measured} {int8_accuracy:.3f} "
                          f"(float {result.float_test_accuracy:.3f}) on {len(y_test)} held-out windows; "
                          f"flash {kib(len(tflite) if runtime == 'tflm' else cost.flash_bytes)}, "
                          f"RAM {kib(cost.peak_ram_bytes)}" + ("" if runtime == "tflm" else " (C runtime)"))

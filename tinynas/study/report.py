@@ -62,6 +62,23 @@ def validation_line(split: dict) -> str:
     return f"- validation: not on a held-out session ({reason}): candidates were ranked on the training sessions"
 
 
+def anomaly_line(anomaly: dict) -> str:
+    """An anomaly scorer's threshold, how it was set, and what the synthetic test side says."""
+    calibration, synthetic = anomaly["calibration"], anomaly["synthetic_test"]
+    line = (f"- anomaly scorer: threshold **{anomaly['threshold']:.4g}** for {anomaly['false_alarm_rate']:.2%} false "
+            f"alarms, set ({calibration['method']}) on {calibration['calibration_windows']} held-out normal windows; "
+            f"synthetic anomalies of the test side: AUROC {synthetic['auroc']:.3f}, "
+            f"{synthetic['detected']['rate']:.1%} detected; selection: {anomaly['selection']}")
+    evaluation = anomaly.get("evaluation")
+    if evaluation and evaluation.get("all_anomalies"):
+        every = evaluation["all_anomalies"]
+        alarms = evaluation.get("false_alarms") or {}
+        line += (f"\n- on the test data: AUROC {every['auroc']}, {every['detected']['flagged']} of "
+                 f"{every['detected']['windows']} anomalous windows detected, "
+                 f"{alarms.get('flagged', '-')} false alarms of {alarms.get('windows', 0)} normal windows")
+    return line
+
+
 def time_line(trials: list[Trial]) -> str:
     """Where the workers' time went, summed over the candidates: TensorFlow's import (once per worker
     process), compiling each candidate's training, the training epochs, the health monitor."""
@@ -114,8 +131,8 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: ModelC
          if card.final_training.get("retrained", True) else
          f"- final training: none, the winner was searched with the final recipe ({recipe}); exported as "
          f"trained ({card.final_training['seconds']:.0f} s)"),
-        f"- test accuracy: float {card.float_test_accuracy:.3f}, **int8 {card.int8_test_accuracy:.3f}** "
-        f"(LiteRT, {tested_on})",
+        (f"- test accuracy: float {card.float_test_accuracy:.3f}, **int8 {card.int8_test_accuracy:.3f}** "
+         f"(LiteRT, {tested_on})" if card.anomaly is None else anomaly_line(card.anomaly)),
         f"- cost: {card.cost_estimate['macs']:,} MACs, flash {kib(card.flash_bytes)} (.tflite), "
         f"peak RAM {kib(card.cost_estimate['peak_ram_bytes'])} ({RAM_BASIS[runtime]} estimate)"
         + (f", C runtime flash {kib(card.cost_estimate['flash_bytes'])} (tables + code)" if runtime == "c" else ""),
