@@ -65,3 +65,14 @@ def test_perturbations_add_energy_and_leave_the_input_alone():
     difference = np.sqrt(np.mean((made - normal.x) ** 2, axis=(1, 2)))
     assert np.all(difference > 0)
     assert {p.family for p in how} == set(FAMILIES)
+
+
+def test_a_recording_that_repeats_itself_cannot_set_the_threshold():
+    """A short file played in a loop: its held-out windows are copies of training windows, which the scorer
+    remembers; they are not counted, and the refusal says why."""
+    normal = _normal(count=50)
+    looped = Windows(np.concatenate([normal.x] * 8), np.zeros(8 * len(normal), int),
+                     np.concatenate([np.char.add(normal.groups, f"-{i}") for i in range(8)]), ("normal",),
+                     normal.sample_rate_hz)
+    with pytest.raises((ThresholdError, DataError), match="exact copies of training windows"):
+        prepare(looped, "auto", 0, 0.05)

@@ -94,6 +94,13 @@ def motor(tmp_path_factory):
         wait(lambda: status().get("state") == "IDLE", 60, "the service to come up")
         request(data, "onboard", user="motor", plan=str(plan))
         wait(lambda: status().get("state") == "SERVING", 400, "serving")
+        # A power cut while serving: the scorer is served again at the next start (its state file reads back).
+        process.kill()
+        process.wait(10)
+        process = subprocess.Popen([sys.executable, "-m", "tinynas.cli", "service", "run", "--config", str(config)],
+                                   stdout=log, stderr=log)
+        wait(lambda: status().get("state") == "SERVING" and status().get("pid") == process.pid, 60,
+             "serving again after the restart")
         serving = status()
         wait(lambda: any(e.get("state") == "inner_race" and e.get("serving") for e in events()),
              60 + fault_after, "the fault")
@@ -104,7 +111,8 @@ def motor(tmp_path_factory):
         shown = subprocess.run([sys.executable, "-m", "tinynas.cli", "service", "status", "--config", str(config)],
                                capture_output=True, text=True, timeout=60)
         yield {"serving": serving, "alarmed": alarmed, "fault": fault, "predictions": predictions(),
-               "shown": shown.stdout, "card": json.loads(open(serving["deployed"]["card"]).read())}
+               "shown": shown.stdout, "card": json.loads(open(serving["deployed"]["card"]).read()),
+               "log": (root / "service.log").read_text()}
     finally:
         halt.set()
         if process.poll() is None:
@@ -123,6 +131,11 @@ def test_a_scorer_of_normal_running_is_served(motor):
     assert deployed["task"] == "anomaly" and deployed["anomaly"]["false_alarm_rate"] == 0.01
     assert motor["card"]["anomaly"]["calibration"]["calibration_windows"] >= 99
     assert motor["card"]["serving"]["alarm"]["k"] == K
+
+
+@pytest.mark.slow
+def test_a_restart_while_serving_serves_the_scorer_again(motor):
+    assert "was damaged" not in motor["log"] and motor["serving"]["deployed"]["task"] == "anomaly"
 
 
 @pytest.mark.slow

@@ -15,7 +15,8 @@ data with other classes than the normal one is refused (give them with --test-da
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -107,10 +108,14 @@ def prepare(windows: Windows, protocol: str, seed: int, rate: float, what: str =
         split = temporal_split(normal, SPLIT_FRACTIONS)
     else:
         split = group_split(normal, SPLIT_FRACTIONS, seed=seed)
+    split, copies = _without_copies(normal, split)
+    repeated = (f"; {copies} held-out windows were exact copies of training windows and do not count (a recording "
+                f"that repeats itself, such as a short file played in a loop: record new running)" if copies else "")
     if not len(split.train) or not len(split.val):
-        raise DataError(f"{what}: {len(normal)} normal windows leave none to train or validate on: record longer")
+        raise DataError(f"{what}: {len(normal)} normal windows leave none to train or validate on: record "
+                        f"longer{repeated}")
     check_enough(len(split.test), rate, f"{what} ({len(normal)} normal windows; its test side of "
-                 f"{len(split.test)} is held out to set the threshold)")
+                 f"{len(split.test)} is held out to set the threshold{repeated})")
     rng = np.random.default_rng([seed, 0xA0])
     shaft = shaft_hz(normal.provenance)
     sides = [split.train, split.val, split.test]
@@ -137,6 +142,24 @@ def prepare(windows: Windows, protocol: str, seed: int, rate: float, what: str =
                           f"{split.protocol}; each side's synthetic anomalies made from its own normal windows",
                           split.held_out, split.held_out_reason)
     return AnomalyData(derived, derived_split, n, np.asarray(split.test), split, counts)
+
+
+def _without_copies(normal: Windows, split: Split) -> tuple[Split, int]:
+    """`split` without the validation and test windows that are exact copies of an earlier side's: a scorer
+    remembers the windows it trained on, so a copy would set its threshold on what it has seen (a short
+    recording played in a loop gives nothing but copies). The number dropped is said in the protocol."""
+    keys = [hashlib.blake2b(window.tobytes(), digest_size=16).digest() for window in normal.x]
+    seen = {keys[i] for i in split.train}
+    sides = []
+    for side in (split.val, split.test):
+        kept = np.array([i for i in side if keys[i] not in seen], dtype=np.int64)
+        seen |= {keys[i] for i in kept}
+        sides.append(kept)
+    copies = len(split.val) + len(split.test) - sum(len(side) for side in sides)
+    if not copies:
+        return split, 0
+    return replace(split, val=sides[0], test=sides[1],
+                   protocol=f"{split.protocol}; {copies} held-out windows that copied training windows dropped"), copies
 
 
 def score_of(logits: np.ndarray) -> np.ndarray:

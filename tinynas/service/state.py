@@ -123,8 +123,12 @@ def _parse(text: str) -> ServiceState:
         for key in ("user", "model", "card"):
             if not isinstance(deployed.get(key), str) or not deployed.get(key):
                 raise DamagedState(f"the deployed model has no {key}")
-        if not isinstance(deployed.get("accuracy", 0.0), (int, float)):
+        accuracy = deployed.get("accuracy", 0.0)
+        # An anomaly scorer has no accuracy (None): its figures are its threshold's (deployed["anomaly"]).
+        if not isinstance(accuracy, (int, float)) and not (accuracy is None and deployed.get("task") == "anomaly"):
             raise DamagedState("the deployed model's accuracy is not a number")
+        if deployed.get("task") == "anomaly" and not isinstance(deployed.get("anomaly"), dict):
+            raise DamagedState("the deployed anomaly scorer has no threshold")
     if state.state in (Phase.SERVING, Phase.RECALIBRATING) and not deployed:
         raise DamagedState(f"state {state.state} without a deployed model")
     if state.state == Phase.RECALIBRATING and not (state.session and state.rewear.get("phase")):
