@@ -153,7 +153,7 @@ function drawAlarm(s) {
   $("prediction").classList.toggle("stale", !!stale);
   $("prediction").classList.toggle("alarm", !!a.raised);
   $("bars").innerHTML = "";
-  const row = el("div", { class: "bar" + (a.raised ? " top" : "") }, $("bars"));
+  const row = el("div", { class: "bar score" + (a.raised ? " raised" : "") }, $("bars"));
   el("div", { class: "name", text: "score" }, row);
   const ratio = a.threshold ? Math.max(0, Math.min(2, (a.score || 0) / Math.abs(a.threshold) || 0)) : 0;
   el("div", { class: "fill", style: `width:${(150 * ratio).toFixed(0)}px` }, row);
