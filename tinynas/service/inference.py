@@ -39,8 +39,11 @@ class Prediction:
     """An anomaly scorer's alarm after this window (k of the last n windows above the threshold)."""
 
     def to_dict(self) -> dict:
-        """JSON-ready dict."""
-        return asdict(self)
+        """JSON-ready dict (a classifier's has no score or alarm keys)."""
+        record = asdict(self)
+        if self.score is None:
+            del record["score"], record["alarm"]
+        return record
 
 
 class LiveClassifier:
