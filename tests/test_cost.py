@@ -140,3 +140,12 @@ def test_ilp32_arena_is_tflite_micros_on_a_cortex_m4(arch, head, tail):
     arena = estimate_arena(arch, ILP32)
     assert (arena.head_bytes, arena.tail_bytes) == (head, tail)
     assert arena.required_bytes >= head + tail
+
+
+@pytest.mark.parametrize("k, c, method", [(3, 2, 5_120), (3, 6, 7_680), (7, 4, 9_728)])
+def test_the_method_accounting_of_tinynas_winners(k, c, method):
+    """The method's RAM tool: the 64-bit host arena rounded up to 512 B (issue 37's table: tinynas's `fast` winners
+    on CWRU, kernel 9, 10 classes of 512-sample windows)."""
+    from tinynas.cost.estimate import method_ram_bytes
+
+    assert method_ram_bytes(Architecture(512, 1, 10, k=k, c=c, kernel_size=9)) == method

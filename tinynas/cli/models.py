@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tinynas.cli.common import add_runtime_flag, add_target_flags
 from tinynas.cost.c_runtime import estimate_c
-from tinynas.cost.estimate import estimate
+from tinynas.cost.estimate import estimate, method_ram_bytes
 from tinynas.cost.targets import builtin_targets, kib, resolve_target
 from tinynas.options import (
     check_seed,
@@ -139,7 +139,7 @@ def _cmd_cost(args: argparse.Namespace) -> int:
     result = {"architecture": arch.to_dict(), "name": arch.name(), **cost.to_dict(),
               "filters": list(arch.filters), "host64": {
                   "arena_head_bytes": host.arena_head_bytes, "arena_tail_bytes": host.arena_tail_bytes,
-                  "arena_bytes": host.arena_bytes}}
+                  "arena_bytes": host.arena_bytes}, "method_ram_bytes": method_ram_bytes(arch)}
     if args.runtime == "c":
         result["c_runtime"] = estimate_c(arch).to_dict()
     if target is not None:
@@ -165,7 +165,8 @@ def _cmd_cost(args: argparse.Namespace) -> int:
         print(f"  flash       {cost.flash_bytes:,} B ({kib(cost.flash_bytes)}) int8 .tflite")
         print(f"  peak RAM    {cost.peak_ram_bytes:,} B ({kib(cost.peak_ram_bytes)}) TFLM arena on {cost.abi}: "
               f"head {cost.arena_head_bytes:,} + tail {cost.arena_tail_bytes:,}")
-        print(f"  (64-bit host arena, what `tinynas measure` sees: {host.arena_bytes:,} B)")
+        print(f"  (64-bit host arena, what `tinynas measure` sees: {host.arena_bytes:,} B; the method's accounting, "
+              f"that rounded up to 512 B: {method_ram_bytes(arch):,} B)")
     if target is not None:
         verdict = "fits" if result["fits"] else "does NOT fit: " + "; ".join(result["violations"])
         print(f"  target {target.name}: {verdict}")
