@@ -60,15 +60,20 @@ class LiveClassifier:
         self.recent: deque[str] = deque(maxlen=max(1, smoothing))
         self.rule = IdleRule.from_card(card)
 
-    def step(self) -> list[Prediction]:
-        """Predictions for every hop that completed since the last call (skips gaps)."""
-        out = []
+    def windows(self):
+        """(end sample, window) for every hop that completed since the last call; a window with lost samples,
+        or one the ring no longer holds, is skipped rather than classified as garbage."""
         while self.ring.latest_sample >= self.next_end:
             end = self.next_end
             self.next_end += self.hop
             window = self.ring.window(end - self.length, self.length)
-            if window is None:
-                continue  # lost samples or fell behind: skip rather than classify garbage
+            if window is not None:
+                yield end, window
+
+    def step(self) -> list[Prediction]:
+        """Predictions for every hop that completed since the last call (skips gaps)."""
+        out = []
+        for end, window in self.windows():
             logits = self.model.logits(self.preprocessing.apply(window[None]))[0]
             probabilities = np.exp(logits - logits.max())
             probabilities /= probabilities.sum()
@@ -102,12 +107,7 @@ class LiveScorer(LiveClassifier):
     def step(self) -> list[Prediction]:
         """Scores for every hop that completed since the last call (skips gaps, which do not count as normal)."""
         out = []
-        while self.ring.latest_sample >= self.next_end:
-            end = self.next_end
-            self.next_end += self.hop
-            window = self.ring.window(end - self.length, self.length)
-            if window is None:
-                continue
+        for end, window in self.windows():
             logits = self.model.logits(self.preprocessing.apply(window[None]))
             steps = int(round(float(logits[0, 1] - logits[0, 0]) / self.scale))
             anomalous = steps > self.threshold
