@@ -104,12 +104,14 @@ def run_one(args, windows, target, strategy: str, seed: int, scratch: Path) -> d
                    budget_seconds=parse_duration(args.budget), seed=seed, fidelity=fidelity,
                    final_fidelity=final, workers=args.workers if args.workers == "auto" else int(args.workers),
                    data_spec=args.data, split=args.split,
-                   progress=Progress(interactive=False), track_test=True, augment="none", kernels="3").run()
+                   progress=Progress(interactive=False), track_test=True, augment="none", kernels="3",
+                   runtime=args.runtime, accounting=args.accounting).run()
     wall = time.monotonic() - started
     card = result.card.to_dict()
     space = SearchSpace(windows.window_length, windows.channels, windows.classes)
     objective = make_strategy(strategy, space, seed=seed, fidelity=fidelity, final_fidelity=final,
-                              is_feasible=lambda arch: estimate(arch).fits(target)).objective
+                              is_feasible=lambda arch: estimate(arch, runtime=args.runtime, accounting=args.accounting,
+                                                                core=target.core).fits(target)).objective
     memory = card["search"]["peak_worker_memory_bytes"]
     trained = [t for t in result.trials if t.state in (TrialState.COMPLETE, TrialState.FAILED)]
     return {"strategy": strategy, "seed": seed, "wall_seconds": round(wall, 1),
@@ -216,7 +218,10 @@ def write(args, windows, target, runs: list[dict], command: str) -> str:
              *[f"`{c}`" for c in commands], "",
              f"Data `{DATA.get(args.data, args.data).replace(str(SHARED), '../shared/data')}`: {len(windows)} windows of "
              f"{windows.window_length}x{windows.channels}, {windows.classes} classes; split `{args.split}`. "
-             f"Target {target.name}. Every strategy: budget {args.budget}, {args.workers} workers, candidates "
+             f"Target {target.name}, budgeted for runtime `{getattr(args, 'runtime', 'tflm')}` counted by the "
+             f"`{getattr(args, 'accounting', 'arena')}` accounting (`arena`: TFLite Micro's 32-bit arena and the "
+             f".tflite, as runs before issue 37 were; `method`: the method's tool). Every strategy: budget "
+             f"{args.budget}, {args.workers} workers, candidates "
              f"trained with the method's recipe ({args.epochs} epochs, Adam 1e-3, batch 16) unless the strategy "
              f"says otherwise, winner's final recipe {recipes(args)}; int8 accuracy by "
              f"LiteRT on the test split. Machine: {os.cpu_count()} cores x86_64 (not a Raspberry Pi). "
@@ -277,6 +282,10 @@ def main() -> int:
                         help="final recipe epochs (default: each strategy's own recipe; the method's is 100)")
     parser.add_argument("--workers", default="2", help="workers per study, or auto")
     parser.add_argument("--seeds", default="0,1,2")
+    # Compared with the method: budgeted as the method did, TFLite Micro counted by its tool (issue 37).
+    parser.add_argument("--runtime", default="tflm", help="auto, c or tflm (default tflm, the method's)")
+    parser.add_argument("--accounting", default="method", help="chip, arena or method (default method: the "
+                                                               "method's tool, 64-bit arena rounded up to 512 B)")
     parser.add_argument("--baseline-seeds", type=int, help="run greedy/random/tpe on only the first N seeds")
     parser.add_argument("--strategies", default="paper,fast,greedy,random,tpe")
     parser.add_argument("--merge", action="store_true",

@@ -62,8 +62,10 @@ def test_measure_json_keys(exported_tiny, tflite_micro):
 
 @pytest.mark.parametrize("args, message", [
     (("search", "--data", "synthetic:sound", "--target", "STM32F030F4P6", "--out", "x"), "unknown synthetic set"),
-    (("search", "--data", "synthetic:emg?classes=26", "--target", "STM32F030F4P6", "--out", "x"),
+    (("search", "--data", "synthetic:emg?classes=26&length=800", "--target", "STM32F030F4P6", "--out", "x"),
      "cannot hold even the smallest network"),
+    (("search", "--data", "synthetic:vibration", "--target", "STM32F030F4P6", "--out", "x", "--runtime", "tflm"),
+     "target STM32F030F4P6 cannot hold TFLite Micro: its code takes"),
     (("search", "--data", "synthetic:vibration", "--target", "STM32F030F4P6", "--out", "x", "--budget", "soon"),
      "cannot read duration"),
     (("search", "--data", "synthetic:vibration", "--out", "x"), "give --target NAME"),
@@ -117,12 +119,13 @@ def test_cost_with_the_c_runtime_shows_its_budget():
     c = result["c_runtime"]
     assert result["peak_ram_bytes"] == c["ram_bytes"] == c["arena_bytes"] + c["io_bytes"] + c["stack_bytes"]
     assert result["flash_bytes"] == c["flash_bytes"] == c["tables_bytes"] + c["code_bytes"]
-    tflm = json.loads(tinynas(*arch, "--json").stdout)
+    assert json.loads(tinynas(*arch, "--json").stdout)["runtime_choice"]["runtime"] == "c"  # auto, the default
+    tflm = json.loads(tinynas(*arch, "--runtime", "tflm", "--json").stdout)
     assert tflm["runtime"] == "tflm" and tflm["fits"] is False and "c_runtime" not in tflm
     text = tinynas(*arch, "--runtime", "c").stdout
     assert "C runtime on ilp32: arena" in text and "input/output" in text and "stack" in text
     assert "C runtime: tables" in text and "code" in text and "target STM32F030F4P6: fits" in text
-    assert "TFLM arena" in tinynas(*arch).stdout
+    assert "(TFLite Micro, ilp32)" in tinynas(*arch, "--runtime", "tflm").stdout
 
 
 @pytest.mark.parametrize("args, message", [
@@ -143,7 +146,9 @@ def test_a_bad_runtime_is_one_line_exit_2(tmp_path, args, message):
 
 def test_search_help_says_what_runtime_does():
     text = " ".join(tinynas("search", "--help").stdout.split())
-    assert "budget RAM and flash for TFLite Micro (default) or for tinynas's generated C runtime" in text
+    assert "what runs the model on the chip, and so what the budget counts: c (tinynas's generated C" in text
+    assert "auto (default: c where the target can run it" in text
+    assert "method (the method's tool: the 64-bit host arena rounded up to 512 B" in text
 
 
 @pytest.mark.slow
@@ -157,15 +162,18 @@ def test_a_search_budgeted_for_the_c_runtime_fits_where_tflite_micro_cannot(tmp_
     # RAM for the C runtime's A(3,0) on these 64x1 windows (a few hundred bytes, its stack measured on the
     # ARM build): TFLite Micro's arena alone needs 1.5 KiB for the smallest network.
     ram = estimate(Architecture(64, 1, 4, k=3, c=0), runtime="c").peak_ram_bytes
-    assert ram < estimate(Architecture(64, 1, 4, k=1, c=0)).peak_ram_bytes
+    assert ram < estimate(Architecture(64, 1, 4, k=1, c=0), accounting="arena").peak_ram_bytes
     search = ("search", "--data", data, "--ram", str(ram), "--flash", "64k", "--macs", "600", "--budget", "5m",
               "--epochs", "2", "--learning-rate", "0.003", "--final-epochs", "2")
-    refused = tinynas(*search, "--out", str(tmp_path / "tflm"))
+    refused = tinynas(*search, "--out", str(tmp_path / "tflm"), "--runtime", "tflm", "--accounting", "arena")
     assert refused.returncode == 2 and "cannot hold even the smallest network" in refused.stderr
-    run = tinynas(*search, "--out", str(tmp_path / "c"), "--runtime", "c", "--json")
+    refused = tinynas(*search, "--out", str(tmp_path / "tflm"), "--runtime", "tflm")  # the interpreter, too
+    assert refused.returncode == 2 and "cannot hold TFLite Micro: its static RAM and stack take" in refused.stderr
+    run = tinynas(*search, "--out", str(tmp_path / "c"), "--json")  # --runtime auto, the default
     assert run.returncode == 0, run.stderr
     card = json.loads(run.stdout)
     assert card["runtime"] == "c" and card["cost_estimate"]["runtime"] == "c"
+    assert card["runtime_choice"]["reason"].startswith("auto: it runs on any 32-bit microcontroller")
     assert card["cost_estimate"]["peak_ram_bytes"] <= ram
     assert json.loads((tmp_path / "c" / "card.json").read_text())["runtime"] == "c"
     with sqlite3.connect(tmp_path / "c" / "journal.sqlite") as db:

@@ -24,8 +24,14 @@ FAST = Fidelity(epochs=2, batch_size=16, learning_rate=3e-3)
 FINAL = Fidelity(epochs=2, batch_size=16, learning_rate=3e-3)
 
 
+# TARGET's RAM was set to reject some candidates under TFLite Micro's arena alone: these tests budget with that
+# rule (the `arena` accounting), so their searches keep their shape. The default (auto) is tested apart.
+ARENA_RULE = dict(runtime="tflm", accounting="arena")
+
+
 def _study(out, **kwargs):
-    options = dict(strategy="paper", budget_seconds=300, fidelity=FAST, final_fidelity=FINAL, data_spec=TINY)
+    options = dict(strategy="paper", budget_seconds=300, fidelity=FAST, final_fidelity=FINAL, data_spec=TINY,
+                   **ARENA_RULE)
     options.update(kwargs)
     return Study(out, load_windows(TINY), resolve_target(**TARGET), **options)
 
@@ -176,8 +182,11 @@ def test_resume_with_other_settings_is_refused(faulty_run, tmp_path):
     with Journal(out / "journal.sqlite") as journal:
         stored = journal.get_meta("settings")
     assert "runtime" not in stored and stored == _study(out).fingerprint()
-    with pytest.raises(StudyError, match=r"cannot resume: runtime differ .*--runtime tflm: resume with that"):
-        _study(out, runtime="c", resume=True).run()
+    with pytest.raises(StudyError, match=r"cannot resume: runtime differ .*--runtime tflm --accounting arena: "
+                                         r"resume with that"):
+        _study(out, runtime="c", accounting="chip", resume=True).run()
+    with pytest.raises(StudyError, match=r"cannot resume: runtime differ"):
+        _study(out, runtime="auto", accounting="chip", resume=True).run()
     with pytest.raises(StudyError, match="nothing to resume"):
         _study(tmp_path / "empty", resume=True).run()
 
@@ -194,7 +203,8 @@ def test_durations():
 def _cli_search(out, *extra):
     return [sys.executable, "-m", "tinynas.cli", "search", "--data", TINY, "--ram", TARGET["ram"],
             "--flash", TARGET["flash"], "--macs", TARGET["macs"], "--budget", "5m", "--out", str(out),
-            "--epochs", "2", "--learning-rate", "0.003", "--final-epochs", "2", *extra]
+            "--epochs", "2", "--learning-rate", "0.003", "--final-epochs", "2", "--runtime", "tflm",
+            "--accounting", "arena", *extra]
 
 
 def _rows(out):
@@ -392,15 +402,18 @@ def test_a_study_started_by_a_worker_re_importing_a_script_says_to_add_the_main_
 def test_a_tflm_fingerprint_is_what_journals_from_before_runtime_hold(tmp_path):
     from tinynas.study.settings import fingerprint
 
-    study = _study(tmp_path / "run")
+    study = _study(tmp_path / "run")  # TFLite Micro's arena alone, as every journal before --runtime
     default = study.fingerprint()
-    assert "runtime" not in default  # so every journal written before --runtime still resumes
-    assert _study(tmp_path / "run", runtime="tflm").fingerprint() == default
+    assert "runtime" not in default and "accounting" not in default  # so they still resume
     resolved = dict(data_digest="d", target={}, strategy="paper", seed=0, fidelity=FAST, space={}, split="s",
                     normalize="none", test_data_digest=None, final_fidelity=FINAL)
-    assert fingerprint(**resolved) == fingerprint(**resolved, runtime="tflm")
-    compiled = _study(tmp_path / "run", runtime="c").fingerprint()
+    assert fingerprint(**resolved) == fingerprint(**resolved, runtime="tflm", accounting="arena")
+    compiled = _study(tmp_path / "run", runtime="c", accounting="chip").fingerprint()
     assert compiled == {**default, "runtime": "c"}
+    # --runtime auto (the default) is the C runtime on this budget; TFLite Micro's whole footprint is its own rule.
+    assert _study(tmp_path / "run", runtime="auto", accounting="chip").fingerprint() == compiled
+    chip = _study(tmp_path / "run", runtime="tflm", accounting="chip").fingerprint()
+    assert chip == {**default, "accounting": "chip"}
     check_resumable(default, default, study.final_fidelity)
     with pytest.raises(StudyError, match=r"cannot resume: runtime differ .*--runtime tflm"):
         check_resumable(default, compiled, study.final_fidelity)
@@ -425,6 +438,6 @@ def test_the_runtime_decides_which_candidates_are_feasible():
 def test_an_unknown_runtime_is_refused_before_anything_is_written(tmp_path):
     from tinynas.errors import UsageError
 
-    with pytest.raises(UsageError, match="unknown runtime 'tvm'; choose one of: tflm, c"):
+    with pytest.raises(UsageError, match="unknown runtime 'tvm'; choose one of: auto, c, tflm"):
         _study(tmp_path / "run", runtime="tvm")
     assert list(tmp_path.iterdir()) == []

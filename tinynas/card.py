@@ -28,7 +28,7 @@ def is_our_card(data) -> bool:
 
 
 _OPTIONAL = ("measured_arena_host64", "history", "architecture", "name", "digest", "quantization", "tools",
-             "anomaly")
+             "anomaly", "runtime_choice")
 """Keys written only when known: the TFLite Micro measurement (needs tflite-micro), the adaptation
 history, and what the export adds beside the study's figures."""
 
@@ -78,6 +78,9 @@ class ModelCard:
     tools: dict[str, str] | None = None
     runtime: str = "tflm"
     """What the budget was counted for: "tflm" (TFLite Micro) or "c" (tinynas's generated C runtime)."""
+    runtime_choice: dict[str, Any] | None = None
+    """runtime, accounting (how RAM and flash were counted) and the reason the runtime was chosen
+    (`tinynas.cost.runtime.RuntimeChoice`); None on cards written before `--runtime auto`."""
     anomaly: dict[str, Any] | None = None
     """An anomaly scorer's score, threshold and how they were made (`tinynas.anomaly.card`); None: a classifier."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -98,3 +101,14 @@ class ModelCard:
         if values["runtime"] is None:  # cards written before --runtime were budgeted for TFLite Micro
             values["runtime"] = "tflm"
         return cls(**values, extra={key: value for key, value in data.items() if key not in known})
+
+    @property
+    def accounting(self) -> str:
+        """How the budget was counted: the card's own word, else (older cards) TFLite Micro's arena alone, or the
+        C runtime's whole footprint."""
+        if self.runtime == "c":
+            return "chip"  # the C runtime is only ever counted whole
+        for section in (self.runtime_choice, self.cost_estimate):
+            if isinstance(section, dict) and isinstance(section.get("accounting"), str):
+                return section["accounting"]
+        return "chip" if self.runtime == "c" else "arena"

@@ -44,7 +44,7 @@ def test_adapt_changes_only_batchnorm_statistics_and_keeps_the_budget(model_dir,
     assert card["history"][-1]["data"]["windows"] == len(new)
     assert card["history"][-1]["labels_used"] is False
     target = source.target()
-    assert not list(estimate(source.architecture).violations(target))
+    assert not list(estimate(source.architecture, accounting="arena").violations(target))
     assert card["flash_bytes"] == (out / "model.tflite").stat().st_size <= target.flash_bytes
     assert result.test_after is not None and result.new_data_after is not None
     # The adapted folder can be adapted again: it carries the training windows and split.
@@ -93,7 +93,7 @@ def test_the_budget_is_rechecked_for_the_runtime_the_card_records(model_dir, tmp
     from tinynas.adaptation.common import card_runtime
 
     source = ModelDir.open(model_dir)
-    tflm, c = estimate(source.architecture), estimate(source.architecture, runtime="c")
+    tflm, c = estimate(source.architecture, accounting="arena"), estimate(source.architecture, runtime="c")
     assert source.card["runtime"] == "tflm"
     # A chip with RAM for the C runtime but not for TFLite Micro's arena.
     between = {**source.card["target"], "ram_bytes": (tflm.peak_ram_bytes + c.peak_ram_bytes) // 2}

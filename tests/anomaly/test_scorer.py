@@ -56,7 +56,8 @@ def scorer(tmp_path_factory):
     progress = Results()
     result = Study(out, normal, resolve_target(**TARGET), strategy="random", budget_seconds=25,
                    fidelity=RECIPE, final_fidelity=RECIPE, task="anomaly", false_alarm_rate=RATE, seed=0,
-                   progress=progress, clock=lambda: 10.0 * progress.results).run()
+                   progress=progress, clock=lambda: 10.0 * progress.results,
+                   runtime="tflm", accounting="arena").run()  # TARGET was set for TFLite Micro's arena alone
     return out, result
 
 

@@ -112,7 +112,9 @@ def test_a_search_that_fills_the_disk_stops_in_one_line_and_resumes_once_space_i
 
     out = small_disk / "run"
     windows, target = load_windows(TINY), resolve_target(**TARGET)
-    options = dict(strategy="paper", budget_seconds=600, fidelity=FAST, final_fidelity=FAST, data_spec=TINY)
+    # TARGET was set for TFLite Micro's arena alone (and the small disk for that search's files): that rule.
+    options = dict(strategy="paper", budget_seconds=600, fidelity=FAST, final_fidelity=FAST, data_spec=TINY,
+                   runtime="tflm", accounting="arena")
     progress = FillAfterFirstResult()
     with pytest.raises(StorageError) as raised:
         Study(out, windows, target, progress=progress, **options).run()

@@ -202,7 +202,7 @@ def test_service_without_a_device_waits_serving_the_page_then_connects(tmp_path)
     ('target = "NoSuchBoard"\n', "target: unknown target 'NoSuchBoard'; built-in targets: "),
     ("http_port = 99999\n", "http_port must be an integer from 0 to 65535"),
     ('strategy = "best"\n', "strategy must be one of paper, "),
-    ('runtime = "tvm"\n', "runtime must be one of tflm, c, not 'tvm'"),
+    ('runtime = "tvm"\n', "runtime must be one of auto, c, tflm, not 'tvm'"),
     ("runtime = 1\n", "runtime must be a non-empty string"),
     ("epochs = 0\n", "epochs must be an integer from 1"),
     ("hop_seconds = -1\n", "hop_seconds must be a number in (0, 60]"),
@@ -281,11 +281,12 @@ def test_onboarding_checks_the_plan_against_the_target_of_the_running_device(tmp
     cut = check_plan_fits(load_plan("bearing4"), get_target("STM32C011F6P6"), 1, 12000.0)
     assert cut.cut and cut.window == 512
     assert f"will use {cut.window}-sample windows every {cut.hop} samples" in run.stdout
-    (data / "status.json").write_text(json.dumps({"device": {"channels": 8, "sample_rate_hz": 200.0}}))
+    # A 16-channel armband: 400 x 16 input bytes alone miss the 4 KiB chip.
+    (data / "status.json").write_text(json.dumps({"device": {"channels": 16, "sample_rate_hz": 200.0}}))
     config.write_text(f'data_dir = "{data}"\ntarget = "STM32F030F4P6"\n')
     run = tinynas("onboard", "--user", "eve", "--plan", "gestures4", "--config", str(config))
     gestures = load_plan("gestures4")
-    longest = longest_fitting_window(get_target("STM32F030F4P6"), 400, 8, len(gestures.classes))
+    longest = longest_fitting_window(get_target("STM32F030F4P6"), 400, 16, len(gestures.classes))
     assert 0 < longest < 400
     assert run.returncode == 2 and f"use windows of at most {longest} samples" in run.stderr
     assert len(list((data / "requests").glob("*-onboard.json"))) == 1  # only the plan that fits was requested

@@ -178,6 +178,11 @@ def status_lines(status: dict) -> list[str]:
         accuracy = _figure(deployed.get("accuracy"), ".3f", "not measured")
         lines.append(f"  serving {deployed.get('model', '?')} for {deployed.get('user', '?')} "
                      f"(int8 accuracy {accuracy})")
+    model = _part(status, "model")
+    if deployed and model.get("runtime"):
+        lines.append(f"  on the chip: {model['runtime']}, RAM {_figure(model.get('ram_bytes'), ',')} B, flash "
+                     f"{_figure(model.get('flash_bytes'), ',')} B" + (f" ({model['runtime_reason']})"
+                                                                     if model.get("runtime_reason") else ""))
     if _part(status, "serving").get("stale"):
         lines.append(f"  predictions stale: {status['serving']['stale']}")
     if alarm:

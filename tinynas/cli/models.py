@@ -10,8 +10,10 @@ from pathlib import Path
 
 from tinynas.cli.common import add_runtime_flag, add_target_flags
 from tinynas.cost.c_runtime import estimate_c
-from tinynas.cost.estimate import estimate, method_ram_bytes
+from tinynas.cost.estimate import estimate, estimate_arena, method_ram_bytes, tflm_fits
+from tinynas.cost.runtime import ACCOUNTING_NAMES, RUNTIME_NAMES, resolve_runtime
 from tinynas.cost.targets import builtin_targets, kib, resolve_target
+from tinynas.errors import UsageError
 from tinynas.options import (
     check_seed,
 )
@@ -91,14 +93,22 @@ def _parse_input(text: str) -> tuple[int, int]:
 
 def _cmd_targets(args: argparse.Namespace) -> int:
     targets = builtin_targets()
+    choices = {key: resolve_runtime("auto", target) for key, target in targets.items()}
+    tflm = {key: tflm_fits(target) for key, target in targets.items()}
     if args.json:
-        print(json.dumps({key: t.to_dict() for key, t in targets.items()}, indent=2))
+        print(json.dumps({key: {**t.to_dict(), "auto_runtime": choices[key].to_dict(),
+                                "tflite_micro": {"fits": tflm[key] is None, "why_not": tflm[key]}}
+                          for key, t in targets.items()}, indent=2))
         return 0
-    print(f"{'target':<22}{'RAM':>11}{'flash':>12}{'MAC budget':>14}  core")
-    for target in targets.values():
+    print(f"{'target':<22}{'RAM':>11}{'flash':>12}{'MAC budget':>14}  {'core':<12}{'auto':<6}TFLite Micro")
+    for key, target in targets.items():
         print(f"{target.name:<22}{kib(target.ram_bytes):>11}{kib(target.flash_bytes):>12}"
-              f"{target.mac_budget:>14,}  {target.core}")
-    print("\nMAC budget = CoreMark x 10^4. Add your own with --target FILE.toml or --ram/--flash/--macs.")
+              f"{target.mac_budget:>14,}  {target.core:<12}{choices[key].runtime:<6}"
+              f"{'fits' if tflm[key] is None else 'cannot: ' + str(tflm[key])}")
+    print("\nMAC budget = CoreMark x 10^4. auto: what --runtime auto (the default) runs, tinynas's C runtime wherever "
+          "the target can run it (every built-in target can), since it fits more network than TFLite Micro. "
+          "TFLite Micro: whether the chip can hold its interpreter (code, static RAM and stack, measured on Arm "
+          "builds) beside a model at all. Add your own with --target FILE.toml or --ram/--flash/--macs.")
     return 0
 
 
@@ -133,14 +143,20 @@ def _optional_target(args: argparse.Namespace):
 
 def _cmd_cost(args: argparse.Namespace) -> int:
     arch = _architecture_from_args(args)
-    cost = estimate(arch, args.abi, runtime=args.runtime)
-    host = estimate(arch, "lp64")
     target = _optional_target(args)
+    choice = resolve_runtime(args.runtime, target, args.accounting)
+    core = target.core if target is not None else ""
+    if choice.runtime == "c" and args.abi != "ilp32":
+        raise UsageError(f"the C runtime is budgeted for 32-bit microcontrollers (abi ilp32) only, not {args.abi}"
+                         + (" (--runtime auto picked it: give --runtime tflm for the host arena)"
+                            if args.runtime == "auto" else ""))
+    cost = estimate(arch, args.abi, runtime=choice.runtime, accounting=choice.accounting, core=core)
+    host = estimate(arch, "lp64", accounting="arena")
     result = {"architecture": arch.to_dict(), "name": arch.name(), **cost.to_dict(),
-              "filters": list(arch.filters), "host64": {
+              "runtime_choice": choice.to_dict(), "filters": list(arch.filters), "host64": {
                   "arena_head_bytes": host.arena_head_bytes, "arena_tail_bytes": host.arena_tail_bytes,
                   "arena_bytes": host.arena_bytes}, "method_ram_bytes": method_ram_bytes(arch)}
-    if args.runtime == "c":
+    if choice.runtime == "c":
         result["c_runtime"] = estimate_c(arch).to_dict()
     if target is not None:
         result["target"] = target.to_dict()
@@ -151,20 +167,30 @@ def _cmd_cost(args: argparse.Namespace) -> int:
         return 0
     print(f"{arch.name()} on {arch.input_length}x{arch.input_channels}, {arch.classes} classes, "
           f"filters {list(arch.filters)}")
+    print(f"  runtime     {RUNTIME_NAMES[choice.runtime]} ({choice.reason}); counted as "
+          f"{ACCOUNTING_NAMES[cost.accounting]}")
     print(f"  MACs        {cost.macs:,}")
     print(f"  params      {cost.params:,}")
-    if args.runtime == "c":
+    if choice.runtime == "c":
         c = estimate_c(arch)
         print(f"  flash       {cost.flash_bytes:,} B ({kib(cost.flash_bytes)}) C runtime: "
               f"tables {c.tables_bytes:,} + code {c.code_bytes:,}")
         print(f"  peak RAM    {cost.peak_ram_bytes:,} B ({kib(cost.peak_ram_bytes)}) C runtime on {cost.abi}: "
               f"arena {c.arena_bytes:,} + input/output {c.io_bytes:,} + stack {c.stack_bytes:,}")
-        tflm = estimate(arch, args.abi)
-        print(f"  (TFLite Micro for comparison: RAM {tflm.peak_ram_bytes:,} B, flash {tflm.flash_bytes:,} B)")
+        tflm = estimate(arch, args.abi, core=core)
+        print(f"  (TFLite Micro for comparison, its whole footprint: RAM {tflm.peak_ram_bytes:,} B, "
+              f"flash {tflm.flash_bytes:,} B)")
     else:
-        print(f"  flash       {cost.flash_bytes:,} B ({kib(cost.flash_bytes)}) int8 .tflite")
-        print(f"  peak RAM    {cost.peak_ram_bytes:,} B ({kib(cost.peak_ram_bytes)}) TFLM arena on {cost.abi}: "
-              f"head {cost.arena_head_bytes:,} + tail {cost.arena_tail_bytes:,}")
+        print(f"  flash       {cost.flash_bytes:,} B ({kib(cost.flash_bytes)}) {cost.flash_words()}")
+        print(f"  peak RAM    {cost.peak_ram_bytes:,} B ({kib(cost.peak_ram_bytes)}) on {cost.abi}, "
+              f"{ACCOUNTING_NAMES[cost.accounting]}")
+        reserved = estimate_arena(arch).required_bytes if args.abi == "ilp32" else cost.arena_bytes
+        print(f"    arena       {reserved:,} B: head {cost.arena_head_bytes:,} + tail {cost.arena_tail_bytes:,} "
+              f"(TFLite Micro, {cost.abi})")
+        if cost.accounting == "chip" and cost.abi == "ilp32":
+            print(f"    interpreter {cost.interpreter_ram_bytes:,} B of static RAM (.data + .bss: interpreter, "
+                  f"resolver, kernels)")
+            print(f"    stack       {cost.stack_bytes:,} B (AllocateTensors and Invoke); {cost.basis}")
         print(f"  (64-bit host arena, what `tinynas measure` sees: {host.arena_bytes:,} B; the method's accounting, "
               f"that rounded up to 512 B: {method_ram_bytes(arch):,} B)")
     if target is not None:

@@ -9,7 +9,9 @@ from pathlib import Path
 
 from tinynas.anomaly.threshold import check_rate
 from tinynas.cli.common import add_runtime_flag, add_target_flags
-from tinynas.cost.targets import kib, resolve_target
+from tinynas.cost.estimate import Cost
+from tinynas.cost.runtime import RUNTIME_NAMES
+from tinynas.cost.targets import resolve_target
 from tinynas.data.preprocess import NORMALIZATIONS
 from tinynas.data.splits import PROTOCOLS
 from tinynas.options import (
@@ -108,21 +110,18 @@ def _print_result(result, as_json: bool) -> None:
         print(json.dumps({"out_dir": str(result.out_dir), "winner": result.winner.architecture.to_dict(),
                           "name": result.winner.architecture.name(), **card}, indent=2))
         return
-    # With the C runtime, the budget's flash is the generated code's (the .tflite is not flashed).
-    compiled = card.get("runtime") == "c"
-    flash = card["cost_estimate"]["flash_bytes"] if compiled else card["flash_bytes"]
+    # What the chip holds under the card's accounting, with the real .tflite's size where it is flashed.
+    cost = Cost.from_dict(card["cost_estimate"])
+    footprint = f"{RUNTIME_NAMES[cost.runtime]}: {cost.summary(card['flash_bytes'])}"
     if card.get("anomaly"):
         anomaly = card["anomaly"]
         print(f"{result.winner.architecture.name()}: anomaly scorer, threshold {anomaly['threshold']:.3g} for "
               f"{anomaly['false_alarm_rate']:.2%} false alarms ({anomaly['calibration']['calibration_windows']} "
-              f"held-out normal windows); flash {kib(flash)}, RAM {kib(card['cost_estimate']['peak_ram_bytes'])}"
-              f"{' (C runtime)' if compiled else ''}; files in {result.out_dir}/")
+              f"held-out normal windows); {footprint}; files in {result.out_dir}/")
         print(time_line(result.trials)[2:])
         return
     print(f"{result.winner.architecture.name()}: int8 test accuracy {card['int8_test_accuracy']:.3f} "
-          f"(float {card['float_test_accuracy']:.3f}); flash {kib(flash)}, "
-          f"RAM {kib(card['cost_estimate']['peak_ram_bytes'])}{' (C runtime)' if compiled else ''}; "
-          f"files in {result.out_dir}/")
+          f"(float {card['float_test_accuracy']:.3f}); {footprint}; files in {result.out_dir}/")
     print(time_line(result.trials)[2:])
 
 
@@ -164,8 +163,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
                   threads_per_worker=args.threads, resume=args.resume, data_spec=args.data, progress=Progress(),
                   split=args.split, check_data=not args.ignore_data_checks, normalize=args.normalize,
                   test_windows=test_windows, test_spec=args.test_data or "", augment=args.augment,
-                  kernels=args.kernels, runtime=args.runtime, c_prefix=args.c_prefix, task=args.task,
-                  false_alarm_rate=args.false_alarm_rate)
+                  kernels=args.kernels, runtime=args.runtime, accounting=args.accounting, c_prefix=args.c_prefix,
+                  task=args.task, false_alarm_rate=args.false_alarm_rate)
     _print_result(study.run(), args.json)
     return 0
 

@@ -13,20 +13,25 @@ allocates the int8 graph (see `graph.lower`):
   (`LP64`, checked against tflite-micro's recording allocator) and a 32-bit microcontroller
   (`ILP32`, derived from the same struct definitions; the budget check uses this one).
 
-`runtime` chooses what the budget check counts: "tflm" (the default) is the TFLite Micro arena above
-and the .tflite's size; "c" is tinynas's generated C runtime (`tinynas.cost.c_runtime`): its static
-arena + the caller's input and output buffers + its stack as RAM, its constant tables + code as flash.
-The C runtime is budgeted for 32-bit microcontrollers only, so `runtime="c"` takes the ILP32 ABI.
+`runtime` chooses what runs the model and `accounting` how it is counted (`tinynas.cost.runtime`). "tflm"
+under the "chip" accounting (the default) is what the chip holds: the 32-bit arena above + the interpreter's
+static RAM + its peak stack, and the .tflite + the interpreter's code (`tinynas.cost.tflm_footprint`, per
+core); "arena" is the arena and the .tflite alone, "method" the method's tool (64-bit arena rounded up to
+512 B). "c" is tinynas's generated C runtime (`tinynas.cost.c_runtime`): its static arena + the caller's input
+and output buffers + its stack as RAM, its constant tables + code as flash. Both are budgeted for 32-bit
+microcontrollers; on the 64-bit host ABI (`LP64`, what `tinynas measure` sees) only the arena is counted.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from tinynas.cost.c_runtime import estimate_c
 from tinynas.cost.graph import Graph, lower
 from tinynas.cost.memory_planner import ARENA_ALIGNMENT, Buffer, align_up, planned_size
+from tinynas.cost.runtime import DEFAULT_ACCOUNTING, DEFAULT_RUNTIME, check_accounting, check_runtime, resolve_runtime
 from tinynas.cost.targets import Target, kib
+from tinynas.cost.tflm_footprint import footprint
 from tinynas.errors import TinynasError, UsageError
 from tinynas.space import Architecture
 
@@ -79,17 +84,6 @@ at most 24 bytes high. (The first ILP32 figures, derived by hand from the struct
 144-184 bytes high.)"""
 
 ABIS = {abi.name: abi for abi in (LP64, ILP32)}
-
-RUNTIMES = ("tflm", "c")
-"""What runs the model on the device: TFLite Micro's interpreter, or tinynas's generated C (`--runtime`)."""
-RUNTIME_NAMES = {"tflm": "TFLite Micro", "c": "tinynas's generated C runtime"}
-
-
-def check_runtime(runtime: object) -> str:
-    """`runtime` if it is one of RUNTIMES, else a one-line UsageError naming them."""
-    if not isinstance(runtime, str) or runtime not in RUNTIMES:
-        raise UsageError(f"unknown runtime {runtime!r}; choose one of: {', '.join(RUNTIMES)}")
-    return runtime
 
 # Flash: the flatbuffer after `flatbuffer_strip` (no tensor names). Constant data is counted
 # exactly (16-byte aligned buffers) plus 12 bytes per quantized channel (float scale + int64
@@ -230,8 +224,11 @@ def flash_bytes(arch: Architecture) -> int:
 class Cost:
     """Everything the budget check needs about one architecture, on one ABI, for one runtime.
 
-    For runtime "c", `arena_*` is the C runtime's static arena (no tail), `peak_ram_bytes` adds the
-    caller's input/output buffers and the stack, and `flash_bytes` is its tables + code.
+    `peak_ram_bytes` and `flash_bytes` are what the budget check compares, under `accounting`. For TFLite
+    Micro on the chip they are the arena + `interpreter_ram_bytes` + `stack_bytes`, and the .tflite
+    (`model_bytes`) + `code_bytes`. For runtime "c", `arena_*` is the C runtime's static arena (no tail),
+    `peak_ram_bytes` adds the caller's input/output buffers and the stack, and `flash_bytes` is its tables +
+    code (`code_bytes` the code alone).
     """
 
     macs: int
@@ -243,10 +240,26 @@ class Cost:
     peak_ram_bytes: int
     abi: str
     runtime: str = "tflm"
+    accounting: str = DEFAULT_ACCOUNTING
+    interpreter_ram_bytes: int = 0
+    stack_bytes: int = 0
+    code_bytes: int = 0
+    model_bytes: int = 0
+    basis: str = ""
+    """Where the figures beyond the model come from (which measured build stands for the core)."""
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Cost:
+        """A cost as a card or journal holds it; one written before accountings existed counted TFLite Micro's
+        arena alone (the C runtime has always been counted whole)."""
+        known = {f.name for f in fields(cls)}
+        values = {key: value for key, value in data.items() if key in known}
+        values.setdefault("accounting", "chip" if values.get("runtime") == "c" else "arena")
+        return cls(**values)
 
     def violations(self, target: Target) -> list[str]:
         """Human-readable reasons this architecture does not fit `target` (empty if it fits)."""
@@ -263,17 +276,48 @@ class Cost:
         """True if the architecture meets every budget of `target`."""
         return not self.violations(target)
 
+    def ram_words(self) -> str:
+        """What the RAM figure holds, in words: 'arena 2,656 + interpreter 512 + stack 1,024'."""
+        if self.runtime == "c":
+            io = self.peak_ram_bytes - self.arena_bytes - self.stack_bytes
+            return f"C runtime arena {self.arena_bytes:,} + input/output {io:,} + stack {self.stack_bytes:,}"
+        if self.accounting == "method":
+            return "the method's accounting: 64-bit host arena rounded up to 512 B"
+        arena = self.peak_ram_bytes - self.interpreter_ram_bytes - self.stack_bytes
+        if self.accounting == "arena":
+            return f"TFLite Micro arena alone: head {self.arena_head_bytes:,} + tail {self.arena_tail_bytes:,}"
+        return (f"TFLite Micro arena {arena:,} + interpreter {self.interpreter_ram_bytes:,} "
+                f"+ stack {self.stack_bytes:,}")
 
-def estimate(arch: Architecture, abi: Abi | str = ILP32, runtime: str = "tflm") -> Cost:
-    """Analytic cost of `arch` for `runtime`; `peak_ram_bytes` is the RAM to reserve on `abi` (default 32-bit).
+    def flash_words(self, model_bytes: int | None = None) -> str:
+        """What the flash figure holds, in words; `model_bytes` the real .tflite's size where it is known."""
+        if self.runtime == "c":
+            return f"C runtime tables {self.flash_bytes - self.code_bytes:,} + code {self.code_bytes:,}"
+        model = self.model_bytes if model_bytes is None else model_bytes
+        if self.accounting != "chip":
+            return f"the .tflite alone ({model:,})"
+        return f"model {model:,} + TFLite Micro code {self.code_bytes:,}"
 
-    Runtime "c" exists for 32-bit microcontrollers only: asking for it on the 64-bit host ABI is a
-    UsageError rather than a figure silently computed for another machine.
+    def summary(self, model_bytes: int | None = None) -> str:
+        """'flash 45.1 KiB (model ... + code ...), RAM 5.6 KiB (arena ... + interpreter ... + stack ...)'."""
+        flash = self.flash_bytes if model_bytes is None or self.runtime == "c" else model_bytes + self.code_bytes
+        return (f"flash {kib(flash)} ({self.flash_words(model_bytes)}), "
+                f"RAM {kib(self.peak_ram_bytes)} ({self.ram_words()})")
+
+
+def estimate(arch: Architecture, abi: Abi | str = ILP32, runtime: str = "tflm",
+             accounting: str = DEFAULT_ACCOUNTING, core: str = "") -> Cost:
+    """Analytic cost of `arch` for `runtime` on a chip with `core` (a target's `core`), counted by `accounting`.
+
+    `peak_ram_bytes` is the RAM to reserve on `abi` (default 32-bit), `flash_bytes` the flash. The C runtime
+    exists for 32-bit microcontrollers only: asking for it on the 64-bit host ABI is a UsageError rather than
+    a figure silently computed for another machine. On the host ABI, TFLite Micro is its arena alone.
     """
     from tinynas.arguments import require
 
     require(arch, Architecture, "the architecture", "an Architecture, e.g. Architecture(512, 1, 4, k=3, c=2)")
     runtime = check_runtime(runtime)
+    accounting = check_accounting(accounting, runtime)
     if isinstance(abi, str):
         abi = ABIS[abi]
     if runtime == "c":
@@ -282,12 +326,35 @@ def estimate(arch: Architecture, abi: Abi | str = ILP32, runtime: str = "tflm") 
         c = estimate_c(arch)
         return Cost(macs=macs(arch), params=params(arch), flash_bytes=c.flash_bytes,
                     arena_head_bytes=c.arena_bytes, arena_tail_bytes=0, arena_bytes=c.arena_bytes,
-                    peak_ram_bytes=c.ram_bytes, abi=abi.name, runtime=runtime)
+                    peak_ram_bytes=c.ram_bytes, abi=abi.name, runtime=runtime, accounting=accounting,
+                    stack_bytes=c.stack_bytes, code_bytes=c.code_bytes, basis="measured on Cortex-M0 and M4 builds")
     arena = estimate_arena(arch, abi)
-    return Cost(macs=macs(arch), params=params(arch), flash_bytes=flash_bytes(arch),
-                arena_head_bytes=arena.head_bytes, arena_tail_bytes=arena.tail_bytes,
-                arena_bytes=arena.total_bytes, peak_ram_bytes=arena.required_bytes, abi=abi.name,
-                runtime=runtime)
+    model = flash_bytes(arch)
+    cost = Cost(macs=macs(arch), params=params(arch), flash_bytes=model, arena_head_bytes=arena.head_bytes,
+                arena_tail_bytes=arena.tail_bytes, arena_bytes=arena.total_bytes,
+                peak_ram_bytes=arena.required_bytes, abi=abi.name, runtime=runtime, accounting="arena",
+                model_bytes=model, basis=ACCOUNTING_BASIS["arena"])
+    if accounting == "method":
+        return replace(cost, peak_ram_bytes=method_ram_bytes(arch), accounting=accounting,
+                       basis=ACCOUNTING_BASIS["method"])
+    if accounting == "arena" or abi.name != ILP32.name:
+        return cost
+    tflm = footprint(arch.c, core)
+    return replace(cost, flash_bytes=model + tflm.code_bytes,
+                   peak_ram_bytes=arena.required_bytes + tflm.interpreter_ram_bytes + tflm.stack_bytes,
+                   accounting=accounting, interpreter_ram_bytes=tflm.interpreter_ram_bytes,
+                   stack_bytes=tflm.stack_bytes, code_bytes=tflm.code_bytes, basis=tflm.basis)
+
+
+def estimate_on(arch: Architecture, target: Target, runtime: str = DEFAULT_RUNTIME,
+                accounting: str = DEFAULT_ACCOUNTING) -> Cost:
+    """`estimate` for what runs on `target`: `runtime` (auto too) resolved against it, with its core's figures."""
+    choice = resolve_runtime(runtime, target, accounting)
+    return estimate(arch, runtime=choice.runtime, accounting=choice.accounting, core=target.core)
+
+
+ACCOUNTING_BASIS = {"arena": "TFLite Micro's 32-bit arena alone",
+                    "method": "the method's tool: 64-bit host arena rounded up to 512 B"}
 
 
 METHOD_ROUNDING = 512
@@ -299,18 +366,52 @@ ops included: 3,760 -> 4,096, 6,080 -> 6,144, 6,944 -> 7,168 B measured here wit
 def method_ram_bytes(arch: Architecture) -> int:
     """The RAM the method's own accounting gives an int8 A(k, c): the 64-bit host arena rounded up to 512 B. Not
     what the chip needs (issue 37): a figure to compare with the method's published ones under its own rule."""
-    arena = estimate_arena(arch, LP64).total_bytes
-    return -(-arena // METHOD_ROUNDING) * METHOD_ROUNDING
+    return method_rounding(estimate_arena(arch, LP64).total_bytes)
+
+
+def method_rounding(arena_bytes: int) -> int:
+    """The method's tool's figure for a 64-bit host arena of `arena_bytes` (measured or estimated)."""
+    return -(-arena_bytes // METHOD_ROUNDING) * METHOD_ROUNDING
 
 
 def check_space_fits(target: Target, input_length: int, input_channels: int, classes: int,
-                     runtime: str = "tflm") -> None:
-    """Raise BudgetError in one line if even the smallest architecture, A(1, 0), misses `target`."""
+                     runtime: str = "tflm", accounting: str = DEFAULT_ACCOUNTING) -> None:
+    """Raise BudgetError in one line if even the smallest architecture, A(1, 0), misses `target`.
+
+    When TFLite Micro's own code, static RAM and stack leave no room for any model, the message says so and
+    points to the C runtime: the chip cannot hold TFLite Micro at all.
+    """
     smallest = Architecture(input_length, input_channels, classes, k=1, c=0)
-    problems = estimate(smallest, runtime=runtime).violations(target)
-    if problems:
-        # Said only for the C runtime, so that the TFLite Micro message reads as it always has.
-        where = " with the C runtime" if runtime == "c" else ""
-        raise BudgetError(
-            f"target {target.name} cannot hold even the smallest network A(1,0) for "
-            f"{input_length}x{input_channels} input and {classes} classes{where}: {'; '.join(problems)}")
+    cost = estimate(smallest, runtime=runtime, accounting=accounting, core=target.core)
+    problems = cost.violations(target)
+    if not problems:
+        return
+    if runtime == "tflm" and cost.code_bytes + cost.interpreter_ram_bytes:
+        interpreter = tflm_overhead_violations(cost, target)
+        if interpreter:
+            raise BudgetError(f"target {target.name} cannot hold TFLite Micro: {'; '.join(interpreter)}, "
+                              f"before any model; use --runtime c (or auto), tinynas's C runtime")
+    # Said only for the C runtime, so that the TFLite Micro message reads as it always has.
+    where = " with the C runtime" if runtime == "c" else ""
+    raise BudgetError(
+        f"target {target.name} cannot hold even the smallest network A(1,0) for "
+        f"{input_length}x{input_channels} input and {classes} classes{where}: {'; '.join(problems)}")
+
+
+def tflm_overhead_violations(cost: Cost, target: Target) -> list[str]:
+    """Why TFLite Micro itself (its code; its static RAM and stack) does not fit `target`, or []."""
+    found = []
+    ram = cost.interpreter_ram_bytes + cost.stack_bytes
+    if ram >= target.ram_bytes:
+        found.append(f"its static RAM and stack take {kib(ram)} of {kib(target.ram_bytes)} RAM")
+    if cost.code_bytes >= target.flash_bytes:
+        found.append(f"its code takes {kib(cost.code_bytes)} of {kib(target.flash_bytes)} flash")
+    return found
+
+
+def tflm_fits(target: Target, accounting: str = DEFAULT_ACCOUNTING) -> str | None:
+    """None if `target` can hold TFLite Micro and a model; else why not, in words."""
+    cost = estimate(Architecture(1, 1, 2, k=1, c=0), runtime="tflm", accounting=accounting, core=target.core)
+    problems = tflm_overhead_violations(cost, target)
+    return "; ".join(problems) if problems else None
+

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from tinynas.cost.runtime import RUNTIMES
 from tinynas.errors import TinynasError
 
 MACS_PER_COREMARK = 10_000
@@ -30,6 +31,8 @@ class Target:
     core: str = ""
     clock_mhz: float | None = None
     source: str = ""
+    runtimes: tuple[str, ...] = ()
+    """The runtimes this chip can run (`tinynas.cost.runtime.RUNTIMES`); empty: every one."""
 
     def __post_init__(self) -> None:
         for field_name in ("ram_bytes", "flash_bytes", "mac_budget"):
@@ -43,13 +46,14 @@ class Target:
         """JSON-ready dict."""
         return {"name": self.name, "ram_bytes": self.ram_bytes, "flash_bytes": self.flash_bytes,
                 "mac_budget": self.mac_budget, "coremark": self.coremark, "core": self.core,
-                "clock_mhz": self.clock_mhz, "source": self.source}
+                "clock_mhz": self.clock_mhz, "source": self.source,
+                **({"runtimes": list(self.runtimes)} if self.runtimes else {})}
 
 
 def _from_mapping(data: dict, origin: str) -> Target:
     if "name" not in data:
         raise TargetError(f"{origin}: missing 'name'")
-    known = {"name", "ram_bytes", "flash_bytes", "mac_budget", "coremark", "core", "clock_mhz", "source"}
+    known = {"name", "ram_bytes", "flash_bytes", "mac_budget", "coremark", "core", "clock_mhz", "source", "runtimes"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise TargetError(f"{origin}: unknown key(s) {', '.join(unknown)}")
@@ -62,6 +66,10 @@ def _from_mapping(data: dict, origin: str) -> Target:
     clock = data.get("clock_mhz")
     if clock is not None and (isinstance(clock, bool) or not isinstance(clock, (int, float)) or not clock > 0):
         raise TargetError(f"{origin}: 'clock_mhz' must be a positive number, got {clock!r}")
+    runtimes = data.get("runtimes", [])
+    if not isinstance(runtimes, list) or not all(isinstance(r, str) and r in RUNTIMES for r in runtimes) \
+            or (data.get("runtimes") is not None and not runtimes):
+        raise TargetError(f"{origin}: 'runtimes' must be a non-empty list of {', '.join(RUNTIMES)}, got {runtimes!r}")
     mac_budget = data.get("mac_budget")
     if mac_budget is None:
         if data.get("coremark") is None:
@@ -72,7 +80,8 @@ def _from_mapping(data: dict, origin: str) -> Target:
         mac_budget = int(round(coremark * MACS_PER_COREMARK))
     return Target(name=str(data["name"]), ram_bytes=data["ram_bytes"], flash_bytes=data["flash_bytes"],
                   mac_budget=mac_budget, coremark=data.get("coremark"), core=data.get("core", ""),
-                  clock_mhz=data.get("clock_mhz"), source=data.get("source", ""))
+                  clock_mhz=data.get("clock_mhz"), source=data.get("source", ""),
+                  runtimes=tuple(dict.fromkeys(runtimes)))
 
 
 def load_target_file(path: str | Path) -> Target:
@@ -174,6 +183,7 @@ def resolve_target(name: str | None = None, *, ram: str | int | None = None,
         coremark=base.coremark,
         core=base.core,
         clock_mhz=base.clock_mhz,
+        runtimes=base.runtimes,
         source=base.source + (" (budget overridden on the command line)" if ram or flash or macs else ""),
     )
 

@@ -23,9 +23,11 @@ data_dir = "/var/lib/tinynas"
 target = "STM32C011F6P6"
 budget = "10m"
 strategy = "fast"
-# What the budget counts: "tflm" (TFLite Micro's arena and .tflite, the default) or "c" (tinynas's generated
-# C runtime: its arena, input/output buffers and stack; its tables and code), which fits bigger networks.
-runtime = "tflm"
+# What runs the model on the chip, and so what the budget counts: "auto" (the default: tinynas's generated C
+# runtime wherever the target can run it, which every built-in target can), "c" (its arena, input/output
+# buffers and stack; its tables and code) or "tflm" (TFLite Micro: its arena, interpreter and stack; the
+# .tflite and the interpreter's code), which holds smaller networks on the same chip.
+runtime = "auto"
 # Epochs, learning rate (Adam) and batch size per candidate, and epochs of the winner's final training
 # (lr 0.01); the method uses 100 epochs, lr 0.001, batch 16, and 100 final epochs.
 epochs = 20
@@ -81,7 +83,7 @@ class ServiceConfig:
     target: str = "STM32C011F6P6"
     budget: str = "10m"
     strategy: str = "fast"
-    runtime: str = "tflm"
+    runtime: str = "auto"
     epochs: int = 20
     learning_rate: float = 0.001
     batch_size: int = 16
@@ -165,7 +167,7 @@ def _check_value(origin: str, key: str, value) -> None:
 
 def _check_choices(origin: str, data: dict) -> None:
     """Values whose meaning lives in other modules: the same parsers as the search uses."""
-    from tinynas.cost.estimate import RUNTIMES
+    from tinynas.cost.runtime import RUNTIME_CHOICES
     from tinynas.cost.targets import resolve_target
     from tinynas.data.preprocess import NORMALIZATIONS
     from tinynas.search import STRATEGIES
@@ -175,8 +177,8 @@ def _check_choices(origin: str, data: dict) -> None:
         raise ConfigError(f"{origin}: normalize must be one of {', '.join(NORMALIZATIONS)}, not {data['normalize']!r}")
     if "strategy" in data and data["strategy"] not in STRATEGIES:
         raise ConfigError(f"{origin}: strategy must be one of {', '.join(STRATEGIES)}, not {data['strategy']!r}")
-    if "runtime" in data and data["runtime"] not in RUNTIMES:
-        raise ConfigError(f"{origin}: runtime must be one of {', '.join(RUNTIMES)}, not {data['runtime']!r}")
+    if "runtime" in data and data["runtime"] not in RUNTIME_CHOICES:
+        raise ConfigError(f"{origin}: runtime must be one of {', '.join(RUNTIME_CHOICES)}, not {data['runtime']!r}")
     k, n = data.get("alarm_k", ServiceConfig.alarm_k), data.get("alarm_n", ServiceConfig.alarm_n)
     if k > n:
         raise ConfigError(f"{origin}: the alarm is raised when alarm_k of the last alarm_n windows pass: alarm_k "

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tinynas.cost.estimate import estimate
+from tinynas.cost.estimate import estimate_on
 from tinynas.cost.targets import Target, kib
 from tinynas.errors import UsageError
 from tinynas.space import Architecture
@@ -26,11 +26,11 @@ class PlanDoesNotFit(UsageError):
     """A plan whose windows no network of the space can take on the target."""
 
 
-def _smallest_fits(target: Target, length: int, channels: int, classes: int, runtime: str = "tflm") -> bool:
-    return estimate(Architecture(length, channels, classes, k=1, c=0), runtime=runtime).fits(target)
+def _smallest_fits(target: Target, length: int, channels: int, classes: int, runtime: str = "auto") -> bool:
+    return estimate_on(Architecture(length, channels, classes, k=1, c=0), target, runtime).fits(target)
 
 
-def longest_fitting_window(target: Target, length: int, channels: int, classes: int, runtime: str = "tflm") -> int:
+def longest_fitting_window(target: Target, length: int, channels: int, classes: int, runtime: str = "auto") -> int:
     """The longest window <= `length` samples on which A(1,0) fits `target`; 0 if none does.
 
     RAM and MACs grow with the window, so the fitting lengths are a prefix: a bisection finds its end.
@@ -69,7 +69,7 @@ shaft speeds of 1,000-3,600 rpm."""
 
 
 def continuous_window(target: Target, channels: int, classes: int, sample_rate_hz: float,
-                      runtime: str = "tflm") -> int:
+                      runtime: str = "auto") -> int:
     """The window a continuous plan is searched on when it names none: VIBRATION_WINDOW_SECONDS of signal at
     the sensor's rate as a power of two, halved until it leaves the search room on the target (the longest
     window A(1,0) fits, halved, so that networks larger than the smallest fit too); 0 if none fits."""
@@ -81,7 +81,7 @@ def continuous_window(target: Target, channels: int, classes: int, sample_rate_h
     return window if window <= longest else 0
 
 
-def check_plan_fits(plan, target: Target, channels: int, sample_rate_hz: float, runtime: str = "tflm",
+def check_plan_fits(plan, target: Target, channels: int, sample_rate_hz: float, runtime: str = "auto",
                     false_alarm_rate: float = 0.01) -> PlanFit:
     """How a plan's windows fit `target` with `runtime`'s budget, or PlanDoesNotFit in one line saying which
     window would. An anomaly plan must also record enough windows to set its threshold for `false_alarm_rate`."""
@@ -96,7 +96,7 @@ def check_plan_fits(plan, target: Target, channels: int, sample_rate_hz: float, 
     window = longest_fitting_window(target, recorded, channels, classes, runtime)
     if window == recorded:
         return PlanFit(recorded, recorded, recorded)
-    need = estimate(Architecture(recorded, channels, classes, k=1, c=0), runtime=runtime)
+    need = estimate_on(Architecture(recorded, channels, classes, k=1, c=0), target, runtime)
     what = (f"plan {plan.name} records {recorded}-sample windows ({plan.window_seconds:g} s at "
             f"{sample_rate_hz:g} Hz) x {channels} channel(s); on {target.name} even the smallest network A(1,0) "
             f"needs {kib(need.peak_ram_bytes)} RAM, {kib(need.flash_bytes)} flash, {need.macs:,} MACs "

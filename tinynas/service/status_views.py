@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from firmware_bridge.guide import FULL_SCALE
+from tinynas.cost.runtime import RUNTIME_NAMES
 
 TRACE_SECONDS = 4.0
 """How much signal the page shows per channel."""
@@ -104,7 +105,8 @@ _MODEL_CACHE: dict[str, tuple[float, dict]] = {}
 
 
 def served_model(deployed: dict) -> dict[str, Any]:
-    """The served model's architecture, RAM, flash, accuracy and when it was made (from its card)."""
+    """The served model's architecture, RAM and flash on the chip for its runtime, accuracy and when it was made
+    (from its card)."""
     card_path = deployed.get("card")
     if not card_path:
         return {}
@@ -113,12 +115,20 @@ def served_model(deployed: dict) -> dict[str, Any]:
         cached = _MODEL_CACHE.get(card_path)
         if cached is None or cached[0] != made:
             card = json.loads(Path(card_path).read_text())
-            summary = {"name": card.get("name"), "ram_bytes": (card.get("cost_estimate") or {}).get("peak_ram_bytes"),
-                       "flash_bytes": card.get("flash_bytes"), "int8_test_accuracy": card.get("int8_test_accuracy"),
-                       "classes": card.get("classes"), "made": made}
+            cost = card.get("cost_estimate") or {}
+            choice = card.get("runtime_choice") or {}
+            runtime = card.get("runtime", "tflm")
+            summary = {"name": card.get("name"), "ram_bytes": cost.get("peak_ram_bytes"),
+                       # What the chip flashes: for TFLite Micro under the chip accounting the .tflite and the
+                       # interpreter's code; for the C runtime its tables and code (the .tflite is not flashed).
+                       "flash_bytes": (cost.get("flash_bytes") if runtime == "c" else
+                                       (card.get("flash_bytes") or 0) + (cost.get("code_bytes") or 0)),
+                       "runtime": RUNTIME_NAMES.get(runtime, str(runtime)), "runtime_reason": choice.get("reason"),
+                       "int8_test_accuracy": card.get("int8_test_accuracy"), "classes": card.get("classes"),
+                       "made": made}
             _MODEL_CACHE[card_path] = (made, summary)
         return _MODEL_CACHE[card_path][1]
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, TypeError):
         return {}
 
 

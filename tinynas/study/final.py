@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tinynas.card import ModelCard
 from tinynas.cost.estimate import estimate
-from tinynas.cost.targets import kib
+from tinynas.cost.runtime import RUNTIME_NAMES
 from tinynas.data.windows import Windows
 from tinynas.deploy.modeldir import SPLIT_FILE, save_split
 from tinynas.study.jobs import JobFactory
@@ -57,8 +57,9 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
     x_test, y_test = study.test_set()
     int8 = run_int8(tflite, x_test)
     int8_accuracy = int8.accuracy(y_test)
-    runtime = study.settings.runtime
-    cost = estimate(winner.architecture, runtime=runtime)
+    choice = study.runtime_choice
+    runtime = choice.runtime
+    cost = estimate(winner.architecture, runtime=runtime, accounting=choice.accounting, core=study.target.core)
     anomaly = None
     if study.anomaly is not None:
         from tinynas.anomaly.card import anomaly_section
@@ -94,6 +95,7 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
                         "timings": {key: round(value, 3) for key, value in result.timings.items()}},
         measured_arena_host64=_measured_arena(tflite) if tflite_micro_available() else None,
         runtime=runtime,
+        runtime_choice=choice.to_dict(),
         anomaly=anomaly,
     )
     exported = write_export(study.out_dir, winner.architecture, tflite, card.to_dict(),
@@ -108,8 +110,7 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
                 "int8 accuracy telling normal from synthetic anomalies")
     study.progress.event(f"winner {winner.architecture.name()}: {measured} {int8_accuracy:.3f} "
                          f"(float {result.float_test_accuracy:.3f}) on {len(y_test)} held-out windows; "
-                         f"flash {kib(len(tflite) if runtime == 'tflm' else cost.flash_bytes)}, "
-                         f"RAM {kib(cost.peak_ram_bytes)}" + ("" if runtime == "tflm" else " (C runtime)"))
+                         f"{RUNTIME_NAMES[runtime]}: {cost.summary(len(tflite))}")
     return StudyResult(winner, card, study.out_dir, trials)
 
 

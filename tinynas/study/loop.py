@@ -43,9 +43,10 @@ class SearchLoop:
     def __init__(self, strategy, journal: Journal, pool: WorkerPool, jobs: JobFactory, target: Target, *,
                  budget_seconds: float, out_dir: Path, progress: Progress, clock: Callable[[], float],
                  resume: bool, retry_unstable: bool,
-                 fault_for: Callable[[Architecture], str | None] | None = None, runtime: str = "tflm") -> None:
+                 fault_for: Callable[[Architecture], str | None] | None = None, runtime: str = "tflm",
+                 accounting: str = "chip") -> None:
         self.strategy, self.journal, self.pool, self.jobs, self.target = strategy, journal, pool, jobs, target
-        self.runtime = runtime
+        self.runtime, self.accounting = runtime, accounting
         self.out_dir, self.progress, self.clock = out_dir, progress, clock
         self.budget_seconds, self.resume, self.retry_unstable = budget_seconds, resume, retry_unstable
         self.fault_for = fault_for
@@ -104,7 +105,7 @@ class SearchLoop:
                 self._launch(previous)
             else:
                 trial = decide(next(self.numbers), proposal.architecture, proposal.fidelity, self.target,
-                               self.runtime)
+                               self.runtime, self.accounting)
                 self._record(trial)
                 if trial.state is TrialState.INFEASIBLE:
                     self.strategy.tell(trial)

@@ -33,9 +33,10 @@ def trial_key(arch: Architecture, fidelity: Fidelity) -> TrialKey:
 
 
 def decide(number: int, architecture: Architecture, fidelity: Fidelity, target: Target,
-           runtime: str = "tflm") -> Trial:
-    """A proposal judged by the cost model for `runtime`: feasible (to train) or infeasible (never trained)."""
-    cost = estimate(architecture, runtime=runtime)
+           runtime: str = "tflm", accounting: str = "chip") -> Trial:
+    """A proposal judged by the cost model for `runtime` on `target`'s core, counted by `accounting`: feasible
+    (to train) or infeasible (never trained)."""
+    cost = estimate(architecture, runtime=runtime, accounting=accounting, core=target.core)
     violations = tuple(cost.violations(target))
     state = TrialState.INFEASIBLE if violations else TrialState.FEASIBLE
     return Trial(number, architecture, fidelity, state, costs=cost.to_dict(), violations=violations)

@@ -6,14 +6,19 @@ from pathlib import Path
 
 from tinynas.atomic import atomic_write_bytes, atomic_write_text
 from tinynas.card import ModelCard
+from tinynas.cost.estimate import Cost
+from tinynas.cost.runtime import ACCOUNTING_NAMES, RUNTIME_NAMES
 from tinynas.cost.targets import Target, kib
 from tinynas.trial import Trial, TrialState
 
-RAM_BASIS = {"tflm": "32-bit TFLM arena", "c": "C runtime: arena + input/output + stack"}
-"""What a trial's estimated RAM counts, per runtime (`--runtime`)."""
+RAM_BASIS = {("tflm", "chip"): "TFLite Micro: 32-bit arena + interpreter + stack",
+             ("tflm", "arena"): "32-bit TFLM arena alone", ("tflm", "method"): "the method's accounting",
+             ("c", "chip"): "C runtime: arena + input/output + stack"}
+"""What a trial's estimated RAM counts, per runtime and accounting (`--runtime`, `--accounting`)."""
 
 
-def plot_trials(path: Path, trials: list[Trial], winner: Trial, target: Target, runtime: str = "tflm") -> None:
+def plot_trials(path: Path, trials: list[Trial], winner: Trial, target: Target, runtime: str = "tflm",
+                accounting: str = "chip") -> None:
     """Validation accuracy vs estimated peak RAM of every trial; budget line; winner marked."""
     import io
 
@@ -40,7 +45,7 @@ def plot_trials(path: Path, trials: list[Trial], winner: Trial, target: Target, 
     if winner.best_val_accuracy is not None:
         axes.scatter([ram(winner)], [winner.best_val_accuracy], marker="*", s=260, color="orange",
                      edgecolor="black", zorder=5, label=f"winner {winner.architecture.name()}")
-    axes.set_xlabel(f"estimated peak RAM, {RAM_BASIS[runtime]} (KiB)")
+    axes.set_xlabel(f"estimated peak RAM, {RAM_BASIS[runtime, accounting]} (KiB)")
     axes.set_ylabel("best validation accuracy")
     axes.set_ylim(-0.05, 1.05)
     axes.grid(alpha=0.3)
@@ -104,7 +109,9 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: ModelC
     """Write report.md and trials.png into `out_dir`."""
     out_dir = Path(out_dir)
     runtime = card.runtime
-    plot_trials(out_dir / "trials.png", trials, winner, target, runtime)
+    plot_trials(out_dir / "trials.png", trials, winner, target, runtime, card.accounting)
+    cost = Cost.from_dict(card.cost_estimate)
+    why = (card.runtime_choice or {}).get("reason")
     search = card.search
     test = card.test_data
     tested_on = (f"{test['windows']} windows of the separate test set `{test['spec']}`" if test
@@ -133,9 +140,10 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: ModelC
          f"trained ({card.final_training['seconds']:.0f} s)"),
         (f"- test accuracy: float {card.float_test_accuracy:.3f}, **int8 {card.int8_test_accuracy:.3f}** "
          f"(LiteRT, {tested_on})" if card.anomaly is None else anomaly_line(card.anomaly)),
-        f"- cost: {card.cost_estimate['macs']:,} MACs, flash {kib(card.flash_bytes)} (.tflite), "
-        f"peak RAM {kib(card.cost_estimate['peak_ram_bytes'])} ({RAM_BASIS[runtime]} estimate)"
-        + (f", C runtime flash {kib(card.cost_estimate['flash_bytes'])} (tables + code)" if runtime == "c" else ""),
+        f"- runtime: {RUNTIME_NAMES[runtime]}" + (f" ({why})" if why else "")
+        + f"; budget counted as {ACCOUNTING_NAMES[card.accounting]}",
+        f"- cost: {cost.macs:,} MACs, {cost.summary(card.flash_bytes)} (estimates; model.tflite is "
+        f"{card.flash_bytes:,} B)",
     ]
     lines.append(time_line(trials))
     for finding in card.data_findings or []:

@@ -22,6 +22,7 @@ import numpy as np
 
 from tinynas.augment import parse_augmentation, parse_kernels
 from tinynas.cost.estimate import check_space_fits, estimate
+from tinynas.cost.runtime import RuntimeChoice, resolve_runtime
 from tinynas.cost.targets import Target
 from tinynas.data.holdout import without_test_side
 from tinynas.data.preprocess import Preprocessing
@@ -145,8 +146,9 @@ class Study:
                              "`if __name__ == \"__main__\":`")
         s = self.settings
         check_out_dir(self.out_dir)  # before anything else: the folder is the first thing a user gets wrong
+        choice = self.runtime_choice
         check_space_fits(self.target, self.windows.window_length, self.windows.channels, self.windows.classes,
-                         s.runtime)
+                         choice.runtime, choice.accounting)
         self.data_findings = self._check_data()
         strategy = self._strategy()
         journal = open_journal(self.out_dir, self.resume)
@@ -174,7 +176,8 @@ class Study:
             with nullcontext(self.pool) if self.pool is not None else self._pool() as pool:
                 SearchLoop(strategy, journal, pool, jobs, self.target, budget_seconds=s.budget_seconds,
                            out_dir=self.out_dir, progress=self.progress, clock=self.clock, resume=self.resume,
-                           retry_unstable=s.retry_unstable, fault_for=self.fault_for, runtime=s.runtime).run()
+                           retry_unstable=s.retry_unstable, fault_for=self.fault_for, runtime=choice.runtime,
+                           accounting=choice.accounting).run()
                 return final_stage(self, strategy, journal, jobs, pool)
         except StorageError as exc:
             # Any write of the run (best.json, the windows, the export) failing on a full disk: the journal
@@ -225,14 +228,23 @@ class Study:
                            space=asdict(self.space), split=self.split.protocol,
                            normalize=self.preprocessing.normalize,
                            test_data_digest=self.test_windows.digest() if self.test_windows is not None else None,
-                           final_fidelity=self.final_fidelity, runtime=self.settings.runtime,
+                           final_fidelity=self.final_fidelity, runtime=self.runtime_choice.runtime,
+                           accounting=self.runtime_choice.accounting,
                            anomaly=None if self.anomaly is None else
                            {"task": "anomaly", "false_alarm_rate": self.settings.false_alarm_rate})
 
+    @property
+    def runtime_choice(self) -> RuntimeChoice:
+        """The runtime the search budgets for (auto resolved against the target), its accounting and why."""
+        return resolve_runtime(self.settings.runtime, self.target, self.settings.accounting)
+
     def _strategy(self):
         s = self.settings
+        choice = self.runtime_choice
         return make_strategy(s.strategy, self.space, seed=s.seed, fidelity=s.fidelity,
-                             is_feasible=lambda arch: estimate(arch, runtime=s.runtime).fits(self.target),
+                             is_feasible=lambda arch: estimate(arch, runtime=choice.runtime,
+                                                               accounting=choice.accounting,
+                                                               core=self.target.core).fits(self.target),
                              final_fidelity=self.final_fidelity)
 
     def _check_data(self) -> list[dict]:

@@ -14,7 +14,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tinynas.cost.estimate import check_runtime
+from tinynas.cost.runtime import (
+    DEFAULT_ACCOUNTING,
+    DEFAULT_RUNTIME,
+    LEGACY_ACCOUNTING,
+    check_accounting,
+    check_runtime,
+)
 from tinynas.errors import TinynasError, UsageError
 from tinynas.search.base import FINAL_FIDELITY
 from tinynas.trial import Fidelity
@@ -75,8 +81,11 @@ class StudySettings:
     """A candidate the diagnoser stopped is retried once at a safer learning rate."""
     data_spec: str = ""
     test_spec: str = ""
-    runtime: str = "tflm"
-    """`--runtime`: what the budget counts, TFLite Micro ("tflm") or tinynas's generated C runtime ("c")."""
+    runtime: str = DEFAULT_RUNTIME
+    """`--runtime`: what runs the model, TFLite Micro ("tflm"), tinynas's generated C runtime ("c") or "auto"
+    (the C runtime where the target can run it: `tinynas.cost.runtime.resolve_runtime`)."""
+    accounting: str = DEFAULT_ACCOUNTING
+    """`--accounting`: how RAM and flash are counted: chip (the whole footprint), arena or method."""
     c_prefix: str = "tinynas"
     """`--c-prefix`: the generated C runtime's names start with it (export only: not part of the search)."""
     task: str = "classify"
@@ -86,7 +95,8 @@ class StudySettings:
     """`--false-alarm-rate`: the anomaly task's share of normal windows its threshold may flag."""
 
     def __post_init__(self) -> None:
-        check_runtime(self.runtime)
+        check_runtime(self.runtime, allow_auto=True)
+        check_accounting(self.accounting, None if self.runtime == "auto" else self.runtime)
         from tinynas.anomaly.task import check_task
         from tinynas.anomaly.threshold import check_rate
 
@@ -114,7 +124,8 @@ class StudySettings:
 
 def fingerprint(*, data_digest: str, target: dict, strategy: str, seed: int, fidelity: Fidelity, space: dict,
                 split: str, normalize: str, test_data_digest: str | None, final_fidelity: Fidelity,
-                runtime: str = "tflm", anomaly: dict | None = None) -> dict[str, Any]:
+                runtime: str = "tflm", accounting: str = LEGACY_ACCOUNTING,
+                anomaly: dict | None = None) -> dict[str, Any]:
     """What a resumed search must share with the journal's: the resolved settings as JSON."""
     settings: dict[str, Any] = {"data_digest": data_digest, "target": target, "strategy": strategy, "seed": seed,
                                 "fidelity": fidelity.to_dict(),
@@ -129,6 +140,8 @@ def fingerprint(*, data_digest: str, target: dict, strategy: str, seed: int, fid
         settings["test_data_digest"] = test_data_digest
     if runtime != "tflm":  # another runtime budgets other candidates as feasible: another search
         settings["runtime"] = runtime
+    elif accounting != LEGACY_ACCOUNTING:  # so is another rule for TFLite Micro (the C runtime has only one)
+        settings["accounting"] = accounting
     if anomaly is not None:  # the task and its false-alarm rate (the threshold's calibration)
         settings["anomaly"] = anomaly
     # The final recipe decides the winner's losses (fast trains every candidate with it) and its
@@ -155,8 +168,10 @@ def check_resumable(stored: dict, current: dict, final_fidelity: Fidelity) -> No
             and "augmentation" not in old_recipe and final_fidelity.augmentation is not None):
         # Searches started before the sensor presets trained without augmentation, at kernel 3.
         hint = "it was started without augmentation at kernel 3: resume with --augment none --kernels 3"
-    elif changed == ["runtime"]:
-        hint = f"it was searched with --runtime {stored.get('runtime', 'tflm')}: resume with that, or another --out"
+    elif set(changed) <= {"runtime", "accounting"}:
+        runtime = stored.get("runtime", "tflm")
+        accounting = "" if runtime != "tflm" else f" --accounting {stored.get('accounting', LEGACY_ACCOUNTING)}"
+        hint = f"it was searched with --runtime {runtime}{accounting}: resume with that, or another --out"
     raise StudyError(f"cannot resume: {', '.join(changed)} differ from the journal's search ({hint})")
 
 

@@ -145,7 +145,8 @@ function drawScores(svg, history, threshold) {  // the score history against the
 
 function drawAlarm(s) {
   const m = s.model || {}, d = s.deployed || {}, a = s.alarm || {}, an = d.anomaly || {};
-  text("model", `${m.name || "anomaly scorer"} for ${d.user}: RAM ${kib(m.ram_bytes)}, flash ${kib(m.flash_bytes)}; ` +
+  text("model", `${m.name || "anomaly scorer"} for ${d.user}: RAM ${kib(m.ram_bytes)}, flash ${kib(m.flash_bytes)}` +
+       (m.runtime ? ` with ${m.runtime}` : "") + "; " +
        `threshold set for ${pct(an.false_alarm_rate || 0)} false alarms on ${an.calibration_windows} held-out normal ` +
        `windows; alarm at ${a.debounce || "-"}`);
   const stale = (s.serving || {}).stale;
@@ -169,7 +170,8 @@ function drawServing(s) {
   if ((s.deployed || {}).task === "anomaly") return drawAlarm(s);
   const m = s.model || {};
   const d = s.deployed || {};
-  text("model", m.name ? `${m.name} for ${d.user}: RAM ${kib(m.ram_bytes)}, flash ${kib(m.flash_bytes)}, ` +
+  text("model", m.name ? `${m.name} for ${d.user}: RAM ${kib(m.ram_bytes)}, flash ${kib(m.flash_bytes)}` +
+       (m.runtime ? ` with ${m.runtime}` : "") + ", " +
        `int8 accuracy ${pct(d.accuracy || m.int8_test_accuracy || 0)} on held-out windows` +
        (m.made ? `, made ${new Date(m.made * 1000).toLocaleString()}` : "") : "no model yet");
   const p = (s.predictions || []).slice(-1)[0];
