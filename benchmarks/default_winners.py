@@ -3,7 +3,8 @@
     nice python benchmarks/default_winners.py [--budget 60s] [--targets all]
 
 For each built-in target, a short search with tinynas's defaults (`--runtime auto`, the `chip` accounting,
-the `paper` strategy) on built-in synthetic bearing vibration; then the winner's generated C
+the `fast` strategy, the device service's default, which trains the largest networks that fit, so winners
+sit at the budget's edge) on built-in synthetic bearing vibration; then the winner's generated C
 (`model_compiled.c`) is cross-compiled for a Cortex-M0 (QEMU micro:bit) or, when it needs more RAM than that
 board has, a Cortex-M4F (QEMU MPS2-AN386), and run on a few windows. What the chip must hold, measured: the
 model's code and tables (.text + .rodata + .data of its object file) as flash; its arena (.bss), the caller's
@@ -61,6 +62,7 @@ def main() -> int:
     parser.add_argument("--budget", default="60s", help="search budget per target")
     parser.add_argument("--targets", default="all", help="comma-separated built-in target keys, or all")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--strategy", default="fast")
     args = parser.parse_args()
     from tinynas.deploy import emulate
 
@@ -77,6 +79,7 @@ def main() -> int:
             target = targets[key]
             started = time.monotonic()
             result = Study(Path(scratch) / key, windows, target, budget_seconds=parse_duration(args.budget),
+                           strategy=args.strategy,
                            fidelity=Fidelity(3, 16, 3e-3), final_fidelity=Fidelity(3, 16, 3e-3),
                            workers=args.workers, data_spec=DATA, progress=Progress(interactive=False)).run()
             card = result.card
@@ -96,9 +99,9 @@ def main() -> int:
                          "seconds": round(time.monotonic() - started)})
             print(json.dumps(rows[-1]), flush=True)
     lines = ["# Every built-in target's default winner on its chip (issue 37)", "",
-             f"Command: `python benchmarks/default_winners.py --budget {args.budget}`",
+             f"Command: `python benchmarks/default_winners.py --budget {args.budget} --strategy {args.strategy}`",
              f"Data `{DATA}`: {len(windows)} windows of {windows.window_length}x{windows.channels}, "
-             f"{windows.classes} classes. Defaults: `--runtime auto`, accounting `chip`, strategy `paper`, 3 epochs "
+             f"{windows.classes} classes. Defaults: `--runtime auto`, accounting `chip`, strategy `{args.strategy}`, 3 epochs "
              f"per candidate and 3 final (this checks the budget, not accuracy), budget {args.budget} per target, "
              f"{args.workers} workers. Measured: the winner's `model_compiled.c` built by arm-none-eabi-gcc 12.2 "
              f"`-Os` and run on QEMU (8 windows): flash = its object's .text + .rodata + .data, RAM = its .bss "
