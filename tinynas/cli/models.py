@@ -182,7 +182,8 @@ def _cmd_cost(args: argparse.Namespace) -> int:
               f"flash {tflm.flash_bytes:,} B)")
     else:
         print(f"  flash       {cost.flash_bytes:,} B ({kib(cost.flash_bytes)}) {cost.flash_words()}")
-        print(f"  peak RAM    {cost.peak_ram_bytes:,} B ({kib(cost.peak_ram_bytes)}) on {cost.abi}, "
+        where = "" if cost.accounting == "method" else f" on {cost.abi},"  # the method's figure is the host's
+        print(f"  peak RAM    {cost.peak_ram_bytes:,} B ({kib(cost.peak_ram_bytes)}){where} "
               f"{ACCOUNTING_NAMES[cost.accounting]}")
         reserved = estimate_arena(arch).required_bytes if args.abi == "ilp32" else cost.arena_bytes
         print(f"    arena       {reserved:,} B: head {cost.arena_head_bytes:,} + tail {cost.arena_tail_bytes:,} "
