@@ -92,3 +92,10 @@ def test_an_anomaly_plan_too_short_for_its_false_alarm_rate_is_refused_before_co
     with pytest.raises(PlanDoesNotFit, match="needs 99; record at least"):
         check_plan_fits(short, get_target("STM32C011F6P6"), 1, 4000.0)
     check_plan_fits(short, get_target("STM32C011F6P6"), 1, 4000.0, false_alarm_rate=0.2)  # a coarser rate fits
+
+
+def test_a_plan_for_tflite_micro_on_a_chip_that_cannot_hold_it_says_so():
+    with pytest.raises(PlanDoesNotFit, match="target STM32C011F6P6 cannot hold TFLite Micro: its code takes .*"
+                                             'set runtime = "auto"'):
+        check_plan_fits(load_plan("gestures4"), get_target("STM32C011F6P6"), 8, 200.0, runtime="tflm")
+    assert check_plan_fits(load_plan("gestures4"), get_target("STM32C011F6P6"), 8, 200.0).window == 400

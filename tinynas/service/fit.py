@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tinynas.cost.estimate import estimate_on
+from tinynas.cost.estimate import estimate_on, tflm_fits
+from tinynas.cost.runtime import resolve_runtime
 from tinynas.cost.targets import Target, kib
 from tinynas.errors import UsageError
 from tinynas.space import Architecture
@@ -88,6 +89,10 @@ def check_plan_fits(plan, target: Target, channels: int, sample_rate_hz: float, 
     recorded = int(round(plan.window_seconds * sample_rate_hz))
     anomaly = getattr(plan, "task", "classify") == "anomaly"
     classes = 2 if anomaly else len(plan.classes)  # a scorer has two outputs: normal and synthetic anomalies
+    if resolve_runtime(runtime, target).runtime == "tflm" and (why := tflm_fits(target)) is not None:
+        # No window fits a chip that cannot hold TFLite Micro itself: say that, not "no window fits".
+        raise PlanDoesNotFit(f"target {target.name} cannot hold TFLite Micro: {why}, before any model; set "
+                             f'runtime = "auto" (or "c", tinynas\'s C runtime) in the config')
     if plan.kind == "continuous":
         fit = _continuous_fit(plan, target, recorded, channels, classes, sample_rate_hz, runtime)
         if anomaly:
