@@ -126,7 +126,10 @@ def network_run(train, sets, target: str, runtime: str, seed: int, budget: float
     started = time.monotonic()
     result = Study(out, train, resolve_target(target), strategy="fast", budget_seconds=budget, seed=seed,
                    workers=int(os.environ.get("WORKERS", "2")), task="anomaly", false_alarm_rate=RATE,
-                   runtime=runtime, progress=Progress(interactive=False)).run()
+                   runtime=runtime, progress=Progress(interactive=False),
+                   # As the committed results were budgeted (issue 37): TFLite Micro's arena alone, since its
+                   # whole footprint does not fit two of these three chips at all.
+                   accounting="arena" if runtime == "tflm" else "chip").run()
     card = result.card.to_dict()
     anomaly = card["anomaly"]
     normal = {name: scores_of(out, w) for name, w in sets["normal"].items()}
@@ -176,7 +179,7 @@ def selection_check(train, sets, seed: int, count: int = 8) -> list[dict]:
     windows, split, pre, recipe = study.windows, study.split, study.preprocessing, study.final_fidelity
     kernel = study.space.kernel_size
     feasible = [(k, c) for k in range(1, 33) for c in range(0, max_cells(WINDOW) + 1)
-                if estimate(Architecture(WINDOW, 1, 2, k=k, c=c, kernel_size=kernel)).fits(target)]
+                if estimate(Architecture(WINDOW, 1, 2, k=k, c=c, kernel_size=kernel), accounting="arena").fits(target)]
     rng = np.random.default_rng(seed)
     chosen = [feasible[i] for i in sorted(rng.choice(len(feasible), min(count, len(feasible)), replace=False))]
     rows = []

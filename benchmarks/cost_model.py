@@ -72,7 +72,7 @@ def main() -> int:
     for _ in range(repeats):
         for arch in archs:
             lower.cache_clear()
-            estimate(arch)
+            estimate(arch, accounting="arena")
     estimate_seconds = (time.perf_counter() - tick) / (repeats * len(archs))
     per_conversion = convert_seconds / len(rows)
 

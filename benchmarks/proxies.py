@@ -50,7 +50,7 @@ def _architectures(space: SearchSpace, count: int, seed: int) -> list:
     while len(found) < count:
         k, c = int(rng.integers(1, 17)), int(rng.integers(0, min(space.max_c, 6) + 1))
         arch = space.architecture(k, c)
-        if estimate(arch).fits(target):
+        if estimate(arch, accounting="arena").fits(target):
             found.setdefault((k, c), arch)
     return list(found.values())
 

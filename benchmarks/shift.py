@@ -146,7 +146,7 @@ def run_one(setting: str, target_name: str, row: str, seed: int) -> dict:
     target = get_target(target_name)
     arch = Architecture(windows.window_length, windows.channels, windows.classes,
                         kernel_size=measure.get("kernel_size", 3), **config["targets"][target_name])
-    violations = list(estimate(arch).violations(target))
+    violations = list(estimate(arch, accounting="arena").violations(target))
     record = {"setting": setting, "target": target_name, "row": row, "seed": seed, "architecture": arch.name()}
     if violations:
         return {**record, "skipped": f"{arch.name()} exceeds the budget: {'; '.join(violations)}"}
