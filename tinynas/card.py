@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from tinynas.cost.runtime import recorded_accounting
+
 CARD_SCHEMA = 1
 """Version of card.json's layout, written as `card_schema`: the marker that a folder is a model tinynas wrote."""
 
@@ -106,9 +108,6 @@ class ModelCard:
     def accounting(self) -> str:
         """How the budget was counted: the card's own word, else (older cards) TFLite Micro's arena alone, or the
         C runtime's whole footprint."""
-        if self.runtime == "c":
-            return "chip"  # the C runtime is only ever counted whole
-        for section in (self.runtime_choice, self.cost_estimate):
-            if isinstance(section, dict) and isinstance(section.get("accounting"), str):
-                return section["accounting"]
-        return "chip" if self.runtime == "c" else "arena"
+        recorded = next((section["accounting"] for section in (self.runtime_choice, self.cost_estimate)
+                         if isinstance(section, dict) and isinstance(section.get("accounting"), str)), None)
+        return recorded_accounting(self.runtime, recorded)

@@ -29,7 +29,14 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from tinynas.cost.c_runtime import estimate_c
 from tinynas.cost.graph import Graph, lower
 from tinynas.cost.memory_planner import ARENA_ALIGNMENT, Buffer, align_up, planned_size
-from tinynas.cost.runtime import DEFAULT_ACCOUNTING, DEFAULT_RUNTIME, check_accounting, check_runtime, resolve_runtime
+from tinynas.cost.runtime import (
+    DEFAULT_ACCOUNTING,
+    DEFAULT_RUNTIME,
+    check_accounting,
+    check_runtime,
+    recorded_accounting,
+    resolve_runtime,
+)
 from tinynas.cost.targets import Target, kib
 from tinynas.cost.tflm_footprint import footprint
 from tinynas.errors import TinynasError, UsageError
@@ -258,7 +265,7 @@ class Cost:
         arena alone (the C runtime has always been counted whole)."""
         known = {f.name for f in fields(cls)}
         values = {key: value for key, value in data.items() if key in known}
-        values.setdefault("accounting", "chip" if values.get("runtime") == "c" else "arena")
+        values["accounting"] = recorded_accounting(values.get("runtime", "tflm"), values.get("accounting"))
         return cls(**values)
 
     def violations(self, target: Target) -> list[str]:

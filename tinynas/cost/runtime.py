@@ -47,6 +47,14 @@ ACCOUNTING_NAMES = {
 }
 
 
+def recorded_accounting(runtime: str, recorded: object = None) -> str:
+    """The accounting a card or cost recorded, or (written before accountings existed) the rule it was made
+    under: TFLite Micro's arena alone, or the C runtime's whole footprint (it has only ever had that one)."""
+    if runtime == "c":
+        return "chip"
+    return recorded if isinstance(recorded, str) else LEGACY_ACCOUNTING
+
+
 def check_runtime(runtime: object, allow_auto: bool = False) -> str:
     """`runtime` if it is one of RUNTIMES (or "auto" where allowed), else a one-line UsageError naming them."""
     allowed = RUNTIME_CHOICES if allow_auto else RUNTIMES
