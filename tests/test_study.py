@@ -339,9 +339,12 @@ def test_a_diverging_candidate_is_stopped_early_and_retried_at_a_safer_learning_
         pytest.skip("no shipped diagnoser (run benchmarks/faults.py --save-model)")
     data = "synthetic:emg?windows_per_class=30"
     recipe = Fidelity(epochs=40, batch_size=16, learning_rate=1e-2)
+    # Budgeted by TFLite Micro's arena, the frontier this test was written on: under the C runtime's whole footprint
+    # (the default since issue 37) the 8 KiB frontier is of larger networks that all thrash at lr 1.0 and again at
+    # the retry's, so no candidate finishes and there is no report to read.
     study = Study(tmp_path, load_windows(data), resolve_target(ram="8k", flash="16k", macs="2M"),
                   strategy="fast", budget_seconds=600, fidelity=recipe, final_fidelity=recipe, data_spec=data,
-                  fault_for=lambda arch: "lr_x100")
+                  fault_for=lambda arch: "lr_x100", runtime="tflm", accounting="arena")
     result = study.run()
     trained = [t for t in result.trials if t.attempts]
     assert trained and all(t.details.get("fault") == "lr_x100" for t in trained)

@@ -30,7 +30,7 @@ def is_our_card(data) -> bool:
 
 
 _OPTIONAL = ("measured_arena_host64", "history", "architecture", "name", "digest", "quantization", "tools",
-             "anomaly", "runtime_choice")
+             "anomaly", "runtime_choice", "int8_test")
 """Keys written only when known: the TFLite Micro measurement (needs tflite-micro), the adaptation
 history, and what the export adds beside the study's figures."""
 
@@ -83,6 +83,9 @@ class ModelCard:
     runtime_choice: dict[str, Any] | None = None
     """runtime, accounting (how RAM and flash were counted) and the reason the runtime was chosen
     (`tinynas.cost.runtime.RuntimeChoice`); None on cards written before `--runtime auto`."""
+    int8_test: dict[str, Any] | None = None
+    """What `int8_test_accuracy` rests on (`tinynas.verdict`): hits, windows, the 95 % interval, and per class the
+    recall, support and confusion matrix; None on cards written before it was recorded."""
     anomaly: dict[str, Any] | None = None
     """An anomaly scorer's score, threshold and how they were made (`tinynas.anomaly.card`); None: a classifier."""
     extra: dict[str, Any] = field(default_factory=dict)

@@ -36,7 +36,8 @@ def _trials() -> list[dict]:
     for number, (k, c, acc, state, note) in enumerate([
             (1, 0, 0.41, "complete", ""), (1, 1, 0.55, "complete", ""), (1, 2, 0.63, "complete", ""),
             (2, 2, 0.71, "complete", ""), (2, 3, None, "failed", "stopped by the health monitor: training diverging"),
-            (3, 3, 0.83, "complete", ""), (4, 4, None, "infeasible", "RAM 6.1 KiB > 6.0 KiB")], 1):
+            (3, 3, 0.83, "complete", ""), (4, 4, None, "infeasible", "RAM 6.1 KiB > 6.0 KiB"),
+            (3, 4, None, "running", "")], 1):
         out.append({"number": number, "name": f"A({k},{c})", "state": state, "val_accuracy": acc,
                     "ram_bytes": 1500 + 700 * c + 350 * k, "note": note})
     return out
@@ -58,13 +59,19 @@ STATES = {
         "trials": 7, "seconds_left": 95.0, "budget_seconds": 300.0, "best": "A(3,3)", "best_val_accuracy": 0.83,
         "best_ram_bytes": 4650, "ram_budget_bytes": 6144, "trials_list": _trials()}},
     "serving": {**BASE, "state": "SERVING", "user": "alice",
-                "deployed": {"user": "alice", "model": "/data/alice/model.tflite", "accuracy": 0.912},
+                "deployed": {"user": "alice", "model": "/data/alice/model.tflite", "accuracy": 0.9167,
+                             "held_out": {"accuracy": 0.9167, "hits": 11, "windows": 12, "interval": [0.6461, 0.9851],
+                                          "recall": [1.0, 1.0, 0.6667, 1.0], "support": [3, 3, 3, 3],
+                                          "confusion": [[3, 0, 0, 0], [0, 3, 0, 0], [0, 1, 2, 0], [0, 0, 0, 3]]}},
                 "model": {"name": "A(3,3)", "ram_bytes": 4650, "flash_bytes": 9800, "int8_test_accuracy": 0.9,
                           "made": 1.7e9, "classes": CLASSES},
-                "classes": CLASSES, "predictions_per_minute": 240,
+                "classes": CLASSES, "predictions_per_minute": 240, "smoothing": 3,
+                "config_hint": " --config /etc/tinynas.toml", "serving": {"stale": ""},
                 "predictions": [{"end_sample": 1000 * i, "label": label, "smoothed": label, "confidence": 0.81,
                                  "probabilities": [0.05, 0.81, 0.09, 0.05] if label == "fist" else
-                                 [0.7, 0.1, 0.1, 0.1]} for i, label in enumerate(["rest"] * 5 + ["fist"] * 6)]},
+                                 [0.7, 0.1, 0.1, 0.1]} for i, label in enumerate(["rest"] * 5 + ["fist"] * 6)]
+                + [{"end_sample": 11000, "label": "open", "smoothed": "fist", "confidence": 0.6,
+                    "probabilities": [0.05, 0.3, 0.6, 0.05]}]},
     "alarm": {**BASE, "state": "SERVING", "user": "motor",
               "deployed": {"user": "motor", "model": "/data/motor/model.tflite", "task": "anomaly", "accuracy": None,
                            "anomaly": {"threshold": 1.4, "false_alarm_rate": 0.01, "calibration_windows": 328}},
@@ -86,8 +93,12 @@ EXPECTED = {  # what each state must show: texts, and elements by CSS-like marke
     "collecting": ["Perform sign: fist", "GO", "7 of 20 windows kept", "not kept", "no movement seen",
                    "check the electrodes", "FLAT", 'class="envelope"', "<th>not kept</th>"],
     "searching": ["Searching", "Best so far: A(3,3)", "95 s of 300 s left", 'class="budget"',
-                  'class="trial complete"', "stopped by the health monitor", "RAM budget 6.0 KiB"],
-    "serving": ["Serving", "A(3,3) for alice", "91 %", "240 predictions per minute", 'class="bar top"', "fist"],
+                  'class="trial complete"', "stopped by the health monitor", "RAM budget 6.0 KiB",
+                  "training now: A(3,4)"],
+    "serving": ["Serving", "A(3,3) for alice", "92 % (11 of 12 held-out windows, 95 % interval 65-99 %)",
+                "240 predictions per minute", 'class="bar top"', "fist", 'class="confusion"', "67 % of 3",
+                "the newest window alone says open", "over the last 3 windows",
+                "tinynas service status<span class=\"config-hint\"> --config /etc/tinynas.toml</span>"],
     "alarm": ["Serving", "ALARM: not running normally", "A(17,3) for motor", "threshold set for 1 % false alarms",
               "328 held-out normal windows", "3 of the last 5 windows", 'class="threshold"', 'class="score"',
               "5.08 (threshold 1.40)"],
@@ -136,6 +147,8 @@ def test_each_state_renders_what_the_user_needs(name, tmp_path):
         bar, share = {"collecting": ("collect-bar", "35"), "searching": ("search-bar", "68.3")}[name]
         assert re.search(f'id="{bar}" style="width: {share}(\\.0)?%;"', dom), name
     assert not missing, f"{name}: the page lacks {missing}"
+    if name == "searching":  # a candidate still training has no accuracy: listed, never drawn at 0
+        assert dom.count('class="trial ') == len([t for t in _trials() if t["state"] != "running"])
     assert shot.stat().st_size > 10_000  # a drawn page, not a blank one
     others = [other for other in STATES if other != name]
     assert f'data-state="{STATES[name]["state"]}"' in dom and all(
@@ -230,3 +243,31 @@ def test_go_shows_only_while_its_window_can_be_open(tmp_path, change, shown):
         server.stop()
     phase = re.search(r'id="phase"[^>]*>([^<]*)<', dom).group(1)
     assert phase == shown, phase
+
+
+def test_a_frozen_stream_is_marked_not_live(tmp_path):
+    browser = _browser()
+    frozen = {**STATES["serving"], "serving": {"stale": "no samples for 12 s: the device is silent - the last "
+                                                        "prediction is not live"}}
+    server = StatusServer(lambda: frozen, port=_free_port()).start()
+    try:
+        dom = _chromium(browser, f"http://127.0.0.1:{server.address[1]}/", tmp_path / "dom", "--dump-dom").stdout
+    finally:
+        server.stop()
+    assert re.search(r'class="prediction stale" id="prediction">fist \(not live\)<', dom), \
+        re.search(r'id="prediction"[^<]*<', dom)
+
+
+
+def test_the_rewear_box_says_its_verdict_once(tmp_path):
+    browser = _browser()
+    status = {**STATES["serving"], "rewear": {"user": "alice", "phase": "accepted", "mode": "labelled",
+                                              "text": "accepted: 0.92 on the new windows (was 0.58); now serving "
+                                                      "model 20261204-rewear"}}
+    server = StatusServer(lambda: status, port=_free_port()).start()
+    try:
+        dom = _chromium(browser, f"http://127.0.0.1:{server.address[1]}/", tmp_path / "dom", "--dump-dom").stdout
+    finally:
+        server.stop()
+    text = re.search(r'id="rewear-text">([^<]*)<', dom).group(1)
+    assert text == "alice: accepted: 0.92 on the new windows (was 0.58); now serving model 20261204-rewear"

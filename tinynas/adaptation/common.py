@@ -134,7 +134,9 @@ def changed_card(model_dir: ModelDir, tflite: bytes, preprocessing, entry: dict,
     # The float figure belonged to the old weights: kept in the history, not shown as the new model's.
     entry = {**entry, "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
              "from": str(model_dir.path), "previous_int8_test_accuracy": card.get("int8_test_accuracy"),
-             "previous_float_test_accuracy": card.pop("float_test_accuracy", None)}
+             "previous_float_test_accuracy": card.pop("float_test_accuracy", None),
+             # The count and per-class figures were the old model's too: this card's test accuracy is the new one's.
+             "previous_int8_test": card.pop("int8_test", None)}
     history.append(entry)
     card.update(history=history, preprocessing=preprocessing.to_dict(), flash_bytes=len(tflite))
     if test_accuracy is not None:

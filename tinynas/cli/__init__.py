@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import NoReturn
 
@@ -37,12 +38,24 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `tinynas` console script."""
     args = build_parser().parse_args(argv)
+    # The service's log is read after the fact (a file, or journald without its own stamps when run by hand): each
+    # line carries its local time. Interactive commands print bare lines.
+    service = args.command == "service" and getattr(args, "service_command", "") == "run"
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(message)s", stream=sys.stderr)
+                        format="%(asctime)s %(levelname)s %(message)s" if service else "%(message)s",
+                        datefmt="%Y-%m-%dT%H:%M:%S%z", stream=sys.stderr)
     journaled = args.command in ("search", "demo")  # only these keep a journal to resume from
     try:
         with sigterm_as_interrupt():  # systemd and kill stop like Ctrl-C, journal intact
-            return args.func(args)
+            code = args.func(args)
+            sys.stdout.flush()  # inside the try: a reader gone before the last block is a closed pipe, said below
+            return code
+    except BrokenPipeError:
+        # The reader went away (`tinynas service status | head -3`): it had what it wanted. Quiet, and stdout pointed
+        # at /dev/null so that Python's own flush at exit does not complain either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("tinynas: interrupted" + ("; the journal is intact (continue with --resume)" if journaled else ""),
               file=sys.stderr)

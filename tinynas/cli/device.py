@@ -32,11 +32,12 @@ def register(sub) -> None:
                              ("status", _cmd_service_status, "state, collection, search and serving"),
                              ("stop", _cmd_service_stop, "ask a running service to stop cleanly"),
                              ("install", _cmd_service_install, "write a systemd unit"),
-                             ("config", _cmd_service_config, "print the default config, or check and print --config")):
+                             ("config", _cmd_service_config, "print the default config, or check and print --config"),
+                             ("models", _cmd_service_models, "every user's deployed models, and which is served")):
         command = service_sub.add_parser(name, help=text)
         command.add_argument("--config", help="service config (TOML); default values if omitted")
         command.set_defaults(func=func)
-        if name == "status":
+        if name in ("status", "models"):
             command.add_argument("--json", action="store_true")
         if name == "install":
             command.add_argument("--user", default="tinynas", help="unprivileged user that runs the service")
@@ -58,7 +59,20 @@ def register(sub) -> None:
                               "(swapped only if at least as good on the new windows)")
     onboard.add_argument("--unlabelled", action="store_true",
                          help="with --recalibrate: record unlabelled data (rewear_unlabelled_seconds) and adapt")
+    answer.add_argument("--more", type=int, metavar="N",
+                        help="record N more repetitions per class into the user's last session (its windows are "
+                             "kept) and search again on all of them; the deploy gate says when that is needed")
     onboard.set_defaults(func=_cmd_onboard)
+
+    serve = sub.add_parser("serve", help="ask the service to serve another deployed model (a user's, or a previous "
+                                         "one)")
+    serve.add_argument("--user", required=True)
+    which = serve.add_mutually_exclusive_group()
+    which.add_argument("--model", help="the model's id (tinynas service models); default: the user's newest")
+    which.add_argument("--previous", action="store_true",
+                       help="roll back to the model of this user served before the current one")
+    serve.add_argument("--config", help="service config (TOML)")
+    serve.set_defaults(func=_cmd_serve)
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
@@ -92,7 +106,7 @@ def _service_config(args: argparse.Namespace):
 def _cmd_service_run(args: argparse.Namespace) -> int:
     from tinynas.service.runner import Service
 
-    Service(_service_config(args)).run()
+    Service(_service_config(args), config_path=str(Path(args.config).resolve()) if args.config else None).run()
     return 0
 
 
@@ -175,7 +189,10 @@ def status_lines(status: dict) -> list[str]:
                      f"(threshold {_figure(anomaly.get('threshold'), '.3g')}, set for "
                      f"{_figure(anomaly.get('false_alarm_rate'), '.2%')} false alarms)")
     elif deployed:
-        accuracy = _figure(deployed.get("accuracy"), ".3f", "not measured")
+        from tinynas.verdict import describe
+
+        held = describe(_part(deployed, "held_out"))
+        accuracy = held if held != "-" else _figure(deployed.get("accuracy"), ".3f", "not measured")
         lines.append(f"  serving {deployed.get('model', '?')} for {deployed.get('user', '?')} "
                      f"(int8 accuracy {accuracy})")
     model = _part(status, "model")
@@ -227,6 +244,16 @@ def _cmd_onboard(args: argparse.Namespace) -> int:
         raise UsageError("--recalibrate uses the plan the served model was collected with: drop --plan")
     if args.unlabelled and not args.recalibrate:
         raise UsageError("--unlabelled goes with --recalibrate (record unlabelled data and adapt the served model)")
+    if args.more is not None:
+        from tinynas.service.onboarding import MAX_MORE
+
+        if args.plan or args.recalibrate or args.unlabelled:
+            raise UsageError("--more adds to the user's last session with its own plan: drop --plan / --recalibrate")
+        check_range("--more", args.more, 1, MAX_MORE)
+        request(config.data_dir, "onboard", user=args.user, more=args.more)
+        print(f"{args.more} more repetition(s) per class for {args.user} requested; the service prompts only those, "
+              f"then searches again on the whole session; follow it with `tinynas service status`")
+        return 0
     if args.resume or args.cancel:
         kind = "continue" if args.resume else "cancel"
         request(config.data_dir, kind, user=args.user)
@@ -266,6 +293,55 @@ def _cmd_onboard(args: argparse.Namespace) -> int:
     request(config.data_dir, "onboard", user=args.user, plan=args.plan or config.plan)
     print(f"onboarding of {args.user} requested (plan {args.plan or config.plan}); follow it with "
           f"`tinynas service status` or http://{config.http_host}:{config.http_port}/")
+    return 0
+
+
+def _cmd_service_models(args: argparse.Namespace) -> int:
+    from tinynas.service.models import stored_models
+    from tinynas.service.paths import ServicePaths
+    from tinynas.service.state import load_state
+    from tinynas.verdict import describe
+
+    paths = ServicePaths(_service_config(args).data_dir)
+    served = load_state(paths.state).deployed
+    rows = [model.summary(served) for model in stored_models(paths.root / "profiles")]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print(f"no deployed model under {paths.root}: onboard a user first (tinynas onboard --user NAME)")
+        return 0
+    for row in rows:
+        made = time.strftime("%Y-%m-%d %H:%M", time.localtime(row["made"]))
+        quality = ("anomaly scorer" if row["task"] == "anomaly" else
+                   describe(row["held_out"]) if row["held_out"] else
+                   f"accuracy {_figure(row['accuracy'], '.0%', 'not measured')}")
+        print(f"{'*' if row['served'] else ' '} {row['user']:<12} {row['id']:<24} made {made}  {quality}; "
+              f"{row['architecture'] or '?'}, {row['runtime']}, RAM {_figure(row['ram_bytes'], ',')} B"
+              + (f" ({row['changed_by']})" if row["changed_by"] else ""))
+    print("* served now; another: tinynas serve --user USER --model ID" + (f" --config {args.config}" if args.config
+                                                                          else ""))
+    return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from tinynas.service.models import choose
+    from tinynas.service.paths import ServicePaths, running_pid
+    from tinynas.service.runner import request
+    from tinynas.service.state import check_user_name, load_state
+
+    config = _service_config(args)
+    check_user_name(args.user)
+    paths = ServicePaths(config.data_dir)
+    state = load_state(paths.state)
+    # Checked here too, so that a wrong id is said at once, not only in the service's status.
+    model = choose(paths.root / "profiles", args.user, args.model, args.previous, state.history, state.deployed)
+    request(config.data_dir, "serve", user=args.user, model=model.id)
+    when = ("" if state.state in ("IDLE", "SERVING") else
+            f" once the service is done with {state.state.lower()} (it switches only between onboardings)")
+    running = "" if running_pid(paths) is not None else " when the service starts (it does not run now)"
+    print(f"serving {args.user}'s model {model.id} requested{when or running}; follow it with "
+          f"`tinynas service status`")
     return 0
 
 

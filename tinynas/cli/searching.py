@@ -120,8 +120,13 @@ def _print_result(result, as_json: bool) -> None:
               f"held-out normal windows); {footprint}; files in {result.out_dir}/")
         print(time_line(result.trials)[2:])
         return
+    from tinynas.verdict import describe
+
+    held = card.get("int8_test") or {}
     print(f"{result.winner.architecture.name()}: int8 test accuracy {card['int8_test_accuracy']:.3f} "
-          f"(float {card['float_test_accuracy']:.3f}); {footprint}; files in {result.out_dir}/")
+          + (f"({held['hits']} of {held['windows']}, 95% interval {held['interval'][0]:.3f}-"
+             f"{held['interval'][1]:.3f}; " if describe(held) != "-" else "(")
+          + f"float {card['float_test_accuracy']:.3f}); {footprint}; files in {result.out_dir}/")
     print(time_line(result.trials)[2:])
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import time
 import urllib.error
 import urllib.request
@@ -203,6 +204,10 @@ def _states(windows) -> dict[str, np.ndarray]:
     return {name: np.concatenate(parts) for name, parts in states.items()}
 
 
+MORE_ASKED = re.compile(r"tinynas onboard --user (\S+) --more (\d+)")
+"""The deploy gate's advice when the held-out windows cannot decide (tinynas.service.search_deploy.deploy)."""
+
+
 class Follower:
     """Reads the service's status and makes the person or machine do what it prompts."""
 
@@ -224,6 +229,7 @@ class Follower:
         self.warned: set[str] = set()
         self.serve_state, self.fault, self.fault_after = serve_state, fault, fault_after
         self.serving_since: float | None = None
+        self.answered_more = ""  # the status error whose "--more N" was followed (once per error)
 
     def source_names(self) -> set[str]:
         """The signs the person knows or the states the machine has."""
@@ -259,6 +265,8 @@ class Follower:
             return
         if status.get("state") != Phase.SERVING:
             self.serving_since = None
+        if status.get("state") in (Phase.IDLE, Phase.SERVING) and self._record_more(status):
+            return
         if status.get("state") != Phase.COLLECTING or not collection.get("prompt"):
             if isinstance(self.source, Machine) and self.source.state is not None and status.get("state"):
                 self.source.stop()  # nothing is recorded: the operator switches the machine off
@@ -322,6 +330,21 @@ class Follower:
             self.note({"state": wanted, "serving": True,
                        "device_first": self.simulator.sample_index if self.simulator is not None else None})
             log.info("the simulated machine runs %s while the model is served", wanted)
+
+    def _record_more(self, status: dict) -> bool:
+        """As a person reading the page: a model the data could not judge asks for N more per class; record them."""
+        match = MORE_ASKED.search(str(status.get("error") or ""))
+        if match is None or self.data_dir is None or status.get("error") == self.answered_more:
+            return False
+        self.answered_more = str(status.get("error"))
+        user, more = match.group(1), int(match.group(2))
+        from tinynas.service.runner import request
+
+        request(self.data_dir, "onboard", user=user, more=more)
+        self.note({"more": more, "user": user})
+        log.info("the simulated %s records %d more per class for %s, as the service asked",
+                 "machine" if isinstance(self.source, Machine) else "person", more, user)
+        return True
 
     def _continue_pause(self, status: dict) -> None:
         # As a person reading the page: checks the armband (a few seconds), then continues the collection.

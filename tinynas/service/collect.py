@@ -90,8 +90,11 @@ def collect(service: ServiceContext) -> Transition:
         # The plan or the target changed since the request: nothing to resume until that is fixed.
         return service.failed(Phase.COLLECTING, exc)
     total = len(plan.prompts()) * plan.segments  # recorded windows: a machine block records several segments
+    # What one prompt takes (countdown, window, rest; a machine's block instead): the page's "about N min left".
+    per_prompt = plan.countdown + plan.rest_seconds + (plan.block_seconds if plan.kind == "continuous" else
+                                                       plan.window_seconds + onset.LATE_SECONDS)
     service.collection = {"total": total, "accepted": 0, "plan": plan.name, "verb": plan.verb, "kind": plan.kind,
-                          "rest_class": plan.rest_class}
+                          "rest_class": plan.rest_class, "seconds_per_window": round(per_prompt / plan.segments, 3)}
 
     def announced(label: str, attempt: int) -> None:
         service.prompt_number += 1
@@ -133,5 +136,15 @@ def collect(service: ServiceContext) -> Transition:
     service.collection = {"total": total, "accepted": total, "plan": plan.name, "kind": plan.kind}
     if flow:
         return to(Phase.RECALIBRATING)
-    study = service.paths.profile(state.user) / "studies" / Path(state.session).name
-    return to(Phase.SEARCHING, study=str(study))
+    return to(Phase.SEARCHING, study=str(_new_study(service.paths.profile(state.user) / "studies",
+                                                    Path(state.session).name)))
+
+
+def _new_study(folder: Path, name: str) -> Path:
+    """A study folder named after the session, not yet used: a session extended with more recordings
+    (`onboard --more`) is searched again in a folder of its own, the first search's kept as it was."""
+    study, number = folder / name, 1
+    while study.exists():
+        number += 1
+        study = folder / f"{name}-{number}"
+    return study

@@ -58,8 +58,12 @@ class ServiceError(TinynasError, RuntimeError):
 class ServiceContext:
     """The service as its steps and threads see it (the runner adds the loop that steps it)."""
 
-    def __init__(self, config: ServiceConfig, on_prompt=None) -> None:
+    def __init__(self, config: ServiceConfig, on_prompt=None, config_path: str | None = None) -> None:
         self.config = config
+        self.config_path = config_path
+        """The config file the service was started with (None: the defaults): the page's command hints name it."""
+        self.search_clock: tuple[float, float] | None = None
+        """(when this search step started, its budget seconds already spent): the time left between journal saves."""
         self.paths = ServicePaths(config.data_dir)
         self.paths.root.mkdir(parents=True, exist_ok=True)
         self.state: ServiceState = load_state(self.paths.state, repair=True)
@@ -90,7 +94,12 @@ class ServiceContext:
     # ---- the state store ---------------------------------------------------------------------
     def apply(self, transition: Transition) -> None:
         """Enter the transition's phase with its changes, saved (the runner's alone to call)."""
-        self._store(state=str(transition.phase), **transition.changes)
+        changes = dict(transition.changes)
+        if "deployed" in changes:  # every model served is remembered: `tinynas serve --previous` rolls back to it
+            from tinynas.service.models import remember
+
+            changes["history"] = remember(self.state.history, changes["deployed"])
+        self._store(state=str(transition.phase), **changes)
 
     def update(self, **changes: Any) -> None:
         """Record progress within the current phase (never the phase itself: steps return transitions)."""

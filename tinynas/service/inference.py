@@ -133,10 +133,12 @@ class PredictionLog:
     def write(self, predictions: list[Prediction]) -> None:
         """Log some predictions (the service log gets a line when the smoothed label changes)."""
         for prediction in predictions:
-            record = prediction.to_dict()
+            now = time.time()
+            # Wall-clock time, epoch seconds and local ISO: a line matches the service log and the user's day.
+            record = {"time": round(now, 3), "at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now)),
+                      **prediction.to_dict()}
             self._file.write(json.dumps(record) + "\n")
             self.last.append(record)
-            now = time.time()
             self.times.append(now)
             if prediction.score is not None:
                 self.scores.append((now, prediction.score))

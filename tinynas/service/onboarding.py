@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 
 from firmware_bridge.errors import BridgeError
 from firmware_bridge.guide import load_plan
+from tinynas.atomic import atomic_write_text
 from tinynas.errors import TinynasError, user_message
 from tinynas.service.context import Phase, ServiceContext, Transition, to
 from tinynas.service.state import user_name_problem
 
 log = logging.getLogger(__name__)
+
+
+MAX_MORE = 100
+"""Most repetitions per class one `onboard --more` adds."""
 
 
 def _stamp() -> str:
@@ -34,6 +40,11 @@ def take_request(service: ServiceContext) -> Transition | None:
         if problem or not isinstance(user, str):  # (the second only tells the type checker what the first knows)
             service.refuse(f"onboarding request ignored: {problem}")
             continue
+        if wanted.get("more"):
+            more = _more(service, user, wanted["more"])
+            if more is not None:
+                return more
+            continue
         try:
             plan_object = load_plan(str(plan))
             plan_object.check_searchable()
@@ -47,10 +58,89 @@ def take_request(service: ServiceContext) -> Transition | None:
     rewear = _take_rewear(service)
     if rewear is not None:
         return rewear
+    switch = _take_serve(service)
+    if switch is not None:
+        return switch
     for kind in ("continue", "cancel"):  # nothing is paused: such a request has nothing to act on
         for path, wanted in service.requests(kind):
             path.unlink(missing_ok=True)
             log.info("ignoring %s request for %s: no collection is paused", kind, wanted.get("user"))
+    return None
+
+
+MORE_FILE = "plan-more.json"
+"""The plan a session was extended to (`onboard --more N`), kept in the session folder beside its recordings."""
+
+
+def latest_session(service: ServiceContext, user: str) -> Path | None:
+    """The user's newest session folder that holds a recording (None when there is none)."""
+    folder = service.paths.profile(user) / "sessions"
+    sessions = sorted(p for p in folder.glob("*") if (p / "manifest.json").is_file()) if folder.is_dir() else []
+    return sessions[-1] if sessions else None
+
+
+def _more(service: ServiceContext, user: str, more) -> Transition | None:
+    """Extend the user's newest session by `more` repetitions per class and collect only those (the windows already
+    recorded are kept and used), then search again on all of them."""
+    import json
+
+    from firmware_bridge.guide import Plan
+
+    if not isinstance(more, int) or isinstance(more, bool) or not 1 <= more <= MAX_MORE:
+        service.refuse(f"onboarding request of {user} ignored: --more must be a whole number in 1..{MAX_MORE}")
+        return None
+    session = latest_session(service, user)
+    if session is None:
+        service.refuse(f"nothing to add to: {user} has no recorded session; onboard without --more first")
+        return None
+    try:
+        manifest = json.loads((session / "manifest.json").read_text(encoding="utf-8"))
+        extended = session / MORE_FILE
+        base = load_plan(str(extended)) if extended.is_file() else Plan(**_plan_fields(manifest.get("plan")))
+        plan = Plan(**{**base.to_dict(), "repetitions": base.repetitions + more,
+                       "order": tuple(base.order) + tuple(base.classes) * more if base.order else ()})
+        plan.check_searchable()
+        service.plan_fit(plan)
+        atomic_write_text(extended, json.dumps(plan.to_dict(), indent=2) + "\n")
+    except (OSError, ValueError, TypeError, TinynasError, BridgeError) as exc:
+        service.refuse(f"more recordings for {user} refused: {user_message(exc) or exc}")
+        return None
+    log.info("extending %s by %d repetitions per class", session, more)
+    return to(Phase.COLLECTING, user=user, plan=str(extended), session=str(session), study="", error="",
+              paused="", rewear={})
+
+
+def _plan_fields(data) -> dict:
+    """A session manifest's plan as Plan's keyword arguments (TypeError when it is not one)."""
+    if not isinstance(data, dict) or not data.get("classes"):
+        raise TypeError("the session's manifest holds no plan to extend")
+    return {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
+
+
+def _take_serve(service: ServiceContext) -> Transition | None:
+    """Serve the model the first acceptable `serve` request names (`tinynas serve`); nothing is deleted."""
+    from tinynas.service.models import choose
+
+    for path, wanted in service.requests("serve"):
+        path.unlink(missing_ok=True)
+        user = wanted.get("user")
+        problem = user_name_problem(user)
+        if problem or not isinstance(user, str):
+            service.refuse(f"serve request ignored: {problem}")
+            continue
+        model_id = wanted.get("model")
+        try:
+            model = choose(service.paths.root / "profiles", user, model_id if isinstance(model_id, str) else None,
+                           bool(wanted.get("previous")), service.state.history, service.state.deployed)
+            shape = (model.card.get("input") or {}).get("shape") or [0, 0]
+            channels = service.require_device().hello.channels
+            if shape[-1] != channels:
+                raise TinynasError(f"model {model.id} reads {shape[-1]} channels, the device sends {channels}")
+        except (TinynasError, TypeError, IndexError) as exc:
+            service.refuse(f"serving {user}'s model refused: {user_message(exc) or exc}")
+            continue
+        log.info("serving %s's model %s (asked for)", user, model.id)
+        return to(Phase.SERVING, deployed=model.deployed, error="", rewear={})
     return None
 
 

@@ -326,23 +326,28 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
 
 def _swap(service: ServiceContext, flow: dict, staging: Path, final: Path, outcome: dict,
           figures: str) -> Transition:
+    from tinynas.service.models import write_deployment
+
     if str(final / "model.tflite") == service.state.deployed.get("model"):
         raise RuntimeError(f"{final} is the model being served: a re-wear never replaces it in place")
-    publish_folder(staging, final)  # a folder a power cut left there (state not yet saved) is exchanged whole
-    card = json.loads((final / "card.json").read_text())
+    card = json.loads((staging / "card.json").read_text())
     old = service.state.deployed
     after = [(outcome.get(key) or [None, None])[1] for key in ("verify", "test")]
     deployed = {**old, "model": str(final / "model.tflite"), "card": str(final / "card.json"),
                 "accuracy": next((value for value in after if value is not None), old.get("accuracy", 0.0)),
                 "card_int8_test_accuracy": card.get("int8_test_accuracy"), "replaced": old["model"],
-                "changed_by": "recalibrate" if flow["mode"] == "labelled" else "adapt"}
+                "changed_by": "recalibrate" if flow["mode"] == "labelled" else "adapt", "made": time.time()}
+    # The old model's held-out count is not the new one's (its figures are the flow's, in status's re-wear line).
+    deployed.pop("held_out", None)
     if card.get("anomaly") is not None and isinstance(old.get("anomaly"), dict):  # the new threshold is served
         section = card["anomaly"]
         deployed.update(accuracy=None, anomaly={**old["anomaly"], "threshold": section["threshold"],
                                                 "threshold_steps": section["threshold_steps"],
                                                 "calibration_windows": section["calibration"]["calibration_windows"]})
+    write_deployment(staging, deployed)  # `tinynas serve` can bring this model back later
+    publish_folder(staging, final)  # a folder a power cut left there (state not yet saved) is exchanged whole
     flow.update(phase="accepted", text=f"{outcome['reason']}" + (f" ({figures})" if figures else "")
-                + f"; now serving {final}", finished=time.time())
+                + f"; now serving model {final.name}", finished=time.time())
     service.collection = {}
     return to(Phase.SERVING, deployed=deployed, rewear=flow, session="", error="", paused="")
 

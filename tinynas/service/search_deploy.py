@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from firmware_bridge.guide import load_plan
 from tinynas.atomic import atomic_write_text, discard_folder, publish_folder, stage_folder
 from tinynas.service.context import Phase, ServiceContext, Transition, to
 from tinynas.service.idle import UNKNOWN, IdleRule, idle_rule, softmax
+from tinynas.service.models import write_deployment
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,11 @@ def search(service: ServiceContext) -> Transition:
             return to(service.idle_phase(),
                       error=f"recording of {service.state.user} not used: {'; '.join(errors)}; record again")
         task = load_plan(service.state.plan).task
+        spent = 0.0
+        if journal_path.exists():
+            with Journal(journal_path) as journal:
+                spent = float(journal.get_meta("search_seconds") or 0.0)
+        service.search_clock = (time.time(), spent)
         Study(study, windows, resolve_target(config.target), strategy=config.strategy, task=task,
               false_alarm_rate=config.false_alarm_rate,
               budget_seconds=parse_duration(config.budget), seed=0,
@@ -61,6 +68,7 @@ def search(service: ServiceContext) -> Transition:
               workers=config.workers, normalize=config.normalize, runtime=config.runtime,
               resume=journal_path.exists(), data_spec=data_spec,
               progress=Progress(interactive=False), pool=service.workers).run()
+    service.search_clock = None
     return to(Phase.DEPLOYING)
 
 
@@ -105,10 +113,12 @@ def serving_rule(plan, session: str, tflite: bytes, preprocessing, windows, spli
 
 
 def deploy(service: ServiceContext) -> Transition:
-    """Serve the study's int8 model if it reaches `min_accuracy` on the held-out windows; else keep the old."""
+    """Serve the study's int8 model if its held-out windows show it reaches `min_accuracy` (the 95 % interval's lower
+    bound, `tinynas.verdict`); else keep the old, and say whether to record again or how much more."""
     from tinynas.data.preprocess import Preprocessing
     from tinynas.data.splits import make_split
-    from tinynas.deploy.measure import int8_accuracy
+    from tinynas.deploy.measure import run_int8
+    from tinynas.verdict import deploy_gate, held_out, per_class
 
     state, config = service.state, service.config
     study = Path(state.study)
@@ -120,29 +130,39 @@ def deploy(service: ServiceContext) -> Transition:
     test = split.test
     tflite = (study / "model.tflite").read_bytes()
     preprocessing = Preprocessing.from_card(card)
-    accuracy = int8_accuracy(tflite, preprocessing.apply(windows.x[test]), windows.y[test])
-    if accuracy is None or accuracy < config.min_accuracy:
-        reached = ("could not be checked: no held-out windows" if accuracy is None else
-                   f"reached {accuracy:.1%} on held-out windows, below {config.min_accuracy:.0%}")
-        again = ("with the sensor mounted firmly and each state held steady while it is recorded"
-                 if load_plan(state.plan).kind == "continuous" else "with the sensor placed as during the recording")
-        error = (f"new model for {state.user} {reached}: not deployed (record again {again}: "
-                 f"tinynas onboard --user {state.user})")
+    classes = len(windows.class_names)
+    result = run_int8(tflite, preprocessing.apply(windows.x[test])) if len(test) else None
+    held = held_out(result.predictions if result is not None else [], windows.y[test])
+    verdict = deploy_gate(held, config.min_accuracy, classes, len(test) / max(len(windows), 1))
+    plan = load_plan(state.plan)
+    if verdict.decision != "deploy":
+        if verdict.decision == "undecided" and verdict.more_per_class:
+            again = (f"record {verdict.more_per_class} more per class (the windows recorded are kept): tinynas "
+                     f"onboard --user {state.user} --more {verdict.more_per_class}")
+        else:
+            place = ("with the sensor mounted firmly and each state held steady while it is recorded"
+                     if plan.kind == "continuous" else "with the sensor placed as during the recording")
+            again = f"record again {place}: tinynas onboard --user {state.user}"
+        error = f"new model for {state.user} not deployed: {verdict.text} ({again})"
         log.warning("%s", error)
         return to(service.idle_phase(), error=error)
-    plan = load_plan(state.plan)
+    assert result is not None  # a model deployed was checked on held-out windows
     rule, answered = serving_rule(plan, state.session, tflite, preprocessing, windows, split)
-    target = _publish(service, study, {**card, "serving": rule.to_dict()})
+    target = service.paths.profile(state.user) / "deployed" / study.name
     deployed = {"user": state.user, "model": str(target / "model.tflite"), "card": str(target / "card.json"),
-                "accuracy": accuracy, "card_int8_test_accuracy": card.get("int8_test_accuracy"),
+                "accuracy": held.accuracy, "held_out": {**held.to_dict(),
+                                                        **per_class(result.predictions, windows.y[test], classes)},
+                "card_int8_test_accuracy": card.get("int8_test_accuracy"),
                 "classes": card.get("classes"), "study": str(study), "session": state.session,
-                "plan": plan.to_dict(), "serving": {**rule.to_dict(), **answered}}
+                "plan": plan.to_dict(), "serving": {**rule.to_dict(), **answered}, "made": time.time()}
+    _publish(service, study, target, {**card, "serving": rule.to_dict()}, deployed)
     return to(Phase.SERVING, deployed=deployed, error="")
 
 
-def _publish(service: ServiceContext, study: Path, card: dict) -> Path:
-    """Copy the study's model folder to the user's deployed models with `card` (the served card), in one exchange."""
-    target = service.paths.profile(service.state.user) / "deployed" / study.name
+def _publish(service: ServiceContext, study: Path, target: Path, card: dict, deployed: dict) -> None:
+    """Copy the study's model folder to `target` among the user's deployed models with `card` (the served card) and
+    `deployed` (what `state.deployed` holds while it is served: `tinynas serve` serves it again from there), in one
+    exchange."""
     staging = stage_folder(target)  # hidden, beside it; a power cut's leftovers are removed first
     try:
         # The float weights, training windows and split too: a served model is a model folder that
@@ -153,11 +173,11 @@ def _publish(service: ServiceContext, study: Path, card: dict) -> Path:
                 shutil.copy2(study / name, staging / name)
         # The served card carries serving's rules (the study's card stays as it was).
         atomic_write_text(staging / "card.json", json.dumps(card, indent=2) + "\n")
+        write_deployment(staging, deployed)
         publish_folder(staging, target)  # one exchange: a folder already there stays whole until the new one is
     except BaseException:
         discard_folder(staging)  # a full disk mid-copy: nothing half-copied is left to be served
         raise
-    return target
 
 
 def _deploy_scorer(service: ServiceContext, study: Path, card: dict) -> Transition:
@@ -172,7 +192,7 @@ def _deploy_scorer(service: ServiceContext, study: Path, card: dict) -> Transiti
     assert section is not None  # the caller saw the anomaly section
     Int8Model((study / "model.tflite").read_bytes())  # a model LiteRT cannot load is not served
     alarm = Alarm(config.alarm_k, config.alarm_n).describe(section["false_alarm_rate"])
-    target = _publish(service, study, {**card, "serving": {"alarm": alarm}})
+    target = service.paths.profile(state.user) / "deployed" / study.name
     synthetic = section.get("synthetic_test", {})
     deployed = {"user": state.user, "model": str(target / "model.tflite"), "card": str(target / "card.json"),
                 "task": "anomaly", "accuracy": None, "classes": card.get("classes"), "study": str(study),
@@ -181,7 +201,8 @@ def _deploy_scorer(service: ServiceContext, study: Path, card: dict) -> Transiti
                             "false_alarm_rate": section["false_alarm_rate"],
                             "calibration_windows": section["calibration"]["calibration_windows"],
                             "synthetic_auroc": synthetic.get("auroc"), "alarm": alarm},
-                "serving": {"alarm": alarm}}
+                "serving": {"alarm": alarm}, "made": time.time()}
+    _publish(service, study, target, {**card, "serving": {"alarm": alarm}}, deployed)
     log.info("serving the anomaly scorer of %s: threshold %.3g for %.2g false alarms, alarm at %d of %d windows",
              state.user, section["threshold"], section["false_alarm_rate"], config.alarm_k, config.alarm_n)
     return to(Phase.SERVING, deployed=deployed, error="")

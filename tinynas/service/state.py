@@ -78,6 +78,7 @@ class ServiceState:
     updated: float = 0.0
     paused: str = ""      # why a collection waits for the user (COLLECTING only); empty when running
     rewear: dict = field(default_factory=dict)  # the re-wear / new-condition flow (rewear.py): current or last
+    history: list = field(default_factory=list)  # models served, newest last: {user, id, at} (models.remember)
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
@@ -110,6 +111,8 @@ def _parse(text: str) -> ServiceState:
         raise DamagedState(user_name_problem(state.user))
     if not isinstance(state.rewear, dict):
         raise DamagedState("rewear is not an object")
+    if not isinstance(state.history, list):
+        raise DamagedState("history is not a list")
     if state.state in (Phase.COLLECTING, Phase.SEARCHING, Phase.DEPLOYING, Phase.RECALIBRATING) and not state.user:
         raise DamagedState(f"state {state.state} without a user")
     if state.state == Phase.COLLECTING and not state.session:

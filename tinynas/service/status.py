@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 from pathlib import Path
+from typing import Any
 
 from tinynas.process_memory import memory_bytes
 from tinynas.service.context import ServiceContext
@@ -16,7 +18,7 @@ def snapshot(service: ServiceContext) -> dict:
     """Everything the status page shows, JSON-ready."""
     state = service.state
     device = service.device
-    status = {"state": state.state, "user": state.user, "error": state.error, "time": time.time(),
+    status: dict[str, Any] = {"state": state.state, "user": state.user, "error": state.error, "time": time.time(),
               "deployed": state.deployed, "collection": dict(service.collection),
               "search": search_progress(service), "predictions": list(service.predictions.last),
               "link": device.health() if device is not None else {},
@@ -27,7 +29,13 @@ def snapshot(service: ServiceContext) -> dict:
                          if device is not None else
                          {"connected": False, "port": service.config.port, "waiting": service.waiting_for_device}),
               "threads": {name: dict(health) for name, health in service.thread_health.items()},
-              "serving": {"stale": service.serving_stale} if state.deployed else {}}
+              "serving": {"stale": service.serving_stale} if state.deployed else {},
+              "smoothing": service.config.smoothing,
+              "config_hint": f" --config {shlex.quote(service.config_path)}" if service.config_path else ""}
+    collection = status["collection"]
+    if collection.get("total") and collection.get("seconds_per_window"):
+        collection["seconds_left"] = round(max(0, collection["total"] - collection.get("accepted", 0))
+                                           * collection["seconds_per_window"], 1)
     if state.deployed.get("task") == "anomaly":
         status["alarm"] = alarm_status(service)
     return status
@@ -107,6 +115,9 @@ def search_progress(service: ServiceContext) -> dict:
                 from tinynas.study import parse_duration
 
                 result["budget_seconds"] = parse_duration(service.config.budget)
+                clock = service.search_clock
+                if clock is not None:  # the journal saves the time spent only as candidates finish
+                    spent = max(spent, clock[1] + time.time() - clock[0])
                 result["seconds_left"] = max(0.0, result["budget_seconds"] - spent)
         except sqlite3.Error:
             pass

@@ -125,6 +125,7 @@ def served_model(deployed: dict) -> dict[str, Any]:
                                        (card.get("flash_bytes") or 0) + (cost.get("code_bytes") or 0)),
                        "runtime": RUNTIME_NAMES.get(runtime, str(runtime)), "runtime_reason": choice.get("reason"),
                        "int8_test_accuracy": card.get("int8_test_accuracy"), "classes": card.get("classes"),
+                       "held_out": card.get("int8_test"),
                        "made": made}
             _MODEL_CACHE[card_path] = (made, summary)
         return _MODEL_CACHE[card_path][1]

@@ -38,6 +38,7 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
     from tinynas.deploy.export import write_export
     from tinynas.deploy.measure import run_int8, tflite_micro_available
     from tinynas.study.report import write_report
+    from tinynas.verdict import held_out, per_class
 
     trials = journal.trials()
     winner = best_trial(strategy, trials)
@@ -57,6 +58,8 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
     x_test, y_test = study.test_set()
     int8 = run_int8(tflite, x_test)
     int8_accuracy = int8.accuracy(y_test)
+    int8_test = {**held_out(int8.predictions, y_test).to_dict(),
+                 **per_class(int8.predictions, y_test, len(study.windows.class_names))}
     choice = study.runtime_choice
     runtime = choice.runtime
     cost = estimate(winner.architecture, runtime=runtime, accounting=choice.accounting, core=study.target.core)
@@ -97,6 +100,7 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
         runtime=runtime,
         runtime_choice=choice.to_dict(),
         anomaly=anomaly,
+        int8_test=int8_test,
     )
     exported = write_export(study.out_dir, winner.architecture, tflite, card.to_dict(),
                             c_prefix=study.settings.c_prefix)

@@ -139,7 +139,7 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: ModelC
          f"- final training: none, the winner was searched with the final recipe ({recipe}); exported as "
          f"trained ({card.final_training['seconds']:.0f} s)"),
         (f"- test accuracy: float {card.float_test_accuracy:.3f}, **int8 {card.int8_test_accuracy:.3f}** "
-         f"(LiteRT, {tested_on})" if card.anomaly is None else anomaly_line(card.anomaly)),
+         f"(LiteRT, {tested_on})" + _held_out_text(card) if card.anomaly is None else anomaly_line(card.anomaly)),
         f"- runtime: {RUNTIME_NAMES[runtime]}" + (f" ({why})" if why else "")
         + f"; budget counted as {ACCOUNTING_NAMES[card.accounting]}",
         f"- cost: {cost.macs:,} MACs, {cost.summary(card.flash_bytes)} (estimates; model.tflite is "
@@ -180,3 +180,20 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: ModelC
                      f"{kib(t.costs.get('peak_ram_bytes', 0))} | {kib(t.costs.get('flash_bytes', 0))} | "
                      f"{t.costs.get('macs', 0):,} | {t.seconds:.1f} | {note} |")
     atomic_write_text(out_dir / "report.md", "\n".join(lines) + "\n")
+
+
+def _held_out_text(card: ModelCard) -> str:
+    """'; 30 of 40 windows, 95 % interval 0.60-0.86; recall per class: ...' (empty for cards without the count)."""
+    held = card.int8_test or {}
+    try:
+        low, high = held["interval"]
+        text = f"; {held['hits']} of {held['windows']} windows right, 95% interval {low:.3f}-{high:.3f}"
+    except (KeyError, TypeError, ValueError):
+        return ""
+    recall = held.get("recall") or []
+    if recall and len(recall) == len(card.classes):
+        text += "; recall per class: " + ", ".join(
+            f"{name} {'-' if value is None else format(value, '.2f')} ({support})"
+            for name, value, support in zip(card.classes, recall, held.get("support") or [0] * len(recall)))
+    return text
+

@@ -9,6 +9,11 @@ const show = (id, on) => { $(id).hidden = !on; };
 const text = (id, value) => { $(id).textContent = value; };
 const kib = (bytes) => (bytes / 1024).toFixed(1) + " KiB";
 const pct = (x) => (100 * x).toFixed(0) + " %";
+// "75 % (3 of 4 held-out windows, 95 % interval 30-95 %)": an accuracy is never shown without what it rests on.
+const verdict = (h) => (h && h.windows) ? `${pct(h.hits / h.windows)} (${h.hits} of ${h.windows} held-out windows, ` +
+  `95 % interval ${(100 * h.interval[0]).toFixed(0)}-${(100 * h.interval[1]).toFixed(0)} %)` : null;
+const minutes = (seconds) => seconds >= 90 ? `${Math.round(seconds / 60)} min` : `${Math.max(0, Math.round(seconds))} s`;
+let hint = "";  // " --config PATH" when the service runs with a config file: the page's commands must name it
 const width = (x) => (100 * Math.max(0, Math.min(1, x))).toFixed(1) + "%";  // CSS wants no space
 
 function el(tag, attrs, parent, ns) {
@@ -66,7 +71,8 @@ function drawCollecting(c, device, now) {
   text("prompt", prompt);
   drawPhase(c, now);
   $("collect-bar").style.width = c.total ? width(c.accepted / c.total) : "0";
-  text("collect-count", c.total ? `${c.accepted} of ${c.total} windows kept` + (c.attempt > 1 ? ` - attempt ${c.attempt}` : "") : "");
+  text("collect-count", c.total ? `${c.accepted} of ${c.total} windows kept` + (c.attempt > 1 ? ` - attempt ${c.attempt}` : "") +
+       (c.seconds_left != null ? `, about ${minutes(c.seconds_left)} left` : "") : "");
   drawTraces(c.trace || device);
   const last = c.last_rejected;
   show("rejected", !!last);
@@ -83,7 +89,7 @@ function drawCollecting(c, device, now) {
     }
   }
   show("paused", !!c.paused);
-  if (c.paused) text("paused", `Paused: ${c.paused}. When the sensor is checked: tinynas onboard --user ${c.user || "NAME"} --continue`);
+  if (c.paused) text("paused", `Paused: ${c.paused}. When the sensor is checked: tinynas onboard --user ${c.user || "NAME"} --continue${hint}`);
 }
 
 function drawTrials(q) {
@@ -106,8 +112,11 @@ function drawTrials(q) {
   }
   [0.25, 0.5, 0.75, 1].forEach((f) => el("text", { x: X(f * maxRam / 1.1), y: 284, "text-anchor": "middle",
                                                      text: (f * maxRam / 1.1 / 1024).toFixed(1) }, svg, true));
-  trials.forEach((t) => {
-    const trained = t.state === "complete" && t.val_accuracy !== null;
+  // A candidate still training has no accuracy yet: listed under the chart, never drawn at 0.
+  const running = trials.filter((t) => t.state === "running" || (t.state === "complete" && t.val_accuracy === null));
+  text("running", running.length ? "training now: " + running.map((t) => `${t.name} (RAM ${kib(t.ram_bytes)})`).join(", ") : "");
+  trials.filter((t) => !running.includes(t)).forEach((t) => {
+    const trained = t.state === "complete";
     const acc = trained ? t.val_accuracy : 0.02;
     const colour = t.state === "infeasible" ? "#bbb" : (t.state === "failed" ? "#b00020" : (t.best ? "#0a7d28" : "#2f6fdf"));
     const dot = el("circle", { cx: X(t.ram_bytes), cy: Y(acc), r: t.best ? 7 : 4, fill: colour, class: "trial " + t.state },
@@ -128,6 +137,25 @@ function drawSearching(q) {
   const stopped = $("stopped");
   stopped.innerHTML = "";
   (q.trials_list || []).filter((t) => t.note).forEach((t) => el("li", { text: `${t.name}: ${t.note}` }, stopped));
+}
+
+function drawPerClass(h, classes) {  // recall per class and the confusion matrix on the held-out windows
+  const box = $("per-class");
+  box.innerHTML = "";
+  if (!h || !h.confusion || !classes.length) return;
+  el("div", { class: "muted", text: "On the held-out windows (rows: what was performed; columns: what the model said):" }, box);
+  const table = el("table", { class: "confusion" }, box);
+  const head = el("tr", {}, table);
+  el("th", { text: "" }, head);
+  classes.forEach((name) => el("th", { text: name }, head));
+  el("th", { text: "recall" }, head);
+  h.confusion.forEach((row, i) => {
+    const tr = el("tr", {}, table);
+    el("th", { text: classes[i] || String(i) }, tr);
+    row.forEach((n, j) => el("td", { text: String(n), class: n ? (i === j ? "hit" : "miss") : "" }, tr));
+    const recall = (h.recall || [])[i];
+    el("td", { text: recall == null ? "-" : `${pct(recall)} of ${(h.support || [])[i]}`, class: "recall" }, tr);
+  });
 }
 
 function drawScores(svg, history, threshold) {  // the score history against the threshold line
@@ -170,14 +198,20 @@ function drawServing(s) {
   if ((s.deployed || {}).task === "anomaly") return drawAlarm(s);
   const m = s.model || {};
   const d = s.deployed || {};
+  const held = verdict(d.held_out) || verdict(m.held_out);
+  const accuracy = held ? `int8 accuracy ${held}` : (d.accuracy != null ? `int8 accuracy ${pct(d.accuracy)} ` +
+    `(${d.changed_by ? "on the new windows of its " + d.changed_by : "held-out count not recorded"})` : "int8 accuracy not measured");
   text("model", m.name ? `${m.name} for ${d.user}: RAM ${kib(m.ram_bytes)}, flash ${kib(m.flash_bytes)}` +
-       (m.runtime ? ` with ${m.runtime}` : "") + ", " +
-       `int8 accuracy ${pct(d.accuracy || m.int8_test_accuracy || 0)} on held-out windows` +
+       (m.runtime ? ` with ${m.runtime}` : "") + ", " + accuracy +
        (m.made ? `, made ${new Date(m.made * 1000).toLocaleString()}` : "") : "no model yet");
+  drawPerClass(d.held_out && d.held_out.confusion ? d.held_out : m.held_out, s.classes || []);
   const p = (s.predictions || []).slice(-1)[0];
   const stale = (s.serving || {}).stale;
   text("prediction", p ? p.smoothed + (stale ? " (not live)" : "") : "-");
   $("prediction").classList.toggle("stale", !!stale);
+  // The big label is smoothed over the last windows; the bars are the newest window alone: say so when they differ.
+  text("smoothing-note", p && p.smoothed !== p.label ? `the newest window alone says ${p.label}` +
+       (p.why ? ` (${p.why})` : "") + `; the label above holds over the last ${s.smoothing || "few"} windows` : "");
   const bars = $("bars");
   bars.innerHTML = "";
   if (p && p.probabilities && s.classes) {
@@ -215,11 +249,13 @@ async function refresh() {
   }
   last = s;
   clockOffset = s.time - Date.now() / 1000;
+  hint = s.config_hint || "";
+  document.querySelectorAll(".config-hint").forEach((node) => { node.textContent = hint; });
   const r = s.rewear || {};
   text("state", ({ IDLE: "Idle", COLLECTING: "Recording", SEARCHING: "Searching", SERVING: "Serving",
                    RECALIBRATING: "Recalibrating" }[s.state] || s.state) + (s.paused ? " - paused" : ""));
   document.body.dataset.state = s.state;
-  text("who", s.user ? "user " + s.user : "no user yet: tinynas onboard --user NAME");
+  text("who", s.user ? "user " + s.user : `no user yet: tinynas onboard --user NAME${hint}`);
   text("updated", "updated " + new Date(s.time * 1000).toLocaleTimeString());
   const dev = s.device || {}, link = s.link || {};
   const problem = [dev.waiting, link.problem].filter(Boolean).join("; ");
@@ -232,7 +268,10 @@ async function refresh() {
   show("serving", !!(s.deployed && s.deployed.model));
   if (s.deployed && s.deployed.model) drawServing(s);
   show("rewear", !!r.phase);
-  if (r.phase) text("rewear-text", `${r.user}: ${r.phase}` + (r.text ? ` - ${r.text}` : ""));
+  // recalibrate's and adapt's texts begin with their verdict ("accepted: ...") already: not said twice.
+  if (r.phase) text("rewear-text", `${r.user}: ` + (r.text && r.text.startsWith(r.phase) ? r.text :
+                                                      r.phase + (r.text ? ` - ${r.text}` : "")) +
+                    (r.seconds_left != null ? ` (about ${minutes(r.seconds_left)} left)` : ""));
 }
 
 refresh();

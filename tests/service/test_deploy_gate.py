@@ -1,0 +1,94 @@
+"""The DEPLOYING step decides on the held-out windows' interval, with a real int8 model run by LiteRT.
+
+The service is a real `ServiceContext` on a temporary data_dir; the model is the session's tiny exported network
+(tests/conftest.py). Which windows are held out is set here (the split protocol is not under test), so that the
+model is right on exactly the number of them each case needs.
+"""
+
+import json
+import shutil
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import tinynas.data.splits
+from tinynas.data.splits import Split
+from tinynas.deploy.measure import run_int8
+from tinynas.service import search_deploy
+from tinynas.service.config import ServiceConfig
+from tinynas.service.context import Phase, ServiceContext
+from tinynas.service.models import DEPLOYMENT_FILE, stored_models
+
+
+@pytest.fixture
+def deploying(tmp_path, exported_tiny, vibration_split, monkeypatch):
+    """A service in DEPLOYING with a finished study of the tiny model, and a way to choose its held-out windows."""
+    _, tflite, paths = exported_tiny
+    data, _, _, _ = vibration_split
+    service = ServiceContext(ServiceConfig(data_dir=str(tmp_path / "data"), min_accuracy=0.5))
+    study = tmp_path / "data" / "profiles" / "alice" / "studies" / "20261204-120000"
+    study.mkdir(parents=True)
+    shutil.copy(paths.tflite_path, study / "model.tflite")
+    card = {"classes": list(data.class_names), "int8_test_accuracy": 1.0,
+            "input": {"shape": [data.window_length, data.channels], "sample_rate_hz": data.sample_rate_hz}}
+    (study / "card.json").write_text(json.dumps(card))
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"classes": list(data.class_names), "repetitions": 5, "window_seconds": 1.0}))
+    service.state.state, service.state.user, service.state.plan = "DEPLOYING", "alice", str(plan)
+    service.state.study, service.state.session = str(study), str(tmp_path / "session")
+    predictions = run_int8(tflite, data.x).predictions
+
+    def hold_out(right: int, wrong: int):
+        """Held-out windows the model gets right on `right` of `right + wrong` (their labels changed if needed)."""
+        y = data.y.copy()
+        chosen = list(np.arange(right))
+        for index in range(right, right + wrong):
+            y[index] = (predictions[index] + 1) % len(data.class_names)  # the model does not say this
+            chosen.append(index)
+        y[:right] = predictions[:right]
+        windows = replace(data, y=y)
+        test = np.array(chosen)
+        rest = np.setdiff1d(np.arange(len(y)), test)
+        monkeypatch.setattr(search_deploy, "session_windows", lambda _service: (windows, "test"))
+        monkeypatch.setattr(tinynas.data.splits, "make_split",
+                            lambda *_a, **_k: Split(rest[:-8], rest[-8:], test, "chosen here"))
+
+    return service, hold_out
+
+
+def test_a_four_window_coin_toss_is_not_deployed_and_says_how_much_more_to_record(deploying):
+    service, hold_out = deploying
+    hold_out(right=2, wrong=2)
+    transition = search_deploy.deploy(service)
+    assert transition.phase == Phase.IDLE and "deployed" not in transition.changes
+    error = transition.changes["error"]
+    assert "2 of 4 held-out windows" in error and "95% interval 15%-85%" in error
+    assert "tinynas onboard --user alice --more " in error
+    more = int(error.split("--more ")[1].split()[0].rstrip(")"))
+    assert more >= 5  # to tell a model 10 points above the minimum apart from it, not one more window
+    assert stored_models(service.paths.root / "profiles") == []  # nothing was published
+
+
+def test_a_model_right_on_every_held_out_window_is_served_with_its_count(deploying):
+    service, hold_out = deploying
+    hold_out(right=12, wrong=0)
+    transition = search_deploy.deploy(service)
+    assert transition.phase == Phase.SERVING
+    deployed = transition.changes["deployed"]
+    held = deployed["held_out"]
+    assert (held["hits"], held["windows"]) == (12, 12) and held["interval"][0] > 0.7
+    assert sum(held["support"]) == 12 and np.trace(np.array(held["confusion"])) == 12
+    service.apply(transition)
+    # What is served is also written beside the model, so that it can be served again after another user's.
+    folder = service.paths.profile("alice") / "deployed" / "20261204-120000"
+    assert json.loads((folder / DEPLOYMENT_FILE).read_text())["held_out"] == held
+    assert service.state.history[-1]["user"] == "alice" and service.state.history[-1]["id"] == folder.name
+
+
+def test_a_model_wrong_even_at_the_top_of_its_interval_is_refused_with_record_again(deploying):
+    service, hold_out = deploying
+    hold_out(right=1, wrong=11)
+    error = search_deploy.deploy(service).changes["error"]
+    assert "below 50% even at the interval's top" in error and "--more" not in error
+    assert "tinynas onboard --user alice" in error

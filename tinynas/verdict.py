@@ -1,0 +1,147 @@
+"""Accuracy as a verdict, not a fact: the held-out count, a 95 % interval, per-class recall, and the deploy gate.
+
+A service plan records few windows per class (gestures4: 5 repetitions, so 4 held-out windows in all); "100 %"
+on 4 windows is an interval of 51-100 %, and 2 of 4 right is any model from 15 % to 85 %. Every accuracy the
+user sees carries its count and its Wilson interval (it stays inside [0, 1] and is honest at 0 and n hits,
+where the normal approximation is not), and the deploy gate decides on the interval, not on the point:
+
+- deploy when the interval's lower bound reaches the minimum accuracy;
+- refuse when even its upper bound stays below it (the model is wrong, more windows will not save it);
+- otherwise the data cannot decide: say how many more windows per class to record for it to.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+Z95 = 1.959963984540054
+"""The normal quantile of a two-sided 95 % interval."""
+
+
+def wilson(hits: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of `hits` successes in `n` trials ((0, 1) when n is 0)."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    # Exact at the ends (rounding leaves 1e-17 there, and "0 of 100" must read as a bound of 0, not above it).
+    low = 0.0 if hits == 0 else max(0.0, centre - half)
+    high = 1.0 if hits == n else min(1.0, centre + half)
+    return low, high
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """The hits of a model on held-out windows, and what they allow one to say."""
+
+    hits: int
+    windows: int
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.hits / self.windows if self.windows else None
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson(self.hits, self.windows)
+
+    def to_dict(self) -> dict:
+        """JSON-ready: accuracy, hits, windows and the 95 % interval (rounded to 4 places)."""
+        low, high = self.interval
+        return {"accuracy": None if self.accuracy is None else round(self.accuracy, 4), "hits": self.hits,
+                "windows": self.windows, "interval": [round(low, 4), round(high, 4)]}
+
+    def describe(self) -> str:
+        """E.g. '75% (3 of 4 held-out windows; 95% interval 30%-95%)'."""
+        return describe(self.to_dict())
+
+
+def describe(held: dict, what: str = "held-out windows") -> str:
+    """A `HeldOut.to_dict()` (as read back from a card or the state) in words; '-' when it holds no count."""
+    try:
+        hits, windows = int(held["hits"]), int(held["windows"])
+        low, high = (float(v) for v in held["interval"])
+    except (KeyError, TypeError, ValueError):
+        return "-"
+    if not windows:
+        return f"not measured (no {what})"
+    return f"{hits / windows:.0%} ({hits} of {windows} {what}; 95% interval {low:.0%}-{high:.0%})"
+
+
+def held_out(predictions, labels) -> HeldOut:
+    """The hits of `predictions` against `labels`."""
+    predictions, labels = np.asarray(predictions), np.asarray(labels)
+    return HeldOut(int(np.sum(predictions == labels)), int(len(labels)))
+
+
+def per_class(predictions, labels, classes: int) -> dict:
+    """Recall and support per class and the confusion matrix (rows: true class, columns: predicted), JSON-ready.
+
+    A class with no held-out window has recall None (not 0: nothing was measured)."""
+    predictions, labels = np.asarray(predictions, dtype=int), np.asarray(labels, dtype=int)
+    confusion = np.zeros((classes, classes), dtype=int)
+    np.add.at(confusion, (labels, predictions), 1)
+    support = confusion.sum(axis=1)
+    recall = [round(float(confusion[c, c] / support[c]), 4) if support[c] else None for c in range(classes)]
+    return {"recall": recall, "support": [int(s) for s in support], "confusion": confusion.tolist()}
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """What the deploy gate decided, and the words for the user."""
+
+    decision: str
+    """"deploy", "refuse" (the model is below the minimum whatever more data says) or "undecided"."""
+    text: str
+    more_per_class: int = 0
+    """With "undecided": how many more windows per class to record (at the observed accuracy) to decide."""
+
+
+RESOLUTION = 0.1
+"""How far above the minimum a model is assumed to be when its observed accuracy is not: the count to record is then
+the one that would show such a model clears the minimum."""
+
+
+def windows_needed(accuracy: float, minimum: float, limit: int = 100_000) -> int | None:
+    """The fewest held-out windows at which an observed `accuracy` would put the 95 % interval's lower bound at or
+    above `minimum`; None when `accuracy` is not above `minimum` (no count would) or past `limit`."""
+    if accuracy <= minimum:
+        return None
+    n = 1
+    while n <= limit:
+        if wilson(round(accuracy * n), n)[0] >= minimum:
+            return n
+        n = n + 1 if n < 64 else n + max(1, n // 16)
+    return None
+
+
+def deploy_gate(held: HeldOut, minimum: float, classes: int, test_share: float) -> GateVerdict:
+    """Deploy, refuse or ask for more data, from the held-out hits and the minimum accuracy.
+
+    `test_share` is the part of each class's recorded windows that lands on the held-out side (the split's),
+    so that "N more windows per class" is what the user records, not what the test side receives.
+    """
+    if not held.windows:
+        return GateVerdict("undecided", "no held-out windows to check the model on", more_per_class=0)
+    low, high = held.interval
+    said = held.describe()
+    if low >= minimum:
+        return GateVerdict("deploy", f"{said}: at least {minimum:.0%} at 95% confidence")
+    if high < minimum:
+        return GateVerdict("refuse", f"{said}: below {minimum:.0%} even at the interval's top")
+    # At or below the minimum on these few windows, the model may still be better: count what would show a
+    # model RESOLUTION above the minimum that it is.
+    observed = held.accuracy or 0.0
+    needed = windows_needed(observed if observed > minimum else min(1.0, minimum + RESOLUTION), minimum)
+    if needed is None:  # a minimum of 1.0 - RESOLUTION or above: no count shows it
+        return GateVerdict("refuse", f"{said}: cannot show at least {minimum:.0%}")
+    if needed <= held.windows:  # enough windows to have shown such a model: this one is not it
+        return GateVerdict("refuse", f"{said}: not above {minimum:.0%}")
+    more_test = max(1, needed - held.windows)
+    more = max(1, math.ceil(more_test / max(classes, 1) / max(test_share, 1e-3)))
+    return GateVerdict("undecided", f"{said}: too few to tell whether it reaches {minimum:.0%}; "
+                                    f"record {more} more per class to tell", more_per_class=more)
