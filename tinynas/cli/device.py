@@ -59,6 +59,9 @@ def register(sub) -> None:
                               "(swapped only if at least as good on the new windows)")
     onboard.add_argument("--unlabelled", action="store_true",
                          help="with --recalibrate: record unlabelled data (rewear_unlabelled_seconds) and adapt")
+    answer.add_argument("--test", action="store_true",
+                        help="test the user's served model live: signs prompted in random order, its answers counted")
+    onboard.add_argument("--signs", type=int, default=10, help="with --test: how many signs to prompt (default 10)")
     answer.add_argument("--more", type=int, metavar="N",
                         help="record N more repetitions per class into the user's last session (its windows are "
                              "kept) and search again on all of them; the deploy gate says when that is needed")
@@ -233,66 +236,60 @@ def _cmd_service_stop(args: argparse.Namespace) -> int:
 
 
 def _cmd_onboard(args: argparse.Namespace) -> int:
-    from firmware_bridge.guide import load_plan
     from tinynas.errors import UsageError
-    from tinynas.service.runner import ServicePaths, request
-    from tinynas.service.state import check_user_name
+    from tinynas.service import actions
 
     config = _service_config(args)
-    check_user_name(args.user)  # it names a folder under data_dir: refused here, before any request is left
     if args.recalibrate and args.plan:
         raise UsageError("--recalibrate uses the plan the served model was collected with: drop --plan")
     if args.unlabelled and not args.recalibrate:
         raise UsageError("--unlabelled goes with --recalibrate (record unlabelled data and adapt the served model)")
+    if args.test:
+        return _live_test(config, args)
     if args.more is not None:
-        from tinynas.service.onboarding import MAX_MORE
-
         if args.plan or args.recalibrate or args.unlabelled:
             raise UsageError("--more adds to the user's last session with its own plan: drop --plan / --recalibrate")
-        check_range("--more", args.more, 1, MAX_MORE)
-        request(config.data_dir, "onboard", user=args.user, more=args.more)
-        print(f"{args.more} more repetition(s) per class for {args.user} requested; the service prompts only those, "
-              f"then searches again on the whole session; follow it with `tinynas service status`")
-        return 0
-    if args.resume or args.cancel:
-        kind = "continue" if args.resume else "cancel"
-        request(config.data_dir, kind, user=args.user)
-        what = ("continue of the paused collection (or confirmation of the machine's state)" if args.resume else
-                "cancel of the paused collection (or running recalibration)")
-        print(f"{what} of {args.user} requested; follow it with `tinynas service status`")
-        return 0
-    if args.recalibrate:
-        from tinynas.service.rewear import served_model_problem
-        from tinynas.service.state import load_state
+        print(actions.more(config, args.user, args.more))
+    elif args.resume or args.cancel:
+        print(actions.answer(config, "continue" if args.resume else "cancel", args.user))
+    elif args.recalibrate:
+        print(actions.recalibrate(config, args.user, args.unlabelled))
+    else:
+        print(actions.onboard(config, args.user, args.plan))
+    return 0
 
-        problem = served_model_problem(load_state(ServicePaths(config.data_dir).state).deployed, args.user)
-        if problem:  # the service would refuse it too; said here at once
-            raise UsageError(f"cannot recalibrate: {problem}")
-        request(config.data_dir, "recalibrate", user=args.user, unlabelled=args.unlabelled)
-        print(f"{'adaptation to unlabelled data' if args.unlabelled else 'recalibration'} of {args.user}'s served "
-              f"model requested (it keeps serving meanwhile); follow it with `tinynas service status`")
-        return 0
-    plan = load_plan(args.plan or config.plan)  # a bad plan is refused here, not later on the device
-    plan.check_searchable()
-    try:  # the running service says which device it reads; without it the service checks the plan itself
-        device = json.loads(ServicePaths(config.data_dir).status.read_text()).get("device") or {}
-    except (OSError, ValueError, AttributeError):
-        device = {}
-    if device.get("channels") and device.get("sample_rate_hz"):
-        from tinynas.cost.targets import resolve_target
-        from tinynas.service.fit import check_plan_fits
 
-        fit = check_plan_fits(plan, resolve_target(config.target), device["channels"], device["sample_rate_hz"],
-                              config.runtime)
-        if plan.kind == "continuous":
-            print(f"plan {plan.name}: {len(plan.prompts())} blocks of {plan.block_seconds:g} s; the search on "
-                  f"{config.target} will use {fit.window}-sample windows every {fit.hop} samples cut from them")
-        elif fit.cut:
-            print(f"plan {plan.name}: {fit.recorded}-sample windows do not fit {config.target}; the search will use "
-                  f"{fit.window}-sample windows cut from the recordings")
-    request(config.data_dir, "onboard", user=args.user, plan=args.plan or config.plan)
-    print(f"onboarding of {args.user} requested (plan {args.plan or config.plan}); follow it with "
-          f"`tinynas service status` or http://{config.http_host}:{config.http_port}/")
+def _live_test(config, args: argparse.Namespace) -> int:
+    from tinynas.errors import UsageError
+    from tinynas.service import live_test
+    from tinynas.service.paths import ServicePaths, running_pid
+    from tinynas.service.state import check_user_name
+
+    check_user_name(args.user)
+    check_range("--signs", args.signs, 1, 1000)
+    paths = ServicePaths(config.data_dir)
+
+    def status() -> dict:
+        try:
+            value = json.loads(paths.status.read_text())
+        except (OSError, ValueError):
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    current = status()
+    deployed = current.get("deployed") or {}
+    if running_pid(paths) is None or current.get("state") != "SERVING":
+        raise UsageError(f"no model is served on {paths.root} now (tinynas service status): a live test needs one")
+    if deployed.get("user") != args.user:
+        raise UsageError(f"the service serves {deployed.get('user')}'s model, not {args.user}'s: "
+                         f"tinynas serve --user {args.user} first")
+    if deployed.get("task") == "anomaly":
+        raise UsageError("a live test prompts signs: an anomaly scorer is watched on the status page instead")
+    classes = [str(c) for c in deployed.get("classes") or []]
+    print(f"live test of {args.user}'s model: {args.signs} signs in random order, each held "
+          f"{live_test.HOLD_SECONDS:g} s; Ctrl-C stops it")
+    result = live_test.run(status, lambda line: print(line, flush=True), args.signs, classes)
+    print(f"live: {result.held.describe().replace('held-out windows', 'signs')}")
     return 0
 
 
@@ -325,23 +322,9 @@ def _cmd_service_models(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from tinynas.service.models import choose
-    from tinynas.service.paths import ServicePaths, running_pid
-    from tinynas.service.runner import request
-    from tinynas.service.state import check_user_name, load_state
+    from tinynas.service import actions
 
-    config = _service_config(args)
-    check_user_name(args.user)
-    paths = ServicePaths(config.data_dir)
-    state = load_state(paths.state)
-    # Checked here too, so that a wrong id is said at once, not only in the service's status.
-    model = choose(paths.root / "profiles", args.user, args.model, args.previous, state.history, state.deployed)
-    request(config.data_dir, "serve", user=args.user, model=model.id)
-    when = ("" if state.state in ("IDLE", "SERVING") else
-            f" once the service is done with {state.state.lower()} (it switches only between onboardings)")
-    running = "" if running_pid(paths) is not None else " when the service starts (it does not run now)"
-    print(f"serving {args.user}'s model {model.id} requested{when or running}; follow it with "
-          f"`tinynas service status`")
+    print(actions.serve(_service_config(args), args.user, args.model, args.previous))
     return 0
 
 

@@ -42,8 +42,25 @@ class _StatusPrompter(Prompter):
             counts["rejected"] += 1
 
     def wants_redo(self, seconds: float) -> bool:
-        time.sleep(seconds)
-        return False
+        """True if the user asked (the page's button, a `redo` request) to redo the window just kept, during the rest
+        after it; the page shows the button until `redo_until`."""
+        service = self.service
+        deadline = time.monotonic() + seconds
+        service.collection["redo_until"] = time.time() + seconds
+        try:
+            while True:
+                for path, wanted in service.requests("redo"):
+                    path.unlink(missing_ok=True)
+                    if wanted.get("user") == service.state.user:
+                        log.info("collect: the window just kept is recorded again, as asked")
+                        return True
+                    service.refuse(f"redo request for {wanted.get('user')!r} ignored: the collection is "
+                                   f"{service.state.user}'s")
+                left = deadline - time.monotonic()
+                if left <= 0 or service.stopping.wait(min(0.1, left)):
+                    return False
+        finally:
+            service.collection["redo_until"] = None
 
 
 def wait_for_confirmation(service: ServiceContext, label: str, countdown: int) -> None:
@@ -98,6 +115,8 @@ def collect(service: ServiceContext) -> Transition:
 
     def announced(label: str, attempt: int) -> None:
         service.prompt_number += 1
+        for path, _ in service.requests("redo"):  # too late for the window before: not applied to the next one
+            path.unlink(missing_ok=True)
         done = guide.done_counts()
         per_class = service.collection.setdefault("per_class", {})
         for name in plan.classes:

@@ -152,3 +152,26 @@ def choose(profiles: Path, user: str, model_id: str | None, previous: bool, hist
         ids = ", ".join(m.id for m in models)
         raise UsageError(f"{user} has no model {model_id!r} (theirs: {ids})")
     return model
+
+
+DOWNLOADS = {"model.tflite": "application/octet-stream", "model.c": "text/x-c", "model.h": "text/x-c",
+             "model_compiled.c": "text/x-c", "model_compiled.h": "text/x-c", "card.json": "application/json",
+             "firmware.zip": "application/zip"}
+"""What the page offers of the served model: its files, and the firmware bundle (`tinynas.deploy.bundle`)."""
+
+
+def served_download(deployed: dict, name: str) -> tuple[bytes, str, str] | None:
+    """(content, type, file name) of one of the served model's DOWNLOADS; None when nothing is served or the model
+    has no such file (BundleError in one line when it has no C runtime to bundle)."""
+    if name not in DOWNLOADS or not deployed.get("model"):
+        return None
+    folder = Path(deployed["model"]).parent
+    filename = f"{deployed.get('user', 'model')}-{folder.name}-{name}"
+    if name == "firmware.zip":
+        from tinynas.deploy.bundle import firmware_zip
+
+        return firmware_zip(folder), DOWNLOADS[name], filename
+    try:
+        return (folder / name).read_bytes(), DOWNLOADS[name], filename
+    except OSError:
+        return None

@@ -61,7 +61,7 @@ def take_request(service: ServiceContext) -> Transition | None:
     switch = _take_serve(service)
     if switch is not None:
         return switch
-    for kind in ("continue", "cancel"):  # nothing is paused: such a request has nothing to act on
+    for kind in ("continue", "cancel", "redo"):  # nothing is paused or recorded: such a request has nothing to act on
         for path, wanted in service.requests(kind):
             path.unlink(missing_ok=True)
             log.info("ignoring %s request for %s: no collection is paused", kind, wanted.get("user"))

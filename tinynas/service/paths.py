@@ -49,7 +49,7 @@ def request_time_ns(path: Path) -> int | None:
     return int(head) if head.isdigit() else None
 
 
-REQUESTS = ("onboard", "recalibrate", "continue", "cancel", "serve", "stop")
+REQUESTS = ("onboard", "recalibrate", "continue", "cancel", "redo", "serve", "stop")
 
 
 def request(data_dir: str | Path, kind: str, **fields) -> Path:
@@ -57,7 +57,8 @@ def request(data_dir: str | Path, kind: str, **fields) -> Path:
 
     onboard (user, plan): collect, search and deploy for a new user; recalibrate (user, unlabelled): the
     re-wear / new-condition flow for the user whose model is served; continue / cancel (user): resume or
-    drop a paused collection (its windows stay on disk), cancel also a running recalibration; serve (user, model,
+    drop a paused collection (its windows stay on disk), cancel also a running recalibration; redo (user): record
+    again the window just kept, during the rest after it; serve (user, model,
     previous): serve another of the deployed models (`models.py`); stop: end the service cleanly.
     """
     folder = ServicePaths(data_dir).requests

@@ -26,9 +26,10 @@ import os
 import time
 
 from tinynas.interrupts import sigterm_as_interrupt
-from tinynas.service import collect, onboarding, search_deploy, threads
+from tinynas.service import actions, collect, onboarding, search_deploy, threads
 from tinynas.service.context import Phase, ServiceContext, ServiceError, Transition
 from tinynas.service.device import connect
+from tinynas.service.models import served_download
 from tinynas.service.paths import REQUESTS, ServicePaths, request, running_pid
 from tinynas.service.status import page_snapshot, snapshot
 from tinynas.service.status_server import StatusServer
@@ -66,7 +67,9 @@ class Service(ServiceContext):
         try:
             # The page and the stop watcher first: without the device the person beside the Pi is told why.
             server = StatusServer(lambda: page_snapshot(self), self.config.http_host, self.config.http_port,
-                                  self.config.http_token).start()
+                                  self.config.http_token,
+                                  actions=lambda kind, fields: actions.from_page(self.config, kind, fields),
+                                  downloads=lambda name: served_download(self.state.deployed, name)).start()
             side += [threads.supervise(self, loop.__name__, loop) for loop in threads.EARLY_THREADS]
             log.info("status on http://%s:%d/; waiting for the device on %s", *server.address[:2], self.config.port)
             self.device = connect(self.config.port, self.config.baudrate, self.stopping, self._set_waiting)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tinynas.process_memory import memory_bytes
+from tinynas.service.actions import page_plans
 from tinynas.service.context import ServiceContext
 from tinynas.service.state import Phase
 
@@ -74,6 +75,8 @@ def page_snapshot(service: ServiceContext) -> dict:
         for trial in search["trials_list"]:
             trial["best"] = trial["name"] == search.get("best")
         search["ram_budget_bytes"] = _ram_budget(service)
+    status["plans"] = page_plans(service.config)
+    status["models"] = _models(service)
     if state_deployed := service.state.deployed:
         status["model"] = status_views.served_model(state_deployed)
         status["classes"] = status["model"].get("classes")
@@ -81,6 +84,24 @@ def page_snapshot(service: ServiceContext) -> dict:
         if "alarm" in status:
             status["alarm"]["history"] = [[round(t, 2), score] for t, score in service.predictions.scores]
     return status
+
+
+_MODELS: dict[str, tuple[float, tuple, list]] = {}
+MODELS_SECONDS = 5.0
+"""How long the page's list of models is reused: it reads every model's card, and changes only at a deployment."""
+
+
+def _models(service: ServiceContext) -> list[dict]:
+    """Every user's deployed models as the page's switch lists them (cached for MODELS_SECONDS)."""
+    from tinynas.service.models import stored_models
+
+    key = str(service.paths.root)
+    served = (service.state.deployed.get("model"),)
+    cached = _MODELS.get(key)
+    if cached is None or cached[1] != served or time.monotonic() - cached[0] > MODELS_SECONDS:
+        rows = [model.summary(service.state.deployed) for model in stored_models(service.paths.root / "profiles")]
+        _MODELS[key] = cached = (time.monotonic(), served, rows)
+    return cached[2]
 
 
 def _ram_budget(service: ServiceContext) -> int | None:

@@ -1,8 +1,14 @@
-"""A small local HTTP endpoint: JSON status and the status page that draws it.
+"""A small local HTTP endpoint: JSON status, the status page that draws it, the page's actions and downloads.
 
 Bound to 127.0.0.1 by default, where a request must name loopback in its Host header (a page of
 another site rebinding its name to 127.0.0.1 gets a 421). Binding any other address requires a token,
 which every request must then carry (`Authorization: Bearer TOKEN` or `?token=TOKEN`).
+
+The page's buttons POST to /action/<kind> (`actions.from_page`): only POST, only with the token where there is one,
+only from the page's own origin (a browser's `Origin` must name the host asked), and only with the page's
+anti-forgery value (`X-Tinynas-Form`), a secret drawn when the server starts and written into the page itself:
+another site's page can make a browser send a request, but cannot read this page to learn the value. The served
+model's files and its firmware bundle download from /download/<name>, behind the same token.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import ipaddress
 import json
 import logging
 import os
+import secrets
 import sys
 import threading
 import time
@@ -21,7 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from urllib.parse import parse_qs, quote, urlparse
 
-from tinynas.errors import TinynasError
+from tinynas.errors import TinynasError, user_message
 
 _HTML = "text/html; charset=utf-8"
 PAGE_FILES = {"/": ("index.html", _HTML), "/index.html": ("index.html", _HTML),
@@ -66,6 +73,11 @@ def loopback_host_header(value: str) -> bool:
     return host == "localhost" or host.endswith(".localhost") or is_loopback(host)
 
 
+MAX_BODY_BYTES = 4096
+"""Largest action body read (a user name, a plan, a model id)."""
+FORM_HEADER = "X-Tinynas-Form"
+FORM_MARKER = b'<meta name="tinynas-form" content="">'
+"""Where the page carries its anti-forgery value (index.html)."""
 MAX_PATH_BYTES = 4096
 """Longest request path answered (the page's are a few bytes; http.server caps lines at 64 KiB)."""
 CLIENT_TIMEOUT_SECONDS = 10.0
@@ -135,7 +147,8 @@ class StatusServer:
     """Serves `status()` as JSON at /status.json and the page at /."""
 
     def __init__(self, status: Callable[[], dict], host: str = "127.0.0.1", port: int = 8765, token: str = "",
-                 on_page: Callable[[], None] | None = None) -> None:
+                 on_page: Callable[[], None] | None = None, actions: Callable[[str, dict], str] | None = None,
+                 downloads: Callable[[str], tuple[bytes, str, str] | None] | None = None) -> None:
         if not is_loopback(host) and not token:
             raise StatusServerError(f"refusing to serve status on {host}: binding beyond loopback requires "
                                     f"http_token in the config")
@@ -143,6 +156,9 @@ class StatusServer:
         self.token = token
         self.loopback = is_loopback(host)  # no token: the Host header must name loopback (DNS rebinding)
         self.on_page = on_page  # called when the page itself is loaded (tests count reloads)
+        self.actions = actions  # (kind, fields) -> what was asked, in words; TinynasError: refused in one line
+        self.downloads = downloads  # name -> (body, content type, file name), None: no such file
+        self.form_key = secrets.token_urlsafe(24)
         assets = _page_assets()
         server = self
 
@@ -163,25 +179,105 @@ class StatusServer:
                 # Bytes, compared in constant time: a non-ASCII token is just a wrong one, never a traceback.
                 return hmac.compare_digest(offered.encode("utf-8", "surrogateescape"), server.token.encode())
 
-            def _send(self, code: int, body: bytes, kind: str) -> None:
+            def _send(self, code: int, body: bytes, kind: str, headers: dict | None = None) -> None:
                 self.send_response(code)
                 self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(body)))
                 self.send_header("Cache-Control", "no-store")
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
                 self.end_headers()
                 self.wfile.write(body)
 
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            def _json(self, code: int, value: dict, headers: dict | None = None) -> None:
+                self._send(code, json.dumps(value).encode(), "application/json", headers)
+
+            def _admitted(self) -> dict | None:
+                """The query of a request that may be answered, or None once it was refused (too long, not to
+                loopback on a loopback binding, without the token)."""
                 if len(self.path) > MAX_PATH_BYTES:
-                    self._send(414, b'{"error": "request path too long"}', "application/json")
-                    return
+                    self._json(414, {"error": "request path too long"})
+                    return None
                 if server.loopback and not loopback_host_header(self.headers.get("Host", "")):
-                    self._send(421, b'{"error": "this status page answers only requests to localhost"}',
-                               "application/json")
+                    self._json(421, {"error": "this status page answers only requests to localhost"})
+                    return None
+                query = parse_qs(urlparse(self.path).query)
+                if not self._authorised(query):
+                    self._json(401, {"error": "token required"})
+                    return None
+                return query
+
+            def _same_origin(self) -> bool:
+                """A browser's request from the page itself: its Origin (when sent) names the host asked, and no
+                fetch metadata says it came from another site."""
+                origin = self.headers.get("Origin")
+                host = self.headers.get("Host", "")
+                if origin is not None and urlparse(origin).netloc.lower() != host.lower():
+                    return False
+                return self.headers.get("Sec-Fetch-Site", "same-origin") in ("same-origin", "none")
+
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                if self._admitted() is None:
+                    return
+                path = urlparse(self.path).path
+                if not path.startswith("/action/") or server.actions is None:
+                    self._json(404, {"error": "not found"})
+                    return
+                if not self._same_origin():
+                    self._json(403, {"error": "actions are taken only from this device's own page"})
+                    return
+                offered = self.headers.get(FORM_HEADER, "")
+                if not hmac.compare_digest(offered.encode("utf-8", "surrogateescape"), server.form_key.encode()):
+                    self._json(403, {"error": "this page is out of date: reload it"})
+                    return
+                try:
+                    length = int(self.headers.get("Content-Length") or 0)
+                except ValueError:
+                    length = -1
+                if not 0 <= length <= MAX_BODY_BYTES:
+                    self._json(413, {"error": f"an action's body is at most {MAX_BODY_BYTES} bytes"})
+                    return
+                try:
+                    fields = json.loads(self.rfile.read(length) or b"{}")
+                except ValueError:
+                    fields = None
+                if not isinstance(fields, dict):
+                    self._json(400, {"error": "an action's body is a JSON object"})
+                    return
+                kind = path.removeprefix("/action/")
+                try:
+                    said = server.actions(kind, fields)
+                except TinynasError as exc:
+                    self._json(400, {"error": user_message(exc) or str(exc)})
+                    return
+                except Exception as exc:  # noqa: BLE001 - a bug in an action must not end the page's thread silently
+                    log.error("page action %s failed with an internal error", kind, exc_info=exc)
+                    self._json(500, {"error": f"internal error {type(exc).__name__} (a bug: see the service log)"})
+                    return
+                log.info("page: %s", said.splitlines()[-1] if said else kind)
+                self._json(200, {"message": said})
+
+            def _download(self, name: str) -> None:
+                try:
+                    found = server.downloads(name) if server.downloads is not None else None
+                except TinynasError as exc:
+                    self._json(404, {"error": user_message(exc) or str(exc)})
+                    return
+                if found is None:
+                    self._json(404, {"error": f"no {name} to download (is a model served?)"})
+                    return
+                body, kind, filename = found
+                self._send(200, body, kind, {"Content-Disposition": f'attachment; filename="{filename}"'})
+
+            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+                query = self._admitted()
+                if query is None:
                     return
                 parsed = urlparse(self.path)
-                if not self._authorised(parse_qs(parsed.query)):
-                    self._send(401, b'{"error": "token required"}', "application/json")
+                if parsed.path.startswith("/action/"):
+                    self._json(405, {"error": "actions are POSTed by the page's buttons"}, {"Allow": "POST"})
+                elif parsed.path.startswith("/download/"):
+                    self._download(parsed.path.removeprefix("/download/"))
                 elif parsed.path == "/status.json":
                     self._send(200, json.dumps(server.status()).encode(), "application/json")
                 elif parsed.path in assets:
@@ -193,6 +289,8 @@ class StatusServer:
                             suffix = b"?token=" + quote(server.token).encode()
                             body = body.replace(b'src="page.js"', b'src="page.js' + suffix + b'"').replace(
                                 b'href="page.css"', b'href="page.css' + suffix + b'"')
+                        body = body.replace(FORM_MARKER, FORM_MARKER.replace(
+                            b'content=""', b'content="' + server.form_key.encode() + b'"'))
                     self._send(200, body, kind)
                 else:
                     self._send(404, b'{"error": "not found"}', "application/json")

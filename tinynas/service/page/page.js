@@ -2,7 +2,9 @@
 // Plain DOM and SVG, no library: the device has no internet and the page must stay small.
 "use strict";
 const token = new URLSearchParams(location.search).get("token");
-const statusUrl = "status.json" + (token ? "?token=" + encodeURIComponent(token) : "");
+const withToken = (path) => path + (token ? "?token=" + encodeURIComponent(token) : "");
+const statusUrl = withToken("status.json");
+const formKey = (document.querySelector('meta[name="tinynas-form"]') || {}).content || "";
 const SVG = "http://www.w3.org/2000/svg";
 const $ = (id) => document.getElementById(id);
 const show = (id, on) => { $(id).hidden = !on; };
@@ -228,6 +230,127 @@ function drawServing(s) {
   text("rate", s.predictions_per_minute !== undefined ? `${s.predictions_per_minute} predictions per minute` : "");
 }
 
+// ---- actions: each button POSTs a request the service checks as the CLI would (tinynas.service.actions) ----
+async function act(kind, fields) {
+  const result = $("action-result");
+  result.className = "muted";
+  result.textContent = "asking...";
+  try {
+    const headers = { "Content-Type": "application/json", "X-Tinynas-Form": formKey };
+    if (token) headers.Authorization = "Bearer " + token;
+    const response = await fetch("action/" + kind, { method: "POST", headers, body: JSON.stringify(fields) });
+    const answer = await response.json();
+    result.className = response.ok ? "ok" : "warn";
+    result.textContent = response.ok ? answer.message : "Refused: " + answer.error;
+  } catch (e) {
+    result.className = "warn";
+    result.textContent = "The device does not answer: " + e.message;
+  }
+}
+
+function drawActions(s, now) {
+  const idle = s.state === "IDLE" || s.state === "SERVING";
+  const c = s.collection || {};
+  show("onboard-form", idle);
+  const plans = s.plans || [], select = $("onboard-plan");
+  if (select.options.length !== plans.length) {
+    select.innerHTML = "";
+    plans.forEach((name) => el("option", { value: name, text: name }, select));
+  }
+  const paused = s.state === "COLLECTING" && (s.paused || c.phase === "confirm");
+  const redo = s.state === "COLLECTING" && c.redo_until && now < c.redo_until;
+  show("collect-actions", paused || redo || s.state === "RECALIBRATING" || s.state === "COLLECTING");
+  show("continue", !!paused);
+  $("continue").textContent = c.phase === "confirm" && !s.paused ? "The machine is ready: record" : "Continue";
+  show("cancel", s.state === "COLLECTING" || s.state === "RECALIBRATING");
+  show("redo", !!redo);
+  show("serve-actions", s.state === "SERVING");
+  const models = s.models || [], choice = $("model-select");
+  show("switch-box", idle && models.length > 0);
+  const keys = models.map((m) => m.user + "/" + m.id).join(",");
+  if (choice.dataset.keys !== keys) {  // rebuilt only when the list changes: a choice being made is kept
+    choice.dataset.keys = keys;
+    choice.innerHTML = "";
+    models.slice().reverse().forEach((m) => {
+      const held = verdict(m.held_out);
+      el("option", { value: JSON.stringify({ user: m.user, model: m.id }), text: `${m.served ? "* " : ""}${m.user}: ${m.id}` +
+         ` (${m.architecture || "?"}, ${held || (m.task === "anomaly" ? "anomaly scorer" : "accuracy not recorded")})` }, choice);
+    });
+  }
+  const asked = /tinynas onboard --user (\S+) --more (\d+)/.exec(s.error || "");
+  show("more-box", idle && !!asked);
+  if (asked) {
+    $("more").textContent = `Record ${asked[2]} more per class for ${asked[1]}`;
+    $("more").dataset.user = asked[1];
+    $("more").dataset.count = asked[2];
+  }
+  const d = s.deployed || {};
+  const box = $("downloads");
+  const files = d.model ? ["firmware.zip", "model.tflite", "model_compiled.c", "model_compiled.h", "model.c", "model.h",
+                           "card.json"] : [];
+  if (box.dataset.model !== (d.model || "")) {
+    box.dataset.model = d.model || "";
+    box.innerHTML = "";
+    if (files.length) el("span", { text: "Download: " }, box);
+    files.forEach((name, i) => {
+      el("a", { href: withToken("download/" + name), download: "", text: name + (i === 0 ? " (C runtime, main.c, README)" : "") }, box);
+      if (i < files.length - 1) el("span", { text: " · " }, box);
+    });
+  }
+}
+
+$("onboard-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  act("onboard", { user: $("onboard-user").value.trim(), plan: $("onboard-plan").value });
+});
+["continue", "cancel", "redo"].forEach((kind) => $(kind).addEventListener("click", () =>
+  act(kind, { user: (last || {}).user || "" })));
+$("recalibrate").addEventListener("click", () =>
+  act("recalibrate", { user: ((last || {}).deployed || {}).user || "", unlabelled: $("unlabelled").checked }));
+$("switch").addEventListener("click", () => act("serve", JSON.parse($("model-select").value)));
+$("more").addEventListener("click", () => act("more", { user: $("more").dataset.user, count: Number($("more").dataset.count) }));
+
+// ---- live test: prompt signs in random order and count the served model's answers (what the user really gets) ----
+const TEST_SECONDS = 4, TEST_SETTLE = 1.5;  // a sign is held 4 s; the answer is read after the first 1.5 s
+const test = { on: false, sign: null, until: 0, seen: {}, hits: 0, trials: 0 };
+function wilson(hits, n) {
+  if (!n) return [0, 1];
+  const z = 1.96, p = hits / n, d = 1 + z * z / n, c = (p + z * z / (2 * n)) / d;
+  const h = z * Math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d;
+  return [hits ? Math.max(0, c - h) : 0, hits === n ? 1 : Math.min(1, c + h)];
+}
+function testStep(s, now) {
+  if (!test.on) return;
+  const p = (s.predictions || []).slice(-1)[0];
+  if (test.sign && now >= test.until - TEST_SECONDS + TEST_SETTLE && p && !(s.serving || {}).stale) {
+    test.seen[p.smoothed] = (test.seen[p.smoothed] || 0) + 1;
+  }
+  if (!test.sign || now >= test.until) {
+    if (test.sign) {  // the answer most often seen while the sign was held
+      const answer = Object.entries(test.seen).sort((a, b) => b[1] - a[1])[0];
+      test.trials += 1;
+      test.hits += answer && answer[0] === test.sign ? 1 : 0;
+      const [lo, hi] = wilson(test.hits, test.trials);
+      text("test-score", `Live test: ${test.hits} of ${test.trials} signs right (95 % interval ` +
+           `${(100 * lo).toFixed(0)}-${(100 * hi).toFixed(0)} %); last: ${test.sign} -> ${answer ? answer[0] : "nothing"}`);
+    }
+    const classes = s.classes || [];
+    test.sign = classes[Math.floor(Math.random() * classes.length)];
+    test.until = now + TEST_SECONDS;
+    test.seen = {};
+  }
+  text("test-prompt", `Perform: ${test.sign} (${Math.max(0, Math.ceil(test.until - now))} s)`);
+}
+$("test-start").addEventListener("click", () => {
+  Object.assign(test, { on: true, sign: null, hits: 0, trials: 0, seen: {} });
+  show("test-start", false); show("test-stop", true); show("test-prompt", true);
+  text("test-score", "Live test: perform each sign shown until the next one");
+});
+$("test-stop").addEventListener("click", () => {
+  test.on = false;
+  show("test-start", true); show("test-stop", false); show("test-prompt", false);
+});
+
 let last = null, clockOffset = 0;  // the last status, and the service's clock minus ours (seconds)
 
 function tick() {  // between polls: the countdown and GO follow the service's event times on our clock
@@ -267,6 +390,9 @@ async function refresh() {
   if (s.state === "SEARCHING") drawSearching(s.search || {});
   show("serving", !!(s.deployed && s.deployed.model));
   if (s.deployed && s.deployed.model) drawServing(s);
+  drawActions(s, s.time);
+  if (s.state === "SERVING" && (s.deployed || {}).task !== "anomaly") testStep(s, s.time); else if (test.on) $("test-stop").click();
+  show("live-test", s.state === "SERVING" && (s.deployed || {}).task !== "anomaly");
   show("rewear", !!r.phase);
   // recalibrate's and adapt's texts begin with their verdict ("accepted: ...") already: not said twice.
   if (r.phase) text("rewear-text", `${r.user}: ` + (r.text && r.text.startsWith(r.phase) ? r.text :

@@ -1,0 +1,139 @@
+"""What a user can ask the service, from a terminal (`tinynas onboard`, `tinynas serve`) or from the status page's
+buttons: each request is checked here first (refused in one line, nothing left behind), then left as a request file
+(`paths.request`) that the running service picks up. One owner, so that the page can do nothing the CLI cannot,
+and checks the same.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tinynas.errors import UsageError
+from tinynas.options import check_range
+from tinynas.service.config import ServiceConfig
+from tinynas.service.paths import ServicePaths, request, running_pid
+from tinynas.service.state import check_user_name, load_state
+
+PAGE_ACTIONS = ("onboard", "more", "continue", "cancel", "redo", "recalibrate", "serve")
+"""What the page's buttons may ask (stopping the service stays a terminal's command)."""
+
+
+def _follow(config: ServiceConfig) -> str:
+    return f"follow it with `tinynas service status` or http://{config.http_host}:{config.http_port}/"
+
+
+def onboard(config: ServiceConfig, user: str, plan_name: str | None = None) -> str:
+    """Ask for a new user's (or machine's) collection, search and deployment with a plan (default: the config's)."""
+    from firmware_bridge.guide import load_plan
+
+    check_user_name(user)  # it names a folder under data_dir: refused here, before any request is left
+    name = plan_name or config.plan
+    plan = load_plan(name)  # a bad plan is refused here, not later on the device
+    plan.check_searchable()
+    said = ""
+    try:  # the running service says which device it reads; without it the service checks the plan itself
+        device = json.loads(ServicePaths(config.data_dir).status.read_text()).get("device") or {}
+    except (OSError, ValueError, AttributeError):
+        device = {}
+    if device.get("channels") and device.get("sample_rate_hz"):
+        from tinynas.cost.targets import resolve_target
+        from tinynas.service.fit import check_plan_fits
+
+        fit = check_plan_fits(plan, resolve_target(config.target), device["channels"], device["sample_rate_hz"],
+                              config.runtime)
+        if plan.kind == "continuous":
+            said = (f"plan {plan.name}: {len(plan.prompts())} blocks of {plan.block_seconds:g} s; the search on "
+                    f"{config.target} will use {fit.window}-sample windows every {fit.hop} samples cut from them\n")
+        elif fit.cut:
+            said = (f"plan {plan.name}: {fit.recorded}-sample windows do not fit {config.target}; the search will "
+                    f"use {fit.window}-sample windows cut from the recordings\n")
+    request(config.data_dir, "onboard", user=user, plan=name)
+    return said + f"onboarding of {user} requested (plan {name}); {_follow(config)}"
+
+
+def more(config: ServiceConfig, user: str, count: object) -> str:
+    """Ask for `count` more repetitions per class in the user's last session, and a search on all of it."""
+    from tinynas.service.onboarding import MAX_MORE
+
+    check_user_name(user)
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise UsageError(f"--more must be a whole number, got {count!r}")
+    check_range("--more", count, 1, MAX_MORE)
+    request(config.data_dir, "onboard", user=user, more=count)
+    return (f"{count} more repetition(s) per class for {user} requested; the service prompts only those, then "
+            f"searches again on the whole session; {_follow(config)}")
+
+
+def answer(config: ServiceConfig, kind: str, user: str) -> str:
+    """continue / cancel a paused collection (or confirm a machine's state), or redo the window just kept."""
+    check_user_name(user)
+    what = {"continue": "continue of the paused collection (or confirmation of the machine's state)",
+            "cancel": "cancel of the paused collection (or running recalibration)",
+            "redo": "redo of the window just kept (while the rest after it lasts)"}
+    if kind not in what:
+        raise UsageError(f"unknown answer {kind!r}: one of {', '.join(what)}")
+    request(config.data_dir, kind, user=user)
+    return f"{what[kind]} of {user} requested; {_follow(config)}"
+
+
+def recalibrate(config: ServiceConfig, user: str, unlabelled: bool = False) -> str:
+    """Ask for the re-wear / new-condition flow of the user whose model is served."""
+    from tinynas.service.rewear import served_model_problem
+
+    check_user_name(user)
+    problem = served_model_problem(load_state(ServicePaths(config.data_dir).state).deployed, user)
+    if problem:  # the service would refuse it too; said here at once
+        raise UsageError(f"cannot recalibrate: {problem}")
+    request(config.data_dir, "recalibrate", user=user, unlabelled=bool(unlabelled))
+    return (f"{'adaptation to unlabelled data' if unlabelled else 'recalibration'} of {user}'s served model "
+            f"requested (it keeps serving meanwhile); {_follow(config)}")
+
+
+def serve(config: ServiceConfig, user: str, model_id: str | None = None, previous: bool = False) -> str:
+    """Ask for another of the deployed models to be served: `model_id`, the user's previous one, or their newest."""
+    from tinynas.service.models import choose
+
+    check_user_name(user)
+    paths = ServicePaths(config.data_dir)
+    state = load_state(paths.state)
+    # Checked here too, so that a wrong id is said at once, not only in the service's status.
+    model = choose(paths.root / "profiles", user, model_id, previous, state.history, state.deployed)
+    request(config.data_dir, "serve", user=user, model=model.id)
+    when = ("" if state.state in ("IDLE", "SERVING") else
+            f" once the service is done with {state.state.lower()} (it switches only between onboardings)")
+    running = "" if running_pid(paths) is not None else " when the service starts (it does not run now)"
+    return f"serving {user}'s model {model.id} requested{when or running}; follow it with `tinynas service status`"
+
+
+def from_page(config: ServiceConfig, kind: str, fields: dict) -> str:
+    """A page button's request (a JSON object of strings, numbers and booleans): checked as the CLI's, or UsageError."""
+    if kind not in PAGE_ACTIONS:
+        raise UsageError(f"unknown action {kind!r}")
+    user = fields.get("user")
+    if not isinstance(user, str):
+        raise UsageError("a user name is needed")
+    user = user.strip()
+    if kind == "onboard":
+        plan = fields.get("plan") or None
+        if plan is not None and (not isinstance(plan, str) or plan not in page_plans(config)):
+            # The page offers the presets and the config's plan: a file path typed into a form is not read.
+            raise UsageError(f"plan {plan!r} is not offered here: one of {', '.join(page_plans(config))}")
+        return onboard(config, user, plan)
+    if kind == "more":
+        count = fields.get("count")
+        return more(config, user, int(count) if isinstance(count, str) and count.strip().isdigit() else count)
+    if kind == "recalibrate":
+        return recalibrate(config, user, bool(fields.get("unlabelled")))
+    if kind == "serve":
+        model_id = fields.get("model") or None
+        if model_id is not None and not isinstance(model_id, str):
+            raise UsageError("a model id is a name (tinynas service models lists them)")
+        return serve(config, user, model_id, bool(fields.get("previous")))
+    return answer(config, kind, user)
+
+
+def page_plans(config: ServiceConfig) -> list[str]:
+    """The plans the page offers: the config's, then the presets."""
+    from firmware_bridge.guide import PRESETS
+
+    return list(dict.fromkeys([config.plan, *PRESETS]))
