@@ -67,6 +67,11 @@ STATES = {
                           "made": 1.7e9, "classes": CLASSES},
                 "classes": CLASSES, "predictions_per_minute": 240, "smoothing": 3,
                 "config_hint": " --config /etc/tinynas.toml", "serving": {"stale": ""},
+                "plans": ["gestures4", "isl26", "bearing4", "motor-normal"],
+                "models": [{"user": "bob", "id": "20261201-101500", "served": False, "architecture": "A(2,3)",
+                            "held_out": {"hits": 7, "windows": 8, "interval": [0.5291, 0.9776]}},
+                           {"user": "alice", "id": "20261203-090000", "served": True, "architecture": "A(3,3)",
+                            "held_out": {"hits": 11, "windows": 12, "interval": [0.6461, 0.9851]}}],
                 "predictions": [{"end_sample": 1000 * i, "label": label, "smoothed": label, "confidence": 0.81,
                                  "probabilities": [0.05, 0.81, 0.09, 0.05] if label == "fist" else
                                  [0.7, 0.1, 0.1, 0.1]} for i, label in enumerate(["rest"] * 5 + ["fist"] * 6)]
@@ -125,7 +130,7 @@ def _chromium(browser: str, url: str, profile: Path, *extra: str) -> subprocess.
     return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                            "--disable-background-networking", "--disable-component-update", "--disable-sync",
                            "--hide-scrollbars", f"--user-data-dir={profile}", "--virtual-time-budget=4000",
-                           "--window-size=900,880", *extra, url],
+                           "--window-size=900,1400", *extra, url],
                           check=True, capture_output=True, text=True, timeout=120)
 
 

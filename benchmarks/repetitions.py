@@ -1,0 +1,153 @@
+"""How many repetitions per class a plan should ask for: accuracy and the deploy gate's verdict against repetitions.
+
+Question (issue 33): a service plan's `repetitions` was guessed (gestures4: 5). With the deploy gate deciding on the
+95 % interval of the held-out windows (`tinynas.verdict`), too few repetitions leave it unable to decide even for
+a good model, and the model itself is worse. Measured here on real sEMG, as the service would do it:
+
+- Data: ISL (June sessions, `../shared/data/isl`, 27 repetitions per letter). A plan of C classes is C letters:
+  `--classes A,B,D,L` (gestures4's size: the simulated person's fist/open/point are A/B/D) and all 26 (isl26).
+- For each repetition count r and seed: r recordings per class drawn at random are "the session" (what the user
+  records); the service's own pipeline runs on it: the `auto` split (by recording), a `fast` search on the service's
+  default target and budget, the int8 model on the held-out side, the deploy gate at min_accuracy 0.5. The other
+  27 - r recordings of those classes, never seen, say what the served model would really get.
+- Reported per r: the held-out count, the share of seeds the gate deploys / asks for more / refuses, and the
+  accuracy on the unseen recordings (mean over seeds, with the Wilson interval pooled over seeds' windows).
+
+Run: `python benchmarks/repetitions.py` (about 20-30 minutes on 2 cores). Writes
+benchmarks/results/repetitions.md and .json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tinynas.cost.targets import resolve_target  # noqa: E402
+from tinynas.data.spec import load_windows  # noqa: E402
+from tinynas.data.splits import make_split  # noqa: E402
+from tinynas.deploy.evaluate import evaluate  # noqa: E402
+from tinynas.progress import Progress  # noqa: E402
+from tinynas.search import final_recipe  # noqa: E402
+from tinynas.service.config import ServiceConfig  # noqa: E402
+from tinynas.study import Study, parse_duration  # noqa: E402
+from tinynas.trial import Fidelity  # noqa: E402
+from tinynas.verdict import HeldOut, deploy_gate, wilson  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+ISL = Path(__file__).resolve().parents[2] / "shared" / "data" / "isl"
+
+
+def _only(windows, indices, wanted: list[int], classes: list[str]):
+    """The windows at `indices` as a data set of `classes` alone (labels renumbered in that order)."""
+    subset = windows.subset(np.array(indices))
+    order = {label: number for number, label in enumerate(wanted)}
+    return replace(subset, y=np.array([order[int(label)] for label in subset.y]), class_names=tuple(classes))
+
+
+def one_run(windows, classes: list[str], reps: int, seed: int, config: ServiceConfig, budget: str,
+            scratch: Path) -> dict:
+    """The service's pipeline on `reps` recordings per class; the model's verdict and its unseen accuracy."""
+    rng = np.random.default_rng(seed)
+    wanted = [windows.class_names.index(c) for c in classes]
+    session, unseen = [], []
+    for label in wanted:
+        members = np.flatnonzero(windows.y == label)
+        chosen = rng.choice(members, size=reps, replace=False)
+        session += list(chosen)
+        unseen += [m for m in members if m not in set(chosen)]
+    recorded = _only(windows, sorted(session), wanted, classes)
+    split = make_split(recorded, "auto", seed=0)
+    started = time.monotonic()
+    result = Study(scratch / f"r{reps}-s{seed}", recorded, resolve_target(config.target), strategy=config.strategy,
+                   budget_seconds=parse_duration(budget), seed=seed,
+                   fidelity=Fidelity(config.epochs, config.batch_size, config.learning_rate),
+                   final_fidelity=final_recipe(config.strategy, config.final_epochs), workers=2,
+                   runtime=config.runtime, data_spec="isl (benchmark subset)",
+                   progress=Progress(interactive=False)).run()
+    card = result.card.to_dict()
+    held = card.get("int8_test") or {}
+    verdict = deploy_gate(HeldOut(held.get("hits", 0), held.get("windows", 0)), config.min_accuracy, len(classes),
+                          len(split.test) / len(recorded))
+    truth = evaluate(result.out_dir, _only(windows, sorted(unseen), wanted, classes))
+    hits = int(round(truth.accuracy * len(unseen)))
+    return {"reps": reps, "seed": seed, "classes": len(classes), "held_out_windows": held.get("windows"),
+            "held_out_hits": held.get("hits"), "gate": verdict.decision, "more_per_class": verdict.more_per_class,
+            "unseen_windows": len(unseen), "unseen_hits": hits, "unseen_accuracy": round(truth.accuracy, 4),
+            "winner": card.get("name"), "seconds": round(time.monotonic() - started, 1)}
+
+
+def render(runs: list[dict], args) -> str:
+    lines = ["# How many repetitions per class a plan needs", "",
+             f"Command: `python benchmarks/repetitions.py {' '.join(sys.argv[1:])}`".rstrip(), "",
+             f"Data: ISL June sessions (`{ISL}`), 27 recordings per letter. Per repetition count r and seed: r "
+             f"recordings per class drawn at random are the session; the service's pipeline runs on it (`auto` "
+             f"split by recording, `{args.strategy}` on {args.target} with the service's recipe, budget {args.budget}, "
+             f"runtime auto); the deploy gate at min_accuracy {args.min_accuracy} on the int8 model's held-out "
+             f"windows; the other 27 - r recordings of those classes, never seen, are what the user would really "
+             f"get. Seeds {args.seeds}. Machine: {platform.machine()}, 2 cores; {args.shared}.", "",
+             "| classes | r | held-out windows | gate: deploy / more / refuse | unseen accuracy (mean over seeds) | "
+             "unseen, pooled (95 % interval) | minutes of recording at 4 s per prompt |",
+             "|---|---|---|---|---|---|---|"]
+    for (classes, reps) in sorted({(r["classes"], r["reps"]) for r in runs}):
+        rows = [r for r in runs if r["classes"] == classes and r["reps"] == reps]
+        gate = {k: sum(r["gate"] == k for r in rows) for k in ("deploy", "undecided", "refuse")}
+        hits, n = sum(r["unseen_hits"] for r in rows), sum(r["unseen_windows"] for r in rows)
+        low, high = wilson(hits, n)
+        lines.append(f"| {classes} | {reps} | {rows[0]['held_out_windows']} | {gate['deploy']} / {gate['undecided']} / "
+                     f"{gate['refuse']} of {len(rows)} | {np.mean([r['unseen_accuracy'] for r in rows]):.3f} | "
+                     f"{hits / n:.3f} ({low:.3f}-{high:.3f}, {n} windows) | "
+                     f"{classes * reps * 4 / 60:.1f} |")
+    lines += ["", "Per run:", "", "| classes | r | seed | winner | held-out hits | gate (more per class) | "
+              "unseen accuracy | s |", "|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        lines.append(f"| {r['classes']} | {r['reps']} | {r['seed']} | {r['winner']} | {r['held_out_hits']} of "
+                     f"{r['held_out_windows']} | {r['gate']}" + (f" ({r['more_per_class']})" if r["more_per_class"]
+                                                                  else "")
+                     + f" | {r['unseen_accuracy']:.3f} | {r['seconds']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--classes", default="A,B,D,L", help="letters of the small plan (and all 26 with --isl26)")
+    parser.add_argument("--reps", default="3,5,8,10,15", help="repetition counts of the small plan")
+    parser.add_argument("--isl26-reps", default="5,10", help="repetition counts of the 26-letter plan ('' : none)")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--budget", default="90s", help="search budget per run (the service's default is 10m)")
+    parser.add_argument("--shared", default="nothing else ran", help="what shared the machine (for the results)")
+    args = parser.parse_args()
+    if not ISL.is_dir():
+        print(f"skipped: no ISL data at {ISL}")
+        return 0
+    config = ServiceConfig()
+    args.strategy, args.target, args.min_accuracy = config.strategy, config.target, config.min_accuracy
+    windows = load_windows(f"isl:{ISL}")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    plans = [(args.classes.split(","), int(r)) for r in args.reps.split(",") if r]
+    plans += [(list(windows.class_names), int(r)) for r in args.isl26_reps.split(",") if r]
+    runs = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for classes, reps in plans:
+            for seed in seeds:
+                run = one_run(windows, classes, reps, seed, config, args.budget, Path(scratch))
+                runs.append(run)
+                print(json.dumps(run), flush=True)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "repetitions.json").write_text(json.dumps(runs, indent=1) + "\n")
+    (RESULTS / "repetitions.md").write_text(render(runs, args))
+    print(render(runs, args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
