@@ -68,3 +68,25 @@ def test_a_session_searched_again_gets_a_study_folder_of_its_own(tmp_path):
     assert _new_study(studies, "s1") == studies / "s1-2"
     (studies / "s1-2").mkdir()
     assert _new_study(studies, "s1") == studies / "s1-3"
+
+
+def test_a_redo_asked_during_the_rest_redoes_the_window_just_kept(tmp_path):
+    from tinynas.service.collect import _StatusPrompter
+
+    service = _service(tmp_path)
+    service.state.user = "alice"
+    prompter = _StatusPrompter(service)
+    request(service.paths.root, "redo", user="alice")
+    assert prompter.wants_redo(30.0) is True  # at once, not after the rest
+    assert service.collection["redo_until"] is None
+    request(service.paths.root, "redo", user="mallory")  # another user's: refused, the rest runs out
+    assert prompter.wants_redo(0.3) is False
+    assert "redo request for 'mallory' ignored" in service.state.error
+
+
+def test_more_skips_a_rewear_session(tmp_path):
+    service = _service(tmp_path)
+    plan = Plan("p", ("a", "b"), repetitions=5, window_seconds=1.0)
+    onboarding_session = _session(service, "alice", "20261201-090000", plan)
+    _session(service, "alice", "20261202-090000-rewear", Plan("p", ("a", "b"), repetitions=2, window_seconds=1.0))
+    assert onboarding.latest_session(service, "alice") == onboarding_session

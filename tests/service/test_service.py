@@ -329,7 +329,10 @@ def test_no_accepted_window_is_lost(scenario):
     run, notes = scenario
     final = run.windows_accepted()
     assert final[:len(notes["before_kill_collecting"])] == notes["before_kill_collecting"]
-    assert len(final) == len(PLAN_CLASSES) * REPETITIONS
+    # The plan's repetitions, and any the deploy gate asked for and the person recorded (`onboard --more`).
+    person = [json.loads(line) for line in (run.root / "person.jsonl").read_text().splitlines()]
+    more = sum(event.get("more", 0) for event in person)
+    assert len(final) == len(PLAN_CLASSES) * (REPETITIONS + more)
 
 
 @pytest.mark.slow
@@ -378,7 +381,8 @@ def test_status_endpoint_schema(scenario):
     assert status["state"] == "SERVING" and status["user"] == "alice"
     assert isinstance(status["predictions"], list) and status["predictions"]
     prediction = status["predictions"][-1]
-    assert set(prediction) == {"end_sample", "label", "confidence", "smoothed", "probabilities", "why"}
+    assert set(prediction) == {"time", "at", "end_sample", "label", "confidence", "smoothed", "probabilities", "why"}
+    assert abs(prediction["time"] - status["time"]) < 600 and prediction["at"][:4].isdigit()  # wall-clock, local ISO
     assert prediction["label"] in PLAN_CLASSES + ("unknown",) and 0 <= prediction["confidence"] <= 1
     assert len(prediction["probabilities"]) == len(PLAN_CLASSES)
     assert abs(sum(prediction["probabilities"]) - 1) < 0.01

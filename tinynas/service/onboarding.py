@@ -40,7 +40,7 @@ def take_request(service: ServiceContext) -> Transition | None:
         if problem or not isinstance(user, str):  # (the second only tells the type checker what the first knows)
             service.refuse(f"onboarding request ignored: {problem}")
             continue
-        if wanted.get("more"):
+        if "more" in wanted:  # even a "more" of 0 or junk: refused as such, never read as a fresh onboarding
             more = _more(service, user, wanted["more"])
             if more is not None:
                 return more
@@ -73,9 +73,11 @@ MORE_FILE = "plan-more.json"
 
 
 def latest_session(service: ServiceContext, user: str) -> Path | None:
-    """The user's newest session folder that holds a recording (None when there is none)."""
+    """The user's newest onboarding session folder that holds a recording (None when there is none); a re-wear's
+    short session (`<stamp>-rewear`) is not one to search on."""
     folder = service.paths.profile(user) / "sessions"
-    sessions = sorted(p for p in folder.glob("*") if (p / "manifest.json").is_file()) if folder.is_dir() else []
+    sessions = sorted(p for p in folder.glob("*") if (p / "manifest.json").is_file()
+                      and not p.name.endswith("-rewear")) if folder.is_dir() else []
     return sessions[-1] if sessions else None
 
 

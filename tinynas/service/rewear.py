@@ -276,7 +276,7 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
     job_path = staging.with_name(staging.name + ".job.json")
     job_path.parent.mkdir(parents=True, exist_ok=True)
     job_path.write_text(json.dumps(job))
-    flow.update(phase="adapting" if flow["mode"] == "unlabelled" else "recalibrating",
+    flow.update(phase="adapting" if flow["mode"] == "unlabelled" else "recalibrating", phase_started=time.time(),
                 text=("adapting batch-norm statistics to the unlabelled windows" if flow["mode"] == "unlabelled"
                       else "fine-tuning on the new windows") + " (the old model keeps serving)")
     service.update(rewear=flow)

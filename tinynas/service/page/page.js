@@ -397,7 +397,8 @@ async function refresh() {
   // recalibrate's and adapt's texts begin with their verdict ("accepted: ...") already: not said twice.
   if (r.phase) text("rewear-text", `${r.user}: ` + (r.text && r.text.startsWith(r.phase) ? r.text :
                                                       r.phase + (r.text ? ` - ${r.text}` : "")) +
-                    (r.seconds_left != null ? ` (about ${minutes(r.seconds_left)} left)` : ""));
+                    ((r.phase === "recalibrating" || r.phase === "adapting") && r.phase_started ?
+                      ` (running for ${minutes(s.time - r.phase_started)})` : ""));
 }
 
 refresh();
