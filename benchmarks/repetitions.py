@@ -25,7 +25,6 @@ import platform
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tinynas.cost.targets import resolve_target  # noqa: E402
 from tinynas.data.spec import load_windows  # noqa: E402
 from tinynas.data.splits import make_split  # noqa: E402
+from tinynas.data.windows import Windows  # noqa: E402
 from tinynas.deploy.evaluate import evaluate  # noqa: E402
 from tinynas.progress import Progress  # noqa: E402
 from tinynas.search import final_recipe  # noqa: E402
@@ -44,14 +44,19 @@ from tinynas.trial import Fidelity  # noqa: E402
 from tinynas.verdict import HeldOut, deploy_gate, wilson  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
+SECONDS_PER_PROMPT = {4: 7.0, 26: 5.5}
+"""countdown + window + rest of gestures4 (3 + 2 + 2 s) and isl26 (2 + 2 + 1.5 s), firmware_bridge.guide.PRESETS."""
 ISL = Path(__file__).resolve().parents[2] / "shared" / "data" / "isl"
 
 
 def _only(windows, indices, wanted: list[int], classes: list[str]):
     """The windows at `indices` as a data set of `classes` alone (labels renumbered in that order)."""
-    subset = windows.subset(np.array(indices))
+    indices = np.array(indices)
     order = {label: number for number, label in enumerate(wanted)}
-    return replace(subset, y=np.array([order[int(label)] for label in subset.y]), class_names=tuple(classes))
+    return Windows(windows.x[indices], np.array([order[int(label)] for label in windows.y[indices]]),
+                   windows.groups[indices], tuple(classes), windows.sample_rate_hz, windows.channel_names,
+                   windows.provenance, None if windows.sessions is None else windows.sessions[indices],
+                   None if windows.time_index is None else windows.time_index[indices])
 
 
 def one_run(windows, classes: list[str], reps: int, seed: int, config: ServiceConfig, budget: str,
@@ -68,7 +73,8 @@ def one_run(windows, classes: list[str], reps: int, seed: int, config: ServiceCo
     recorded = _only(windows, sorted(session), wanted, classes)
     split = make_split(recorded, "auto", seed=0)
     started = time.monotonic()
-    result = Study(scratch / f"r{reps}-s{seed}", recorded, resolve_target(config.target), strategy=config.strategy,
+    result = Study(scratch / f"c{len(classes)}-r{reps}-s{seed}", recorded, resolve_target(config.target),
+                   strategy=config.strategy,
                    budget_seconds=parse_duration(budget), seed=seed,
                    fidelity=Fidelity(config.epochs, config.batch_size, config.learning_rate),
                    final_fidelity=final_recipe(config.strategy, config.final_epochs), workers=2,
@@ -89,14 +95,17 @@ def one_run(windows, classes: list[str], reps: int, seed: int, config: ServiceCo
 def render(runs: list[dict], args) -> str:
     lines = ["# How many repetitions per class a plan needs", "",
              f"Command: `python benchmarks/repetitions.py {' '.join(sys.argv[1:])}`".rstrip(), "",
-             f"Data: ISL June sessions (`{ISL}`), 27 recordings per letter. Per repetition count r and seed: r "
+             f"Data: ISL June sessions (`../shared/data/isl`), 27 recordings per letter. Per repetition count r and seed: r "
              f"recordings per class drawn at random are the session; the service's pipeline runs on it (`auto` "
              f"split by recording, `{args.strategy}` on {args.target} with the service's recipe, budget {args.budget}, "
              f"runtime auto); the deploy gate at min_accuracy {args.min_accuracy} on the int8 model's held-out "
              f"windows; the other 27 - r recordings of those classes, never seen, are what the user would really "
              f"get. Seeds {args.seeds}. Machine: {platform.machine()}, 2 cores; {args.shared}.", "",
+             "The pooled interval counts every unseen window of every seed; the seeds redraw the same 27 recordings "
+             "per class, so the windows are not independent across seeds and the interval is narrower than the "
+             "evidence: read the per-seed spread (per run, below) beside it.", "",
              "| classes | r | held-out windows | gate: deploy / more / refuse | unseen accuracy (mean over seeds) | "
-             "unseen, pooled (95 % interval) | minutes of recording at 4 s per prompt |",
+             "unseen, pooled (95 % interval) | minutes of prompts (gestures4's / isl26's timing) |",
              "|---|---|---|---|---|---|---|"]
     for (classes, reps) in sorted({(r["classes"], r["reps"]) for r in runs}):
         rows = [r for r in runs if r["classes"] == classes and r["reps"] == reps]
@@ -106,7 +115,7 @@ def render(runs: list[dict], args) -> str:
         lines.append(f"| {classes} | {reps} | {rows[0]['held_out_windows']} | {gate['deploy']} / {gate['undecided']} / "
                      f"{gate['refuse']} of {len(rows)} | {np.mean([r['unseen_accuracy'] for r in rows]):.3f} | "
                      f"{hits / n:.3f} ({low:.3f}-{high:.3f}, {n} windows) | "
-                     f"{classes * reps * 4 / 60:.1f} |")
+                     f"{classes * reps * SECONDS_PER_PROMPT[classes] / 60:.1f} |")
     lines += ["", "Per run:", "", "| classes | r | seed | winner | held-out hits | gate (more per class) | "
               "unseen accuracy | s |", "|---|---|---|---|---|---|---|---|"]
     for r in runs:
@@ -125,25 +134,32 @@ def main() -> int:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--budget", default="90s", help="search budget per run (the service's default is 10m)")
     parser.add_argument("--shared", default="nothing else ran", help="what shared the machine (for the results)")
+    parser.add_argument("--rewrite", action="store_true", help="only re-render repetitions.md from repetitions.json")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the runs already in results/repetitions.json (other plans or seeds)")
     args = parser.parse_args()
     if not ISL.is_dir():
         print(f"skipped: no ISL data at {ISL}")
         return 0
     config = ServiceConfig()
     args.strategy, args.target, args.min_accuracy = config.strategy, config.target, config.min_accuracy
+    if args.rewrite:
+        (RESULTS / "repetitions.md").write_text(render(json.loads((RESULTS / "repetitions.json").read_text()), args))
+        return 0
     windows = load_windows(f"isl:{ISL}")
     seeds = [int(s) for s in args.seeds.split(",")]
     plans = [(args.classes.split(","), int(r)) for r in args.reps.split(",") if r]
     plans += [(list(windows.class_names), int(r)) for r in args.isl26_reps.split(",") if r]
-    runs = []
+    stored = RESULTS / "repetitions.json"
+    runs = json.loads(stored.read_text()) if args.merge and stored.exists() else []
+    RESULTS.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
         for classes, reps in plans:
             for seed in seeds:
                 run = one_run(windows, classes, reps, seed, config, args.budget, Path(scratch))
-                runs.append(run)
+                runs = [r for r in runs if (r["classes"], r["reps"], r["seed"]) != (len(classes), reps, seed)] + [run]
+                stored.write_text(json.dumps(runs, indent=1) + "\n")  # each run kept as it ends
                 print(json.dumps(run), flush=True)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "repetitions.json").write_text(json.dumps(runs, indent=1) + "\n")
     (RESULTS / "repetitions.md").write_text(render(runs, args))
     print(render(runs, args))
     return 0

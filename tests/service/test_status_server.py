@@ -161,3 +161,28 @@ def test_a_loopback_page_answers_only_requests_that_name_loopback():
         assert long_path.value.code == 414
     finally:
         server.stop()
+
+
+def test_a_client_that_goes_away_mid_answer_leaves_no_traceback(caplog, capfd):
+    import logging
+    import struct
+
+    big = {**STATUS, "padding": "x" * 2_000_000}  # an answer longer than the socket buffers
+    server = StatusServer(lambda: big, port=_free_port()).start()
+    try:
+        with caplog.at_level(logging.DEBUG, logger="tinynas"):
+            for _ in range(5):
+                client = socket.create_connection(("127.0.0.1", server.address[1]), timeout=5)
+                client.sendall(b"GET /status.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                client.recv(100)
+                # Gone at once, with a reset (a phone's page closed, a tab killed).
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                client.close()
+            time.sleep(0.5)
+            assert json.loads(urllib.request.urlopen(f"http://127.0.0.1:{server.address[1]}/status.json",
+                                                     timeout=10).read())["user"] == "alice"  # still serving
+    finally:
+        server.stop()
+    captured = capfd.readouterr()
+    assert "Traceback" not in captured.err + captured.out
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
