@@ -51,3 +51,16 @@ def test_onboard_more_refuses_what_cannot_be_followed(tmp_path, capsys, argv, me
     assert code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "data" / "requests").exists() or not any((tmp_path / "data" / "requests").iterdir())
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--signs", "3"], "--signs goes with --test"),
+    (["--test"], "no model is served on"),
+    (["--test", "--signs", "0"], "--signs must be between 1 and 1000"),  # the option first, before anything is read
+])
+def test_the_live_test_is_refused_in_one_line_without_a_served_model(tmp_path, capsys, argv, message):
+    config = tmp_path / "t.toml"
+    config.write_text(f'data_dir = "{tmp_path / "data"}"\n')
+    assert main(["onboard", "--user", "alice", *argv, "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tinynas: error: ") and message in err and err.count("\n") == 1

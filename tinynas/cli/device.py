@@ -61,7 +61,7 @@ def register(sub) -> None:
                          help="with --recalibrate: record unlabelled data (rewear_unlabelled_seconds) and adapt")
     answer.add_argument("--test", action="store_true",
                         help="test the user's served model live: signs prompted in random order, its answers counted")
-    onboard.add_argument("--signs", type=int, default=10, help="with --test: how many signs to prompt (default 10)")
+    onboard.add_argument("--signs", type=int, help="with --test: how many signs to prompt (default 10)")
     answer.add_argument("--more", type=int, metavar="N",
                         help="record N more repetitions per class into the user's last session (its windows are "
                              "kept) and search again on all of them; the deploy gate says when that is needed")
@@ -246,6 +246,8 @@ def _cmd_onboard(args: argparse.Namespace) -> int:
         raise UsageError("--unlabelled goes with --recalibrate (record unlabelled data and adapt the served model)")
     if args.test:
         return _live_test(config, args)
+    if args.signs is not None:
+        raise UsageError("--signs goes with --test (how many signs the live test prompts)")
     if args.more is not None:
         if args.plan or args.recalibrate or args.unlabelled:
             raise UsageError("--more adds to the user's last session with its own plan: drop --plan / --recalibrate")
@@ -266,7 +268,8 @@ def _live_test(config, args: argparse.Namespace) -> int:
     from tinynas.service.state import check_user_name
 
     check_user_name(args.user)
-    check_range("--signs", args.signs, 1, 1000)
+    signs = 10 if args.signs is None else args.signs
+    check_range("--signs", signs, 1, 1000)
     paths = ServicePaths(config.data_dir)
 
     def status() -> dict:
@@ -286,9 +289,9 @@ def _live_test(config, args: argparse.Namespace) -> int:
     if deployed.get("task") == "anomaly":
         raise UsageError("a live test prompts signs: an anomaly scorer is watched on the status page instead")
     classes = [str(c) for c in deployed.get("classes") or []]
-    print(f"live test of {args.user}'s model: {args.signs} signs in random order, each held "
+    print(f"live test of {args.user}'s model: {signs} signs in random order, each held "
           f"{live_test.HOLD_SECONDS:g} s; Ctrl-C stops it")
-    result = live_test.run(status, lambda line: print(line, flush=True), args.signs, classes)
+    result = live_test.run(status, lambda line: print(line, flush=True), signs, classes)
     print(f"live: {result.held.describe().replace('held-out windows', 'signs')}")
     return 0
 
