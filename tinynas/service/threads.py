@@ -129,7 +129,11 @@ def serve(service: ServiceContext) -> None:
                     log.info("serving %s (anomaly scorer, threshold set for %.2g false alarms)", loaded,
                              deployed["anomaly"]["false_alarm_rate"])
                 else:
-                    log.info("serving %s (int8 accuracy %.3f)", loaded, deployed.get("accuracy") or float("nan"))
+                    from tinynas.verdict import describe
+
+                    held = describe(deployed.get("held_out") or {})
+                    log.info("serving %s (int8 accuracy %s)", loaded, held if held != "-" else
+                             format(deployed.get("accuracy") or float("nan"), ".3f"))
         if service.classifier is not None:
             service.predictions.write(service.classifier.step())
 
