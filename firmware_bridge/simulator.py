@@ -139,6 +139,8 @@ class Simulator:
         self._dir.mkdir(parents=True, exist_ok=True)
         self.port = str(self._dir / port_name)
         self._master: int | None = None
+        self._target: str | None = None
+        """The pty our port link points to (a restarted simulator's link is not ours to remove)."""
         self._slave: int | None = None
         self._sequence = 0
         self.sample_index = 0
@@ -161,7 +163,8 @@ class Simulator:
         # A hidden name of our own: `with_suffix` would have picked (and deleted) e.g. a user's notes.new.
         temporary = link.with_name(f".{link.name}.{os.getpid()}.tinynas-new")
         temporary.unlink(missing_ok=True)
-        temporary.symlink_to(os.ttyname(slave))
+        self._target = os.ttyname(slave)
+        temporary.symlink_to(self._target)
         os.replace(temporary, link)
         self._master, self._slave = master, slave
         self._plugged.set()
@@ -174,10 +177,15 @@ class Simulator:
                     os.close(fd)
                 except OSError:
                     pass
+        target, self._target = self._target, None
         self._master = self._slave = None
+        # Only our own link: another simulator started on the same port meanwhile (a restart) owns it now, and
+        # removing it would leave that one streaming into a port nobody can open.
+        link = Path(self.port)
         try:
-            Path(self.port).unlink()
-        except FileNotFoundError:
+            if target is not None and os.readlink(link) == target:
+                link.unlink()
+        except (FileNotFoundError, OSError):
             pass
 
     # ---- streaming ----------------------------------------------------------------------

@@ -50,3 +50,18 @@ def test_the_follower_reacts_once_per_go_and_says_what_it_cannot_do(caplog):
     status["collection"] = {**status["collection"], "prompt": "rest", "go_at": 3.0}
     follower.step()
     assert "cannot do 'rest'" not in caplog.text and person.reactions[-1]["made"] is None
+
+
+def test_the_simulated_person_follows_the_configs_status_endpoint(tmp_path):
+    from types import SimpleNamespace
+
+    from tinynas.cli.simulate import _endpoint
+
+    config = tmp_path / "t.toml"
+    config.write_text('http_host = "0.0.0.0"\nhttp_port = 8790\nhttp_token = "a-token-of-16-chars"\n')
+    follow, token = _endpoint(SimpleNamespace(config=str(config), follow=None, token=None))
+    assert (follow, token) == ("http://127.0.0.1:8790/status.json", "a-token-of-16-chars")
+    given = _endpoint(SimpleNamespace(config=str(config), follow="http://pi:1/status.json", token=""))
+    assert given == ("http://pi:1/status.json", "")
+    assert _endpoint(SimpleNamespace(config=None, follow=None, token=None)) == (
+        "http://127.0.0.1:8765/status.json", "")

@@ -208,3 +208,18 @@ def test_recorder_killed_mid_session_keeps_what_was_fsynced(tmp_path):
     assert stream.received[:written].all()
     expected = (np.arange(4000 * 2) % 251 - 125).reshape(4000, 2)
     assert np.array_equal(stream.samples[:written], expected[np.arange(written) % 4000].astype(np.float32))
+
+
+def test_a_simulator_that_stops_leaves_a_newer_simulators_port_alone(tmp_path, emg_hello):
+    """Restarting the simulated device (stop the old one after the new one took the port) must not unplug the new."""
+    recording = np.zeros((400, emg_hello.channels), dtype=np.int8)
+    old = Simulator(ArraySource(recording), emg_hello, port_dir=tmp_path).start()
+    new = Simulator(ArraySource(recording), emg_hello, port_dir=tmp_path).start()  # the same port name
+    try:
+        assert new.port == old.port
+        old.stop()
+        with Link(new.port).open() as link:
+            assert link.wait_hello(10) == emg_hello
+    finally:
+        new.stop()
+    assert not Path(new.port).exists()  # its own link it does remove

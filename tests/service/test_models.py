@@ -144,11 +144,14 @@ def test_a_running_service_switches_users_and_rolls_back_and_deletes_nothing(two
         assert main(["serve", "--user", "alice", "--previous", "--config", str(config)]) == 0
         status = _wait_served(data_dir, "alice", "20261201-090000")  # rolled back
         assert status["deployed"]["held_out"]["windows"] == held
+        assert status["user"] == "alice"  # the user shown is the one served, not the last onboarded
         assert main(["serve", "--user", "bob", "--config", str(config)]) == 0
         _wait_served(data_dir, "bob", "20261203-090000")
 
         wrong = _run("serve", "--user", "alice", "--model", "nope", "--config", str(config))
         assert wrong.returncode == 2 and wrong.stderr.startswith("tinynas: error: alice has no model 'nope'")
+        bob = _run("serve", "--user", "bob", "--previous", "--config", str(config))
+        assert bob.returncode == 2 and f"tinynas service models --config {config}" in bob.stderr  # the same service
         assert wrong.stderr.count("\n") == 1
     finally:
         service.terminate()

@@ -135,8 +135,10 @@ def test_an_action_needs_post_the_token_the_page_value_and_the_pages_origin(page
     url = f"{base}/action/onboard"
     form = {FORM_HEADER: server.form_key}
     assert _post(url, **form)[0] == 401  # no token
-    assert _post(url, Authorization=f"Bearer {TOKEN}")[0] == 403  # no anti-forgery value
-    assert _post(url, Authorization=f"Bearer {TOKEN}", **{FORM_HEADER: "guessed"})[0] == 403
+    code, answer = _post(url, Authorization=f"Bearer {TOKEN}")  # no anti-forgery value: said what is missing
+    assert code == 403 and f"needs the {FORM_HEADER} header" in answer["error"]
+    code, answer = _post(url, Authorization=f"Bearer {TOKEN}", **{FORM_HEADER: "guessed"})
+    assert code == 403 and "reload it" in answer["error"]
     code, answer = _post(url, Authorization=f"Bearer {TOKEN}", Origin="http://evil.example", **form)
     assert code == 403 and "own page" in answer["error"]
     assert _post(url, Authorization=f"Bearer {TOKEN}", **{"Sec-Fetch-Site": "cross-site"}, **form)[0] == 403
@@ -192,6 +194,7 @@ def test_the_served_models_files_and_firmware_bundle_download_and_the_bundle_com
         assert answer.headers["Content-Disposition"].startswith('attachment; filename="alice-20261204-090000')
         bundle = zipfile.ZipFile(io.BytesIO(answer.read()))
     assert sorted(bundle.namelist()) == ["README.txt", "card.json", "main.c", "model_compiled.c", "model_compiled.h"]
+    assert all((info.external_attr >> 16) & 0o777 == 0o644 for info in bundle.infolist())  # readable, as copied
     folder = tmp_path / "bundle"
     bundle.extractall(folder)
     readme = (folder / "README.txt").read_text()

@@ -24,7 +24,7 @@ def test_a_search_that_has_saved_no_candidate_yet_still_counts_its_time(tmp_path
 
 
 def test_a_collection_says_how_long_it_has_left_and_the_page_names_the_config(tmp_path):
-    service = ServiceContext(ServiceConfig(data_dir=str(tmp_path / "data")), config_path="/etc/tinynas.toml")
+    service = ServiceContext(ServiceConfig(data_dir=str(tmp_path / "data"), source="/etc/tinynas.toml"))
     service.collection = {"total": 60, "accepted": 20, "seconds_per_window": 7.0}
     status = snapshot(service)
     assert status["collection"]["seconds_left"] == 280.0

@@ -109,7 +109,7 @@ def _service_config(args: argparse.Namespace):
 def _cmd_service_run(args: argparse.Namespace) -> int:
     from tinynas.service.runner import Service
 
-    Service(_service_config(args), config_path=str(Path(args.config).resolve()) if args.config else None).run()
+    Service(_service_config(args)).run()
     return 0
 
 
@@ -297,14 +297,14 @@ def _live_test(config, args: argparse.Namespace) -> int:
 
 
 def _cmd_service_models(args: argparse.Namespace) -> int:
-    from tinynas.service.models import stored_models
+    from tinynas.service.models import by_user, stored_models
     from tinynas.service.paths import ServicePaths
     from tinynas.service.state import load_state
     from tinynas.verdict import describe
 
     paths = ServicePaths(_service_config(args).data_dir)
     served = load_state(paths.state).deployed
-    rows = [model.summary(served) for model in stored_models(paths.root / "profiles")]
+    rows = [model.summary(served) for model in by_user(stored_models(paths.root / "profiles"))]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -54,9 +54,10 @@ def register(sub) -> None:
                      help="a person who follows the service's prompts and performs each sign from --source")
     who.add_argument("--machine", action="store_true",
                      help="a machine that runs in the state the service prompts (states from --source)")
-    simulate.add_argument("--follow", default="http://127.0.0.1:8765/status.json",
-                          help="the service's status endpoint the person or machine follows")
-    simulate.add_argument("--token", default="", help="the status endpoint's token (http_token), if it has one")
+    simulate.add_argument("--follow", help="the service's status endpoint the person or machine follows (default: "
+                                            "the --config's http_host and http_port, else "
+                                            "http://127.0.0.1:8765/status.json)")
+    simulate.add_argument("--token", help="the status endpoint's token (default: the --config's http_token)")
     simulate.add_argument("--config", help="service config (TOML): where to confirm a machine's state and continue "
                                            "a paused collection (as `tinynas onboard --continue` does)")
     simulate.add_argument("--signs", default="",
@@ -123,6 +124,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
         raise LinkError(f"cannot create the port {port}: {port.parent} is not a folder")
     data_dir = _data_dir(args.config) if args.config else None
+    args.follow, args.token = _endpoint(args)
     windows = load_windows(args.source)
     fmt = _sample_format(windows.x)
     dtype = DTYPES[fmt]
@@ -163,6 +165,17 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                 if follower is not None:
                     follower.note({"unplugged": 1.0, "restart": not args.keep_counter})
                 next_unplug = time.monotonic() + args.unplug_every
+
+
+def _endpoint(args) -> tuple[str, str]:
+    """The status endpoint to follow and its token: as given, else the service config's (the service the person
+    stands beside), else the service's defaults."""
+    from tinynas.service.config import ServiceConfig, load_config
+
+    config = load_config(args.config) if args.config else ServiceConfig()
+    host = "127.0.0.1" if config.http_host in ("0.0.0.0", "::", "") else config.http_host
+    follow = args.follow or f"http://{host}:{config.http_port}/status.json"
+    return follow, args.token if args.token is not None else config.http_token
 
 
 def _data_dir(config: str) -> Path:

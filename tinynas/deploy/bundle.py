@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 import zipfile
 from pathlib import Path
 
@@ -107,6 +108,10 @@ def firmware_zip(model_dir: Path) -> bytes:
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
         for name in (source, header, "card.json"):
             bundle.write(model_dir / name, name)
-        bundle.writestr("main.c", main_c(header, runtime.get("prefix", "tinynas"), runtime["entry_point"], classes))
-        bundle.writestr("README.txt", readme)
+        for name, text in (("main.c", main_c(header, runtime.get("prefix", "tinynas"), runtime["entry_point"],
+                                                classes)), ("README.txt", readme)):
+            info = zipfile.ZipInfo(name, date_time=time.localtime()[:6])
+            info.external_attr = 0o100644 << 16  # a regular file, rw-r--r-- as the copied ones (not writestr's 0600)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            bundle.writestr(info, text)
     return buffer.getvalue()

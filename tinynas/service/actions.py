@@ -7,6 +7,7 @@ and checks the same.
 from __future__ import annotations
 
 import json
+import shlex
 
 from tinynas.errors import UsageError
 from tinynas.options import check_range
@@ -19,7 +20,14 @@ PAGE_ACTIONS = ("onboard", "more", "continue", "cancel", "redo", "recalibrate", 
 
 
 def _follow(config: ServiceConfig) -> str:
-    return f"follow it with `tinynas service status` or http://{config.http_host}:{config.http_port}/"
+    return (f"follow it with `tinynas service status{config_hint(config)}` or "
+            f"http://{config.http_host}:{config.http_port}/")
+
+
+def config_hint(config: ServiceConfig) -> str:
+    """' --config PATH' when the config was read from a file: a command given back to the user must reach the same
+    service (on a Pi with /etc/tinynas.toml, a bare `tinynas service status` reads another data folder)."""
+    return f" --config {shlex.quote(config.source)}" if config.source else ""
 
 
 def onboard(config: ServiceConfig, user: str, plan_name: str | None = None) -> str:
@@ -97,12 +105,14 @@ def serve(config: ServiceConfig, user: str, model_id: str | None = None, previou
     paths = ServicePaths(config.data_dir)
     state = load_state(paths.state)
     # Checked here too, so that a wrong id is said at once, not only in the service's status.
-    model = choose(paths.root / "profiles", user, model_id, previous, state.history, state.deployed)
+    model = choose(paths.root / "profiles", user, model_id, previous, state.history, state.deployed,
+                   config_hint(config))
     request(config.data_dir, "serve", user=user, model=model.id)
     when = ("" if state.state in ("IDLE", "SERVING") else
             f" once the service is done with {state.state.lower()} (it switches only between onboardings)")
     running = "" if running_pid(paths) is not None else " when the service starts (it does not run now)"
-    return f"serving {user}'s model {model.id} requested{when or running}; follow it with `tinynas service status`"
+    return (f"serving {user}'s model {model.id} requested{when or running}; follow it with "
+            f"`tinynas service status{config_hint(config)}`")
 
 
 def from_page(config: ServiceConfig, kind: str, fields: dict) -> str:

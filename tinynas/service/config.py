@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from tinynas.errors import TinynasError
@@ -104,10 +104,19 @@ class ServiceConfig:
     http_host: str = "127.0.0.1"
     http_port: int = 8765
     http_token: str = ""
+    source: str = field(default="", compare=False)
+    """The file it was read from, absolute ("" for the defaults): not a key of the file. Commands the service or the
+    CLI give back to the user name it (`--config`)."""
 
     def to_dict(self) -> dict:
-        """JSON-ready dict."""
-        return asdict(self)
+        """JSON-ready dict (the keys of a config file)."""
+        values = asdict(self)
+        del values["source"]
+        return values
+
+
+CONFIG_KEYS = tuple(f.name for f in fields(ServiceConfig) if f.name != "source")
+"""The keys a config file may hold (every field but where it was read from)."""
 
 
 # Allowed values of every key: (kind, check, what the message says is allowed). Checked when the file is read,
@@ -248,7 +257,7 @@ def _check_host(origin: str, host: str) -> None:
 
 def check_config_data(data: dict, origin: str = "config") -> ServiceConfig:
     """A ServiceConfig from a mapping, every key's type and range checked (ConfigError in one line)."""
-    known = [f.name for f in fields(ServiceConfig)]
+    known = list(CONFIG_KEYS)
     unknown = sorted(set(data) - set(known))
     if unknown:
         raise ConfigError(f"{origin}: unknown key(s) {', '.join(unknown)} (known keys: {', '.join(known)})")
@@ -290,7 +299,7 @@ def load_config(path: str | Path | None) -> ServiceConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
-    return check_config_data(data, str(path))
+    return replace(check_config_data(data, str(path)), source=str(Path(path).resolve()))
 
 
 def config_text(config: ServiceConfig) -> str:

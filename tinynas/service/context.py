@@ -58,10 +58,8 @@ class ServiceError(TinynasError, RuntimeError):
 class ServiceContext:
     """The service as its steps and threads see it (the runner adds the loop that steps it)."""
 
-    def __init__(self, config: ServiceConfig, on_prompt=None, config_path: str | None = None) -> None:
+    def __init__(self, config: ServiceConfig, on_prompt=None) -> None:
         self.config = config
-        self.config_path = config_path
-        """The config file the service was started with (None: the defaults): the page's command hints name it."""
         self.search_clock: tuple[float, float] | None = None
         """(when this search step started, its budget seconds already spent): the time left between journal saves."""
         self.paths = ServicePaths(config.data_dir)

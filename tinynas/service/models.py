@@ -112,6 +112,11 @@ def stored_models(profiles: Path, user: str | None = None) -> list[StoredModel]:
     return sorted(found, key=lambda model: (model.made, model.id))
 
 
+def by_user(models: list[StoredModel]) -> list[StoredModel]:
+    """`models` grouped by user (in name order), each user's oldest first: how `tinynas service models` lists them."""
+    return sorted(models, key=lambda model: (model.user, model.made, model.id))
+
+
 def remember(history: list, deployed: dict) -> list:
     """`state.history` after `deployed` started serving (newest last, HISTORY_LIMIT entries)."""
     if not deployed.get("model"):
@@ -135,16 +140,17 @@ def previous_id(history: list, user: str, served: dict) -> str | None:
 
 
 def choose(profiles: Path, user: str, model_id: str | None, previous: bool, history: list,
-           served: dict) -> StoredModel:
+           served: dict, hint: str = "") -> StoredModel:
     """The model `tinynas serve` asks for: `model_id`, the user's previous one, or their newest; UsageError in
-    one line when there is none."""
+    one line when there is none (`hint`: the --config the commands it names need)."""
     models = stored_models(profiles, user)
     if not models:
-        raise UsageError(f"{user} has no deployed model on this device (tinynas service models lists them)")
+        raise UsageError(f"{user} has no deployed model on this device (tinynas service models{hint} lists them)")
     if previous:
         model_id = previous_id(history, user, served)
         if model_id is None:
-            raise UsageError(f"{user} has no previous model to roll back to (tinynas service models lists theirs)")
+            raise UsageError(f"{user} has no previous model to roll back to (tinynas service models{hint} lists "
+                             f"theirs)")
     if model_id is None:
         return models[-1]
     model = open_model(profiles, user, model_id)

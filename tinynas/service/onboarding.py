@@ -142,7 +142,7 @@ def _take_serve(service: ServiceContext) -> Transition | None:
             service.refuse(f"serving {user}'s model refused: {user_message(exc) or exc}")
             continue
         log.info("serving %s's model %s (asked for)", user, model.id)
-        return to(Phase.SERVING, deployed=model.deployed, error="", rewear={})
+        return to(Phase.SERVING, deployed=model.deployed, user=user, error="", rewear={})
     return None
 
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import time
 from pathlib import Path
 from typing import Any
 
 from tinynas.process_memory import memory_bytes
-from tinynas.service.actions import page_plans
+from tinynas.service.actions import config_hint, page_plans
 from tinynas.service.context import ServiceContext
 from tinynas.service.state import Phase
 
@@ -32,7 +31,7 @@ def snapshot(service: ServiceContext) -> dict:
               "threads": {name: dict(health) for name, health in service.thread_health.items()},
               "serving": {"stale": service.serving_stale} if state.deployed else {},
               "smoothing": service.config.smoothing,
-              "config_hint": f" --config {shlex.quote(service.config_path)}" if service.config_path else ""}
+              "config_hint": config_hint(service.config)}
     collection = status["collection"]
     if collection.get("total") and collection.get("seconds_per_window"):
         collection["seconds_left"] = round(max(0, collection["total"] - collection.get("accepted", 0))

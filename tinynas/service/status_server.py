@@ -226,9 +226,13 @@ class StatusServer:
                 if not self._same_origin():
                     self._json(403, {"error": "actions are taken only from this device's own page"})
                     return
-                offered = self.headers.get(FORM_HEADER, "")
+                offered = self.headers.get(FORM_HEADER)
+                if offered is None:
+                    self._json(403, {"error": f"an action needs the {FORM_HEADER} header: the value of the page's "
+                                              f"<meta name=\"tinynas-form\"> (it changes when the service restarts)"})
+                    return
                 if not hmac.compare_digest(offered.encode("utf-8", "surrogateescape"), server.form_key.encode()):
-                    self._json(403, {"error": "this page is out of date: reload it"})
+                    self._json(403, {"error": "this page is out of date (the service restarted): reload it"})
                     return
                 try:
                     length = int(self.headers.get("Content-Length") or 0)
