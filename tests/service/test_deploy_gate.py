@@ -60,12 +60,14 @@ def deploying(tmp_path, exported_tiny, vibration_split, monkeypatch):
 def test_a_four_window_coin_toss_is_not_deployed_and_says_how_much_more_to_record(deploying):
     service, hold_out = deploying
     hold_out(right=2, wrong=2)
+    service.config = replace(service.config, source="/etc/tinynas.toml")  # the command given back must reach it
     transition = search_deploy.deploy(service)
     assert transition.phase == Phase.IDLE and "deployed" not in transition.changes
     error = transition.changes["error"]
     assert "2 of 4 held-out windows" in error and "95% interval 15%-85%" in error
     assert "tinynas onboard --user alice --more " in error
     more = int(error.split("--more ")[1].split()[0].rstrip(")"))
+    assert f"--more {more} --config /etc/tinynas.toml)" in error
     assert more >= 5  # to tell a model 10 points above the minimum apart from it, not one more window
     assert stored_models(service.paths.root / "profiles") == []  # nothing was published
 

@@ -16,6 +16,7 @@ from firmware_bridge.errors import BridgeError
 from firmware_bridge.guide import GuidedCollection, Prompter, advice, load_plan
 from firmware_bridge.recorder import Recorder
 from tinynas.errors import TinynasError
+from tinynas.service.actions import config_hint
 from tinynas.service.context import Phase, ServiceContext, Transition, to
 from tinynas.service.status_views import channel_levels
 
@@ -69,7 +70,7 @@ def wait_for_confirmation(service: ServiceContext, label: str, countdown: int) -
     user = service.state.user
     service.collection.update(phase="confirm", countdown_ends=None, confirm_since=time.time(),
                               confirm=f"set the machine to state {label}, then confirm: tinynas onboard --user "
-                                      f"{user} --continue")
+                                      f"{user} --continue{config_hint(service.config)}")
     log.info("collect: waiting for the operator: %s", service.collection["confirm"])
     while True:
         for path, wanted in service.requests("continue"):

@@ -198,8 +198,10 @@ def pause(service: ServiceContext, exc: BaseException) -> Transition:
     message = user_message(exc) or f"{type(exc).__name__}: {exc}"
     for path, _ in service.requests("continue"):  # a continue sent before this pause does not answer it
         path.unlink(missing_ok=True)
-    advice = (f"{message}; then `tinynas onboard --user {service.state.user} --continue` "
-              f"(or --cancel to stop this collection)")
+    from tinynas.service.actions import config_hint
+
+    advice = (f"{message}; then `tinynas onboard --user {service.state.user} --continue{config_hint(service.config)}`"
+              f" (or --cancel to stop this collection)")
     log.warning("%s", advice)
     service.collection.update(paused=advice, phase="paused", go=None, go_at=None, paused_at=time.time())
     return to(Phase.COLLECTING, paused=advice, error=advice)

@@ -118,6 +118,7 @@ def deploy(service: ServiceContext) -> Transition:
     from tinynas.data.preprocess import Preprocessing
     from tinynas.data.splits import make_split
     from tinynas.deploy.measure import run_int8
+    from tinynas.service.actions import config_hint
     from tinynas.verdict import deploy_gate, held_out, per_class
 
     state, config = service.state, service.config
@@ -136,13 +137,14 @@ def deploy(service: ServiceContext) -> Transition:
     verdict = deploy_gate(held, config.min_accuracy, classes, len(test) / max(len(windows), 1))
     plan = load_plan(state.plan)
     if verdict.decision != "deploy":
+        hint = config_hint(config)
         if verdict.decision == "undecided" and verdict.more_per_class:
             again = (f"record {verdict.more_per_class} more per class (the windows recorded are kept): tinynas "
-                     f"onboard --user {state.user} --more {verdict.more_per_class}")
+                     f"onboard --user {state.user} --more {verdict.more_per_class}{hint}")
         else:
             place = ("with the sensor mounted firmly and each state held steady while it is recorded"
                      if plan.kind == "continuous" else "with the sensor placed as during the recording")
-            again = f"record again {place}: tinynas onboard --user {state.user}"
+            again = f"record again {place}: tinynas onboard --user {state.user}{hint}"
         error = f"new model for {state.user} not deployed: {verdict.text} ({again})"
         log.warning("%s", error)
         return to(service.idle_phase(), error=error)
