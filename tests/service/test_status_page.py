@@ -6,15 +6,15 @@ README's screenshots.
 """
 
 import json
-import re
 import math
 import os
-import shutil
+import re
 import socket
 import subprocess
 from pathlib import Path
 
 import pytest
+from browser import chromium_path
 
 from tinynas.service.status_server import StatusServer
 
@@ -111,13 +111,7 @@ EXPECTED = {  # what each state must show: texts, and elements by CSS-like marke
 }
 
 
-def _browser() -> str:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    if browser is None:
-        if os.environ.get("CI"):
-            pytest.fail("no Chromium in CI: .ci/run should have installed it (apt-get install chromium)")
-        pytest.skip("no Chromium on this machine (apt-get install chromium)")
-    return browser
+_browser = chromium_path  # one finder of the headless browser (browser.py), skipping or failing as CI needs
 
 
 def _free_port() -> int:
@@ -132,6 +126,16 @@ def _chromium(browser: str, url: str, profile: Path, *extra: str) -> subprocess.
                            "--hide-scrollbars", f"--user-data-dir={profile}", "--virtual-time-budget=4000",
                            "--window-size=900,1400", *extra, url],
                           check=True, capture_output=True, text=True, timeout=120)
+
+
+def _page_dom(status: dict, tmp_path: Path) -> str:
+    """The page's DOM after it has drawn `status` (served as the service would, read by headless Chromium)."""
+    browser = _browser()
+    server = StatusServer(lambda: status, port=_free_port()).start()
+    try:
+        return _chromium(browser, f"http://127.0.0.1:{server.address[1]}/", tmp_path / "dom", "--dump-dom").stdout
+    finally:
+        server.stop()
 
 
 @pytest.mark.parametrize("name", list(STATES))
@@ -220,14 +224,9 @@ def test_the_page_works_behind_a_token(tmp_path):
 
 
 def test_the_countdown_counts_before_go(tmp_path):
-    browser = _browser()
     ready = {**STATES["collecting"], "collection": {**STATES["collecting"]["collection"], "phase": "ready",
                                                     "go": None, "countdown_ends": STATES["collecting"]["time"] + 3}}
-    server = StatusServer(lambda: ready, port=_free_port()).start()
-    try:
-        dom = _chromium(browser, f"http://127.0.0.1:{server.address[1]}/", tmp_path / "dom", "--dump-dom").stdout
-    finally:
-        server.stop()
+    dom = _page_dom(ready, tmp_path)
     assert "get ready... 3" in dom and "GO - hold it" not in dom
 
 
@@ -239,40 +238,25 @@ def test_the_countdown_counts_before_go(tmp_path):
 def test_go_shows_only_while_its_window_can_be_open(tmp_path, change, shown):
     """The page takes GO's time from the service, not from when its poll happened to see it: never after the
     window, never while paused."""
-    browser = _browser()
     status = {**STATES["collecting"], "collection": {**STATES["collecting"]["collection"], **change}}
-    server = StatusServer(lambda: status, port=_free_port()).start()
-    try:
-        dom = _chromium(browser, f"http://127.0.0.1:{server.address[1]}/", tmp_path / "dom", "--dump-dom").stdout
-    finally:
-        server.stop()
+    dom = _page_dom(status, tmp_path)
     phase = re.search(r'id="phase"[^>]*>([^<]*)<', dom).group(1)
     assert phase == shown, phase
 
 
 def test_a_frozen_stream_is_marked_not_live(tmp_path):
-    browser = _browser()
     frozen = {**STATES["serving"], "serving": {"stale": "no samples for 12 s: the device is silent - the last "
                                                         "prediction is not live"}}
-    server = StatusServer(lambda: frozen, port=_free_port()).start()
-    try:
-        dom = _chromium(browser, f"http://127.0.0.1:{server.address[1]}/", tmp_path / "dom", "--dump-dom").stdout
-    finally:
-        server.stop()
+    dom = _page_dom(frozen, tmp_path)
     assert re.search(r'class="prediction stale" id="prediction">fist \(not live\)<', dom), \
         re.search(r'id="prediction"[^<]*<', dom)
 
 
 
 def test_the_rewear_box_says_its_verdict_once(tmp_path):
-    browser = _browser()
     status = {**STATES["serving"], "rewear": {"user": "alice", "phase": "accepted", "mode": "labelled",
                                               "text": "accepted: 0.92 on the new windows (was 0.58); now serving "
                                                       "model 20261204-rewear"}}
-    server = StatusServer(lambda: status, port=_free_port()).start()
-    try:
-        dom = _chromium(browser, f"http://127.0.0.1:{server.address[1]}/", tmp_path / "dom", "--dump-dom").stdout
-    finally:
-        server.stop()
+    dom = _page_dom(status, tmp_path)
     text = re.search(r'id="rewear-text">([^<]*)<', dom).group(1)
     assert text == "alice: accepted: 0.92 on the new windows (was 0.58); now serving model 20261204-rewear"
