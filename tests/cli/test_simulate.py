@@ -65,3 +65,35 @@ def test_the_simulated_person_follows_the_configs_status_endpoint(tmp_path):
     assert given == ("http://pi:1/status.json", "")
     assert _endpoint(SimpleNamespace(config=None, follow=None, token=None)) == (
         "http://127.0.0.1:8765/status.json", "")
+
+
+@pytest.mark.parametrize("answer", [
+    b"HTTP/1.1 200 OK\r\nContent-Length: 400\r\n\r\n{\"state\": ",  # killed mid-body: IncompleteRead
+    b"",  # killed before the status line: RemoteDisconnected
+    b"garbage\r\n\r\n",  # not HTTP: BadStatusLine
+])
+def test_the_follower_looks_again_when_the_service_dies_mid_answer(answer):
+    """A service killed while answering (as the kill tests do) must not end the simulated person: it looks again."""
+    import socket
+    import threading
+
+    from firmware_bridge.person import Person
+    from tinynas.cli.simulate import Follower
+
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def answer_once():
+        connection, _ = server.accept()
+        with connection:
+            connection.recv(4096)
+            connection.sendall(answer)
+
+    thread = threading.Thread(target=answer_once, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.getsockname()[1]}/status.json"
+    follower = Follower(url, "", Person({}, 2, 200.0, np.int8), None, None)
+    try:
+        assert follower.status() == {} and follower.unreachable_since is not None
+    finally:
+        thread.join(5)
+        server.close()

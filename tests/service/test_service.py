@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 import urllib.request
 from pathlib import Path
 
@@ -115,6 +116,7 @@ class Scenario:
         self.seen_states = []
         self.page_seen = {}  # per state, the first live status carrying what the status page draws for it
         self.pauses = 0
+        self.follower_failed = ""  # the traceback that ended the simulated person's thread, if one did
         self._user = threading.Thread(target=self._simulated_user, daemon=True)
         self._halt = threading.Event()
         self._user.start()
@@ -150,6 +152,8 @@ class Scenario:
                                      f"log: {(self.root / 'service.log').read_text()[-3000:]}")
             if condition():
                 return
+            if self.follower_failed:
+                raise AssertionError(f"the simulated person stopped while waiting for {what}:\n{self.follower_failed}")
             time.sleep(0.1)
         raise AssertionError(f"timed out waiting for {what}; log: {(self.root / 'service.log').read_text()[-3000:]}")
 
@@ -165,8 +169,11 @@ class Scenario:
         # endpoint; continues a paused collection after a look at the armband, as the page says.
         follower = _Watching(self, f"http://127.0.0.1:{self.http_port}/status.json", "", self.source, self.data,
                              self.root / "person.jsonl")
-        while not self._halt.wait(0.02):
-            follower.step()
+        try:
+            while not self._halt.wait(0.02):
+                follower.step()
+        except Exception:  # noqa: BLE001 - said by `wait`: a dead follower must fail the test, not time it out
+            self.follower_failed = traceback.format_exc()
 
     def windows_accepted(self):
         path = self.session() / "windows.jsonl" if self.session() else None

@@ -10,11 +10,11 @@ state the service asks for, and confirms it (`tinynas onboard --continue`) when 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import logging
 import re
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -254,7 +254,9 @@ class Follower:
                 status = json.loads(answer.read())
             self.unreachable_since = None
             return status if isinstance(status, dict) else {}
-        except (OSError, ValueError, urllib.error.URLError):
+        except (OSError, ValueError, http.client.HTTPException):
+            # HTTPException: a service killed or restarted mid-answer (IncompleteRead, BadStatusLine), which is
+            # not an OSError; the person looks again, as at a page that did not load.
             if self.unreachable_since is None:
                 self.unreachable_since = time.monotonic()
                 log.info("status endpoint %s not reachable yet (is `tinynas service run` up?)", self.url)
