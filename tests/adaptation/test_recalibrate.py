@@ -4,10 +4,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tinynas.adaptation.recalibrate import Recipe, hold_out, recalibrate
+from tinynas.adaptation.recalibrate import Recipe, recalibrate
 from tinynas.data.spec import load_windows
 from tinynas.data.windows import DataError
-from tinynas.deploy.evaluate import evaluate
 
 from .conftest import NEW_SESSION, shifted
 
@@ -18,20 +17,84 @@ def new_session():
     return shifted(load_windows(NEW_SESSION))
 
 
-def test_recalibrate_improves_a_shifted_session_and_keeps_the_original(model_dir, new_session, tmp_path):
-    tune, verify = hold_out(new_session)
-    assert len(verify) and not set(tune) & set(verify)
+def test_repetition_folds_hold_out_each_repetition_of_every_class_recorded_twice():
+    from tinynas.adaptation.recalibrate import MAX_FOLDS, repetition_folds
+    from tinynas.data.windows import Windows
+
+    # class 0: one recording (never held out); class 1: two; class 2: four (more than MAX_FOLDS = 3).
+    groups = np.array(["a0", "b0", "b1", "c0", "c1", "c2", "c3", "c3"])
+    y = np.array([0, 1, 1, 2, 2, 2, 2, 2])
+    time_index = np.array([0, 2, 1, 3, 4, 5, 6, 7])  # b1 was recorded before b0
+    windows = Windows(np.zeros((8, 4, 1), np.float32), y, groups, ("x", "y", "z"), 100.0, time_index=time_index)
+    folds = repetition_folds(windows)
+    assert MAX_FOLDS == 3 and [groups[f].tolist() for f in folds] == [["b1", "c0", "c3", "c3"], ["b0", "c1"], ["c2"]]
+    once = Windows(np.zeros((3, 4, 1), np.float32), np.array([0, 1, 1]), np.array(["a", "b", "b"]), ("x", "y"), 100.0)
+    assert repetition_folds(once) == []
+
+
+def test_recalibrate_cross_validates_over_repetitions_then_trains_on_all(model_dir, new_session, tmp_path):
     out = tmp_path / "recalibrated"
     result = recalibrate(model_dir, new_session, out, spec="shifted", recipe=Recipe(epochs=15), seed=0)
     assert result.accepted, result.reason
-    assert result.verify_after > result.verify_before  # held-out recordings of the new session
+    selection = result.selection
+    # Every candidate was compared on the same held-out windows (4 recordings per class: 3 folds), adapt among them.
+    assert selection["folds"] == 3 and selection["windows"] == len(new_session)
+    assert set(selection["accuracy"]) == {"old model", "adapt", "fine-tune", "fine-tune, new statistics"}
+    chosen = selection["chosen"]
+    assert selection["accuracy"][chosen] == max(selection["accuracy"][c] for c in selection["accuracy"] if c != "old model")
+    assert selection["accuracy"][chosen] >= selection["accuracy"]["adapt"]
+    assert result.cross_validated and result.verify_windows == len(new_session)
+    assert (result.verify_before, result.verify_after) == (selection["accuracy"]["old model"], selection["accuracy"][chosen])
+    assert result.verify_after > result.verify_before  # the shifted session: the old model is poor on it
     assert result.test_after >= result.test_before - 0.10  # the original test windows are not forgotten
-    assert evaluate(out, new_session.subset(verify)).accuracy == pytest.approx(result.verify_after, abs=1e-3)
     card = json.loads((out / "card.json").read_text())
     entry = card["history"][-1]
-    assert entry["kind"] == "recalibrate" and entry["labels_used"] is True
-    assert entry["fine_tune_windows"] == len(tune) and entry["replayed_windows"] > 0
+    assert entry["kind"] == "recalibrate" and entry["labels_used"] is True and entry["chosen"] == chosen
+    assert entry["fine_tune_windows"] == len(new_session)  # the model served has seen every new window
+    assert entry["selection"]["hits"] == selection["hits"]
     assert card["architecture"] == json.loads((model_dir / "card.json").read_text())["architecture"]
+    assert "cross-validation over 3 repetitions" in result.text() and "chosen: " in result.text()
+
+
+def test_recalibration_is_never_worse_than_adapt_on_the_same_windows(model_dir, new_session, tmp_path, monkeypatch):
+    """Fine-tuning made harmful (after real training, the head answers class 0 whatever the input): adapt wins the
+    cross-validation, and what is written is adapt's model: only the batch-norm statistics differ from the source."""
+    import tinynas.adaptation.recalibrate as module
+    from tinynas.deploy.modeldir import ModelDir
+
+    train = module._train
+
+    def harmful(source, x, y, recipe, seed, say):
+        model, replayed = train(source, x, y, recipe, seed, say)
+        if recipe is not None:
+            kernel, bias = model.layers[-1].get_weights()
+            model.layers[-1].set_weights([np.zeros_like(kernel), np.eye(len(bias))[0].astype(bias.dtype) * 10])
+        return model, replayed
+
+    monkeypatch.setattr(module, "_train", harmful)
+    out = tmp_path / "adapted-instead"
+    # max_forgetting 1: AdaBN to the shifted session costs the original test windows ~30 points, refused otherwise.
+    result = recalibrate(model_dir, new_session, out, recipe=Recipe(epochs=2, max_forgetting=1.0), seed=0)
+    accuracy = result.selection["accuracy"]
+    assert result.selection["chosen"] == "adapt" and accuracy["fine-tune"] == accuracy["fine-tune, new statistics"] \
+        == pytest.approx(1 / 4), result.selection
+    assert result.accepted and result.verify_after == accuracy["adapt"], result.reason
+    entry = json.loads((out / "card.json").read_text())["history"][-1]
+    assert entry["chosen"] == "adapt" and entry["recipe"] is None and entry["replayed_windows"] == 0
+    source, written = ModelDir.open(model_dir).keras_model(), ModelDir.open(out).keras_model()
+    for before, after in zip(source.layers, written.layers):
+        same = all(np.array_equal(a, b) for a, b in zip(before.get_weights(), after.get_weights()))
+        assert same != (type(before).__name__ == "BatchNormalization"), before.name
+
+
+def test_one_repetition_is_fine_tuned_with_nothing_held_out(model_dir, new_session, tmp_path):
+    first = np.array(sorted(np.concatenate([np.flatnonzero(new_session.groups == g)
+                                            for g in {new_session.groups[new_session.y == c][0]
+                                                      for c in range(new_session.classes)}])))
+    one = new_session.subset(first)
+    result = recalibrate(model_dir, one, tmp_path / "one", recipe=Recipe(epochs=5, max_forgetting=1.0), seed=0)
+    assert result.selection is None and result.verify_before is None and result.accepted
+    assert "checked only that the original test windows are not forgotten" in result.reason
 
 
 def test_a_change_that_is_not_better_is_rejected_and_nothing_is_written(model_dir, new_session, tmp_path):

@@ -11,7 +11,7 @@ on the original test windows it has not lost more than `max_forgetting`.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +31,9 @@ from tinynas.augment import Augmentation
 from tinynas.data.windows import DataError, Windows
 from tinynas.deploy.modeldir import ModelDir, check_new_folder, write_model_dir
 
+STATISTICS = ("mixed", "new")
+LAYERS = ("all", "head")
+
 
 @dataclass(frozen=True)
 class Recipe:
@@ -49,6 +52,11 @@ class Recipe:
     max_forgetting: float = 0.10
     """How much accuracy on the original test windows may be lost (the new session is what counts now;
     on tests of a few dozen windows, 0.05 is one or two windows)."""
+    statistics: str = "mixed"
+    """Batch-norm statistics while fine-tuning: "mixed" follow the fine-tuning batches (new and replayed
+    windows together); "new" stay those of the new session (AdaBN), as `adapt` leaves them."""
+    layers: str = "all"
+    """The weights fine-tuned: "all", or "head" (the classifier only; the features stay the model's)."""
 
     def __post_init__(self) -> None:
         limits = {"epochs": (1, 1000), "batch_size": (1, 4096), "repeat": (1, 1000), "learning_rate": (1e-7, 1),
@@ -58,6 +66,10 @@ class Recipe:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
                 raise AdaptationError(f"recalibration settings out of range: {name} must be {low:g}..{high:g}, "
                                       f"got {value!r}")
+        for name, allowed in (("statistics", STATISTICS), ("layers", LAYERS)):
+            if getattr(self, name) not in allowed:
+                raise AdaptationError(f"recalibration settings: {name} must be one of {', '.join(allowed)}, "
+                                      f"got {getattr(self, name)!r}")
 
     def to_dict(self) -> dict:
         return {**asdict(self), "augmentation": self.augmentation.to_dict()}
@@ -78,13 +90,20 @@ class RecalibrateResult:
     test_before: float | None
     test_after: float | None
     card: dict | None
+    selection: dict | None = None
+    """The cross-validation that chose the recipe (`_cross_validate`), when the new windows held two repetitions."""
+    cross_validated: bool = False
+    """The held-out figures are the cross-validation's (float), not an int8 check on held-out windows."""
 
     def text(self) -> str:
         lines = [f"recalibrated on {self.windows} labelled windows in {self.seconds:.1f} s: "
                  + (f"accepted -> {self.out_dir}" if self.accepted else "NOT accepted, nothing written")]
         if self.verify_before is not None:
-            lines.append(f"  held-out windows of the new session ({self.verify_windows}): int8 accuracy "
+            how = "cross-validated, float" if self.cross_validated else "int8"
+            lines.append(f"  held-out windows of the new session ({self.verify_windows}; {how}): accuracy "
                          f"{self.verify_before:.3f} -> {self.verify_after:.3f}")
+        if self.selection is not None:
+            lines.append("  " + self.selection["text"])
         if self.test_before is not None:
             lines.append(f"  original test windows: int8 accuracy {self.test_before:.3f} -> {self.test_after:.3f}")
         lines.append(f"  {self.reason}")
@@ -128,10 +147,126 @@ def _fine_tune(model, x: np.ndarray, y: np.ndarray, recipe: Recipe, seed: int) -
 
     tf = import_tensorflow()
     tf.keras.utils.set_random_seed(seed)
+    for layer in model.layers:
+        if isinstance(layer, tf.keras.layers.BatchNormalization):
+            # A frozen batch-norm layer runs in inference mode in Keras: its statistics stay as they are.
+            layer.trainable = recipe.statistics == "mixed" and recipe.layers == "all"
+        elif layer.weights:
+            layer.trainable = recipe.layers == "all" or layer is model.layers[-1]
     model.compile(optimizer=tf.keras.optimizers.Adam(recipe.learning_rate),
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     fidelity = Fidelity(recipe.epochs, recipe.batch_size, recipe.learning_rate, augmentation=recipe.augmentation)
     model.fit(augmented_batches(x, y, fidelity, seed), epochs=recipe.epochs, verbose=0)
+
+
+OLD_MODEL = "old model"
+CANDIDATES = {
+    "adapt": "AdaBN only (batch-norm statistics of the new windows, as `tinynas adapt`; no weight trained)",
+    "fine-tune": "AdaBN, then every weight fine-tuned with replay (statistics follow the mixed batches)",
+    "fine-tune, new statistics": "AdaBN, then every weight fine-tuned with replay (statistics kept the new session's)",
+}
+"""The recipes recalibration compares by cross-validation over the new repetitions; `adapt` is always one, so a
+labelled recalibration is never worse than unlabelled adaptation on the same windows."""
+DEFAULT_CANDIDATE = "fine-tune"
+"""The recipe used when the new windows hold one repetition per class (nothing to cross-validate)."""
+MAX_FOLDS = 3
+"""Repetitions beyond this share folds (each fold trains every candidate once: time on a Pi)."""
+
+
+def repetition_folds(windows: Windows) -> list[np.ndarray]:
+    """Held-out index sets for cross-validation by repetition: fold k holds out the k-th, (k + F)-th, ...
+    recording (in time) of every class recorded twice or more (F folds, at most MAX_FOLDS); a class recorded once
+    is never held out. Fewer than two folds: nothing to cross-validate."""
+    times = windows.time_index if windows.time_index is not None else np.arange(len(windows))
+    per_class = []
+    for label in range(windows.classes):
+        members = np.flatnonzero(windows.y == label)
+        recordings = [members[windows.groups[members] == group] for group in np.unique(windows.groups[members])]
+        per_class.append(sorted(recordings, key=lambda indices: times[indices].min()))
+    count = min(MAX_FOLDS, max((len(recordings) for recordings in per_class if len(recordings) > 1), default=0))
+    folds: list[list[int]] = [[] for _ in range(count)]
+    for recordings in per_class:
+        if len(recordings) > 1:
+            for number, indices in enumerate(recordings):
+                folds[number % count].extend(indices.tolist())
+    return [np.array(sorted(fold), dtype=np.int64) for fold in folds if fold]
+
+
+def _recipe_of(candidate: str, recipe: Recipe) -> Recipe | None:
+    """The fine-tuning recipe of a candidate (None: AdaBN only)."""
+    if candidate == "adapt":
+        return None
+    return replace(recipe, adabn=True, statistics="new") if candidate == "fine-tune, new statistics" else recipe
+
+
+def _recipe_dict(candidate: str, recipe: Recipe) -> dict | None:
+    fine_tuning = _recipe_of(candidate, recipe)
+    return None if fine_tuning is None else fine_tuning.to_dict()
+
+
+def _replayed(source: ModelDir, count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """`count` original training windows (model input, labels), drawn without replacement (none if not kept)."""
+    pre = source.preprocessing
+    if not source.has_training_data or count <= 0:
+        return np.zeros((0, pre.window_length, pre.channels), np.float32), np.zeros(0, np.int64)
+    train = source.split["train"]
+    chosen = np.sort(np.random.default_rng(seed).choice(train, size=min(len(train), count), replace=False))
+    return pre.apply(source.windows.x[chosen]), pre.labels_for(source.windows)[chosen]
+
+
+def _train(source: ModelDir, x_new: np.ndarray, y_new: np.ndarray, recipe: Recipe | None, seed: int, say):
+    """The source model brought to the new windows by one candidate recipe; (Keras model, windows replayed)."""
+    model = source.keras_model()
+    if recipe is None:
+        reestimate_batchnorm(model, x_new)
+        return model, 0
+    x_parts, y_parts = [np.repeat(x_new, recipe.repeat, axis=0)], [np.repeat(y_new, recipe.repeat)]
+    replayed = 0
+    if recipe.replay:
+        if not source.has_training_data:
+            say("no training windows kept with the model: fine-tuning without replay (it may forget)")
+        x_old, y_old = _replayed(source, int(round(recipe.replay * len(x_parts[0]))), seed)
+        x_parts.append(x_old)
+        y_parts.append(y_old)
+        replayed = len(y_old)
+    if recipe.adabn:
+        reestimate_batchnorm(model, x_new)
+    _fine_tune(model, np.concatenate(x_parts), np.concatenate(y_parts), recipe, seed)
+    # No AdaBN after fine-tuning with "mixed" statistics: those of the mixed batches serve both sessions, where
+    # the new session's alone cost the original test windows 12 points (tests/adaptation).
+    return model, replayed
+
+
+def _float_hits(model, x: np.ndarray, y: np.ndarray) -> int:
+    from tinynas.space import as_model_input
+
+    # A direct call, not `predict`: a model per fold and candidate would make `predict` retrace (and warn) each time.
+    logits = np.concatenate([np.asarray(model(as_model_input(np.asarray(x[start:start + 256], np.float32)),
+                                              training=False)) for start in range(0, len(x), 256)])
+    return int(np.sum(np.argmax(logits, axis=1) == y))
+
+
+def _cross_validate(source: ModelDir, x: np.ndarray, y: np.ndarray, folds: list[np.ndarray], recipe: Recipe,
+                    seed: int, say) -> dict:
+    """Every candidate trained on all new windows but one fold and scored on it, fold by fold; the old model on
+    the same windows. The candidate with the most held-out windows right is chosen (a tie goes to the simpler,
+    `adapt` first). Float accuracy: the int8 export is made once, for the model chosen."""
+    everything = np.arange(len(y))
+    held = np.concatenate(folds)
+    hits = {OLD_MODEL: _float_hits(source.keras_model(), x[held], y[held])}
+    for candidate in CANDIDATES:
+        hits[candidate] = 0
+        for number, fold in enumerate(folds, 1):
+            say(f"cross-validating {candidate}: fold {number} of {len(folds)} ({len(fold)} windows held out)")
+            tune = np.setdiff1d(everything, fold)
+            model, _ = _train(source, x[tune], y[tune], _recipe_of(candidate, recipe), seed, say)
+            hits[candidate] += _float_hits(model, x[fold], y[fold])
+    chosen = max(CANDIDATES, key=lambda name: hits[name])  # max keeps the first of equals: adapt before fine-tuning
+    accuracy = {name: round(count / len(held), 4) for name, count in hits.items()}
+    text = (f"cross-validation over {len(folds)} repetitions ({len(held)} new windows, each held out once; float): "
+            + ", ".join(f"{name} {value:.3f}" for name, value in accuracy.items()) + f"; chosen: {chosen}")
+    return {"folds": len(folds), "windows": int(len(held)), "hits": hits, "accuracy": accuracy, "chosen": chosen,
+            "text": text}
 
 
 def recalibrate(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec: str = "",
@@ -170,40 +305,44 @@ def recalibrate(model_path: str | Path, windows: Windows, out_dir: str | Path, *
     started = time.perf_counter()
     pre = source.preprocessing
     labels = pre.labels_for(windows)
-    if verify is None:
-        tune, held = hold_out(windows)
-        x_verify, y_verify = pre.apply(windows.x[held]), labels[held]
-        verify_from = (f"the latest recording of each class recorded twice or more ({len(held)} windows)"
-                       if len(held) else "")
-    else:
+    x_all = pre.apply(windows.x)
+    folds = repetition_folds(windows)
+    selection = None
+    chosen = DEFAULT_CANDIDATE
+    if len(folds) >= 2:
+        selection = _cross_validate(source, x_all, labels, folds, recipe, seed, say)
+        chosen = selection["chosen"]
+    if verify is not None:
         tune = np.arange(len(windows))
         x_verify, y_verify = pre.apply(verify.x), pre.labels_for(verify)
         verify_from = f"{verify_spec or 'the verification data'} ({len(verify)} windows)"
-    x_new, y_new = pre.apply(windows.x[tune]), labels[tune]
-    rng = np.random.default_rng(seed)
-    x_parts, y_parts = [np.repeat(x_new, recipe.repeat, axis=0)], [np.repeat(y_new, recipe.repeat)]
-    replayed = 0
-    if recipe.replay and source.has_training_data:
-        train = source.split["train"]
-        replayed = min(len(train), int(round(recipe.replay * len(x_parts[0]))))
-        chosen = np.sort(rng.choice(train, size=replayed, replace=False))
-        x_parts.append(pre.apply(source.windows.x[chosen]))
-        y_parts.append(pre.labels_for(source.windows)[chosen])
-    elif recipe.replay:
-        say("no training windows kept with the model: fine-tuning without replay (it may forget)")
-    model = source.keras_model()
-    if recipe.adabn:
-        reestimate_batchnorm(model, x_new)
-    say(f"fine-tuning {source.architecture.name()} on {len(x_new)} new windows x{recipe.repeat} "
-        f"+ {replayed} replayed, {recipe.epochs} epochs")
-    _fine_tune(model, np.concatenate(x_parts), np.concatenate(y_parts), recipe, seed)
-    # No AdaBN after fine-tuning: the statistics of the mixed batches serve both sessions, where the
-    # new session's alone cost the original test windows 12 points (tests/adaptation).
+    elif selection is not None:  # every new window trains the model served: the folds have checked the recipe
+        tune = np.arange(len(windows))
+        x_verify, y_verify = x_all[:0], labels[:0]
+        verify_from = selection["text"]
+    else:
+        tune, held = hold_out(windows)
+        x_verify, y_verify = x_all[held], labels[held]
+        verify_from = (f"the latest recording of each class recorded twice or more ({len(held)} windows)"
+                       if len(held) else "")
+    x_new, y_new = x_all[tune], labels[tune]
+    say(f"{CANDIDATES[chosen]} on all {len(x_new)} new windows" if selection is not None else
+        f"{CANDIDATES[chosen]} on {len(x_new)} new windows")
+    model, replayed = _train(source, x_new, y_new, _recipe_of(chosen, recipe), seed, say)
     say("converting to int8 and checking")
-    tflite = export_within_budget(source, model, np.concatenate([x_new, x_parts[-1][:len(x_new)]]))
+    tflite = export_within_budget(source, model, np.concatenate([x_new, _replayed(source, len(x_new), seed)[0]]))
     old_tflite = (source.path / "model.tflite").read_bytes()
-    verify_before = rounded_int8_accuracy(old_tflite, x_verify, y_verify)
-    verify_after = rounded_int8_accuracy(tflite, x_verify, y_verify)
+    if len(y_verify):
+        verify_before = rounded_int8_accuracy(old_tflite, x_verify, y_verify)
+        verify_after = rounded_int8_accuracy(tflite, x_verify, y_verify)
+        verify_windows = len(y_verify)
+    elif selection is not None:
+        verify_before, verify_after = selection["accuracy"][OLD_MODEL], selection["accuracy"][chosen]
+        verify_windows = selection["windows"]
+    else:
+        verify_before = verify_after = None
+        verify_windows = 0
+    cross_validated = selection is not None and not len(y_verify)
     x_test, y_test = original_test(source)
     test_before = rounded_int8_accuracy(old_tflite, x_test, y_test)
     test_after = rounded_int8_accuracy(tflite, x_test, y_test)
@@ -211,24 +350,26 @@ def recalibrate(model_path: str | Path, windows: Windows, out_dir: str | Path, *
     problems = []
     # Both of a pair are None together: the same windows (none) went through both models.
     if verify_before is not None and verify_after is not None and verify_after < verify_before:
-        problems.append(f"less accurate on held-out new windows ({verify_after:.3f} < {verify_before:.3f})")
+        problems.append(f"less accurate on held-out new windows ({verify_after:.3f} < {verify_before:.3f}"
+                        + (f"; {selection['text']}" if selection is not None and verify is None else "") + ")")
     if test_before is not None and test_after is not None and test_after < test_before - recipe.max_forgetting:
         problems.append(f"forgot the original test windows ({test_after:.3f}, was {test_before:.3f}; "
                         f"at most {recipe.max_forgetting:.2f} may be lost)")
     if problems:
         reason = "rejected: " + "; ".join(problems) + ". The old model stays."
-        return RecalibrateResult(None, False, reason, len(tune), len(y_verify), seconds, verify_before,
-                                 verify_after, test_before, test_after, None)
+        return RecalibrateResult(None, False, reason, len(tune), verify_windows, seconds, verify_before,
+                                 verify_after, test_before, test_after, None, selection, cross_validated)
     reason = ("accepted: " + (f"checked on {verify_from}" if verify_from else
                               "no held-out windows of the new session (record two repetitions, or give "
                               "verification data): "
                               "checked only that the original test windows are not forgotten"))
     entry = {"kind": "recalibrate", "data": describe_data(spec, windows), "fine_tune_windows": int(len(tune)),
-             "replayed_windows": replayed, "recipe": recipe.to_dict(), "seed": seed, "seconds": round(seconds, 1),
+             "replayed_windows": replayed, "recipe": _recipe_dict(chosen, recipe), "chosen": chosen,
+             "selection": selection, "seed": seed, "seconds": round(seconds, 1),
              "labels_used": True, "verified_on": verify_from or None,
-             "verify_int8_accuracy": {"before": verify_before, "after": verify_after},
+             "verify_int8_accuracy": {"before": verify_before, "after": verify_after} if len(y_verify) else None,
              "original_test_int8_accuracy": {"before": test_before, "after": test_after}}
     card = changed_card(source, tflite, pre, entry, test_after)
     write_model_dir(out, source, model, tflite, card)
-    return RecalibrateResult(out, True, reason, len(tune), len(y_verify), seconds, verify_before, verify_after,
-                             test_before, test_after, card)
+    return RecalibrateResult(out, True, reason, len(tune), verify_windows, seconds, verify_before, verify_after,
+                             test_before, test_after, card, selection, cross_validated)
