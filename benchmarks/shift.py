@@ -257,7 +257,7 @@ def _repetitions(new) -> list[np.ndarray]:
     return [np.array(sorted(reps[n])) for n in sorted(reps)]
 
 
-def run_rewear(config: str, inputs: str, seed: int) -> dict:
+def run_rewear(config: str, inputs: str, seed: int, methods: tuple[str, ...] = REWEAR_METHODS) -> dict:
     """One architecture, input and seed: trained on June; every method of REWEAR_METHODS on the re-worn
     session, leave-one-repetition-out (calibrate on one repetition, test on the other; both folds pooled)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -328,7 +328,9 @@ def run_rewear(config: str, inputs: str, seed: int) -> dict:
             confidence = (z / z.sum(axis=1, keepdims=True)).max(axis=1)
             confident = calibration[confidence >= CONFIDENT]
             record.setdefault("self_train_windows", []).append(int(len(confident)))
-            if len(confident):
+            if "self-train" not in methods:
+                pass
+            elif len(confident):
                 predicted = np.argmax(z[confidence >= CONFIDENT], axis=1)
                 present = np.unique(predicted)  # a Windows holds no empty class: only the predicted ones
                 pseudo = Windows(new.x[confident], np.searchsorted(present, predicted), new.groups[confident],
@@ -342,16 +344,17 @@ def run_rewear(config: str, inputs: str, seed: int) -> dict:
                 outs["self-train"] = trained.out_dir or here / "adapt"
             else:
                 outs["self-train"] = here / "adapt"
-            for method, recipe in (("recal today", Recipe(max_forgetting=1.0)),
+            for method, recipe in ((m, r) for m, r in (("recal today", Recipe(statistics="mixed", max_forgetting=1.0)),
                                    ("recal new-stats", Recipe(statistics="new", max_forgetting=1.0)),
-                                   ("recal head", Recipe(statistics="new", layers="head", max_forgetting=1.0))):
+                                   ("recal head", Recipe(statistics="new", layers="head", max_forgetting=1.0)))
+                                   if m in methods):
                 done = recalibrate(base, new.subset(calibration), here / method.replace(" ", "-"), seed=seed,
                                    allow_missing=True, recipe=recipe)
                 outs[method] = done.out_dir
                 forgetting[method].append(done.test_after)
             for method, out in outs.items():
                 hits[method] += int(round(evaluate(out, new.subset(test)).accuracy * len(test)))
-    record.update(tested=tested, **{method: hits[method] / tested for method in REWEAR_METHODS},
+    record.update(tested=tested, **{method: hits[method] / tested for method in REWEAR_METHODS if method in outs},
                   same_block_after={m: float(np.mean(v)) for m, v in forgetting.items() if v})
     return record
 
@@ -377,11 +380,16 @@ def rewear_report(records: list[dict], command: str) -> str:
                 continue
             cells = []
             for method in REWEAR_METHODS:
-                values = [r[method] for r in done]
-                right = sum(int(round(r[method] * r["tested"])) for r in done)
-                total = sum(r["tested"] for r in done)
+                had = [r for r in done if method in r]
+                if not had:
+                    cells.append("-")
+                    continue
+                values = [r[method] for r in had]
+                right = sum(int(round(r[method] * r["tested"])) for r in had)
+                total = sum(r["tested"] for r in had)
                 low, high = wilson(right, total)
-                cells.append(f"{np.mean(values):.3f} ± {np.std(values):.3f} [{low:.2f}, {high:.2f}]")
+                fewer = f" ({len(had)} seeds)" if len(had) != len(done) else ""
+                cells.append(f"{np.mean(values):.3f} ± {np.std(values):.3f} [{low:.2f}, {high:.2f}]{fewer}")
             lines.append(f"| {config} | {inputs} | {len(done)} | {_mean_sd([r['same_block'] for r in done])} | "
                          + " | ".join(cells) + " |")
     failed = [r for r in records if "skipped" in r]
@@ -480,18 +488,22 @@ def _rewear_job(arguments):
     try:
         return run_rewear(*arguments)
     except Exception as exc:  # reported, not fatal to the others
-        config, inputs, seed = arguments
+        config, inputs, seed, _ = arguments
         return {"config": config, "inputs": inputs, "seed": seed,
                 "skipped": f"failed: {type(exc).__name__}: {exc}"[:300]}
 
 
 def _main_rewear(args, seeds: list[int], command: str) -> int:
-    configs = args.configs.split(",") if args.configs else list(REWEAR_CONFIGS)
+    configs = args.configs.split(";") if args.configs else list(REWEAR_CONFIGS)  # their names hold commas
+    unknown = [config for config in configs if config not in REWEAR_CONFIGS]
+    if unknown:
+        raise SystemExit(f"--configs: no {unknown[0]!r}; choose from {'; '.join(REWEAR_CONFIGS)} (';'-separated)")
     inputs = args.inputs.split(",") if args.inputs else list(REWEAR_INPUTS)
     log = RESULTS / "shift-isl-rewear.jsonl"
     done = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     finished = {(r["config"], r["inputs"], r["seed"]) for r in done if "skipped" not in r}
-    jobs = [(config, row, seed) for seed in seeds for row in inputs for config in configs
+    methods = tuple(args.methods.split(",")) if args.methods else REWEAR_METHODS
+    jobs = [(config, row, seed, methods) for seed in seeds for row in inputs for config in configs
             if (config, row, seed) not in finished]
     context = multiprocessing.get_context("spawn")
     with context.Pool(args.processes, maxtasksperchild=1) as pool:
@@ -514,7 +526,9 @@ def main(argv=None) -> int:
     parser.add_argument("--search", action="store_true",
                         help="part B: the whole product (fast search with the preset) instead of the recipe rows")
     parser.add_argument("--inputs", help="isl-rewear: comma-separated inputs (default: all)")
-    parser.add_argument("--configs", help="isl-rewear: comma-separated architectures (default: all)")
+    parser.add_argument("--configs", help="isl-rewear: semicolon-separated architectures (default: all)")
+    parser.add_argument("--methods", help="isl-rewear: comma-separated methods (default: all; zero-shot and adapt "
+                                          "always run)")
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
     if args.setting == "isl-rewear":

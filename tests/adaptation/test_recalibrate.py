@@ -39,7 +39,7 @@ def test_recalibrate_cross_validates_over_repetitions_then_trains_on_all(model_d
     selection = result.selection
     # Every candidate was compared on the same held-out windows (4 recordings per class: 3 folds), adapt among them.
     assert selection["folds"] == 3 and selection["windows"] == len(new_session)
-    assert set(selection["accuracy"]) == {"old model", "adapt", "fine-tune", "fine-tune, new statistics"}
+    assert set(selection["accuracy"]) == {"old model", "adapt", "fine-tune", "fine-tune, mixed statistics"}
     chosen = selection["chosen"]
     assert selection["accuracy"][chosen] == max(selection["accuracy"][c] for c in selection["accuracy"] if c != "old model")
     assert selection["accuracy"][chosen] >= selection["accuracy"]["adapt"]
@@ -76,7 +76,7 @@ def test_recalibration_is_never_worse_than_adapt_on_the_same_windows(model_dir, 
     # max_forgetting 1: AdaBN to the shifted session costs the original test windows ~30 points, refused otherwise.
     result = recalibrate(model_dir, new_session, out, recipe=Recipe(epochs=2, max_forgetting=1.0), seed=0)
     accuracy = result.selection["accuracy"]
-    assert result.selection["chosen"] == "adapt" and accuracy["fine-tune"] == accuracy["fine-tune, new statistics"] \
+    assert result.selection["chosen"] == "adapt" and accuracy["fine-tune"] == accuracy["fine-tune, mixed statistics"] \
         == pytest.approx(1 / 4), result.selection
     assert result.accepted and result.verify_after == accuracy["adapt"], result.reason
     entry = json.loads((out / "card.json").read_text())["history"][-1]

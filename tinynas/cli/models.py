@@ -72,8 +72,9 @@ def register(sub) -> None:
     recal.add_argument("--data", required=True, help="labelled windows of the new session (e.g. one repetition "
                                                      "per class)")
     recal.add_argument("--out", required=True, help="new folder for the recalibrated model (the old one is kept)")
-    recal.add_argument("--verify", help="labelled windows to check on (default: the latest recording of each class "
-                                        "recorded twice or more)")
+    recal.add_argument("--verify", help="labelled windows to check on (default: with two recordings per class or "
+                                        "more, cross-validation over them chooses the recipe and checks it, and "
+                                        "the model is trained on all; with one, nothing is held out)")
     recal.add_argument("--epochs", type=int, help="fine-tuning epochs (default 30)")
     recal.add_argument("--learning-rate", type=float, help="fine-tuning learning rate (default 0.001)")
     recal.add_argument("--seed", type=int, default=0)

@@ -52,7 +52,8 @@ false_alarm_rate = 0.01
 alarm_k = 3
 alarm_n = 5
 # Re-wear / new condition (`tinynas onboard --user U --recalibrate`): repetitions per class of the short
-# collection (the last one verifies the recalibrated model; with 1 only "nothing forgotten" can be checked),
+# collection (with 2 or more, cross-validation over them chooses the recipe, adapt among them, and checks it; the
+# model is then trained on all; with 1 only "nothing forgotten" can be checked),
 # the fine-tuning's epochs and learning rate, and the seconds recorded for `--unlabelled` (adapt, no labels).
 rewear_repetitions = 2
 rewear_epochs = 30

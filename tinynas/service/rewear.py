@@ -1,8 +1,9 @@
 """Re-wear / new condition: bring the served model back without a new search, while it keeps serving.
 
 `tinynas onboard --user U --recalibrate` -> COLLECTING (the user's onboarding plan with
-`rewear_repetitions` per class: the last repetition verifies) -> RECALIBRATING (`recalibrate` into a
-staging folder) -> the new model is served only if `recalibrate` accepted it (at least as accurate on the
+`rewear_repetitions` per class) -> RECALIBRATING (`recalibrate` into a staging folder: with two repetitions
+or more it chooses its recipe by cross-validating over them, adapt among the recipes, then trains on all)
+-> the new model is served only if `recalibrate` accepted it (at least as accurate as the old model on the
 held-out new windows, the original test windows not forgotten); otherwise the old one stays and
 `state.rewear` says why. With `--unlabelled`, `rewear_unlabelled_seconds` of whatever the machine does are
 recorded and `adapt` runs; with no labels the only check is the models' own confidence on those windows,
@@ -174,11 +175,21 @@ def _job(job: dict) -> dict:
     if job["mode"] == "labelled":
         from tinynas.adaptation.recalibrate import Recipe, recalibrate
 
+        def progress(text: str) -> None:  # what the service shows while the child works (fold by fold)
+            from tinynas.atomic import atomic_write_text
+
+            if job.get("progress"):
+                atomic_write_text(Path(job["progress"]), text)
+
         result = recalibrate(job["source"], windows, job["staging"], spec=job["spec"],
-                             recipe=Recipe(epochs=job["epochs"], learning_rate=job["learning_rate"]))
+                             recipe=Recipe(epochs=job["epochs"], learning_rate=job["learning_rate"]),
+                             progress=progress)
         return {"accepted": result.accepted, "reason": result.reason, "windows": result.windows,
                 "verify_windows": result.verify_windows, "seconds": round(result.seconds, 1),
-                "verify": [result.verify_before, result.verify_after], "test": [result.test_before, result.test_after]}
+                "verify": [result.verify_before, result.verify_after], "test": [result.test_before, result.test_after],
+                # what cross-validation over the repetitions compared, and chose (None: one repetition)
+                "chosen": result.selection["chosen"] if result.selection else None,
+                "compared": result.selection["accuracy"] if result.selection else None}
     from tinynas.adaptation.adapt import adapt
 
     adapted = adapt(job["source"], windows, job["staging"], spec=job["spec"])
@@ -241,6 +252,18 @@ def _spec(service: ServiceContext, flow: dict) -> str:
     return spec + (f"?window={fit.window}&hop={fit.hop}" if fit.cut else "")
 
 
+def _show_progress(service: ServiceContext, flow: dict, path: Path) -> None:
+    """The child's latest step (e.g. "cross-validating fine-tune: fold 1 of 2") as the flow's text."""
+    try:
+        step = path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return
+    text = f"{step} (the old model keeps serving)"
+    if step and flow.get("text") != text:
+        flow["text"] = text
+        service.update(rewear=dict(flow))
+
+
 def _figures(outcome: dict) -> str:
     parts = []
     # (adapt's confidence figures are in its reason already)
@@ -270,9 +293,12 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
     shutil.rmtree(staging, ignore_errors=True)  # ours: a run a power cut interrupted
     result_path = staging.with_name(staging.name + ".result.json")
     result_path.unlink(missing_ok=True)
+    progress_path = staging.with_name(staging.name + ".progress")
+    progress_path.unlink(missing_ok=True)
     job = {"mode": flow["mode"], "source": str(Path(flow["from"]).parent), "staging": str(staging),
            "spec": _spec(service, flow), "epochs": service.config.rewear_epochs,
-           "learning_rate": service.config.rewear_learning_rate, "result": str(result_path)}
+           "learning_rate": service.config.rewear_learning_rate, "result": str(result_path),
+           "progress": str(progress_path)}
     job_path = staging.with_name(staging.name + ".job.json")
     job_path.parent.mkdir(parents=True, exist_ok=True)
     job_path.write_text(json.dumps(job))
@@ -290,12 +316,13 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
                 child.kill()
                 child.wait()
                 shutil.rmtree(staging, ignore_errors=True)
-                for path in (job_path, result_path, log_path):
+                for path in (job_path, result_path, log_path, progress_path):
                     path.unlink(missing_ok=True)
                 return _finish(service, flow, "cancelled", f"recalibration of {flow['user']} cancelled; the old "
                                f"model stays; recordings kept in {flow['session']}")
             if service.stopping.wait(0.5):
                 return None  # stopping: the child is killed below and the next start runs this step again
+            _show_progress(service, flow, progress_path)
     finally:
         if child.poll() is None:  # the service is stopping: the next start runs the step again
             child.kill()
@@ -310,14 +337,15 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
         last = stderr.splitlines()[-1] if stderr else ""
         outcome = {"error": f"the recalibration process ended with code {child.returncode}"
                             + (f" ({last})" if last else "")}
-    for path in (job_path, result_path, log_path):
+    for path in (job_path, result_path, log_path, progress_path):
         path.unlink(missing_ok=True)
     if "error" in outcome:
         shutil.rmtree(staging, ignore_errors=True)
         return _finish(service, flow, "failed", f"recalibration of {flow['user']} failed: {outcome['error']}; "
                        f"the old model stays; recordings kept in {flow['session']}", error=True)
     figures = _figures(outcome)
-    flow["figures"] = {key: outcome[key] for key in ("verify", "confidence", "test") if key in outcome}
+    flow["figures"] = {key: outcome[key] for key in ("verify", "confidence", "test", "chosen", "compared")
+                       if key in outcome}
     if not outcome["accepted"]:
         shutil.rmtree(staging, ignore_errors=True)
         return _finish(service, flow, "rejected", f"{outcome['reason']}" + (f" ({figures})" if figures else ""))
