@@ -65,6 +65,10 @@ class Plan:
     task: str = "classify"
     """What is searched on the recording: a classifier of the plan's classes, or ("anomaly") a scorer of the
     one state a healthy machine has, its normal running (`tinynas search --task anomaly`)."""
+    donnings: int = 1
+    """Gesture plans: 2 asks the person to take the armband off and put it on again halfway through, so that the
+    recording holds two donnings: the search then validates on the second (leave-one-session-out), ranking the
+    networks by what survives re-wearing the armband."""
 
     def __post_init__(self) -> None:
         if self.task not in ("classify", "anomaly"):
@@ -86,6 +90,9 @@ class Plan:
         if self.rest_class and self.rest_class not in self.classes:
             raise PlanError(f"plan {self.name!r}: rest_class {self.rest_class!r} is not one of its classes "
                             f"({', '.join(self.classes)})")
+        if self.donnings not in (1, 2) or (self.donnings == 2 and self.kind != "gesture"):
+            raise PlanError(f"plan {self.name!r}: donnings is 1 or 2 (2: the armband put on again halfway), for "
+                            f"gesture plans; got {self.donnings} for a {self.kind} plan")
         if self.rest_class and self.kind != "gesture":
             raise PlanError(f"plan {self.name!r}: rest_class goes with gesture plans (a machine has states, not rest)")
         unknown = sorted(set(self.order) - set(self.classes))
@@ -145,6 +152,14 @@ class Plan:
             return list(self.order)
         return [label for _ in range(self.repetitions) for label in self.classes]
 
+    @property
+    def redon_after(self) -> int:
+        """Prompts accepted before a two-donning plan asks for the re-don: the first half of its rounds (the second
+        donning gets the larger half: it validates and tests), or of its `order`."""
+        if self.order:
+            return len(self.order) // 2
+        return (self.repetitions // 2) * len(self.classes)
+
     def to_dict(self) -> dict:
         """JSON-ready dict (stored in the session manifest)."""
         return asdict(self)
@@ -160,6 +175,10 @@ class Plan:
                             f"{fewest}; a class needs at least {MIN_RECORDINGS} to search on (one each to train, "
                             f"validate and test on): raise repetitions")
 
+
+REDON_TEXT = ("take the armband off and put it on again, as you would on another day (the model learns what "
+              "survives re-wearing it)")
+"""What a two-donning plan asks halfway through (the terminal, the service and its page say it)."""
 
 MAX_SEGMENT_SECONDS = 30.0
 """The longest recorded segment (half the recorder's 60 s of memory, from which it is cut and checked)."""
@@ -238,6 +257,7 @@ _PLAN_FIELDS = {
     "hop_samples": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number of samples"),
     "confirm": (lambda v: isinstance(v, bool), "true or false"),
     "task": (lambda v: isinstance(v, str), "classify or anomaly"),
+    "donnings": (lambda v: isinstance(v, int) and not isinstance(v, bool), "1 or 2"),
 }
 
 
@@ -332,7 +352,8 @@ class GuidedCollection:
                  on_prompt: Callable[[str, int], None] | None = None, max_attempts: int = 3,
                  timeout_seconds: float = 30.0, on_announce: Callable[[str, int], None] | None = None,
                  on_result: Callable[[str, bool], None] | None = None,
-                 confirm: Callable[[str], None] | None = None) -> None:
+                 confirm: Callable[[str], None] | None = None,
+                 redon: Callable[[], None] | None = None) -> None:
         self.recorder = recorder
         self.plan = plan
         self.prompter = prompter or Prompter()
@@ -340,6 +361,7 @@ class GuidedCollection:
         self.on_announce = on_announce  # gets (label, attempt) when a prompt is announced
         self.on_result = on_result  # gets (label, kept) once the attempt's window was cut and checked
         self.confirm = confirm or self._confirm_on_terminal  # returns once the operator says the state is set
+        self.redon = redon or self._redon_on_terminal  # returns once the person has put the armband on again
         self.max_attempts = max_attempts
         self.timeout_seconds = timeout_seconds
         self.rate = recorder.hello.sample_rate_hz
@@ -381,6 +403,35 @@ class GuidedCollection:
             self.prompter.say(f"set the machine to state {label}, then press Enter")
             sys.stdin.readline()
         # Headless with no one to confirm: the countdown is the operator's time to switch.
+
+    def _redon_on_terminal(self) -> None:
+        self.prompter.say(REDON_TEXT)
+        if sys.stdin.isatty():
+            self.prompter.say("press Enter once the armband is on again")
+            sys.stdin.readline()
+        else:  # headless with no one to confirm: the countdown is the person's time
+            time.sleep(max(10, self.plan.countdown))
+
+    def donning(self) -> int:
+        """Which donning of the armband this collection records now: 2 once the session recorded the re-don."""
+        path = self.recorder.folder / "events.jsonl"
+        donning = 1
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    donning = max(donning, int(json.loads(line).get("donning", 1)))
+                except (ValueError, TypeError, AttributeError):
+                    continue
+        return donning
+
+    def _maybe_redon(self, accepted: int) -> None:
+        """Halfway through a two-donning plan (REDON_AFTER prompts accepted), once: the armband off and on again."""
+        if self.plan.donnings < 2 or accepted < self.plan.redon_after or self.donning() >= 2:
+            return
+        self.redon()
+        self.baseline = None  # the electrodes sit elsewhere now: rest is heard again
+        self.recorder.add_event({"donning": 2, "sample": self.recorder.latest_sample})
+        self.prompter.say("armband on again: the collection continues")
 
     def _record_block(self, label: str) -> bool:
         """A continuous plan's prompt: hold the state for the block, record it as consecutive segments (each one
@@ -464,10 +515,12 @@ class GuidedCollection:
             else:
                 problems = check_window(window, self.recorder.hello.sample_format, rest,
                                         still=label == plan.rest_class)
-            if self.on_result is not None:
+            if not problems:
+                donning = {"donning": self.donning()} if plan.donnings > 1 else {}
+                self.recorder.add_window(label, start, self.length, attempt=attempt, go=go, **donning)
+            if self.on_result is not None:  # once the window is on disk: what it is told counts it
                 self.on_result(label, not problems)
             if not problems:
-                self.recorder.add_window(label, start, self.length, attempt=attempt, go=go)
                 return True
             self.recorder.add_event({"rejected": label, "start": start, "go": go, "problems": problems})
             self.prompter.say(f"not kept: {'; '.join(problems)}")
@@ -525,6 +578,7 @@ class GuidedCollection:
             unit = "windows" if self.plan.segments == 1 else "blocks"
             self.prompter.say(f"resuming: {sum(done.values())} {unit} already recorded, {len(queue)} to go")
         for number, label in enumerate(queue, 1):
+            self._maybe_redon(sum(done.values()) + sum(result.accepted.values()))
             self.prompter.say(f"[{number}/{len(queue)}]")
             while True:
                 if not self._record_one(label):

@@ -78,6 +78,9 @@ class Person:
         self.reactions: list[dict] = []
         """What the person did for each prompt: label asked, sign made (None: none), reaction time."""
         self.played: list[tuple[str, int, int]] = []  # (sign, first sample, samples): each sign as it starts
+        self.gains = np.ones(channels)
+        """Each electrode's gain as the armband sits now (1 until it is put on again: `redon`)."""
+        self.donnings = 1
 
     def reaction_seconds(self) -> float:
         """A reaction time drawn from the behaviour's distribution."""
@@ -106,6 +109,14 @@ class Person:
             self.perform(sign, delay, window_seconds + b.hold_seconds)
         return record
 
+    def redon(self, spread: float = 0.25) -> np.ndarray:
+        """Take the armband off and put it on again: every electrode sits a little elsewhere, so each channel's
+        gain changes (log-normal, `spread` in log units); the signs' patterns stay. Returns the new gains."""
+        with self._lock:
+            self.gains = np.exp(self.rng.normal(0.0, spread, size=self.channels))
+            self.donnings += 1
+            return self.gains.copy()
+
     def perform(self, sign: str, delay_seconds: float, seconds: float) -> None:
         """Make `sign` after `delay_seconds` of stillness, held for `seconds` (recorded windows end to end)."""
         need = int(round(seconds * self.rate))
@@ -118,7 +129,7 @@ class Person:
         with self._lock:
             if delay_seconds > 0:
                 self._queue.append((None, self._still(int(round(delay_seconds * self.rate)))))
-            self._queue.append((sign, np.concatenate(parts)[:need]))
+            self._queue.append((sign, np.concatenate(parts)[:need] * self.gains))
 
     def _still(self, count: int) -> np.ndarray:
         return self.rng.normal(0.0, self.noise, size=(count, self.channels))

@@ -51,7 +51,7 @@ def _perform(source, label, go, performs=None):
         source.perform(label, repeats=2)
 
 
-def _run(tmp_path, plan, source, prompter, channels=4, performs=None):
+def _run(tmp_path, plan, source, prompter, channels=4, performs=None, redon=None):
     hello = Hello("sim", "1", channels, 200.0, "int8")
     with Simulator(source, hello, port_dir=tmp_path) as simulator, Link(simulator.port).open() as link:
         with Recorder(tmp_path / "session", link.wait_hello(30), labels=plan.classes, plan=plan.to_dict()) as recorder:
@@ -60,7 +60,7 @@ def _run(tmp_path, plan, source, prompter, channels=4, performs=None):
             try:
                 guide = GuidedCollection(recorder, plan, prompter,
                                          on_prompt=lambda label, go: _perform(source, label, go, performs),
-                                         timeout_seconds=60)
+                                         timeout_seconds=60, redon=redon)
                 return guide.run()
             finally:
                 thread.stop()
@@ -351,3 +351,34 @@ def test_one_state_is_an_anomaly_plan_and_only_that():
     with pytest.raises(PlanError, match="kind = continuous"):
         Plan("healthy", ("normal",), task="anomaly")
     assert load_plan("motor-normal").task == "anomaly"
+
+
+@pytest.mark.slow
+def test_a_two_donning_plan_asks_once_halfway_and_its_second_half_is_a_session_to_validate_on(tmp_path):
+    from tinynas.data.splits import make_split
+
+    windows, rest = _gestures()
+    source = PerformingSource(windows, rest)
+    plan = Plan("donned twice", ("fist", "open", "point"), repetitions=4, window_seconds=0.5, rest_seconds=1.5,
+                countdown=1, donnings=2)
+    assert plan.redon_after == 6  # two of the four rounds, then the armband off and on again
+    asked = []
+    # The person is away after the re-don: the collection pauses with the first half and the re-don kept.
+    with pytest.raises(CollectionPaused):
+        _run(tmp_path, plan, source, Collecting(), performs=lambda label: not asked, redon=lambda: asked.append(1))
+    assert len(asked) == 1
+    # Resumed (after a power cut, say): the re-don is on record and is not asked again.
+    result = _run(tmp_path, plan, source, Collecting(), redon=lambda: asked.append(2))
+    assert len(asked) == 1 and sum(result.accepted.values()) == 6
+    data = load_session(tmp_path / "session")
+    donned = [str(name).endswith("donning 2") for name in data.sessions]
+    assert donned == [False] * 6 + [True] * 6
+    split = make_split(data, "auto", seed=0)
+    assert split.held_out and "donning 2" in split.held_out
+    assert all(donned[i] for i in np.concatenate([split.val, split.test])) and not any(donned[i] for i in split.train)
+
+
+@pytest.mark.parametrize("fields", [{"donnings": 3}, {"donnings": 2, "kind": "continuous"}])
+def test_a_plan_donned_more_than_twice_or_for_a_machine_is_refused(fields):
+    with pytest.raises(PlanError, match="donnings is 1 or 2"):
+        Plan("p", ("a", "b"), **fields)

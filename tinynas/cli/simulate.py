@@ -282,6 +282,9 @@ class Follower:
             self.serving_since = None
         if status.get("state") in (Phase.IDLE, Phase.SERVING) and self._record_more(status):
             return
+        if status.get("state") == Phase.COLLECTING and collection.get("redon") and isinstance(self.source, Person):
+            self._redon(status)
+            return
         if status.get("state") != Phase.COLLECTING or not collection.get("prompt"):
             if isinstance(self.source, Machine) and self.source.state is not None and status.get("state"):
                 self.source.stop()  # nothing is recorded: the operator switches the machine off
@@ -360,6 +363,21 @@ class Follower:
         log.info("the simulated %s records %d more per class for %s, as the service asked",
                  "machine" if isinstance(self.source, Machine) else "person", more, user)
         return True
+
+    def _redon(self, status: dict) -> None:
+        """A two-donning plan's halfway step: the person takes the armband off, puts it on again (each electrode
+        a little elsewhere), and continues, as the page asks."""
+        assert isinstance(self.source, Person)
+        key = (status.get("collection") or {}).get("confirm_since")  # once per request, across restarts
+        if not key or self.confirmed == key:
+            return
+        time.sleep(2.0)  # off and on again
+        self.confirmed = key
+        gains = self.source.redon()
+        self._request("continue", status.get("user"))
+        self.note({"redon": [round(float(g), 3) for g in gains]})
+        log.info("the simulated person put the armband on again (channel gains %s) and continues",
+                 " ".join(f"{g:.2f}" for g in gains))
 
     def _continue_pause(self, status: dict) -> None:
         # As a person reading the page: checks the armband (a few seconds), then continues the collection.

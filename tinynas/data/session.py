@@ -262,7 +262,11 @@ def load_session(path: str | Path, window: int | None = None, hop: int | None = 
                     x.append(samples * scale)
                 label_names.append(readable(str(record["label"])))
                 groups.append(f"{readable(folder.name)}/{index}")
-                sessions.append(readable(folder.name))
+                # A second donning of the armband within the session (a two-donning plan) is a session of its own:
+                # the split can then validate on it (leave-one-session-out).
+                donning = record.get("donning")
+                sessions.append(readable(folder.name) + (f" donning {donning}" if isinstance(donning, int)
+                                                         and donning > 1 else ""))
                 starts.append(first)
     if changed:
         log.warning("%d window(s) of %s do not hold the samples that were accepted (their CRC-32 differs: a "

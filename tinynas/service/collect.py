@@ -67,16 +67,27 @@ class _StatusPrompter(Prompter):
 def wait_for_confirmation(service: ServiceContext, label: str, countdown: int) -> None:
     """Hold a continuous plan's block until the operator confirms that the machine is in state `label`
     (`tinynas onboard --user U --continue`, the request that also continues a paused collection)."""
+    _wait_for_continue(service, f"set the machine to state {label}", countdown)
+
+
+def wait_for_redon(service: ServiceContext, countdown: int) -> None:
+    """Halfway through a two-donning plan: hold until the person has put the armband on again and continues."""
+    from firmware_bridge.guide import REDON_TEXT
+
+    _wait_for_continue(service, REDON_TEXT, countdown, redon=True)
+
+
+def _wait_for_continue(service: ServiceContext, what: str, countdown: int, redon: bool = False) -> None:
     user = service.state.user
-    service.collection.update(phase="confirm", countdown_ends=None, confirm_since=time.time(),
-                              confirm=f"set the machine to state {label}, then confirm: tinynas onboard --user "
-                                      f"{user} --continue{config_hint(service.config)}")
-    log.info("collect: waiting for the operator: %s", service.collection["confirm"])
+    service.collection.update(phase="confirm", countdown_ends=None, confirm_since=time.time(), redon=redon,
+                              confirm=f"{what}, then confirm: tinynas onboard --user {user} --continue"
+                                      f"{config_hint(service.config)}")
+    log.info("collect: waiting for the %s: %s", "person" if redon else "operator", service.collection["confirm"])
     while True:
         for path, wanted in service.requests("continue"):
             path.unlink(missing_ok=True)
             if wanted.get("user") == user:
-                service.collection.update(phase="ready", confirm=None,
+                service.collection.update(phase="ready", confirm=None, redon=False,
                                           countdown_ends=time.time() + countdown)
                 return
             service.refuse(f"continue request for {wanted.get('user')!r} ignored: the collection is {user}'s")
@@ -145,8 +156,10 @@ def collect(service: ServiceContext) -> Transition:
         guide = GuidedCollection(recorder, plan, _StatusPrompter(service, plan.kind), on_prompt=go,
                                  on_announce=announced,
                                  confirm=lambda label: wait_for_confirmation(service, label, plan.countdown),
+                                 redon=lambda: wait_for_redon(service, plan.countdown),
                                  on_result=lambda _label, kept: service.collection.update(
-                                     phase="kept" if kept else "not kept", go=None, go_at=None))
+                                     phase="kept" if kept else "not kept", go=None, go_at=None,
+                                     accepted=sum(guide.done_counts().values())))  # counted from the session
         done = guide.done_counts()
         service.collection["accepted"] = sum(done.values())
         guide.run()

@@ -261,7 +261,8 @@ function drawActions(s, now) {
   const redo = s.state === "COLLECTING" && c.redo_until && now < c.redo_until;
   show("collect-actions", paused || redo || s.state === "RECALIBRATING" || s.state === "COLLECTING");
   show("continue", !!paused);
-  $("continue").textContent = c.phase === "confirm" && !s.paused ? "The machine is ready: record" : "Continue";
+  $("continue").textContent = c.phase === "confirm" && !s.paused ?
+    (c.redon ? "The armband is on again: continue" : "The machine is ready: record") : "Continue";
   show("cancel", s.state === "COLLECTING" || s.state === "RECALIBRATING");
   show("redo", !!redo);
   show("serve-actions", s.state === "SERVING");
