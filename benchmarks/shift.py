@@ -360,7 +360,14 @@ def run_rewear(config: str, inputs: str, seed: int, methods: tuple[str, ...] = R
 
 
 def rewear_report(records: list[dict], command: str) -> str:
-    lines = ["# Second day, re-worn armband: methods and inputs (issue 36)", "", f"Command: `{command}`", "",
+    commands = list(dict.fromkeys(r.get("command", command) for r in records)) or [command]
+    shared = list(dict.fromkeys(r["shared"] for r in records if r.get("shared")))
+    lines = ["# Second day, re-worn armband: methods and inputs (issue 36)", "",
+             "Commands (each adds the rows it lacks to `shift-isl-rewear.jsonl`): "
+             + "; ".join(f"`{c}`" for c in commands), "",
+             "Machine: 2-core x86_64 VM (not a Raspberry Pi), two runs at a time, one TensorFlow thread each; "
+             "accuracy does not depend on what shared it. What did: " + ("; ".join(shared) or "nothing noted") + ".",
+             "",
              "Trained on `../shared/data/isl` (June; the session split, same-block test = the latest 20 % of each "
              "letter's block) with the final recipe (100 epochs, lr 0.01, batch 16, best validation weights) and "
              "the armband preset's augmentation; int8 through LiteRT. New session: `isl_session3_dev` (re-worn "
@@ -508,6 +515,7 @@ def _main_rewear(args, seeds: list[int], command: str) -> int:
     context = multiprocessing.get_context("spawn")
     with context.Pool(args.processes, maxtasksperchild=1) as pool:
         for record in pool.imap_unordered(_rewear_job, jobs):
+            record.update(command=command, shared=args.shared or "")
             with log.open("a") as handle:
                 handle.write(json.dumps(record) + "\n")
             done.append(record)
@@ -527,6 +535,7 @@ def main(argv=None) -> int:
                         help="part B: the whole product (fast search with the preset) instead of the recipe rows")
     parser.add_argument("--inputs", help="isl-rewear: comma-separated inputs (default: all)")
     parser.add_argument("--configs", help="isl-rewear: semicolon-separated architectures (default: all)")
+    parser.add_argument("--shared", help="isl-rewear: what else ran on the machine meanwhile (kept in the results)")
     parser.add_argument("--methods", help="isl-rewear: comma-separated methods (default: all; zero-shot and adapt "
                                           "always run)")
     args = parser.parse_args(argv)

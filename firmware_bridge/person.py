@@ -81,6 +81,8 @@ class Person:
         self.gains = np.ones(channels)
         """Each electrode's gain as the armband sits now (1 until it is put on again: `redon`)."""
         self.donnings = 1
+        self.redon_spread = 0.25
+        """How much each electrode's gain changes when the armband is put on again (log-normal spread)."""
 
     def reaction_seconds(self) -> float:
         """A reaction time drawn from the behaviour's distribution."""
@@ -109,11 +111,11 @@ class Person:
             self.perform(sign, delay, window_seconds + b.hold_seconds)
         return record
 
-    def redon(self, spread: float = 0.25) -> np.ndarray:
+    def redon(self) -> np.ndarray:
         """Take the armband off and put it on again: every electrode sits a little elsewhere, so each channel's
-        gain changes (log-normal, `spread` in log units); the signs' patterns stay. Returns the new gains."""
+        gain changes (log-normal, `redon_spread` in log units); the signs' patterns stay. Returns the new gains."""
         with self._lock:
-            self.gains = np.exp(self.rng.normal(0.0, spread, size=self.channels))
+            self.gains = np.exp(self.rng.normal(0.0, self.redon_spread, size=self.channels))
             self.donnings += 1
             return self.gains.copy()
 

@@ -64,3 +64,15 @@ def test_a_machine_plays_each_state_on_and_says_when_a_recording_wraps(caplog):
     assert "worn" in machine.wrapped and "used up and starts again" in caplog.text
     with pytest.raises(ValueError, match="no state 'ball'"):
         machine.set_state("ball")
+
+
+def test_an_armband_put_on_again_changes_each_channel_s_gain_not_the_sign():
+    sign = np.full((1, 40, 3), 20.0)
+    person = Person({"fist": sign}, 3, 200.0, np.float32, noise=0.0, behaviour=Behaviour(seed=3))
+    person.perform("fist", 0.0, 0.2)
+    before = person.read(40)
+    gains = person.redon()
+    person.perform("fist", 0.0, 0.2)
+    after = person.read(40)
+    assert person.donnings == 2 and not np.allclose(gains, 1.0) and np.all(gains > 0)
+    assert np.allclose(before, 20.0) and np.allclose(after, 20.0 * gains)
