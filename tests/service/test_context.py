@@ -57,3 +57,14 @@ def test_a_paused_collection_continues_or_ends_by_its_transition(tmp_path):
     assert ended.phase == Phase.IDLE and "cancelled" in ended.changes["error"]
     failed = context.failed(Phase.SEARCHING, RuntimeError("boom"))
     assert failed.phase == Phase.IDLE and "internal error RuntimeError: boom" in failed.changes["error"]
+
+
+def test_status_json_shows_each_saved_phase_and_error_at_once(tmp_path):
+    # `tinynas service status` reads status.json: it must never show an older phase than state.json,
+    # whenever the writer thread's next tick comes (none runs here).
+    context = _context(tmp_path)
+    context.apply(to(Phase.SEARCHING, user="alice"))
+    assert json.loads(context.paths.status.read_text())["state"] == "SEARCHING"
+    context.apply(to(Phase.IDLE, error="searching for alice failed: too big"))
+    shown = json.loads(context.paths.status.read_text())
+    assert shown["state"] == "IDLE" and shown["error"] == "searching for alice failed: too big"

@@ -117,6 +117,11 @@ class ServiceContext:
                 log.error("cannot save the service state: %s", user_message(exc) or exc)
                 if not self.state.error:
                     self.state.error = f"cannot save the service state: {user_message(exc) or exc}"
+        # At once, not at the writer's next tick: `tinynas service status` never shows an older phase or
+        # error than state.json (on a loaded Pi the tick can come seconds late).
+        from tinynas.service.status import write_status_file
+
+        write_status_file(self)
         log.info("state %s%s", self.state.state, f" ({self.state.user})" if self.state.user else "")
 
     def refuse(self, why: str) -> None:

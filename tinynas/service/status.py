@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from tinynas.atomic import atomic_write_text
 from tinynas.process_memory import memory_bytes
 from tinynas.service.actions import config_hint, page_plans
 from tinynas.service.context import ServiceContext
@@ -39,6 +42,19 @@ def snapshot(service: ServiceContext) -> dict:
     if state.deployed.get("task") == "anomaly":
         status["alarm"] = alarm_status(service)
     return status
+
+
+_WRITING = threading.Lock()
+"""Snapshot and write as one step: a snapshot taken before a state change never lands after the change's own."""
+
+
+def write_status_file(service: ServiceContext) -> None:
+    """Write the snapshot to `status.json` (what `tinynas service status` reads); a full disk is logged, not raised."""
+    try:
+        with _WRITING:
+            atomic_write_text(service.paths.status, json.dumps(snapshot(service)) + "\n")
+    except OSError as exc:
+        logging.getLogger(__name__).warning("cannot write status: %s", exc)
 
 
 def alarm_status(service: ServiceContext) -> dict:

@@ -23,11 +23,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from firmware_bridge.protocol import Samples
-from tinynas.atomic import atomic_write_text
 from tinynas.service.context import ServiceContext
 from tinynas.service.inference import LiveClassifier, LiveScorer
 from tinynas.service.paths import request_time_ns
-from tinynas.service.status import snapshot
+from tinynas.service.status import write_status_file
 
 log = logging.getLogger(__name__)
 
@@ -155,10 +154,7 @@ def _stale(service: ServiceContext) -> str:
 def write_status(service: ServiceContext) -> None:
     """Write the status snapshot to `status.json` twice a second (what `tinynas service status` reads)."""
     while not service.stopping.wait(0.5):
-        try:
-            atomic_write_text(service.paths.status, json.dumps(snapshot(service)) + "\n")
-        except OSError as exc:
-            log.warning("cannot write status: %s", exc)
+        write_status_file(service)
 
 
 def watch_requests(service: ServiceContext) -> None:
