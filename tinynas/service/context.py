@@ -121,7 +121,10 @@ class ServiceContext:
         # error than state.json (on a loaded Pi the tick can come seconds late).
         from tinynas.service.status import write_status_file
 
-        write_status_file(self)
+        try:
+            write_status_file(self)
+        except Exception as exc:  # noqa: BLE001 - the state is saved; the writer thread tries again in 0.5 s
+            log.warning("cannot write status after saving the state: %s: %s", type(exc).__name__, exc)
         log.info("state %s%s", self.state.state, f" ({self.state.user})" if self.state.user else "")
 
     def refuse(self, why: str) -> None:
