@@ -62,3 +62,20 @@ def test_mismatched_data_is_refused_in_one_line():
         renamed.check(swapped)
     with pytest.raises(ValueError, match="unknown normalization"):
         Preprocessing.fit(windows, np.arange(len(windows)), "zscore")
+
+
+def test_window_normalization_divides_each_window_by_its_rms_and_keeps_channel_ratios():
+    windows = load_windows(SPEC)
+    pre = Preprocessing.fit(windows, np.arange(len(windows)), "window")
+    assert pre.offset == () and pre.scale == ()  # nothing learnt from the training windows
+    out = pre.apply(windows.x)
+    assert np.allclose(np.sqrt(np.mean(out.astype(np.float64) ** 2, axis=(1, 2))), 1, atol=1e-5)
+    # One factor per window, the same on every channel and sample: the channels' relative levels are kept.
+    factor = np.sqrt(np.mean(windows.x.astype(np.float64) ** 2, axis=(1, 2)))
+    assert np.allclose(out * factor[:, None, None], windows.x, rtol=1e-5, atol=1e-4)
+    # A re-worn armband's gain change is gone: 3x louder gives the same input.
+    assert np.allclose(pre.apply(windows.x * 3), out, rtol=1e-5, atol=1e-6)
+    assert not pre.apply(np.zeros((1, *windows.x.shape[1:]))).any()  # silence stays zero, never NaN
+    assert np.array_equal(pre.prepare(windows).x, out)  # what training sees
+    stored = json.loads(json.dumps(pre.to_dict()))
+    assert Preprocessing.from_dict(stored) == pre and stored["normalize"] == "window"

@@ -67,8 +67,10 @@ def register(sub) -> None:
     search.add_argument("--kernels", default="auto", metavar="SIZES",
                         help="kernel sizes the fast strategy races, e.g. 3,9 (default auto: the data's sensor preset)")
     search.add_argument("--normalize", default="none", choices=NORMALIZATIONS,
-                        help="none (raw windows), or channel: standardise each channel with the training "
-                             "split's statistics (recorded in card.json, applied when serving)")
+                        help="none (raw windows); channel: standardise each channel with the training "
+                             "split's statistics; window: divide each window by its own RMS over all channels "
+                             "(a re-worn armband's gain change; recorded in card.json, applied when serving and "
+                             "by the generated model_prepare.c)")
     search.add_argument("--c-prefix", default="tinynas", metavar="NAME",
                         help="start of the generated C runtime's names (NAME_infer, NAME_INPUT_SIZE; default "
                              "tinynas): give each model of one firmware its own")

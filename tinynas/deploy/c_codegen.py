@@ -15,6 +15,7 @@ import numpy as np
 from tinynas.cost.c_runtime import pad_left
 from tinynas.deploy import c_quant
 from tinynas.deploy.c_model import CodegenError, ConvStage, IntegerModel, read_integer_model
+from tinynas.deploy.c_prepare import float_literal, prepare_declaration
 
 __all__ = ["DEFAULT_PREFIX", "ENTRY_POINT", "CodegenError", "check_prefix", "compile_tflite", "entry_point",
            "generate_c", "read_integer_model"]
@@ -153,16 +154,14 @@ def _conv_initializer(name: str, stage: ConvStage) -> str:
             f"  {stage.rows}, {stage.cin}, {stage.cout}\n}};\n")
 
 
-def _float_literal(value: float) -> str:
-    return f"{np.float32(value)!r}".replace("np.float32(", "").rstrip(")") + "f"
-
-
 def generate_c(model: IntegerModel, header_name: str = "model_compiled.h", title: str = "",
-               prefix: str = DEFAULT_PREFIX, anomaly_threshold: int | None = None) -> tuple[str, str]:
+               prefix: str = DEFAULT_PREFIX, anomaly_threshold: int | None = None,
+               declare_prepare: bool = False) -> tuple[str, str]:
     """(source, header) of the C runtime for `model`; `title` goes in the first comment line, `prefix` starts
     the entry point's and the macros' names (PREFIX_infer, PREFIX_INPUT_SIZE). An anomaly scorer's model
     (`anomaly_threshold`: its threshold in output steps, tinynas.anomaly.card) also gets PREFIX_score, which
-    returns the score and the verdict in one call."""
+    returns the score and the verdict in one call. `declare_prepare`: the header also declares PREFIX_prepare
+    (tinynas.deploy.c_prepare, in the model's own _prepare.c)."""
     function, upper = entry_point(prefix), prefix.upper()
     plan = model.plan
     guard = header_name.upper().replace(".", "_").replace("-", "_") + "_"
@@ -180,14 +179,15 @@ def generate_c(model: IntegerModel, header_name: str = "model_compiled.h", title
         + "/* Bytes of the static arena the model keeps in .bss (the caller's input and output apart). */\n"
         + f"#define {upper}_ARENA_SIZE {plan.arena_bytes}\n"
         + "/* real value = scale * (int8 value - zero point) */\n"
-        + f"#define {upper}_INPUT_SCALE {_float_literal(model.input.scale)}\n"
+        + f"#define {upper}_INPUT_SCALE {float_literal(model.input.scale)}\n"
         + f"#define {upper}_INPUT_ZERO_POINT ({model.input.zero_point})\n"
-        + f"#define {upper}_OUTPUT_SCALE {_float_literal(model.output.scale)}\n"
+        + f"#define {upper}_OUTPUT_SCALE {float_literal(model.output.scale)}\n"
         + f"#define {upper}_OUTPUT_ZERO_POINT ({model.output.zero_point})\n\n"
         + f"/* Classifies one window: reads input[{upper}_INPUT_SIZE] in place, writes\n"
         + f" * output[{upper}_OUTPUT_SIZE] (int8 logits). Not reentrant (one static arena). Returns 0. */\n"
         + f"int {function}(const int8_t *input, int8_t *output);\n\n"
         + (_score_declaration(prefix, anomaly_threshold) if anomaly_threshold is not None else "")
+        + (prepare_declaration(prefix) if declare_prepare else "")
         + "#ifdef __cplusplus\n}\n#endif\n\n"
         + f"#endif  /* {guard} */\n")
     parts = [banner, f"#include \"{header_name}\"\n\n",

@@ -128,28 +128,41 @@ class ExportedModel:
     card_path: Path
     compiled_c_path: Path | None = None
     compiled_header_path: Path | None = None
+    prepare_path: Path | None = None
 
 
-def compiled_c_card(tflite: bytes, symbol: str, prefix: str = "tinynas", anomaly_threshold: int | None = None
-                    ) -> tuple[dict[str, Any], tuple[str, str] | None]:
-    """The card's `c_runtime` section and the generated C runtime's (source, header), or None and the reason.
+def compiled_c_card(tflite: bytes, symbol: str, prefix: str = "tinynas", anomaly_threshold: int | None = None,
+                    preprocessing: dict | None = None) -> tuple[dict[str, Any], tuple[str, ...] | None]:
+    """The card's `c_runtime` section and the generated C runtime's (source, header[, prepare source]), or None
+    and the reason. With the card's `preprocessing`, the runtime also gets PREFIX_prepare (tinynas.deploy.c_prepare)
+    in `<symbol>_prepare.c`: raw window -> int8 input, as tinynas serves.
 
     A model the generator cannot compile exactly (not an int8 A(k, c) graph) still exports for TFLite
     Micro: the card says why there is no C runtime instead of failing the export.
     """
+    from tinynas.data.preprocess import Preprocessing
     from tinynas.deploy.c_codegen import CodegenError, entry_point, generate_c, read_integer_model
+    from tinynas.deploy.c_prepare import generate_prepare
 
     function = entry_point(prefix)  # a bad prefix is the caller's error, not a model the generator cannot compile
     try:
         integer_model = read_integer_model(tflite)
     except CodegenError as exc:
         return {"error": str(exc)}, None
-    files = generate_c(integer_model, f"{symbol}_compiled.h", f"{symbol}.tflite", prefix, anomaly_threshold)
+    header_name = f"{symbol}_compiled.h"
+    pre = Preprocessing.from_dict(preprocessing) if preprocessing is not None else None
+    files: tuple[str, ...] = generate_c(integer_model, header_name, f"{symbol}.tflite", prefix, anomaly_threshold,
+                                        declare_prepare=pre is not None)
     plan = integer_model.plan
     scoring = {} if anomaly_threshold is None else {"score_function": f"{prefix}_score",
                                                     "threshold_macro": f"{prefix.upper()}_ANOMALY_THRESHOLD"}
-    return {"source": f"{symbol}_compiled.c", "header": f"{symbol}_compiled.h", "entry_point": function,
-            "prefix": prefix, **scoring,
+    preparing = {}
+    if pre is not None:
+        files = (*files, generate_prepare(pre, header_name, prefix, f"{symbol}.tflite"))
+        preparing = {"prepare_source": f"{symbol}_prepare.c", "prepare_function": f"{prefix}_prepare",
+                     "prepare_needs_libm": pre.normalize == "window"}
+    return {"source": f"{symbol}_compiled.c", "header": header_name, "entry_point": function,
+            "prefix": prefix, **scoring, **preparing,
             "arena_bytes": plan.arena_bytes,
             "input_bytes": integer_model.input_length * integer_model.input_channels,
             "output_bytes": integer_model.classes}, files
@@ -158,25 +171,29 @@ def compiled_c_card(tflite: bytes, symbol: str, prefix: str = "tinynas", anomaly
 def write_export(out_dir: str | os.PathLike, architecture: Architecture, tflite: bytes,
                  card: dict[str, Any], symbol: str = "model", c_prefix: str = "tinynas") -> ExportedModel:
     """Write model.tflite, model.c/.h (TFLite Micro), model_compiled.c/.h (the C runtime, its names starting
-    with `c_prefix`: two models of one firmware take two) and card.json atomically into `out_dir`; the card
-    is written last."""
+    with `c_prefix`: two models of one firmware take two), model_prepare.c (its input preparation, when the card
+    has a "preprocessing") and card.json atomically into `out_dir`; the card is written last."""
     out = Path(out_dir)
     anomaly = card.get("anomaly")
     threshold = anomaly.get("threshold_steps") if isinstance(anomaly, dict) else None
     c_runtime, compiled = compiled_c_card(tflite, symbol, c_prefix,
-                                          int(threshold) if isinstance(threshold, (int, float)) else None)
+                                          int(threshold) if isinstance(threshold, (int, float)) else None,
+                                          card.get("preprocessing"))
     out.mkdir(parents=True, exist_ok=True)
     source, header = c_array_source(tflite, symbol)
     paths = ExportedModel(out / f"{symbol}.tflite", out / f"{symbol}.c", out / f"{symbol}.h",
                           out / "card.json",
                           compiled_c_path=out / f"{symbol}_compiled.c" if compiled else None,
-                          compiled_header_path=out / f"{symbol}_compiled.h" if compiled else None)
+                          compiled_header_path=out / f"{symbol}_compiled.h" if compiled else None,
+                          prepare_path=out / f"{symbol}_prepare.c" if compiled and len(compiled) > 2 else None)
     atomic_write_bytes(paths.tflite_path, tflite)
     atomic_write_text(paths.c_path, source)
     atomic_write_text(paths.header_path, header)
     if compiled is not None and paths.compiled_c_path and paths.compiled_header_path:
         atomic_write_text(paths.compiled_c_path, compiled[0])
         atomic_write_text(paths.compiled_header_path, compiled[1])
+    if compiled is not None and paths.prepare_path:
+        atomic_write_text(paths.prepare_path, compiled[2])
     full_card = {"architecture": architecture.to_dict(), "name": architecture.name(),
                  "digest": architecture.digest(), "quantization": io_quantization(tflite),
                  "c_runtime": c_runtime, **card, "tools": tool_versions(), "card_schema": CARD_SCHEMA}

@@ -30,8 +30,8 @@ MODEL_WEIGHTS = "model.weights.h5"
 SPLIT_FILE = "split.npz"
 """Indices of the training, validation and test windows (of windows.npz) the model was made with."""
 WINDOWS_FILE = "windows.npz"
-MODEL_FILES = ("model.tflite", "model.c", "model.h", "model_compiled.c", "model_compiled.h", "card.json",
-               MODEL_WEIGHTS)
+MODEL_FILES = ("model.tflite", "model.c", "model.h", "model_compiled.c", "model_compiled.h", "model_prepare.c",
+               "card.json", MODEL_WEIGHTS)
 """What `write_model_dir` writes (plus the training windows and split, copied)."""
 
 

@@ -37,7 +37,8 @@ final_epochs = 60
 # Training processes: "auto" (from the cores and the free memory under the service's MemoryMax: a 1 GB Pi
 # gets 1, a 4 GB Pi 3, leaving a core for recording and serving) or a number up to the cores.
 workers = "auto"
-# Input normalisation recorded in the model's card: none, or channel (per-channel mean/std of training windows).
+# Input normalisation recorded in the model's card: none, channel (per-channel mean/std of training windows) or
+# window (each window divided by its own RMS: steadier when the armband is worn again; not for the motor).
 normalize = "none"
 # Collection plan used when `tinynas onboard` names none (isl26, gestures4, bearing4, motor-normal or a file).
 plan = "gestures4"

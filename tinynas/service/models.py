@@ -161,7 +161,8 @@ def choose(profiles: Path, user: str, model_id: str | None, previous: bool, hist
 
 
 DOWNLOADS = {"model.tflite": "application/octet-stream", "model.c": "text/x-c", "model.h": "text/x-c",
-             "model_compiled.c": "text/x-c", "model_compiled.h": "text/x-c", "card.json": "application/json",
+             "model_compiled.c": "text/x-c", "model_compiled.h": "text/x-c",
+             "model_prepare.c": "text/x-c", "card.json": "application/json",
              "firmware.zip": "application/zip"}
 """What the page offers of the served model: its files, and the firmware bundle (`tinynas.deploy.bundle`)."""
 

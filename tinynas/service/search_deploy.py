@@ -170,7 +170,7 @@ def _publish(service: ServiceContext, study: Path, target: Path, card: dict, dep
         # The float weights, training windows and split too: a served model is a model folder that
         # `recalibrate` / `adapt` can open (tinynas.deploy.modeldir).
         for name in ("model.tflite", "model.c", "model.h", "model_compiled.c", "model_compiled.h",
-                     "report.md", "model.weights.h5", "windows.npz", "split.npz"):
+                     "model_prepare.c", "report.md", "model.weights.h5", "windows.npz", "split.npz"):
             if (study / name).exists():
                 shutil.copy2(study / name, staging / name)
         # The served card carries serving's rules (the study's card stays as it was).

@@ -22,7 +22,7 @@ TEST_WINDOWS = "test-windows.npz"
 INCUMBENTS = "incumbents.json"
 """Best score per fidelity so far, for the workers' curve-stop rule."""
 RUN_OUTPUTS = ("best.json", "card.json", "model.tflite", "model.c", "model.h", "model_compiled.c",
-               "model_compiled.h", "report.md", "trials.png", "model.weights.h5", "split.npz")
+               "model_compiled.h", "model_prepare.c", "report.md", "trials.png", "model.weights.h5", "split.npz")
 """What a run leaves in its folder: with these present and no journal, the folder is a finished (or
 abandoned) run that a new search must not overwrite."""
 
