@@ -29,7 +29,7 @@ def test_config_errors(tmp_path):
     with pytest.raises(ConfigError, match="no config file"):
         load_config(tmp_path / "missing.toml")
     bad.write_text('normalize = "zscore"\n')
-    with pytest.raises(ConfigError, match="normalize must be one of none, channel, not 'zscore'"):
+    with pytest.raises(ConfigError, match="normalize must be one of none, channel, window, not 'zscore'"):
         load_config(bad)
 
 
