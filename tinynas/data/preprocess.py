@@ -168,9 +168,7 @@ _MISSING = object()
 def window_rms_divisor(x: np.ndarray) -> np.ndarray:
     """Per window (n, T, C): float32(sqrt(mean of squares) + WINDOW_FLOOR), the squares summed in float64 one
     sample after another (cumsum, not numpy's pairwise sum): what the generated C's loop adds, bit for bit."""
-    flat = np.asarray(x, np.float32).reshape(len(x), -1).astype(np.float64)
-    if flat.shape[1] == 0:
-        return np.ones(len(x), np.float32)
+    flat = np.asarray(x, np.float32).reshape(len(x), -1).astype(np.float64)  # apply checked the shape: T, C >= 1
     power = np.cumsum(flat * flat, axis=1)[:, -1] / flat.shape[1]
     return (np.sqrt(power) + WINDOW_FLOOR).astype(np.float32)
 
