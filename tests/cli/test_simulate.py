@@ -97,3 +97,68 @@ def test_the_follower_looks_again_when_the_service_dies_mid_answer(answer):
     finally:
         thread.join(5)
         server.close()
+
+
+def test_follow_takes_the_page_address_a_user_copies():
+    """The page's address (as shown by `tinynas service run` and the browser) means its status.json: followed as
+    given, a page of HTML was read as 'not reachable yet' forever and the person never moved."""
+    from types import SimpleNamespace
+
+    from tinynas.cli.simulate import _endpoint
+
+    def follow(url):
+        return _endpoint(SimpleNamespace(config=None, follow=url, token=None))[0]
+
+    assert follow("http://127.0.0.1:8765") == "http://127.0.0.1:8765/status.json"
+    assert follow("http://pi.local:8765/") == "http://pi.local:8765/status.json"
+    assert follow("http://pi:1/status.json") == "http://pi:1/status.json"
+    with pytest.raises(UsageError, match="status page's address"):
+        follow("pi.local:8765")
+
+
+def test_the_follower_says_why_it_cannot_read_the_status_and_follows_once_it_can(caplog):
+    """A real status server that comes up late, behind a token, and a server that is not tinynas's: each reason is
+    said once (not once per poll), and the person follows as soon as the status can be read."""
+    import http.server
+    import logging
+    import threading
+
+    from firmware_bridge.person import Person
+    from tinynas.cli.simulate import Follower
+    from tinynas.service.status_server import StatusServer
+
+    caplog.set_level(logging.INFO, logger="tinynas")
+    probe = StatusServer(lambda: {"state": "IDLE"}, port=0, token="a-token-of-16-chars").start()
+    port = probe.address[1]
+    probe.stop()  # the port is free: the service is not up yet
+    follower = Follower(f"http://127.0.0.1:{port}/status.json", "", Person({}, 2, 200.0, np.int8), None, None)
+    assert follower.status() == {} and follower.status() == {}
+    assert caplog.text.count("not reachable yet") == 1
+    server = StatusServer(lambda: {"state": "IDLE"}, port=port, token="a-token-of-16-chars").start()
+    try:
+        assert follower.status() == {} and follower.status() == {}
+        assert caplog.text.count("refused without the right token") == 1
+        follower.url += "?token=a-token-of-16-chars"
+        assert follower.status()["state"] == "IDLE"
+        assert "read: following it" in caplog.text and follower.unreachable_since is None
+    finally:
+        server.stop()
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"<html>a page</html>")
+
+        def log_message(self, *args):
+            return
+
+    other = http.server.HTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        follower.url = f"http://127.0.0.1:{other.server_address[1]}/"
+        assert follower.status() == {} and follower.status() == {}
+        assert caplog.text.count("not with tinynas's status") == 1
+    finally:
+        other.shutdown()
+        other.server_close()

@@ -15,6 +15,8 @@ import json
 import logging
 import re
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -31,6 +33,10 @@ SIGNS_FOR_GESTURES = {"fist": "A", "open": "B", "point": "D"}
 """gestures4's signs as the Italian Sign Language letters that make them: A a fist, B a flat open hand, D the
 index pointing. A prompted class that is a class of the data set is performed as itself."""
 POLL_SECONDS = 0.05
+SAY_AGAIN_SECONDS = 30.0
+"""How often the follower repeats that it still cannot read the status: a person left waiting in silence thinks it
+is working."""
+STATUS_PATH = "/status.json"
 """How often the simulated person looks at the status (a page polls less often; the person's reaction is
 counted from the service's GO time, so this only bounds how late a reaction can start)."""
 
@@ -54,9 +60,9 @@ def register(sub) -> None:
                      help="a person who follows the service's prompts and performs each sign from --source")
     who.add_argument("--machine", action="store_true",
                      help="a machine that runs in the state the service prompts (states from --source)")
-    simulate.add_argument("--follow", help="the service's status endpoint the person or machine follows (default: "
-                                            "the --config's http_host and http_port, else "
-                                            "http://127.0.0.1:8765/status.json)")
+    simulate.add_argument("--follow", help="the service's status page the person or machine follows, its address "
+                                            "or its /status.json (default: the --config's http_host and "
+                                            "http_port, else http://127.0.0.1:8765/)")
     simulate.add_argument("--token", help="the status endpoint's token (default: the --config's http_token)")
     simulate.add_argument("--config", help="service config (TOML): where to confirm a machine's state and continue "
                                            "a paused collection (as `tinynas onboard --continue` does)")
@@ -174,8 +180,19 @@ def _endpoint(args) -> tuple[str, str]:
 
     config = load_config(args.config) if args.config else ServiceConfig()
     host = "127.0.0.1" if config.http_host in ("0.0.0.0", "::", "") else config.http_host
-    follow = args.follow or f"http://{host}:{config.http_port}/status.json"
+    follow = _status_url(args.follow) if args.follow else f"http://{host}:{config.http_port}{STATUS_PATH}"
     return follow, args.token if args.token is not None else config.http_token
+
+
+def _status_url(given: str) -> str:
+    """The status endpoint of what the user gave: the page's own address (what a user sees and copies, with or
+    without its trailing slash) means its /status.json beside it."""
+    parts = urllib.parse.urlsplit(given)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"--follow {given!r}: give the status page's address, e.g. http://127.0.0.1:8765/")
+    if parts.path in ("", "/"):
+        parts = parts._replace(path=STATUS_PATH)
+    return urllib.parse.urlunsplit(parts)
 
 
 def _data_dir(config: str) -> Path:
@@ -235,6 +252,8 @@ class Follower:
         self.confirmed: float | None = None
         self.continued_pause = ""
         self.unreachable_since: float | None = None
+        self.unreadable_why = ""  # what was said about the status that cannot be read, and when
+        self.said_at = 0.0
         self.simulator = simulator
         self.serving_check = serving_check
         self.next_sign_at = 0.0
@@ -249,18 +268,37 @@ class Follower:
         return set(self.source.states if isinstance(self.source, Machine) else self.source.signs)
 
     def status(self) -> dict:
+        """The service's status, or {} while it cannot be read (the person looks again, as at a page that did not
+        load), saying why once per reason and again every SAY_AGAIN_SECONDS while it lasts."""
         try:
             with urllib.request.urlopen(self.url, timeout=2) as answer:
                 status = json.loads(answer.read())
-            self.unreachable_since = None
-            return status if isinstance(status, dict) else {}
-        except (OSError, ValueError, http.client.HTTPException):
+            if not isinstance(status, dict) or "state" not in status:
+                raise ValueError("no state in it")
+        except urllib.error.HTTPError as exc:  # an answer, but a refusal: waiting will not change it
+            why = ("refused without the right token: give --token or the service's --config"
+                   if exc.code in (401, 403) else f"answered HTTP {exc.code}: is it tinynas's status endpoint?")
+            return self._unreadable(why)
+        except ValueError:
+            return self._unreadable("answered, but not with tinynas's status: is the address the status page's?")
+        except (OSError, http.client.HTTPException):
             # HTTPException: a service killed or restarted mid-answer (IncompleteRead, BadStatusLine), which is
-            # not an OSError; the person looks again, as at a page that did not load.
-            if self.unreachable_since is None:
-                self.unreachable_since = time.monotonic()
-                log.info("status endpoint %s not reachable yet (is `tinynas service run` up?)", self.url)
-            return {}
+            # not an OSError.
+            return self._unreadable("not reachable yet (is `tinynas service run` up?)")
+        if self.unreachable_since is not None:
+            log.info("status endpoint %s read: following it", self.url)
+        self.unreachable_since, self.unreadable_why, self.said_at = None, "", 0.0
+        return status
+
+    def _unreadable(self, why: str) -> dict:
+        now = time.monotonic()
+        if self.unreachable_since is None:
+            self.unreachable_since = now
+        if why != self.unreadable_why or now - self.said_at >= SAY_AGAIN_SECONDS:
+            waited = f" (for {now - self.unreachable_since:.0f} s)" if now - self.unreachable_since >= 1 else ""
+            log.warning("status endpoint %s %s%s", self.url.split("?")[0], why, waited)
+            self.unreadable_why, self.said_at = why, now
+        return {}
 
     def note(self, event: dict) -> None:
         """Append what was done to the log file (JSON lines), if there is one."""
