@@ -159,3 +159,15 @@ def test_a_running_service_switches_users_and_rolls_back_and_deletes_nothing(two
         simulator.stop()
     after = sorted(str(p.relative_to(data_dir)) for p in (data_dir / "profiles").rglob("*"))
     assert after == before  # a switch deletes nothing and writes nothing into the model folders
+
+
+def test_download_names_are_the_files_a_model_folder_has(tmp_path):
+    from tinynas.service.models import DOWNLOADS, download_names
+
+    assert download_names(tmp_path) == []
+    (tmp_path / "model.tflite").write_bytes(b"x")
+    assert download_names(tmp_path) == ["model.tflite"]  # no C runtime: no firmware bundle
+    for name in DOWNLOADS:
+        if name != "firmware.zip":
+            (tmp_path / name).write_text("x")
+    assert download_names(tmp_path)[0] == "firmware.zip" and set(download_names(tmp_path)) == set(DOWNLOADS)

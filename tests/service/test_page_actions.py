@@ -17,6 +17,7 @@ import pytest
 from browser import Browser
 from tinynas.errors import UsageError
 from tinynas.service.models import served_download
+from tinynas.service.status_views import served_model
 from tinynas.service.status_server import FORM_HEADER, StatusServer
 
 TOKEN = "s3cret"
@@ -39,7 +40,7 @@ def page(tmp_path, exported_tiny):
                 "accuracy": 1.0}
     status = {"time": 1.7e9, "state": "SERVING", "user": "alice", "error": "", "paused": "", "rewear": {},
               "collection": {}, "search": {}, "deployed": deployed, "classes": CLASSES, "predictions": [],
-              "plans": ["gestures4", "isl26"], "serving": {"stale": ""},
+              "plans": ["gestures4", "isl26"], "serving": {"stale": ""}, "model": served_model(deployed),
               "models": [{"user": "alice", "id": "20261204-090000", "served": True, "architecture": "A(3,3)",
                           "held_out": {"hits": 9, "windows": 10, "interval": [0.6, 0.98]}},
                          {"user": "bob", "id": "20261203-090000", "served": False, "architecture": "A(2,2)",
@@ -190,6 +191,8 @@ def test_the_served_models_files_and_firmware_bundle_download_and_the_bundle_com
     browser.open(f"{base}/?token={TOKEN}")
     links = browser.wait_for("[...document.querySelectorAll('#downloads a')].map(a => a.getAttribute('href'))")
     assert f"download/firmware.zip?token={TOKEN}" in links and f"download/model.tflite?token={TOKEN}" in links
+    # The links are the model folder's own files: this model predates model_prepare.c, so no dead link to it.
+    assert not any("model_prepare.c" in link for link in links)
     with urllib.request.urlopen(f"{base}/download/firmware.zip?token={TOKEN}", timeout=30) as answer:
         assert answer.headers["Content-Disposition"].startswith('attachment; filename="alice-20261204-090000')
         bundle = zipfile.ZipFile(io.BytesIO(answer.read()))

@@ -167,6 +167,13 @@ DOWNLOADS = {"model.tflite": "application/octet-stream", "model.c": "text/x-c", 
 """What the page offers of the served model: its files, and the firmware bundle (`tinynas.deploy.bundle`)."""
 
 
+def download_names(folder: Path) -> list[str]:
+    """The DOWNLOADS a model folder has, the firmware bundle first (it needs the C runtime's files): the page lists
+    these, so a model made before a file existed (model_prepare.c) offers no dead link."""
+    present = [name for name in DOWNLOADS if name != "firmware.zip" and (folder / name).is_file()]
+    return (["firmware.zip"] if "model_compiled.c" in present else []) + present
+
+
 def served_download(deployed: dict, name: str) -> tuple[bytes, str, str] | None:
     """(content, type, file name) of one of the served model's DOWNLOADS; None when nothing is served or the model
     has no such file (BundleError in one line when it has no C runtime to bundle)."""

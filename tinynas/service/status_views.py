@@ -14,6 +14,7 @@ import numpy as np
 
 from firmware_bridge.guide import FULL_SCALE
 from tinynas.cost.runtime import RUNTIME_NAMES
+from tinynas.service.models import download_names
 
 TRACE_SECONDS = 4.0
 """How much signal the page shows per channel."""
@@ -126,7 +127,7 @@ def served_model(deployed: dict) -> dict[str, Any]:
                        "runtime": RUNTIME_NAMES.get(runtime, str(runtime)), "runtime_reason": choice.get("reason"),
                        "int8_test_accuracy": card.get("int8_test_accuracy"), "classes": card.get("classes"),
                        "held_out": card.get("int8_test"),
-                       "made": made}
+                       "downloads": download_names(Path(card_path).parent), "made": made}
             _MODEL_CACHE[card_path] = (made, summary)
         return _MODEL_CACHE[card_path][1]
     except (OSError, ValueError, AttributeError, TypeError):

@@ -287,14 +287,14 @@ function drawActions(s, now) {
   }
   const d = s.deployed || {};
   const box = $("downloads");
-  const files = d.model ? ["firmware.zip", "model.tflite", "model_compiled.c", "model_compiled.h", "model.c", "model.h",
-                           "card.json"] : [];
-  if (box.dataset.model !== (d.model || "")) {
-    box.dataset.model = d.model || "";
+  // The served model's files as the service lists them (tinynas.service.models.DOWNLOADS): one owner of the names.
+  const files = d.model ? ((s.model || {}).downloads || []) : [];
+  if (box.dataset.model !== (d.model || "") + files.length) {
+    box.dataset.model = (d.model || "") + files.length;
     box.innerHTML = "";
     if (files.length) el("span", { text: "Download: " }, box);
     files.forEach((name, i) => {
-      el("a", { href: withToken("download/" + name), download: "", text: name + (i === 0 ? " (C runtime, main.c, README)" : "") }, box);
+      el("a", { href: withToken("download/" + name), download: "", text: name + (name === "firmware.zip" ? " (C runtime, main.c, README)" : "") }, box);
       if (i < files.length - 1) el("span", { text: " · " }, box);
     });
   }
