@@ -132,3 +132,58 @@ def test_half_way_values_round_to_even_in_c_as_in_numpy(c_compiler, tmp_path):
     got = np.frombuffer(ran.stdout, dtype=np.int8).reshape(raw.shape)
     expected = np.clip(np.round(raw / np.float32(0.5)) + (-3), -128, 127).astype(np.int8)
     assert np.array_equal(got, expected)
+
+
+QEMU_HEADER = """#include <stdint.h>
+/* The harness's view: a raw float window in (as bytes), the prepared int8 input out. */
+#define TINYNAS_INPUT_SIZE {raw_bytes}
+#define TINYNAS_OUTPUT_SIZE {size}
+int tinynas_infer(const int8_t *input, int8_t *output);
+"""
+QEMU_WRAPPER = """#include <string.h>
+#include "model_prepare.c"
+/* The emulation harness calls tinynas_infer on int8 buffers: here it hands tinynas_prepare a float window. */
+int tinynas_infer(const int8_t *input, int8_t *output) {
+  float window[TINYNAS_INPUT_SIZE];
+  memcpy(window, input, sizeof window);
+  (void)tinynas_prepare(window, output);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("board", ["microbit", "mps2-an386"])
+def test_prepare_on_emulated_cortex_m0_and_m4f_gives_the_served_input(board, arm_toolchain, tmp_path):
+    """On the chips themselves: the Cortex-M0 has no FPU (float and double in software), the M4F a single-precision
+    one (double still in software, sqrt from picolibc): each normalization must still give serving's bits."""
+    from tinynas.deploy.c_prepare import float_literal, generate_prepare
+    from tinynas.deploy.emulate import run_on_qemu
+
+    scale, zero = np.float32(0.0625), -3
+    size = LENGTH * CHANNELS
+    rng = np.random.default_rng(11)
+    raw = raw_windows(rng, 40)
+    # Steps of 1/32: with the scale 1/16 every other value is half-way, so both rounding ways are exercised.
+    raw[3] = ((np.arange(size) - size // 2) / 32).reshape(LENGTH, CHANNELS)
+    for normalize in ("none", "channel", "window"):
+        folder = tmp_path / normalize
+        folder.mkdir()
+        train = raw_windows(rng, 60)
+        pre = Preprocessing.fit(Windows(train, np.arange(60) % 2, np.arange(60), ("a", "b"), 100.0),
+                                np.arange(60), normalize)
+        (folder / "model_compiled.h").write_text(
+            f"#include <stdint.h>\n#define TINYNAS_INPUT_SIZE {size}\n#define TINYNAS_INPUT_CHANNELS {CHANNELS}\n"
+            f"#define TINYNAS_INPUT_SCALE {float_literal(scale)}\n#define TINYNAS_INPUT_ZERO_POINT ({zero})\n"
+            "int tinynas_infer(const int8_t *input, int8_t *output);\n"
+            "int tinynas_prepare(const float *window, int8_t *input);\n")
+        (folder / "model_prepare.c").write_text(generate_prepare(pre, "model_compiled.h", "tinynas"))
+        (folder / "wrapper.c").write_text(QEMU_WRAPPER)
+        (folder / "harness_model.h").write_text(QEMU_HEADER.format(raw_bytes=4 * size, size=size))
+        ran = run_on_qemu(folder / "wrapper.c", folder / "harness_model.h",
+                          raw.reshape(len(raw), -1).astype("<f4").view(np.int8), board, folder / "qemu",
+                          timeout=300)
+        prepared = pre.apply(raw).reshape(len(raw), -1)
+        expected = np.clip(np.round(prepared / scale) + zero, -128, 127).astype(np.int8)
+        assert expected.std() > 5, "the inputs hardly use the int8 range: the check would be weak"
+        differ = int((ran.outputs != expected).any(axis=1).sum())
+        assert differ == 0, f"{differ} of {len(raw)} windows prepared differently on {board} ({normalize})"
