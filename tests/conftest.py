@@ -18,6 +18,22 @@ settings.load_profile("tinynas")
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
+LONGEST_FIRST = ("tests/service/test_rewear.py", "tests/service/test_anomaly_service.py",
+                 "tests/service/test_two_users.py", "tests/service/test_service.py", "tests/test_study.py",
+                 "tests/adaptation/", "tests/test_boundary.py", "tests/deploy/test_c_codegen.py")
+"""The files that take longest (`--durations` in CI: a real service with a simulated person, real searches)."""
+
+
+def pytest_collection_modifyitems(items):
+    # pytest-xdist (`-n 2 --dist loadfile`) hands whole files to its workers in collection order: the longest go
+    # first, so that no worker starts one of them when the other has finished everything else. A stable sort:
+    # each file's tests keep their order.
+    def rank(item) -> int:
+        return next((i for i, start in enumerate(LONGEST_FIRST) if item.nodeid.startswith(start)),
+                    len(LONGEST_FIRST))
+
+    items.sort(key=rank)
+
 
 @pytest.fixture(scope="session")
 def tflite_micro():
@@ -87,6 +103,39 @@ def exported_tiny(trained_tiny, vibration_split, tmp_path_factory):
     out = tmp_path_factory.mktemp("export")
     paths = write_export(out, arch, tflite, {"note": "test"})
     return arch, tflite, paths
+
+
+@pytest.fixture(scope="session")
+def built_once(tmp_path_factory):
+    """`built_once(name, build)`: the folder `name`, made by `build(folder)` once per test run, however many
+    pytest-xdist workers ask for it (`_built_once`)."""
+    return lambda name, build: _built_once(tmp_path_factory, name, build)
+
+
+def _built_once(tmp_path_factory, name: str, build) -> Path:
+    """The folder `name`, made by `build(folder)` once per test run, however many pytest-xdist workers ask for it.
+
+    A session fixture runs once per worker: an expensive one (a real search) would run on every core at once and
+    slow each. The first worker builds under a lock in the run's shared temporary folder, the others wait and
+    read it; the folder is only read afterwards (a test that changes it works on a copy)."""
+    import fcntl
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:  # one process: its own temporary folder
+        folder = tmp_path_factory.mktemp(name)
+        build(folder)
+        return folder
+    root = tmp_path_factory.getbasetemp().parent  # shared by the workers of this run
+    folder = root / name
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / ".built").is_file():
+            if folder.exists():  # a worker that failed half-way: start again
+                shutil.rmtree(folder)
+            folder.mkdir()
+            build(folder)
+            (folder / ".built").touch()
+    return folder
 
 
 def _tmpfs(options: str, prefix: str):

@@ -20,18 +20,27 @@ def shifted(windows, rotate: int = 1, gains=(0.5, 1.6, 0.8, 1.3)):
 
 
 @pytest.fixture(scope="session")
-def model_dir(tmp_path_factory):
+def model_dir(built_once):
     """A finished `paper` search (real workers, TensorFlow, int8 export) on DATA; the clock stands still,
     so the search ends when the strategy does, however slow the machine. Budgeted with TFLite Micro's arena
     alone (the budget below was set for it), so the budget re-check of every runtime and rule can be tested."""
-    from tinynas.study import Study
     from tinynas.cost.targets import resolve_target
+    from tinynas.study import Study
     from tinynas.trial import Fidelity
 
-    out = tmp_path_factory.mktemp("searched")
-    search = Fidelity(epochs=3, batch_size=16, learning_rate=3e-3)
-    final = Fidelity(epochs=40, batch_size=16, learning_rate=3e-3)
-    Study(out, load_windows(DATA), resolve_target(ram="6k", flash="64k", macs="2M"), strategy="paper",
-          budget_seconds=120, fidelity=search, final_fidelity=final, data_spec=DATA, split="group",
-          augment="none", clock=lambda: 0.0, runtime="tflm", accounting="arena").run()
-    return out
+    def search(out):
+        recipe = Fidelity(epochs=3, batch_size=16, learning_rate=3e-3)
+        final = Fidelity(epochs=40, batch_size=16, learning_rate=3e-3)
+        Study(out / "run", load_windows(DATA), resolve_target(ram="6k", flash="64k", macs="2M"), strategy="paper",
+              budget_seconds=120, fidelity=recipe, final_fidelity=final, data_spec=DATA, split="group",
+              augment="none", clock=lambda: 0.0, runtime="tflm", accounting="arena").run()
+
+    return built_once("adaptation-searched", search) / "run"
+
+
+def pytest_collection_modifyitems(items):
+    # Every test of the search's model folder runs in the slow tier (a real search: minutes on 2 cores), with the
+    # other tests that need one; the rest of this folder stays in the fast tier.
+    for item in items:
+        if "model_dir" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)

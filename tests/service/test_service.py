@@ -396,6 +396,7 @@ def test_status_endpoint_schema(scenario):
     assert max(prediction["probabilities"]) == pytest.approx(prediction["confidence"], abs=1e-3)
 
 
+@pytest.mark.slow  # the scenario's real service: in the slow tier with its other tests
 def test_the_status_page_gets_what_it_draws_from_the_real_service(scenario):
     run, _ = scenario
     seen = run.page_seen

@@ -1,0 +1,209 @@
+"""Does a second donning at onboarding choose networks that survive re-wearing the armband? (issue 36)
+
+    nice python benchmarks/donning.py --seeds 0,1,2,3,4 --processes 2
+
+A two-donning plan validates on the second donning (leave-one-session-out), so two things change at once: which
+architecture wins, and how the final model is trained (all of the first donning, its best epoch chosen on the second
+donning, instead of 70 % with the best epoch chosen on the latest part of each block). This separates them, 2 x 2, on
+ISL: June is the first donning, the re-worn session (`isl_session3_dev`) the second, one of its two repetitions
+validating and the other testing (both folds, so 52 test windows per seed):
+
+- `june` search: `fast` on June alone (the session protocol: each letter's block cut in time, 70/10/20); its winner
+  and model, tested on the re-worn repetition;
+- `two donnings` search: `fast` on June + the re-worn session (leave-one-session-out: trains on June, validates on
+  one repetition, tests on the other), as the two-donning plan does;
+- each winner's architecture also trained the other way (`fit` with the winner's final recipe): June's winner with
+  the second donning validating, the two-donning winner on June's 70/10/20.
+
+Both searches run with a frozen clock (`fast` ends when its race does), so what shares the machine changes the time,
+not the result. Results: `benchmarks/results/donning.md` (and `.jsonl`, one record per seed and fold).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).parent / "results"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+JUNE, REWORN = f"isl:{SHARED / 'isl'}", f"isl:{SHARED / 'isl_session3_dev'}"
+TARGET, RUNTIME = "LSM6DSO16IS", "c"
+ARMS = ("june arch, june training", "june arch, donning training", "donning arch, june training",
+        "donning arch, donning training")
+
+
+def _combined(june, reworn, fold: int):
+    """June + the re-worn session as one data set of two sessions; fold 1 reverses the re-worn session's time so
+    that its second repetition validates and its first tests."""
+    from tinynas.data.windows import Windows
+
+    times = reworn.time_index.astype(np.int64)
+    if fold == 1:
+        times = 2 * times.max() - times  # the later repetition comes first: it validates
+    return Windows(np.concatenate([june.x, reworn.x]), np.concatenate([june.y, reworn.y]),
+                   np.concatenate([june.groups.astype(str), reworn.groups.astype(str)]), june.class_names,
+                   june.sample_rate_hz, june.channel_names, {**june.provenance, "files": len(june) + len(reworn)},
+                   np.concatenate([june.sessions.astype(str), reworn.sessions.astype(str)]),
+                   np.concatenate([june.time_index.astype(np.int64), times]))
+
+
+def _search(out: Path, windows, split: str, seed: int):
+    from tinynas.cost.targets import get_target
+    from tinynas.progress import Progress
+    from tinynas.study import Study
+
+    return Study(out, windows, get_target(TARGET), strategy="fast", budget_seconds=3600, seed=seed,
+                 data_spec=f"benchmarks/donning.py {split}", split=split, workers=1, runtime=RUNTIME,
+                 clock=lambda: 0.0, progress=Progress(interactive=False)).run()
+
+
+def _trained_as(result, windows, split, seed: int, out: Path) -> Path:
+    """The winner of `result` trained again with its final recipe on `split` of `windows`, as a model folder."""
+    from tinynas.data.preprocess import Preprocessing
+    from tinynas.deploy.export import convert_int8, write_export
+    from tinynas.deploy.modeldir import MODEL_WEIGHTS, SPLIT_FILE, WINDOWS_FILE, save_split, save_weights
+    from tinynas.training.train import fit
+    from tinynas.trial import Fidelity
+
+    card = result.card
+    recipe = {key: value for key, value in card.final_training.items()
+              if key in Fidelity.__dataclass_fields__}
+    pre = Preprocessing.fit(windows, split.train, card.preprocessing.get("normalize", "none"))
+    arch = result.winner.architecture
+    trained = fit(arch, pre.apply(windows.x[split.train]), windows.y[split.train], pre.apply(windows.x[split.val]),
+                  windows.y[split.val], Fidelity(**recipe), seed=seed)
+    tflite = convert_int8(trained.model, pre.apply(windows.x[split.train]))
+    out.mkdir(parents=True, exist_ok=True)
+    save_weights(trained.model, out / MODEL_WEIGHTS)
+    windows.save(out / WINDOWS_FILE)
+    save_split(out / SPLIT_FILE, split)
+    write_export(out, arch, tflite, {"classes": list(windows.class_names), "preprocessing": pre.to_dict(),
+                                     "split": split.describe()})
+    return out
+
+
+def run_fold(seed: int, fold: int) -> dict:
+    """One seed and fold: both searches, the 2 x 2 of architecture and training, each tested on the re-worn
+    repetition that did not validate."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from tinynas.data.spec import load_windows
+    from tinynas.data.splits import make_split
+    from tinynas.deploy.evaluate import evaluate
+
+    june, reworn = load_windows(JUNE), load_windows(REWORN)
+    both = _combined(june, reworn, fold)
+    donning_split = make_split(both, "auto", seed=seed)
+    assert donning_split.held_out == "2020-07-09", donning_split.protocol
+    tested = donning_split.test[donning_split.test >= len(june)]
+    assert len(tested) == len(donning_split.test) == reworn.classes, "one re-worn repetition should test"
+    test = both.subset(tested)
+    june_split = make_split(june, "session", seed=seed)
+    record = {"seed": seed, "fold": fold, "tested": len(test), "validated_on": len(donning_split.val)}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="donning-") as folder:
+        root = Path(folder)
+        june_result = _search(root / "june", june, "session", seed)
+        donning_result = _search(root / "donning", both, "auto", seed)
+        record.update(june_arch=june_result.winner.architecture.name(),
+                      donning_arch=donning_result.winner.architecture.name(),
+                      june_same_block=june_result.card.int8_test_accuracy)
+        models = {
+            ARMS[0]: root / "june",
+            ARMS[1]: _trained_as(june_result, both, donning_split, seed, root / "june-donning"),
+            ARMS[2]: _trained_as(donning_result, june, june_split, seed, root / "donning-june"),
+            ARMS[3]: root / "donning",
+        }
+        for arm, model in models.items():
+            record[arm] = evaluate(model, test).accuracy
+    record["seconds"] = round(time.perf_counter() - started, 1)
+    return record
+
+
+def _job(arguments):
+    try:
+        return run_fold(*arguments)
+    except Exception as exc:  # reported, not fatal to the other folds
+        seed, fold = arguments
+        return {"seed": seed, "fold": fold, "failed": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+def _wilson(hits: int, total: int, z: float = 1.96) -> tuple[float, float]:
+    p = hits / total
+    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def report(records: list[dict], command: str, shared: str) -> str:
+    done = [r for r in records if "failed" not in r]
+    seeds = sorted({r["seed"] for r in done})
+    lines = ["# A second donning at onboarding: architecture selection or training? (issue 36)", "",
+             f"Command: `{command}`. Machine: 2-core x86_64 VM; what shared it: {shared or 'nothing noted'} (the "
+             "searches run with a frozen clock, so it changed their time, not their result).", "",
+             __doc__.split("\n\n", 2)[2].split("Both searches")[0].strip(), "",
+             f"`fast` search, {TARGET} with the C runtime (`--runtime c`), int8 through LiteRT. Per arm: the mean "
+             "+- sd over seeds of each seed's accuracy (both folds pooled: 52 test windows per seed), then "
+             "[95 % Wilson interval of all seeds' windows pooled].", "",
+             "| arm | seeds | re-worn accuracy |", "|---|---|---|"]
+    for arm in ARMS:
+        per_seed, hits, total = [], 0, 0
+        for seed in seeds:
+            rows = [r for r in done if r["seed"] == seed and arm in r]
+            if len(rows) < 2:
+                continue  # a seed counts once both folds are in
+            seed_hits = sum(round(r[arm] * r["tested"]) for r in rows)
+            seed_total = sum(r["tested"] for r in rows)
+            per_seed.append(seed_hits / seed_total)
+            hits, total = hits + seed_hits, total + seed_total
+        if not per_seed:
+            continue
+        low, high = _wilson(hits, total)
+        lines.append(f"| {arm} | {len(per_seed)} | {np.mean(per_seed):.3f} +- {np.std(per_seed):.3f} "
+                     f"[{low:.2f}, {high:.2f}] |")
+    lines += ["", "Winners (seed, fold: June search / two-donning search): " + "; ".join(
+        f"{r['seed']},{r['fold']}: {r['june_arch']} / {r['donning_arch']}" for r in done)]
+    failed = [r for r in records if "failed" in r]
+    if failed:
+        lines += ["", "Failed: " + "; ".join(f"seed {r['seed']} fold {r['fold']}: {r['failed']}" for r in failed)]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument("--shared", default="", help="what else ran on the machine (recorded in the results)")
+    args = parser.parse_args(argv)
+    if not (SHARED / "isl").is_dir() or not (SHARED / "isl_session3_dev").is_dir():
+        print(f"skipped: {SHARED}/isl and isl_session3_dev are needed", file=sys.stderr)
+        return 0
+    log = RESULTS / "donning.jsonl"
+    records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    finished = {(r["seed"], r["fold"]) for r in records if "failed" not in r}
+    jobs = [(int(seed), fold) for seed in args.seeds.split(",") for fold in (0, 1)
+            if (int(seed), fold) not in finished]
+    command = "python benchmarks/donning.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    # Not multiprocessing.Pool: its processes are daemons, which may not start the search's worker processes.
+    with ProcessPoolExecutor(args.processes, mp_context=multiprocessing.get_context("spawn"),
+                             max_tasks_per_child=1) as pool:
+        for record in (future.result() for future in as_completed([pool.submit(_job, job) for job in jobs])):
+            records = [r for r in records if (r["seed"], r["fold"]) != (record["seed"], record["fold"])]
+            records.append(record)
+            log.write_text("".join(json.dumps(r) + "\n" for r in records))
+            (RESULTS / "donning.md").write_text(report(records, command, args.shared))
+            print(json.dumps(record), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
