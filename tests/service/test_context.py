@@ -11,12 +11,12 @@ from tinynas.service.context import Phase, ServiceContext, to
 from tinynas.service.paths import request
 
 
-def _context(tmp_path):
+def _context(tmp_path, kind=ServiceContext):
     from firmware_bridge.link import Link
     from firmware_bridge.ring import SampleRing
     from tinynas.service.device import Device
 
-    context = ServiceContext(ServiceConfig(data_dir=str(tmp_path / "data"), target="STM32C011F6P6"))
+    context = kind(ServiceConfig(data_dir=str(tmp_path / "data"), target="STM32C011F6P6"))
     hello = Hello("sim", "1", 8, 200.0, "int8")
     context.device = Device(Link("loop://"), hello, SampleRing(8, 100))  # never opened: steps only read hello
     return context
@@ -61,8 +61,11 @@ def test_a_paused_collection_continues_or_ends_by_its_transition(tmp_path):
 
 def test_status_json_shows_each_saved_phase_and_error_at_once(tmp_path):
     # `tinynas service status` reads status.json: it must never show an older phase than state.json,
-    # whenever the writer thread's next tick comes (none runs here).
-    context = _context(tmp_path)
+    # whenever the writer thread's next tick comes (none runs here). The runner writes it (a context alone has no
+    # status: status reads the context, never the reverse).
+    from tinynas.service.runner import Service
+
+    context = _context(tmp_path, Service)
     context.apply(to(Phase.SEARCHING, user="alice"))
     assert json.loads(context.paths.status.read_text())["state"] == "SEARCHING"
     context.apply(to(Phase.IDLE, error="searching for alice failed: too big"))

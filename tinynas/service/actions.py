@@ -7,11 +7,10 @@ and checks the same.
 from __future__ import annotations
 
 import json
-import shlex
 
 from tinynas.errors import UsageError
 from tinynas.options import check_range
-from tinynas.service.config import ServiceConfig
+from tinynas.service.config import ServiceConfig, config_hint, page_plans
 from tinynas.service.paths import ServicePaths, request, running_pid
 from tinynas.service.state import check_user_name, load_state
 
@@ -22,12 +21,6 @@ PAGE_ACTIONS = ("onboard", "more", "continue", "cancel", "redo", "recalibrate", 
 def _follow(config: ServiceConfig) -> str:
     return (f"follow it with `tinynas service status{config_hint(config)}` or "
             f"http://{config.http_host}:{config.http_port}/")
-
-
-def config_hint(config: ServiceConfig) -> str:
-    """' --config PATH' when the config was read from a file: a command given back to the user must reach the same
-    service (on a Pi with /etc/tinynas.toml, a bare `tinynas service status` reads another data folder)."""
-    return f" --config {shlex.quote(config.source)}" if config.source else ""
 
 
 def onboard(config: ServiceConfig, user: str, plan_name: str | None = None) -> str:
@@ -140,10 +133,3 @@ def from_page(config: ServiceConfig, kind: str, fields: dict) -> str:
             raise UsageError("a model id is a name (tinynas service models lists them)")
         return serve(config, user, model_id, bool(fields.get("previous")))
     return answer(config, kind, user)
-
-
-def page_plans(config: ServiceConfig) -> list[str]:
-    """The plans the page offers: the config's, then the presets."""
-    from firmware_bridge.guide import PRESETS
-
-    return list(dict.fromkeys([config.plan, *PRESETS]))

@@ -16,7 +16,7 @@ from firmware_bridge.errors import BridgeError
 from firmware_bridge.guide import GuidedCollection, Prompter, advice, load_plan
 from firmware_bridge.recorder import Recorder
 from tinynas.errors import TinynasError
-from tinynas.service.actions import config_hint
+from tinynas.service.config import config_hint
 from tinynas.service.context import Phase, ServiceContext, Transition, to
 from tinynas.service.status_views import channel_levels
 

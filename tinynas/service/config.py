@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import tomllib
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -318,3 +319,16 @@ def config_text(config: ServiceConfig) -> str:
             line = f"{key} = {json.dumps(value) if not isinstance(value, float) else repr(value)}"
         lines.append(line)
     return "\n".join(lines) + "\n"
+
+
+def config_hint(config: ServiceConfig) -> str:
+    """' --config PATH' when the config was read from a file: a command given back to the user must reach the same
+    service (on a Pi with /etc/tinynas.toml, a bare `tinynas service status` reads another data folder)."""
+    return f" --config {shlex.quote(config.source)}" if config.source else ""
+
+
+def page_plans(config: ServiceConfig) -> list[str]:
+    """The plans the page offers: the config's, then the presets."""
+    from firmware_bridge.guide import PRESETS
+
+    return list(dict.fromkeys([config.plan, *PRESETS]))

@@ -117,15 +117,15 @@ class ServiceContext:
                 log.error("cannot save the service state: %s", user_message(exc) or exc)
                 if not self.state.error:
                     self.state.error = f"cannot save the service state: {user_message(exc) or exc}"
-        # At once, not at the writer's next tick: `tinynas service status` never shows an older phase or
-        # error than state.json (on a loaded Pi the tick can come seconds late).
-        from tinynas.service.status import write_status_file
-
         try:
-            write_status_file(self)
+            self.saved()
         except Exception as exc:  # noqa: BLE001 - the state is saved; the writer thread tries again in 0.5 s
             log.warning("cannot write status after saving the state: %s: %s", type(exc).__name__, exc)
         log.info("state %s%s", self.state.state, f" ({self.state.user})" if self.state.user else "")
+
+    def saved(self) -> None:
+        """Called after every saved state. The runner writes status.json here (a context has no status of its
+        own: status reads the context, never the reverse)."""
 
     def refuse(self, why: str) -> None:
         """Tell the user (status, log) why a request was not followed; the phase does not change."""

@@ -198,7 +198,7 @@ def pause(service: ServiceContext, exc: BaseException) -> Transition:
     message = user_message(exc) or f"{type(exc).__name__}: {exc}"
     for path, _ in service.requests("continue"):  # a continue sent before this pause does not answer it
         path.unlink(missing_ok=True)
-    from tinynas.service.actions import config_hint
+    from tinynas.service.config import config_hint
 
     advice = (f"{message}; then `tinynas onboard --user {service.state.user} --continue{config_hint(service.config)}`"
               f" (or --cancel to stop this collection)")

@@ -31,7 +31,7 @@ from tinynas.service.context import Phase, ServiceContext, ServiceError, Transit
 from tinynas.service.device import connect
 from tinynas.service.models import served_download
 from tinynas.service.paths import REQUESTS, ServicePaths, request, running_pid
-from tinynas.service.status import page_snapshot, snapshot
+from tinynas.service.status import page_snapshot, snapshot, write_status_file
 from tinynas.service.status_server import StatusServer
 
 # REQUESTS, ServicePaths and request live in paths.py, ServiceError in context.py; the CLI and the tests import
@@ -47,6 +47,11 @@ class Service(ServiceContext):
     def status(self) -> dict:
         """Everything the status page shows, JSON-ready."""
         return snapshot(self)
+
+    def saved(self) -> None:
+        # At once, not at the writer's next tick: `tinynas service status` never shows an older phase or
+        # error than state.json (on a loaded Pi the tick can come seconds late).
+        write_status_file(self)
 
     def _windows(self):
         """The session's windows as the search uses them, and their data spec (search_deploy.session_windows)."""

@@ -118,7 +118,7 @@ def deploy(service: ServiceContext) -> Transition:
     from tinynas.data.preprocess import Preprocessing
     from tinynas.data.splits import make_split
     from tinynas.deploy.measure import run_int8
-    from tinynas.service.actions import config_hint
+    from tinynas.service.config import config_hint
     from tinynas.verdict import deploy_gate, held_out, per_class
 
     state, config = service.state, service.config

@@ -12,7 +12,7 @@ from typing import Any
 
 from tinynas.atomic import atomic_write_text
 from tinynas.process_memory import memory_bytes
-from tinynas.service.actions import config_hint, page_plans
+from tinynas.service.config import config_hint, page_plans
 from tinynas.service.context import ServiceContext
 from tinynas.service.state import Phase
 
