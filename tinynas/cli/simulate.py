@@ -33,12 +33,12 @@ SIGNS_FOR_GESTURES = {"fist": "A", "open": "B", "point": "D"}
 """gestures4's signs as the Italian Sign Language letters that make them: A a fist, B a flat open hand, D the
 index pointing. A prompted class that is a class of the data set is performed as itself."""
 POLL_SECONDS = 0.05
+"""How often the simulated person looks at the status (a page polls less often; the person's reaction is
+counted from the service's GO time, so this only bounds how late a reaction can start)."""
 SAY_AGAIN_SECONDS = 30.0
 """How often the follower repeats that it still cannot read the status: a person left waiting in silence thinks it
 is working."""
 STATUS_PATH = "/status.json"
-"""How often the simulated person looks at the status (a page polls less often; the person's reaction is
-counted from the service's GO time, so this only bounds how late a reaction can start)."""
 
 
 def register(sub) -> None:
@@ -286,7 +286,7 @@ class Follower:
             # not an OSError.
             return self._unreadable("not reachable yet (is `tinynas service run` up?)")
         if self.unreachable_since is not None:
-            log.info("status endpoint %s read: following it", self.url)
+            log.info("status endpoint %s read: following it", self.url.split("?")[0])  # never the token
         self.unreachable_since, self.unreadable_why, self.said_at = None, "", 0.0
         return status
 
