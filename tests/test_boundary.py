@@ -59,24 +59,31 @@ print("ok", result.winner.architecture.name())
     assert (tmp_path / "run" / "model.tflite").stat().st_size > 0  # the workers did train and export
 
 
-def _module_level_imports(path: Path, name: str) -> set[str]:
-    """tinynas modules `name` imports when it is imported (function-level imports run later: no cycle)."""
+def _imported(nodes, path: Path, name: str) -> set[str]:
+    """The tinynas modules the import statements among `nodes` name (relative imports resolved from `name`)."""
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1]
+                                + ([node.module] if node.module else []))
+            found.add(base)
+            found |= {f"{base}.{alias.name}" for alias in node.names}
+    return {module for module in found if module.startswith("tinynas")}
+
+
+def _module_level_imports(path: Path, name: str) -> set[str]:
+    """tinynas modules `name` imports when it is imported (function-level imports run later: no cycle)."""
+    nodes = []
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             continue
-        for inner in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node]:
-            if isinstance(inner, ast.Import):
-                found |= {alias.name for alias in inner.names}
-            elif isinstance(inner, ast.ImportFrom):
-                base = inner.module or ""
-                if inner.level:
-                    base = ".".join(package.split(".")[: len(package.split(".")) - inner.level + 1]
-                                    + ([inner.module] if inner.module else []))
-                found.add(base)
-                found |= {f"{base}.{alias.name}" for alias in inner.names}
-    return {module for module in found if module.startswith("tinynas")}
+        nodes += ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node]
+    return _imported(nodes, path, name)
 
 
 def test_no_import_cycles():
@@ -114,19 +121,7 @@ def test_no_import_cycles():
 def _all_imports(path: Path, name: str) -> set[str]:
     """tinynas modules `name` imports anywhere: at module level and inside functions (run later, but a circle
     all the same: neither module can be understood, tested or moved without the other)."""
-    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1]
-                                + ([node.module] if node.module else []))
-            found.add(base)
-            found |= {f"{base}.{alias.name}" for alias in node.names}
-    return {module for module in found if module.startswith("tinynas")}
+    return _imported(ast.walk(ast.parse(path.read_text())), path, name)
 
 
 def _circles(graph: dict[str, set[str]]) -> list[set[str]]:
