@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import multiprocessing
 import os
 import sys
@@ -33,6 +32,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
+
+from tinynas.verdict import wilson
 
 RESULTS = Path(__file__).parent / "results"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -137,13 +138,6 @@ def _job(arguments):
         return {"seed": seed, "fold": fold, "failed": f"{type(exc).__name__}: {exc}"[:300]}
 
 
-def _wilson(hits: int, total: int, z: float = 1.96) -> tuple[float, float]:
-    p = hits / total
-    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
-    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def report(records: list[dict], command: str, shared: str) -> str:
     done = [r for r in records if "failed" not in r]
     seeds = sorted({r["seed"] for r in done})
@@ -167,7 +161,7 @@ def report(records: list[dict], command: str, shared: str) -> str:
             hits, total = hits + seed_hits, total + seed_total
         if not per_seed:
             continue
-        low, high = _wilson(hits, total)
+        low, high = wilson(hits, total)
         lines.append(f"| {arm} | {len(per_seed)} | {np.mean(per_seed):.3f} +- {np.std(per_seed):.3f} "
                      f"[{low:.2f}, {high:.2f}] |")
     lines += ["", "Winners (seed, fold: June search / two-donning search): " + "; ".join(
