@@ -96,7 +96,7 @@ STATES = {
 EXPECTED = {  # what each state must show: texts, and elements by CSS-like markers found in the DOM
     "idle": ["Idle", "no user yet"],
     "collecting": ["Perform sign: fist", "GO", "7 of 20 windows kept", "not kept", "no movement seen",
-                   "check the electrodes", "FLAT", 'class="envelope"', "<th>not kept</th>"],
+                   "Check the electrodes", "FLAT", 'class="envelope"', "<th>not kept</th>"],
     "searching": ["Searching", "Best so far: A(3,3)", "95 s of 300 s left", 'class="budget"',
                   'class="trial complete"', "stopped by the health monitor", "RAM budget 6.0 KiB",
                   "training now: A(3,4)"],

@@ -78,7 +78,7 @@ function drawCollecting(c, device, now) {
   drawTraces(c.trace || device);
   const last = c.last_rejected;
   show("rejected", !!last);
-  if (last) text("rejected", `Last window of ${last.label} not kept: ${last.problems.join("; ")}. Check: ${last.advice}.`);
+  if (last) text("rejected", `Last window of ${last.label} not kept: ${last.problems.join("; ")}. ${last.advice.charAt(0).toUpperCase()}${last.advice.slice(1)}.`);
   const table = $("classes");
   table.innerHTML = "";
   const per = c.per_class || {};
