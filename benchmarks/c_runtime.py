@@ -212,7 +212,8 @@ def run_search(args, stored: dict) -> None:
     from tinynas.cost.targets import get_target
     from tinynas.data.spec import load_windows
     from tinynas.progress import Progress
-    from tinynas.study import Study, parse_duration
+    from tinynas.study import Study
+    from tinynas.units import parse_duration
     from tinynas.trial import Fidelity
 
     runtimes = args.runtimes.split(",")

@@ -26,10 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynas.cost.targets import builtin_targets, kib
+from tinynas.cost.targets import builtin_targets
+from tinynas.units import kib
 from tinynas.data.spec import load_windows
 from tinynas.progress import Progress
-from tinynas.study import Study, parse_duration
+from tinynas.study import Study
+from tinynas.units import parse_duration
 from tinynas.trial import Fidelity
 
 RESULTS = Path(__file__).parent / "results"

@@ -39,7 +39,8 @@ from tinynas.deploy.evaluate import evaluate  # noqa: E402
 from tinynas.progress import Progress  # noqa: E402
 from tinynas.search import final_recipe  # noqa: E402
 from tinynas.service.config import ServiceConfig  # noqa: E402
-from tinynas.study import Study, parse_duration  # noqa: E402
+from tinynas.study import Study  # noqa: E402
+from tinynas.units import parse_duration  # noqa: E402
 from tinynas.trial import Fidelity  # noqa: E402
 from tinynas.verdict import HeldOut, deploy_gate, wilson  # noqa: E402
 

@@ -18,8 +18,10 @@ from pathlib import Path
 from tinynas.cost.estimate import BudgetError, estimate
 from tinynas.data.spec import load_windows
 from tinynas.progress import Progress
-from tinynas.study import Study, parse_duration
-from tinynas.cost.targets import get_target, kib
+from tinynas.study import Study
+from tinynas.units import parse_duration
+from tinynas.cost.targets import get_target
+from tinynas.units import kib
 from tinynas.trial import Fidelity
 
 RESULTS = Path(__file__).parent / "results"

@@ -35,7 +35,8 @@ from tinynas.data.spec import load_windows
 from tinynas.progress import Progress
 from tinynas.search import FINAL_FIDELITY, SearchSpace, final_recipe, make_strategy
 from tinynas.search.tpe import optuna_available
-from tinynas.study import Study, parse_duration
+from tinynas.study import Study
+from tinynas.units import parse_duration
 from tinynas.cost.targets import get_target
 from tinynas.trial import Fidelity
 from tinynas.trial import TrialState

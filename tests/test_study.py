@@ -13,7 +13,7 @@ import pytest
 from tinynas.data.spec import load_windows
 from tinynas.study.journal import Journal
 from tinynas.study.settings import check_resumable
-from tinynas.study import Study, StudyError, parse_duration
+from tinynas.study import Study, StudyError
 from tinynas.cost.targets import resolve_target
 from tinynas.trial import Fidelity
 from tinynas.trial import TrialState
@@ -189,15 +189,6 @@ def test_resume_with_other_settings_is_refused(faulty_run, tmp_path):
         _study(out, runtime="auto", accounting="chip", resume=True).run()
     with pytest.raises(StudyError, match="nothing to resume"):
         _study(tmp_path / "empty", resume=True).run()
-
-
-def test_durations():
-    assert parse_duration("90s") == 90 and parse_duration("30m") == 1800
-    assert parse_duration("1h30m") == 5400 and parse_duration(12) == 12
-    with pytest.raises(StudyError, match="cannot read duration"):
-        parse_duration("soon")
-    with pytest.raises(StudyError, match="must be positive"):
-        parse_duration("0s")
 
 
 def _cli_search(out, *extra):

@@ -1,7 +1,7 @@
 import pytest
 
 from tinynas.cost.targets import (MACS_PER_COREMARK, TargetError, builtin_targets, get_target, load_target_file,
-                             parse_size, resolve_target)
+                                  resolve_target)
 
 
 def test_method_targets_are_built_in_with_method_budgets():
@@ -77,14 +77,6 @@ def test_a_coremark_that_is_not_a_positive_number_is_one_line(tmp_path, coremark
     path.write_text(f'name = "b"\nram_bytes = 6144\nflash_bytes = 32768\ncoremark = {coremark}\n')
     with pytest.raises(TargetError, match="'coremark' must be a positive number"):
         load_target_file(path)
-
-
-def test_parse_size():
-    assert parse_size("4096") == 4096
-    assert parse_size("4KiB") == 4096
-    assert parse_size("1.5M") == 1572864
-    with pytest.raises(TargetError, match="cannot read"):
-        parse_size("four kilobytes")
 
 
 @pytest.mark.parametrize("content, message", [

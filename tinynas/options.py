@@ -98,11 +98,11 @@ def check_seed(seed: int) -> None:
 
 def check_budget(text: str) -> float:
     """The time budget in seconds: readable, at least a second, at most a month."""
-    from tinynas.study import StudyError, parse_duration
+    from tinynas.units import UnitError, parse_duration
 
     try:
         seconds = parse_duration(text)
-    except StudyError as exc:
+    except UnitError as exc:
         raise UsageError(f"--budget: {exc}") from None
     if seconds < MIN_BUDGET_SECONDS:
         raise UsageError(f"--budget {text} is less than a second: no candidate can train (use e.g. 90s, 30m)")

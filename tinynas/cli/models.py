@@ -12,12 +12,13 @@ from tinynas.cli.common import add_runtime_flag, add_target_flags
 from tinynas.cost.c_runtime import estimate_c
 from tinynas.cost.estimate import estimate, estimate_arena, method_ram_bytes, tflm_fits
 from tinynas.cost.runtime import ACCOUNTING_NAMES, RUNTIME_NAMES, resolve_runtime
-from tinynas.cost.targets import builtin_targets, kib, resolve_target
+from tinynas.cost.targets import builtin_targets, resolve_target
 from tinynas.errors import UsageError
 from tinynas.options import (
     check_seed,
 )
 from tinynas.space import Architecture, SpecError
+from tinynas.units import kib
 
 log = logging.getLogger("tinynas")
 

@@ -37,10 +37,11 @@ from tinynas.cost.runtime import (
     recorded_accounting,
     resolve_runtime,
 )
-from tinynas.cost.targets import Target, kib
+from tinynas.cost.targets import Target
 from tinynas.cost.tflm_footprint import footprint
 from tinynas.errors import TinynasError, UsageError
 from tinynas.space import Architecture
+from tinynas.units import kib
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tinynas.cost.runtime import RUNTIMES
 from tinynas.errors import TinynasError
+from tinynas.units import MAX_COUNT, MAX_SIZE_BYTES, UnitError, parse_count, parse_size
 
 MACS_PER_COREMARK = 10_000
 """The method's convention: a target's MAC budget is its CoreMark score x 10^4."""
@@ -39,7 +40,7 @@ class Target:
             value = getattr(self, field_name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise TargetError(f"target {self.name!r}: {field_name} must be a positive integer, got {value!r}")
-            if value > (MAX_MAC_BUDGET if field_name == "mac_budget" else MAX_SIZE_BYTES):
+            if value > (MAX_COUNT if field_name == "mac_budget" else MAX_SIZE_BYTES):
                 raise TargetError(f"target {self.name!r}: {field_name} {value:,} is out of range (a typo?)")
 
     def to_dict(self) -> dict:
@@ -128,42 +129,12 @@ def get_target(name: str) -> Target:
     raise TargetError(f"unknown target {name!r}; built-in targets: {known} (or give a .toml file)")
 
 
-MAX_SIZE_BYTES = 1 << 40
-"""Largest RAM or flash budget read from a flag or file (1 TiB): larger values are typos, and
-would overflow the journal's 64-bit integers a few digits later."""
-MAX_MAC_BUDGET = 10**15
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)(i?b?)\s*$", re.IGNORECASE)
-
-
-def parse_size(text: str | int, what: str = "size") -> int:
-    """Parse '4096', '4k', '4KiB', '1.5M' (binary multiples) into bytes."""
-    if isinstance(text, int):
-        return text
-    match = _SIZE.match(str(text))
-    if not match:
-        raise TargetError(f"cannot read {what} {text!r}: use bytes or a number with k/M (e.g. 4096, 4k, 4KiB)")
-    number, prefix, _ = match.groups()
-    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[prefix.lower()]
-    value = int(float(number) * scale)
-    if not 0 < value <= MAX_SIZE_BYTES:
-        raise TargetError(f"{what} {text!r} is out of range: give between 1 byte and 1 TiB (e.g. 6KiB)")
-    return value
-
-
-def parse_count(text: str | int, what: str = "count") -> int:
-    """Parse '1060000', '1.06M', '500k' (decimal multiples) into an integer."""
-    if isinstance(text, int):
-        return text
-    match = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)\s*$", str(text), re.IGNORECASE)
-    if not match:
-        raise TargetError(f"cannot read {what} {text!r}: use a number, optionally with k/M/G")
-    number, prefix = match.groups()
-    scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}[prefix.lower()]
-    value = int(round(float(number) * scale))
-    if not 0 < value <= MAX_MAC_BUDGET:
-        raise TargetError(f"{what} {text!r} is out of range: give between 1 and 10^15 (e.g. 1.14M)")
-    return value
+def _budget(text: str | int, what: str) -> int:
+    """A RAM or flash size (binary multiples) or a MAC count (decimal) as written; a target's error if unreadable."""
+    try:
+        return parse_count(text, what) if what == "MAC budget" else parse_size(text, what)
+    except UnitError as exc:
+        raise TargetError(str(exc)) from None
 
 
 def resolve_target(name: str | None = None, *, ram: str | int | None = None,
@@ -172,22 +143,17 @@ def resolve_target(name: str | None = None, *, ram: str | int | None = None,
     if name is None:
         if ram is None or flash is None or macs is None:
             raise TargetError("give --target NAME, or all of --ram, --flash and --macs")
-        return Target(name="custom", ram_bytes=parse_size(ram, "RAM"), flash_bytes=parse_size(flash, "flash"),
-                      mac_budget=parse_count(macs, "MAC budget"), source="command-line budget")
+        return Target(name="custom", ram_bytes=_budget(ram, "RAM"), flash_bytes=_budget(flash, "flash"),
+                      mac_budget=_budget(macs, "MAC budget"), source="command-line budget")
     base = get_target(name)
     return Target(
         name=base.name,
-        ram_bytes=parse_size(ram, "RAM") if ram is not None else base.ram_bytes,
-        flash_bytes=parse_size(flash, "flash") if flash is not None else base.flash_bytes,
-        mac_budget=parse_count(macs, "MAC budget") if macs is not None else base.mac_budget,
+        ram_bytes=_budget(ram, "RAM") if ram is not None else base.ram_bytes,
+        flash_bytes=_budget(flash, "flash") if flash is not None else base.flash_bytes,
+        mac_budget=_budget(macs, "MAC budget") if macs is not None else base.mac_budget,
         coremark=base.coremark,
         core=base.core,
         clock_mhz=base.clock_mhz,
         runtimes=base.runtimes,
         source=base.source + (" (budget overridden on the command line)" if ram or flash or macs else ""),
     )
-
-
-def kib(nbytes: int) -> str:
-    """Bytes shown to people: KiB with one decimal."""
-    return f"{nbytes / 1024:.1f} KiB"

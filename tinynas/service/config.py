@@ -183,7 +183,7 @@ def _check_choices(origin: str, data: dict) -> None:
     from tinynas.cost.targets import resolve_target
     from tinynas.data.preprocess import NORMALIZATIONS
     from tinynas.search import STRATEGIES
-    from tinynas.study import parse_duration
+    from tinynas.units import parse_duration
 
     if "normalize" in data and data["normalize"] not in NORMALIZATIONS:
         raise ConfigError(f"{origin}: normalize must be one of {', '.join(NORMALIZATIONS)}, not {data['normalize']!r}")

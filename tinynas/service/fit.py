@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 from tinynas.cost.estimate import estimate_on, tflm_fits
 from tinynas.cost.runtime import resolve_runtime
-from tinynas.cost.targets import Target, kib
+from tinynas.cost.targets import Target
 from tinynas.errors import UsageError
 from tinynas.space import Architecture
+from tinynas.units import kib
 
 MIN_WINDOW = 16
 """Shorter windows than this are too short to classify anything: a plan that needs them is refused."""

@@ -32,9 +32,10 @@ def search(service: ServiceContext) -> Transition:
     from tinynas.data.checks import check_windows
     from tinynas.progress import Progress
     from tinynas.search import final_recipe
-    from tinynas.study import Study, parse_duration
+    from tinynas.study import Study
     from tinynas.study.journal import Journal
     from tinynas.trial import Fidelity
+    from tinynas.units import parse_duration
 
     config = service.config
     study = Path(service.state.study)

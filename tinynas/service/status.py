@@ -148,7 +148,7 @@ def search_progress(service: ServiceContext) -> dict:
                 result["trials"] = db.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
                 row = db.execute("SELECT value FROM meta WHERE key = 'search_seconds'").fetchone()
                 spent = json.loads(row[0]) if row else 0.0
-                from tinynas.study import parse_duration
+                from tinynas.units import parse_duration
 
                 result["budget_seconds"] = parse_duration(service.config.budget)
                 clock = service.search_clock

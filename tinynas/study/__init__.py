@@ -5,6 +5,6 @@ Nothing here imports TensorFlow; training happens in worker processes (`tinynas.
 
 from tinynas.study.final import StudyResult
 from tinynas.study.run import Study
-from tinynas.study.settings import FINAL_FIDELITY, StudyError, StudySettings, parse_duration
+from tinynas.study.settings import FINAL_FIDELITY, StudyError, StudySettings
 
-__all__ = ["FINAL_FIDELITY", "Study", "StudyError", "StudyResult", "StudySettings", "parse_duration"]
+__all__ = ["FINAL_FIDELITY", "Study", "StudyError", "StudyResult", "StudySettings"]

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tinynas.atomic import atomic_write_text
-from tinynas.cost.targets import Target, kib
+from tinynas.cost.targets import Target
 from tinynas.errors import StorageError, TinynasError
 from tinynas.progress import Progress
 from tinynas.space import Architecture
@@ -35,6 +35,7 @@ from tinynas.study.outdir import INCUMBENTS
 from tinynas.study.pool import WorkerPool
 from tinynas.study.settings import StudyError
 from tinynas.trial import Fidelity, Trial, TrialState
+from tinynas.units import kib
 
 
 class SearchLoop:

@@ -8,8 +8,9 @@ from tinynas.atomic import atomic_write_bytes, atomic_write_text
 from tinynas.card import ModelCard
 from tinynas.cost.estimate import Cost
 from tinynas.cost.runtime import ACCOUNTING_NAMES, RUNTIME_NAMES
-from tinynas.cost.targets import Target, kib
+from tinynas.cost.targets import Target
 from tinynas.trial import Trial, TrialState
+from tinynas.units import kib
 
 RAM_BASIS = {("tflm", "chip"): "TFLite Micro: 32-bit arena + interpreter + stack",
              ("tflm", "arena"): "32-bit TFLM arena alone", ("tflm", "method"): "the method's accounting",

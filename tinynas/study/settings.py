@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,27 +24,11 @@ from tinynas.errors import TinynasError, UsageError
 from tinynas.search.base import FINAL_FIDELITY
 from tinynas.trial import Fidelity
 
-__all__ = ["FINAL_FIDELITY", "StudyError", "StudySettings", "check_resumable", "fingerprint", "parse_duration"]
+__all__ = ["FINAL_FIDELITY", "StudyError", "StudySettings", "check_resumable", "fingerprint"]
 
 
 class StudyError(TinynasError, RuntimeError):
     """A study that cannot start or continue (wrong folder, mismatched resume, nothing finished)."""
-
-
-def parse_duration(text: str | float | int) -> float:
-    """'90s', '30m', '1h30m', '2h' or plain seconds -> seconds."""
-    if isinstance(text, (int, float)):
-        seconds = float(text)
-    else:
-        cleaned = str(text).strip().lower()
-        parts = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?", cleaned)
-        if not cleaned or parts is None:
-            raise StudyError(f"cannot read duration {text!r}: use e.g. 90s, 30m, 1h30m")
-        hours, minutes, secs = (float(p) if p else 0.0 for p in parts.groups())
-        seconds = hours * 3600 + minutes * 60 + secs
-    if not seconds > 0:
-        raise StudyError(f"the time budget must be positive, got {text!r}")
-    return seconds
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,78 @@
+"""Durations and sizes as people write them ("90s", "1h30m", "6KiB", "1.14M"), read in one place.
+
+Every flag, config key and board file that takes a duration, a byte size or a count goes through these
+parsers, so "30m" means the same on the command line, in `tinynas.toml` and in a board file, and a typo
+gets the same one-line error everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tinynas.errors import UsageError
+
+MAX_SIZE_BYTES = 1 << 40
+"""Largest RAM or flash budget read from a flag or file (1 TiB): larger values are typos, and
+would overflow the journal's 64-bit integers a few digits later."""
+MAX_COUNT = 10**15
+"""Largest MAC budget read (10^15): far above any microcontroller's."""
+
+
+class UnitError(UsageError):
+    """A duration, size or count that cannot be read, or is out of range."""
+
+
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)(i?b?)\s*$", re.IGNORECASE)
+_COUNT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)\s*$", re.IGNORECASE)
+
+
+def parse_duration(text: str | float | int) -> float:
+    """'90s', '30m', '1h30m', '2h' or plain seconds -> seconds (above zero)."""
+    if isinstance(text, (int, float)):
+        seconds = float(text)
+    else:
+        cleaned = str(text).strip().lower()
+        parts = _DURATION.fullmatch(cleaned)
+        if not cleaned or parts is None:
+            raise UnitError(f"cannot read duration {text!r}: use e.g. 90s, 30m, 1h30m")
+        hours, minutes, secs = (float(p) if p else 0.0 for p in parts.groups())
+        seconds = hours * 3600 + minutes * 60 + secs
+    if not seconds > 0:
+        raise UnitError(f"the time budget must be positive, got {text!r}")
+    return seconds
+
+
+def parse_size(text: str | int, what: str = "size") -> int:
+    """Parse '4096', '4k', '4KiB', '1.5M' (binary multiples) into bytes."""
+    if isinstance(text, int):
+        return text
+    match = _SIZE.match(str(text))
+    if not match:
+        raise UnitError(f"cannot read {what} {text!r}: use bytes or a number with k/M (e.g. 4096, 4k, 4KiB)")
+    number, prefix, _ = match.groups()
+    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[prefix.lower()]
+    value = int(float(number) * scale)
+    if not 0 < value <= MAX_SIZE_BYTES:
+        raise UnitError(f"{what} {text!r} is out of range: give between 1 byte and 1 TiB (e.g. 6KiB)")
+    return value
+
+
+def parse_count(text: str | int, what: str = "count") -> int:
+    """Parse '1060000', '1.06M', '500k' (decimal multiples) into an integer."""
+    if isinstance(text, int):
+        return text
+    match = _COUNT.match(str(text))
+    if not match:
+        raise UnitError(f"cannot read {what} {text!r}: use a number, optionally with k/M/G")
+    number, prefix = match.groups()
+    scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}[prefix.lower()]
+    value = int(round(float(number) * scale))
+    if not 0 < value <= MAX_COUNT:
+        raise UnitError(f"{what} {text!r} is out of range: give between 1 and 10^15 (e.g. 1.14M)")
+    return value
+
+
+def kib(nbytes: int) -> str:
+    """Bytes shown to people: KiB with one decimal."""
+    return f"{nbytes / 1024:.1f} KiB"
