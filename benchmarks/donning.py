@@ -78,7 +78,7 @@ def _trained_as(result, windows, split, seed: int, out: Path) -> Path:
     """The winner of `result` trained again with its final recipe on `split` of `windows`, as a model folder."""
     from tinynas.data.preprocess import Preprocessing
     from tinynas.deploy.export import convert_int8, write_export
-    from tinynas.deploy.modeldir import MODEL_WEIGHTS, SPLIT_FILE, WINDOWS_FILE, save_split, save_weights
+    from tinynas.folders import MODEL_WEIGHTS, SPLIT, WINDOWS, save_split, save_weights
     from tinynas.training.train import fit
     from tinynas.trial import Fidelity
 
@@ -92,8 +92,8 @@ def _trained_as(result, windows, split, seed: int, out: Path) -> Path:
     tflite = convert_int8(trained.model, pre.apply(windows.x[split.train]))
     out.mkdir(parents=True, exist_ok=True)
     save_weights(trained.model, out / MODEL_WEIGHTS)
-    windows.save(out / WINDOWS_FILE)
-    save_split(out / SPLIT_FILE, split)
+    windows.save(out / WINDOWS)
+    save_split(out / SPLIT, split)
     write_export(out, arch, tflite, {"classes": list(windows.class_names), "preprocessing": pre.to_dict(),
                                      "split": split.describe()})
     return out

@@ -110,14 +110,14 @@ def _model_dir(out: Path, arch, windows, split, result, target, recipe: dict) ->
     """A model folder as `tinynas search` writes it (card, int8, float weights, windows, split)."""
     from tinynas.data.preprocess import Preprocessing
     from tinynas.deploy.export import convert_int8, write_export
-    from tinynas.deploy.modeldir import MODEL_WEIGHTS, SPLIT_FILE, WINDOWS_FILE, save_split, save_weights
+    from tinynas.folders import MODEL_WEIGHTS, SPLIT, WINDOWS, save_split, save_weights
 
     pre = Preprocessing.fit(windows, split.train)
     tflite = convert_int8(result.model, windows.x[split.train])
     out.mkdir(parents=True, exist_ok=True)
     save_weights(result.model, out / MODEL_WEIGHTS)
-    windows.save(out / WINDOWS_FILE)
-    save_split(out / SPLIT_FILE, split)
+    windows.save(out / WINDOWS)
+    save_split(out / SPLIT, split)
     write_export(out, arch, tflite, {"classes": list(windows.class_names), "target": target.to_dict(),
                                      "preprocessing": pre.to_dict(), "split": split.describe(),
                                      "training_recipe": recipe})
@@ -234,7 +234,8 @@ METHODS_TEXT = ("`adapt` (AdaBN, `tinynas adapt`) on the calibration repetition,
                 "statistics kept the new session's); `info-max`: adapt, then the batch-norm scales and shifts "
                 f"trained ({IM_STEPS} full-batch Adam steps, lr {IM_LEARNING_RATE:g}, statistics frozen) to make each "
                 "unlabelled prediction confident while the predictions stay spread over the classes (SHOT's "
-                "information maximisation: mean entropy minus the entropy of the mean); `recal today`: `tinynas recalibrate`'s recipe before issue 36 "
+                "information maximisation: mean entropy minus the entropy of the mean); `recal today`: "
+                "`tinynas recalibrate`'s recipe before issue 36 "
                 "(statistics follow the mixed new and replayed batches); `recal new-stats`: the same with batch norm "
                 "kept at the new session's statistics; `recal head`: only the classifier fine-tuned; `pooled`: the "
                 "second donning of onboarding: trained from scratch with the calibration repetition (labelled) "
@@ -510,7 +511,8 @@ def report(setting: str, records: list[dict], command: str) -> str:
                                for key in ("zero_shot_recall", "adapted_recall", "recalibrated_recall"))
             label = row if row != SEARCH_ROW else f"{row} ({', '.join(sorted({r['architecture'] for r in done}))})"
             lines.append(f"| {label} | {len(done)} | {_mean_sd([r['same_block'] for r in done])} | "
-                         f"{_mean_sd([r['zero_shot_all'] for r in done])} | {_mean_sd([r['zero_shot'] for r in done])} | "
+                         f"{_mean_sd([r['zero_shot_all'] for r in done])} | "
+                         f"{_mean_sd([r['zero_shot'] for r in done])} | "
                          f"{_mean_sd([r['adapted'] for r in done])} | {_mean_sd([r['recalibrated'] for r in done])} | "
                          f"{worst} | {_mean_sd([r['recalibrated_same_block'] for r in done])} | "
                          f"{np.mean([r['adapt_seconds'] for r in done]):.1f} | "

@@ -4,8 +4,8 @@ import sys
 import pytest
 
 from tinynas.cost.estimate import ILP32, LP64, BudgetError, check_space_fits, estimate, estimate_arena, macs, params
-from tinynas.space import Architecture
 from tinynas.cost.targets import Target, get_target
+from tinynas.space import Architecture
 from tinynas.training.model import build_model
 
 
@@ -116,7 +116,7 @@ def test_the_c_runtime_places_bigger_networks_on_the_same_chip():
 
 
 def test_an_unknown_runtime_or_the_c_runtime_on_a_64_bit_host_is_one_line():
-    from tinynas.cost.runtime import RUNTIMES
+    from tinynas.cost.targets import RUNTIMES
     from tinynas.errors import UsageError
 
     assert RUNTIMES == ("tflm", "c")

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 
-from tinynas.errors import MissingDependencyError, StorageError, UsageError
+from tinynas.errors import UsageError
 
 MAX_EPOCHS = 10_000
 """More epochs than any candidate or final training needs (the method uses 100)."""
@@ -130,47 +129,3 @@ def check_c_prefix(prefix: str) -> None:
         check_prefix(prefix)
     except CodegenError as exc:
         raise UsageError(f"--c-prefix: {exc}") from None
-
-
-def check_strategy(name: str) -> None:
-    """A known strategy whose optional dependency is installed."""
-    from tinynas.search import STRATEGIES
-    from tinynas.search.tpe import optuna_available
-
-    if name not in STRATEGIES:
-        raise UsageError(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}")
-    if name == "tpe" and not optuna_available():
-        raise MissingDependencyError("--strategy tpe needs optuna, which is not installed: "
-                                     "pip install 'tinynas[optuna]' (or use --strategy fast or paper)")
-
-
-def _read_only(folder: Path) -> bool:
-    try:
-        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
-
-
-def check_out_dir(path: str | Path, option: str = "--out") -> Path:
-    """An output folder that exists as a writable folder or can be created; nothing is created here.
-
-    The one check of every folder tinynas writes (a search's, a demo's, an adapted model's)."""
-    path = Path(path)
-    if path.is_symlink() and not path.exists():
-        raise UsageError(f"{option} {path} is a broken symbolic link: choose another folder")
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"{option} {path} is a file, not a folder: give a new folder or a search's folder")
-    existing = path.absolute()
-    while not existing.exists():
-        if existing.parent == existing:
-            break
-        existing = existing.parent
-    if not existing.is_dir():
-        raise UsageError(f"{option} {path}: {existing} is a file, so the folder cannot be made there")
-    if _read_only(existing):
-        raise StorageError(f"{option} {path}: {existing} is on a read-only file system: choose a writable folder")
-    # access() also says no for root on a read-only mount (EROFS), and for others without permission.
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise StorageError(f"{option} {path}: cannot write in {existing} (permission denied): "
-                           f"choose a writable folder")
-    return path

@@ -30,6 +30,7 @@ from tinynas.adaptation.common import (
 from tinynas.augment import Augmentation
 from tinynas.data.windows import DataError, Windows
 from tinynas.deploy.modeldir import ModelDir, check_new_folder, write_model_dir
+from tinynas.folders import MODEL
 
 STATISTICS = ("mixed", "new")
 LAYERS = ("all", "head")
@@ -338,7 +339,7 @@ def recalibrate(model_path: str | Path, windows: Windows, out_dir: str | Path, *
     model, replayed = _train(source, x_new, y_new, _recipe_of(chosen, recipe), seed, say)
     say("converting to int8 and checking")
     tflite = export_within_budget(source, model, np.concatenate([x_new, _replayed(source, len(x_new), seed)[0]]))
-    old_tflite = (source.path / "model.tflite").read_bytes()
+    old_tflite = (source.path / MODEL).read_bytes()
     if len(y_verify):
         verify_before = rounded_int8_accuracy(old_tflite, x_verify, y_verify)
         verify_after = rounded_int8_accuracy(tflite, x_verify, y_verify)

@@ -13,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinynas.anomaly.alarm import Alarm
-from tinynas.anomaly.evaluation import score_report
-from tinynas.anomaly.metrics import above, auroc
+from tinynas.anomaly.metrics import above, auroc, score_report
 from tinynas.anomaly.task import NORMAL, score_of
 from tinynas.anomaly.threshold import calibrate
 from tinynas.errors import TinynasError

@@ -14,18 +14,17 @@ from tinynas.cost.runtime import RUNTIME_NAMES
 from tinynas.cost.targets import resolve_target
 from tinynas.data.preprocess import NORMALIZATIONS
 from tinynas.data.splits import PROTOCOLS
+from tinynas.folders import check_out_dir
 from tinynas.options import (
     check_budget,
     check_c_prefix,
-    check_out_dir,
     check_range,
     check_seed,
-    check_strategy,
     check_training,
     check_workers,
     parse_workers,
 )
-from tinynas.search import STRATEGIES
+from tinynas.search import STRATEGIES, check_strategy
 from tinynas.study.report import time_line
 
 log = logging.getLogger("tinynas")

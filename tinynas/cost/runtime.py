@@ -21,15 +21,10 @@ An accounting is the rule that turns a model into bytes for the budget check (is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from tinynas.cost.targets import RUNTIMES, Target
 from tinynas.errors import UsageError
 
-if TYPE_CHECKING:
-    from tinynas.cost.targets import Target
-
-RUNTIMES = ("tflm", "c")
-"""What runs the model on the device: TFLite Micro's interpreter, or tinynas's generated C."""
 RUNTIME_CHOICES = ("auto", "c", "tflm")
 """What a user may ask for (`--runtime`, the service's `runtime`): auto picks one of RUNTIMES per target."""
 DEFAULT_RUNTIME = "auto"

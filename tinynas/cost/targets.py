@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from tinynas.cost.runtime import RUNTIMES
 from tinynas.errors import TinynasError
 from tinynas.units import MAX_COUNT, MAX_SIZE_BYTES, UnitError, parse_count, parse_size
 
+RUNTIMES = ("tflm", "c")
+"""What can run a model on a chip: TFLite Micro's interpreter, or tinynas's generated C. A board file lists the
+ones its chip runs; which one a search uses is decided in `tinynas.cost.runtime`."""
 MACS_PER_COREMARK = 10_000
 """The method's convention: a target's MAC budget is its CoreMark score x 10^4."""
 
@@ -33,7 +35,7 @@ class Target:
     clock_mhz: float | None = None
     source: str = ""
     runtimes: tuple[str, ...] = ()
-    """The runtimes this chip can run (`tinynas.cost.runtime.RUNTIMES`); empty: every one."""
+    """The runtimes this chip can run (`RUNTIMES`); empty: every one."""
 
     def __post_init__(self) -> None:
         for field_name in ("ram_bytes", "flash_bytes", "mac_budget"):

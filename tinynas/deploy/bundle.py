@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 from tinynas.errors import TinynasError
+from tinynas.folders import CARD
 
 
 class BundleError(TinynasError, ValueError):
@@ -88,7 +89,7 @@ def firmware_zip(model_dir: Path) -> bytes:
     """The bundle of the model in `model_dir` (its card's `c_runtime` section names the files), as zip bytes."""
     model_dir = Path(model_dir)
     try:
-        card = json.loads((model_dir / "card.json").read_text(encoding="utf-8"))
+        card = json.loads((model_dir / CARD).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise BundleError(f"{model_dir}: no readable card.json ({exc})") from None
     runtime = card.get("c_runtime") if isinstance(card, dict) else None
@@ -125,7 +126,7 @@ def firmware_zip(model_dir: Path) -> bytes:
     ])
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
-        for name in (source, header, *([prepare] if prepare else []), "card.json"):
+        for name in (source, header, *([prepare] if prepare else []), CARD):
             bundle.write(model_dir / name, name)
         for name, text in (("main.c", main_c(header, runtime.get("prefix", "tinynas"), runtime["entry_point"],
                                                 classes, prepare, needs_libm)), ("README.txt", readme)):

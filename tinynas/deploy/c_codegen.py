@@ -16,6 +16,7 @@ from tinynas.cost.c_runtime import pad_left
 from tinynas.deploy import c_quant
 from tinynas.deploy.c_model import CodegenError, ConvStage, IntegerModel, read_integer_model
 from tinynas.deploy.c_prepare import float_literal, prepare_declaration
+from tinynas.folders import COMPILED_H
 
 __all__ = ["DEFAULT_PREFIX", "ENTRY_POINT", "CodegenError", "check_prefix", "compile_tflite", "entry_point",
            "generate_c", "read_integer_model"]
@@ -154,7 +155,7 @@ def _conv_initializer(name: str, stage: ConvStage) -> str:
             f"  {stage.rows}, {stage.cin}, {stage.cout}\n}};\n")
 
 
-def generate_c(model: IntegerModel, header_name: str = "model_compiled.h", title: str = "",
+def generate_c(model: IntegerModel, header_name: str = COMPILED_H, title: str = "",
                prefix: str = DEFAULT_PREFIX, anomaly_threshold: int | None = None,
                declare_prepare: bool = False) -> tuple[str, str]:
     """(source, header) of the C runtime for `model`; `title` goes in the first comment line, `prefix` starts
@@ -262,7 +263,7 @@ def _score_declaration(prefix: str, threshold: int) -> str:
             f"int {prefix}_score(const int8_t *input, int16_t *score);\n\n")
 
 
-def compile_tflite(tflite: bytes, header_name: str = "model_compiled.h", title: str = "",
+def compile_tflite(tflite: bytes, header_name: str = COMPILED_H, title: str = "",
                    prefix: str = DEFAULT_PREFIX) -> tuple[str, str]:
     """(source, header) of the C runtime for the int8 A(k, c) model `tflite` (names starting with `prefix`)."""
     return generate_c(read_integer_model(tflite), header_name, title, prefix)

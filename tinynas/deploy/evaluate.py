@@ -17,6 +17,7 @@ import numpy as np
 from tinynas.data.preprocess import CardError, Preprocessing
 from tinynas.data.windows import DataError, Windows
 from tinynas.errors import TinynasError
+from tinynas.folders import CARD, MODEL
 
 MAX_CARD_BYTES = 16 << 20
 """A card is a few KiB of JSON; a bigger file is the wrong file (and is not read whole)."""
@@ -65,12 +66,12 @@ class Evaluation:
 def model_files(path: str | Path) -> tuple[Path, dict]:
     """The .tflite and its card for a model directory or a .tflite with card.json beside it."""
     path = Path(path)
-    tflite = path / "model.tflite" if path.is_dir() else path
+    tflite = path / MODEL if path.is_dir() else path
     if not tflite.exists():
         raise EvaluateError(f"{tflite}: no such model (give an export directory or its model.tflite)")
     if not tflite.is_file():
         raise EvaluateError(f"{tflite}: not a file (give an export directory or its model.tflite)")
-    card_path = tflite.parent / "card.json"
+    card_path = tflite.parent / CARD
     if not card_path.exists():
         raise EvaluateError(f"{card_path}: no card next to the model, so the data cannot be checked against it")
     if not card_path.is_file() or card_path.stat().st_size > MAX_CARD_BYTES:

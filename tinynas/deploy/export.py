@@ -14,6 +14,7 @@ import numpy as np
 from tinynas.atomic import atomic_write_bytes, atomic_write_text
 from tinynas.card import CARD_SCHEMA
 from tinynas.deploy.flatbuffer_strip import strip_names
+from tinynas.folders import CARD
 from tinynas.space import Architecture, SpecError, as_model_input
 
 REPRESENTATIVE_WINDOWS = 200
@@ -182,7 +183,7 @@ def write_export(out_dir: str | os.PathLike, architecture: Architecture, tflite:
     out.mkdir(parents=True, exist_ok=True)
     source, header = c_array_source(tflite, symbol)
     paths = ExportedModel(out / f"{symbol}.tflite", out / f"{symbol}.c", out / f"{symbol}.h",
-                          out / "card.json",
+                          out / CARD,
                           compiled_c_path=out / f"{symbol}_compiled.c" if compiled else None,
                           compiled_header_path=out / f"{symbol}_compiled.h" if compiled else None,
                           prepare_path=out / f"{symbol}_prepare.c" if compiled and len(compiled) > 2 else None)

@@ -9,7 +9,6 @@ windows and checks the result on the same test windows the card's accuracy was m
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
@@ -18,56 +17,28 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynas.atomic import atomic_write_bytes, discard_folder, publish_folder, stage_folder, storage_error
+from tinynas.atomic import discard_folder, publish_folder, stage_folder, storage_error
 from tinynas.data.preprocess import Preprocessing
-from tinynas.data.windows import DataError, Windows, is_zip_archive
+from tinynas.data.windows import DataError, Windows
 from tinynas.errors import StorageError, TinynasError
+from tinynas.folders import (
+    CARD,
+    MODEL,
+    MODEL_FILES,
+    MODEL_WEIGHTS,
+    SPLIT,
+    TRAINING_DATA,
+    WINDOWS,
+    FolderError,
+    load_split,
+    save_weights,
+)
 from tinynas.space import Architecture, SpecError
 from tinynas.training.model import build_model
 
-MODEL_WEIGHTS = "model.weights.h5"
-"""The exported model's float weights."""
-SPLIT_FILE = "split.npz"
-"""Indices of the training, validation and test windows (of windows.npz) the model was made with."""
-WINDOWS_FILE = "windows.npz"
-MODEL_FILES = ("model.tflite", "model.c", "model.h", "model_compiled.c", "model_compiled.h", "model_prepare.c",
-               "card.json", MODEL_WEIGHTS)
-"""What `write_model_dir` writes (plus the training windows and split, copied)."""
 
-
-class ModelDirError(TinynasError, ValueError):
+class ModelDirError(FolderError):
     """A model folder that cannot be adapted or recalibrated (files missing, or not ours)."""
-
-
-def save_weights(model, path: str | os.PathLike) -> None:
-    """A Keras model's weights, written whole or not at all (a temporary file, then a rename)."""
-    # Keras picks the format by suffix, so the temporary file keeps it.
-    temporary = f"{path}.partial.weights.h5"
-    model.save_weights(temporary)
-    os.replace(temporary, path)
-
-
-def save_split(path: str | os.PathLike, split) -> None:
-    """Write a split's indices atomically (train, val, test; the protocol as text)."""
-    buffer = io.BytesIO()
-    np.savez(buffer, train=np.asarray(split.train, np.int64), val=np.asarray(split.val, np.int64),
-             test=np.asarray(split.test, np.int64), protocol=np.array(split.protocol))
-    atomic_write_bytes(path, buffer.getvalue())
-
-
-def load_split(path: str | os.PathLike, windows: int) -> dict[str, np.ndarray]:
-    """The split's indices, checked against the number of windows they index."""
-    if not is_zip_archive(path):
-        raise ModelDirError(f"{path}: not a split file tinynas wrote (not a NumPy .npz archive; damaged?)")
-    try:
-        with np.load(path, allow_pickle=False) as stored:
-            sides = {side: np.asarray(stored[side], dtype=np.int64) for side in ("train", "val", "test")}
-    except (OSError, ValueError, KeyError) as exc:
-        raise ModelDirError(f"{path}: not a split file ({exc}; damaged?)") from None
-    for side, index in sides.items():
-        if index.size and (index.min() < 0 or index.max() >= windows):
-            raise ModelDirError(f"{path}: {side} indices beyond the {windows} stored windows (files of two runs?)")
-    return sides
 
 
 @dataclass
@@ -107,7 +78,7 @@ class ModelDir:
         checked before any work: the first disagreement is one line naming the file at fault."""
         from tinynas.deploy.evaluate import load_model
 
-        card_path, arch, pre = self.path / "card.json", self.architecture, self.preprocessing
+        card_path, arch, pre = self.path / CARD, self.architecture, self.preprocessing
         if (arch.input_length, arch.input_channels) != (pre.window_length, pre.channels):
             raise ModelDirError(f"{card_path}: its architecture takes {arch.input_length} x {arch.input_channels} "
                                 f"windows but its preprocessing gives {pre.window_length} x {pre.channels}: "
@@ -118,30 +89,30 @@ class ModelDir:
         history = self.card.get("history", [])
         if not (isinstance(history, list) and all(isinstance(entry, dict) for entry in history)):
             raise ModelDirError(f"{card_path}: 'history' must be a list of changes, got {type(history).__name__}")
-        model = load_model(self.path / "model.tflite")  # a damaged .tflite is named now, not after the work
+        model = load_model(self.path / MODEL)  # a damaged .tflite is named now, not after the work
         if model.classes != arch.classes or tuple(model.window_shape) != (arch.input_length, arch.input_channels):
             raise ModelDirError(f"{self.path / 'model.tflite'} takes {tuple(model.window_shape)} windows into "
                                 f"{model.classes} classes, its card says ({arch.input_length}, "
                                 f"{arch.input_channels}) into {arch.classes}: files of two models")
-        if (self.path / WINDOWS_FILE).is_file():
+        if (self.path / WINDOWS).is_file():
             stored = self.windows.class_names
             if tuple(stored) != tuple(pre.class_names):
-                raise ModelDirError(f"{self.path / WINDOWS_FILE} holds classes {', '.join(stored)} but the model's "
+                raise ModelDirError(f"{self.path / WINDOWS} holds classes {', '.join(stored)} but the model's "
                                     f"are {', '.join(pre.class_names)}: files of two models")
             if (self.windows.window_length, self.windows.channels) != (pre.window_length, pre.channels):
-                raise ModelDirError(f"{self.path / WINDOWS_FILE} holds {self.windows.window_length} x "
+                raise ModelDirError(f"{self.path / WINDOWS} holds {self.windows.window_length} x "
                                     f"{self.windows.channels} windows, the model takes {pre.window_length} x "
                                     f"{pre.channels}: files of two models")
-            if (self.path / SPLIT_FILE).is_file():
+            if (self.path / SPLIT).is_file():
                 self.split  # noqa: B018 - read now: indices beyond the windows are named before any work
 
     @property
     def windows(self) -> Windows:
         """The windows the model was trained on (model-input units are NOT applied: raw windows)."""
         if self._windows is None:
-            path = self.path / WINDOWS_FILE
+            path = self.path / WINDOWS
             if not path.is_file():
-                raise ModelDirError(f"{self.path} has no {WINDOWS_FILE} (the training windows) to replay")
+                raise ModelDirError(f"{self.path} has no {WINDOWS} (the training windows) to replay")
             try:
                 self._windows = Windows.load(path)
             except DataError as exc:
@@ -151,15 +122,15 @@ class ModelDir:
     @property
     def has_training_data(self) -> bool:
         """Whether the training windows and their split are here (replay and forgetting checks)."""
-        return (self.path / WINDOWS_FILE).is_file() and (self.path / SPLIT_FILE).is_file()
+        return (self.path / WINDOWS).is_file() and (self.path / SPLIT).is_file()
 
     @property
     def split(self) -> dict[str, np.ndarray]:
         """Indices of the windows that trained, validated and tested the model."""
         if self._split is None:
-            path = self.path / SPLIT_FILE
+            path = self.path / SPLIT
             if not path.is_file():
-                raise ModelDirError(f"{self.path} has no {SPLIT_FILE} (which windows tested the model)")
+                raise ModelDirError(f"{self.path} has no {SPLIT} (which windows tested the model)")
             self._split = load_split(path, len(self.windows))
         return self._split
 
@@ -197,7 +168,7 @@ def is_model_folder(folder: Path) -> bool:
     architecture and quantization): what makes a folder ours, never its file names alone."""
     from tinynas.card import is_our_card
 
-    card = folder / "card.json"
+    card = folder / CARD
     if not card.is_file() or card.stat().st_size > (16 << 20):
         return False
     try:
@@ -224,7 +195,7 @@ def check_new_folder(out: str | os.PathLike, source: Path) -> Path:
     checked), and never a folder holding anything that is not ours: the new model replaces the whole
     folder in one rename (`write_model_dir`), so whatever else it held would go with it.
     """
-    from tinynas.options import check_out_dir
+    from tinynas.folders import check_out_dir
 
     out = check_out_dir(Path(out))
     mine, theirs = out.resolve(), Path(source).resolve()
@@ -239,7 +210,7 @@ def check_new_folder(out: str | os.PathLike, source: Path) -> Path:
         if names and not is_model_folder(out):
             raise ModelDirError(f"--out {out} is not empty and holds no model of tinynas (no card.json of ours): "
                                 f"give a new or empty folder (nothing in it was touched)")
-        ours = set(MODEL_FILES) | {WINDOWS_FILE, SPLIT_FILE, "confusion.png"}
+        ours = set(MODEL_FILES) | {WINDOWS, SPLIT, "confusion.png"}
         # Temporary files of an interrupted earlier write (`.windows.npz.partial`, `model.weights.h5.partial...`)
         # are ours too: the folder is replaced whole, so they go with it.
         foreign = [name for name in names if name not in ours and _ours_partial(name) not in ours]
@@ -266,7 +237,7 @@ def write_model_dir(out: Path, source: ModelDir, model, tflite: bytes, card: dic
     staging = stage_folder(out)
     try:
         save_weights(model, staging / MODEL_WEIGHTS)
-        for name in (WINDOWS_FILE, SPLIT_FILE):
+        for name in TRAINING_DATA:
             if (source.path / name).is_file():
                 shutil.copyfile(source.path / name, staging / name)
         # The source's C names: a firmware that links it keeps linking the adapted model.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tinynas.errors import UsageError
+from tinynas.errors import MissingDependencyError, UsageError
 from tinynas.search.base import FINAL_FIDELITY, Proposal, SearchSpace, Strategy
 from tinynas.search.fast import FastStrategy
 from tinynas.search.greedy import GreedyStrategy
@@ -24,6 +24,16 @@ def strategy_class(name: str) -> type[Strategy]:
         raise UsageError(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}") from None
 
 
+def check_strategy(name: str) -> None:
+    """`--strategy`: a known strategy whose optional dependency is installed (one line if not)."""
+    from tinynas.search.tpe import optuna_available
+
+    strategy_class(name)
+    if name == "tpe" and not optuna_available():
+        raise MissingDependencyError("--strategy tpe needs optuna, which is not installed: "
+                                     "pip install 'tinynas[optuna]' (or use --strategy fast or paper)")
+
+
 def make_strategy(name: str, space: SearchSpace, **kwargs) -> Strategy:
     """Instantiate a strategy by name ('paper', 'greedy', 'random', 'fast', 'tpe')."""
     return strategy_class(name)(space, **kwargs)
@@ -34,5 +44,5 @@ def final_recipe(name: str, epochs: int | None = None) -> Fidelity:
     return strategy_class(name).final_recipe(epochs)
 
 
-__all__ = ["FINAL_FIDELITY", "STRATEGIES", "Proposal", "SearchSpace", "Strategy", "final_recipe", "make_strategy",
-           "strategy_class"]
+__all__ = ["FINAL_FIDELITY", "STRATEGIES", "Proposal", "SearchSpace", "Strategy", "check_strategy", "final_recipe",
+           "make_strategy", "strategy_class"]

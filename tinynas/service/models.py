@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tinynas.atomic import atomic_write_text
 from tinynas.errors import UsageError
+from tinynas.folders import CARD, COMPILED_C, COMPILED_H, FIRMWARE_ZIP, MODEL, MODEL_C, MODEL_H, PREPARE_C
 
 DEPLOYMENT_FILE = "deployment.json"
 HISTORY_LIMIT = 50
@@ -41,7 +42,7 @@ class StoredModel:
     @property
     def made(self) -> float:
         made = self.deployed.get("made")
-        return float(made) if isinstance(made, (int, float)) else (self.folder / "card.json").stat().st_mtime
+        return float(made) if isinstance(made, (int, float)) else (self.folder / CARD).stat().st_mtime
 
     def summary(self, served: dict) -> dict:
         """JSON-ready: what `tinynas service models` and the page list."""
@@ -57,7 +58,7 @@ class StoredModel:
 
 def _from_card(user: str, folder: Path, card: dict) -> dict:
     """`state.deployed` for a folder deployed before deployment.json existed: what its card says."""
-    deployed = {"user": user, "model": str(folder / "model.tflite"), "card": str(folder / "card.json"),
+    deployed = {"user": user, "model": str(folder / MODEL), "card": str(folder / CARD),
                 "accuracy": card.get("int8_test_accuracy"), "classes": card.get("classes"),
                 "card_int8_test_accuracy": card.get("int8_test_accuracy")}
     if isinstance(card.get("int8_test"), dict):
@@ -83,8 +84,8 @@ def open_model(profiles: Path, user: str, model_id: str) -> StoredModel | None:
         return None
     folder = profiles / user / "deployed" / model_id
     try:
-        card = json.loads((folder / "card.json").read_text(encoding="utf-8"))
-        if not (folder / "model.tflite").is_file() or not isinstance(card, dict):
+        card = json.loads((folder / CARD).read_text(encoding="utf-8"))
+        if not (folder / MODEL).is_file() or not isinstance(card, dict):
             return None
         try:
             deployed = json.loads((folder / DEPLOYMENT_FILE).read_text(encoding="utf-8"))
@@ -95,7 +96,7 @@ def open_model(profiles: Path, user: str, model_id: str) -> StoredModel | None:
     if not isinstance(deployed, dict):
         return None
     # Paths as the folder is now (a data_dir moved or restored from a backup still serves from where it is).
-    deployed = {**deployed, "user": user, "model": str(folder / "model.tflite"), "card": str(folder / "card.json")}
+    deployed = {**deployed, "user": user, "model": str(folder / MODEL), "card": str(folder / CARD)}
     return StoredModel(user, model_id, folder, deployed, card)
 
 
@@ -160,18 +161,18 @@ def choose(profiles: Path, user: str, model_id: str | None, previous: bool, hist
     return model
 
 
-DOWNLOADS = {"model.tflite": "application/octet-stream", "model.c": "text/x-c", "model.h": "text/x-c",
-             "model_compiled.c": "text/x-c", "model_compiled.h": "text/x-c",
-             "model_prepare.c": "text/x-c", "card.json": "application/json",
-             "firmware.zip": "application/zip"}
+DOWNLOADS = {MODEL: "application/octet-stream", MODEL_C: "text/x-c", MODEL_H: "text/x-c",
+             COMPILED_C: "text/x-c", COMPILED_H: "text/x-c",
+             PREPARE_C: "text/x-c", CARD: "application/json",
+             FIRMWARE_ZIP: "application/zip"}
 """What the page offers of the served model: its files, and the firmware bundle (`tinynas.deploy.bundle`)."""
 
 
 def download_names(folder: Path) -> list[str]:
     """The DOWNLOADS a model folder has, the firmware bundle first (it needs the C runtime's files): the page lists
     these, so a model made before a file existed (model_prepare.c) offers no dead link."""
-    present = [name for name in DOWNLOADS if name != "firmware.zip" and (folder / name).is_file()]
-    return (["firmware.zip"] if "model_compiled.c" in present else []) + present
+    present = [name for name in DOWNLOADS if name != FIRMWARE_ZIP and (folder / name).is_file()]
+    return ([FIRMWARE_ZIP] if COMPILED_C in present else []) + present
 
 
 def served_download(deployed: dict, name: str) -> tuple[bytes, str, str] | None:
@@ -181,7 +182,7 @@ def served_download(deployed: dict, name: str) -> tuple[bytes, str, str] | None:
         return None
     folder = Path(deployed["model"]).parent
     filename = f"{deployed.get('user', 'model')}-{folder.name}-{name}"
-    if name == "firmware.zip":
+    if name == FIRMWARE_ZIP:
         from tinynas.deploy.bundle import firmware_zip
 
         return firmware_zip(folder), DOWNLOADS[name], filename

@@ -33,6 +33,7 @@ import numpy as np
 from firmware_bridge.guide import Plan
 from tinynas.atomic import publish_folder
 from tinynas.errors import TinynasError, user_message
+from tinynas.folders import CARD, MODEL
 from tinynas.service.context import Phase, ServiceContext, Transition, to
 
 log = logging.getLogger(__name__)
@@ -196,9 +197,9 @@ def _job(job: dict) -> dict:
     source = Path(job["source"])
     if adapted.card.get("anomaly") is not None:
         return _scorer_outcome(source, adapted, windows)
-    before = _confidence((source / "model.tflite").read_bytes(), json.loads((source / "card.json").read_text()),
+    before = _confidence((source / MODEL).read_bytes(), json.loads((source / CARD).read_text()),
                          windows)
-    after = _confidence((Path(job["staging"]) / "model.tflite").read_bytes(), adapted.card, windows)
+    after = _confidence((Path(job["staging"]) / MODEL).read_bytes(), adapted.card, windows)
     # No labels: accuracy on the new condition cannot be measured. The served model's own confidence on the
     # new windows is the honest proxy available; a swap on it is said to be one.
     accepted = after >= before
@@ -216,9 +217,9 @@ def _scorer_outcome(source: Path, adapted, windows) -> dict:
     from tinynas.data.preprocess import Preprocessing
     from tinynas.deploy.litert import Int8Model
 
-    old_card = json.loads((source / "card.json").read_text())
+    old_card = json.loads((source / CARD).read_text())
     old = old_card["anomaly"]
-    scores = steps(Int8Model((source / "model.tflite").read_bytes()).logits(
+    scores = steps(Int8Model((source / MODEL).read_bytes()).logits(
         Preprocessing.from_card(old_card).apply(windows.x)), old["score_scale"])
     flagged = float(np.mean(scores > old["threshold_steps"]))
     new = adapted.card["anomaly"]
@@ -356,12 +357,12 @@ def _swap(service: ServiceContext, flow: dict, staging: Path, final: Path, outco
           figures: str) -> Transition:
     from tinynas.service.models import write_deployment
 
-    if str(final / "model.tflite") == service.state.deployed.get("model"):
+    if str(final / MODEL) == service.state.deployed.get("model"):
         raise RuntimeError(f"{final} is the model being served: a re-wear never replaces it in place")
-    card = json.loads((staging / "card.json").read_text())
+    card = json.loads((staging / CARD).read_text())
     old = service.state.deployed
     after = [(outcome.get(key) or [None, None])[1] for key in ("verify", "test")]
-    deployed = {**old, "model": str(final / "model.tflite"), "card": str(final / "card.json"),
+    deployed = {**old, "model": str(final / MODEL), "card": str(final / CARD),
                 "accuracy": next((value for value in after if value is not None), old.get("accuracy", 0.0)),
                 "card_int8_test_accuracy": card.get("int8_test_accuracy"), "replaced": old["model"],
                 "changed_by": "recalibrate" if flow["mode"] == "labelled" else "adapt", "made": time.time()}

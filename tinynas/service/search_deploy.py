@@ -19,6 +19,7 @@ import numpy as np
 
 from firmware_bridge.guide import load_plan
 from tinynas.atomic import atomic_write_text, discard_folder, publish_folder, stage_folder
+from tinynas.folders import CARD, JOURNAL, MODEL, MODEL_FILES, REPORT, TRAINING_DATA
 from tinynas.service.context import Phase, ServiceContext, Transition, to
 from tinynas.service.idle import UNKNOWN, IdleRule, idle_rule, softmax
 from tinynas.service.models import write_deployment
@@ -39,11 +40,11 @@ def search(service: ServiceContext) -> Transition:
 
     config = service.config
     study = Path(service.state.study)
-    journal_path = study / "journal.sqlite"
+    journal_path = study / JOURNAL
     finished = False
     if journal_path.exists():
         with Journal(journal_path) as journal:
-            finished = bool(journal.get_meta("finished")) and (study / "card.json").exists()
+            finished = bool(journal.get_meta("finished")) and (study / CARD).exists()
     if not finished:
         windows, data_spec = session_windows(service)
         findings = check_windows(windows)
@@ -124,13 +125,13 @@ def deploy(service: ServiceContext) -> Transition:
 
     state, config = service.state, service.config
     study = Path(state.study)
-    card = json.loads((study / "card.json").read_text())
+    card = json.loads((study / CARD).read_text())
     if card.get("anomaly") is not None:
         return _deploy_scorer(service, study, card)
     windows, _ = session_windows(service)
     split = make_split(windows, "auto", seed=0)
     test = split.test
-    tflite = (study / "model.tflite").read_bytes()
+    tflite = (study / MODEL).read_bytes()
     preprocessing = Preprocessing.from_card(card)
     classes = len(windows.class_names)
     result = run_int8(tflite, preprocessing.apply(windows.x[test])) if len(test) else None
@@ -152,7 +153,7 @@ def deploy(service: ServiceContext) -> Transition:
     assert result is not None  # a model deployed was checked on held-out windows
     rule, answered = serving_rule(plan, state.session, tflite, preprocessing, windows, split)
     target = service.paths.profile(state.user) / "deployed" / study.name
-    deployed = {"user": state.user, "model": str(target / "model.tflite"), "card": str(target / "card.json"),
+    deployed = {"user": state.user, "model": str(target / MODEL), "card": str(target / CARD),
                 "accuracy": held.accuracy, "held_out": {**held.to_dict(),
                                                         **per_class(result.predictions, windows.y[test], classes)},
                 "card_int8_test_accuracy": card.get("int8_test_accuracy"),
@@ -170,12 +171,11 @@ def _publish(service: ServiceContext, study: Path, target: Path, card: dict, dep
     try:
         # The float weights, training windows and split too: a served model is a model folder that
         # `recalibrate` / `adapt` can open (tinynas.deploy.modeldir).
-        for name in ("model.tflite", "model.c", "model.h", "model_compiled.c", "model_compiled.h",
-                     "model_prepare.c", "report.md", "model.weights.h5", "windows.npz", "split.npz"):
+        for name in (*(name for name in MODEL_FILES if name != CARD), REPORT, *TRAINING_DATA):
             if (study / name).exists():
                 shutil.copy2(study / name, staging / name)
         # The served card carries serving's rules (the study's card stays as it was).
-        atomic_write_text(staging / "card.json", json.dumps(card, indent=2) + "\n")
+        atomic_write_text(staging / CARD, json.dumps(card, indent=2) + "\n")
         write_deployment(staging, deployed)
         publish_folder(staging, target)  # one exchange: a folder already there stays whole until the new one is
     except BaseException:
@@ -193,11 +193,11 @@ def _deploy_scorer(service: ServiceContext, study: Path, card: dict) -> Transiti
     state, config = service.state, service.config
     section = read_section(card)
     assert section is not None  # the caller saw the anomaly section
-    Int8Model((study / "model.tflite").read_bytes())  # a model LiteRT cannot load is not served
+    Int8Model((study / MODEL).read_bytes())  # a model LiteRT cannot load is not served
     alarm = Alarm(config.alarm_k, config.alarm_n).describe(section["false_alarm_rate"])
     target = service.paths.profile(state.user) / "deployed" / study.name
     synthetic = section.get("synthetic_test", {})
-    deployed = {"user": state.user, "model": str(target / "model.tflite"), "card": str(target / "card.json"),
+    deployed = {"user": state.user, "model": str(target / MODEL), "card": str(target / CARD),
                 "task": "anomaly", "accuracy": None, "classes": card.get("classes"), "study": str(study),
                 "session": state.session, "plan": load_plan(state.plan).to_dict(),
                 "anomaly": {"threshold": section["threshold"], "threshold_steps": section["threshold_steps"],

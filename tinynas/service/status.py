@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tinynas.atomic import atomic_write_text
+from tinynas.folders import BEST, JOURNAL
 from tinynas.process_memory import memory_bytes
 from tinynas.service.config import config_hint, page_plans
 from tinynas.service.context import ServiceContext
@@ -139,7 +140,7 @@ def search_progress(service: ServiceContext) -> dict:
         return {}
     study = Path(service.state.study)
     result: dict = {"trials": 0}
-    journal = study / "journal.sqlite"
+    journal = study / JOURNAL
     if journal.exists():
         import sqlite3
 
@@ -157,7 +158,7 @@ def search_progress(service: ServiceContext) -> dict:
                 result["seconds_left"] = max(0.0, result["budget_seconds"] - spent)
         except sqlite3.Error:
             pass
-    best = study / "best.json"
+    best = study / BEST
     if best.exists():
         try:
             result["best"] = json.loads(best.read_text())["name"]

@@ -14,6 +14,7 @@ import numpy as np
 
 from firmware_bridge.guide import FULL_SCALE
 from tinynas.cost.runtime import RUNTIME_NAMES
+from tinynas.folders import JOURNAL
 from tinynas.service.models import download_names
 
 TRACE_SECONDS = 4.0
@@ -73,7 +74,7 @@ def trials(study: Path) -> list[dict[str, Any]]:
     from tinynas.errors import TinynasError
     from tinynas.trial import Trial
 
-    journal = study / "journal.sqlite"
+    journal = study / JOURNAL
     if not journal.exists():
         return []
     try:

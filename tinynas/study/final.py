@@ -12,11 +12,10 @@ from tinynas.card import ModelCard
 from tinynas.cost.estimate import estimate
 from tinynas.cost.runtime import RUNTIME_NAMES
 from tinynas.data.windows import Windows
-from tinynas.deploy.modeldir import SPLIT_FILE, save_split
+from tinynas.folders import SPLIT, save_split, weights_path
 from tinynas.study.jobs import JobFactory
 from tinynas.study.journal import Journal
 from tinynas.study.outcomes import best_trial, is_final_recipe, trained_fidelity
-from tinynas.study.outdir import weights_path
 from tinynas.study.pool import WorkerPool
 from tinynas.study.settings import StudyError
 from tinynas.training.job import JobResult
@@ -105,7 +104,7 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
     exported = write_export(study.out_dir, winner.architecture, tflite, card.to_dict(),
                             c_prefix=study.settings.c_prefix)
     card = ModelCard.from_dict(json.loads(exported.card_path.read_text()))
-    save_split(study.out_dir / SPLIT_FILE, study.split)
+    save_split(study.out_dir / SPLIT, study.split)
     journal.set_meta("finished", True)
     write_report(study.out_dir, trials, winner, card, study.target)
     if anomaly is not None:
@@ -125,7 +124,7 @@ def _say_anomaly(study, anomaly: dict) -> None:
                          f"alarms, set on {calibration['calibration_windows']} held-out normal windows; synthetic "
                          f"anomalies: AUROC {synthetic['auroc']:.3f}, {synthetic['detected']['rate']:.1%} detected")
     if "evaluation" in anomaly:
-        from tinynas.anomaly.evaluation import report_lines
+        from tinynas.anomaly.metrics import report_lines
 
         for line in report_lines(anomaly["evaluation"]):
             study.progress.event(f"test data: {line}")

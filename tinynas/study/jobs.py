@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinynas.data.splits import Split
-from tinynas.deploy.modeldir import MODEL_WEIGHTS
+from tinynas.folders import INCUMBENTS, MODEL_WEIGHTS, TEST_WINDOWS, weights_path
 from tinynas.study.outcomes import is_final_recipe, trial_key
-from tinynas.study.outdir import INCUMBENTS, TEST_WINDOWS, weights_path
 from tinynas.training.job import Job
 from tinynas.trial import Fidelity, Trial
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from tinynas.atomic import atomic_write_text
 from tinynas.cost.targets import Target
 from tinynas.errors import StorageError, TinynasError
+from tinynas.folders import BEST, INCUMBENTS
 from tinynas.progress import Progress
 from tinynas.space import Architecture
 from tinynas.study.jobs import JobFactory
@@ -31,7 +32,6 @@ from tinynas.study.outcomes import (
     safer_retry,
     trial_key,
 )
-from tinynas.study.outdir import INCUMBENTS
 from tinynas.study.pool import WorkerPool
 from tinynas.study.settings import StudyError
 from tinynas.trial import Fidelity, Trial, TrialState
@@ -165,7 +165,7 @@ class SearchLoop:
                    "architecture": best.architecture.to_dict(), "score": best.score,
                    "objective": self.strategy.objective(best), "best_val_accuracy": best.best_val_accuracy,
                    "costs": best.costs, "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        atomic_write_text(self.out_dir / "best.json", json.dumps(payload, indent=2) + "\n")
+        atomic_write_text(self.out_dir / BEST, json.dumps(payload, indent=2) + "\n")
 
     def _announce(self, trial: Trial, is_best: bool) -> None:
         arch = trial.architecture

@@ -10,21 +10,9 @@ from pathlib import Path
 from tinynas.atomic import storage_error
 from tinynas.data.windows import Windows
 from tinynas.errors import TinynasError
-from tinynas.options import check_out_dir
+from tinynas.folders import JOURNAL, RUN_OUTPUTS, check_out_dir
 from tinynas.study.journal import Journal
 from tinynas.study.settings import StudyError
-
-JOURNAL = "journal.sqlite"
-WINDOWS = "windows.npz"
-"""The workers' copy of the windows (they load it; `replay` checks it against the journal's digest)."""
-TEST_WINDOWS = "test-windows.npz"
-"""The separate test set of `--test-data`, beside windows.npz (workers read it)."""
-INCUMBENTS = "incumbents.json"
-"""Best score per fidelity so far, for the workers' curve-stop rule."""
-RUN_OUTPUTS = ("best.json", "card.json", "model.tflite", "model.c", "model.h", "model_compiled.c",
-               "model_compiled.h", "model_prepare.c", "report.md", "trials.png", "model.weights.h5", "split.npz")
-"""What a run leaves in its folder: with these present and no journal, the folder is a finished (or
-abandoned) run that a new search must not overwrite."""
 
 
 def open_journal(out_dir: Path, resume: bool) -> Journal:
@@ -70,10 +58,3 @@ def save_windows(windows: Windows, path: Path) -> None:
     except TinynasError:
         pass
     windows.save(path)
-
-
-def weights_path(out_dir: Path, number: int) -> Path:
-    """Where trial `number`'s best weights are kept (trained with the final recipe: exported as they are)."""
-    folder = out_dir / "weights"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"trial-{number}.weights.h5"

@@ -17,9 +17,9 @@ from pathlib import Path
 from tinynas.data.holdout import without_test_side
 from tinynas.data.splits import make_split
 from tinynas.data.windows import Windows
+from tinynas.folders import JOURNAL, TEST_WINDOWS, WINDOWS
 from tinynas.study.jobs import JobFactory
 from tinynas.study.journal import Journal
-from tinynas.study.outdir import JOURNAL, TEST_WINDOWS, WINDOWS
 from tinynas.study.pool import WorkerPool
 from tinynas.study.settings import StudyError
 from tinynas.training.job import JobResult

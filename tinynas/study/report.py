@@ -9,6 +9,7 @@ from tinynas.card import ModelCard
 from tinynas.cost.estimate import Cost
 from tinynas.cost.runtime import ACCOUNTING_NAMES, RUNTIME_NAMES
 from tinynas.cost.targets import Target
+from tinynas.folders import REPORT, TRIALS_PLOT
 from tinynas.trial import Trial, TrialState
 from tinynas.units import kib
 
@@ -110,7 +111,7 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: ModelC
     """Write report.md and trials.png into `out_dir`."""
     out_dir = Path(out_dir)
     runtime = card.runtime
-    plot_trials(out_dir / "trials.png", trials, winner, target, runtime, card.accounting)
+    plot_trials(out_dir / TRIALS_PLOT, trials, winner, target, runtime, card.accounting)
     cost = Cost.from_dict(card.cost_estimate)
     why = (card.runtime_choice or {}).get("reason")
     search = card.search
@@ -180,7 +181,7 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: ModelC
         lines.append(f"| {t.number} | {t.architecture.name()} | {t.state.value} | {loss} | {accuracy} | "
                      f"{kib(t.costs.get('peak_ram_bytes', 0))} | {kib(t.costs.get('flash_bytes', 0))} | "
                      f"{t.costs.get('macs', 0):,} | {t.seconds:.1f} | {note} |")
-    atomic_write_text(out_dir / "report.md", "\n".join(lines) + "\n")
+    atomic_write_text(out_dir / REPORT, "\n".join(lines) + "\n")
 
 
 def _held_out_text(card: ModelCard) -> str:

@@ -29,15 +29,15 @@ from tinynas.data.preprocess import Preprocessing
 from tinynas.data.splits import Split, make_split
 from tinynas.data.windows import Windows
 from tinynas.errors import StorageError, UsageError, user_message
+from tinynas.folders import TEST_WINDOWS, WINDOWS, check_out_dir
 from tinynas.machine import auto_workers
-from tinynas.options import check_out_dir
 from tinynas.progress import Progress
 from tinynas.search import FINAL_FIDELITY, SearchSpace, final_recipe, make_strategy
 from tinynas.space import Architecture
 from tinynas.study.final import StudyResult, final_stage
 from tinynas.study.jobs import JobFactory
 from tinynas.study.loop import SearchLoop
-from tinynas.study.outdir import TEST_WINDOWS, WINDOWS, open_journal, save_windows
+from tinynas.study.outdir import open_journal, save_windows
 from tinynas.study.pool import WorkerPool
 from tinynas.study.settings import StudyError, StudySettings, check_resumable, fingerprint
 from tinynas.trial import Fidelity

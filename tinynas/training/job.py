@@ -14,7 +14,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-from tinynas.deploy.modeldir import save_weights
+from tinynas.folders import save_weights
 from tinynas.process_memory import memory_bytes
 from tinynas.space import Architecture
 from tinynas.training.diagnose import health_monitor
