@@ -213,8 +213,8 @@ def run_search(args, stored: dict) -> None:
     from tinynas.data.spec import load_windows
     from tinynas.progress import Progress
     from tinynas.study import Study
-    from tinynas.units import parse_duration
     from tinynas.trial import Fidelity
+    from tinynas.units import parse_duration
 
     runtimes = args.runtimes.split(",")
     # Runs of other data, seeds or runtimes are kept: a later call can redo one runtime's rows.

@@ -51,7 +51,8 @@ def frontier(data: str, target: str) -> list:
 
     length, channels, classes, _, _ = SHAPES[data]
     budget = get_target(target)
-    strategy = FastStrategy(SearchSpace(length, channels, classes), is_feasible=lambda a: estimate(a, accounting="arena").fits(budget))
+    strategy = FastStrategy(SearchSpace(length, channels, classes),
+                            is_feasible=lambda a: estimate(a, accounting="arena").fits(budget))
     return [proposal.architecture for proposal in iter(strategy.ask, None)]
 
 

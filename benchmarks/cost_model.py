@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynas.deploy.random_weights import calibration_windows, random_architectures, randomized_model
 from tinynas.cost.estimate import ILP32, LP64, estimate, estimate_arena, flash_bytes
-from tinynas.deploy.export import convert_int8
 from tinynas.cost.graph import lower
+from tinynas.deploy.export import convert_int8
 from tinynas.deploy.measure import measure_arena, tflite_micro_available
+from tinynas.deploy.random_weights import calibration_windows, random_architectures, randomized_model
 
 RESULTS = Path(__file__).parent / "results"
 

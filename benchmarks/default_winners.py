@@ -27,12 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from tinynas.cost.targets import builtin_targets
-from tinynas.units import kib
 from tinynas.data.spec import load_windows
 from tinynas.progress import Progress
 from tinynas.study import Study
-from tinynas.units import parse_duration
 from tinynas.trial import Fidelity
+from tinynas.units import kib, parse_duration
 
 RESULTS = Path(__file__).parent / "results"
 DATA = "synthetic:vibration?windows_per_class=40&windows_per_recording=4&seed=3"
@@ -42,9 +41,8 @@ MICROBIT_RAM = 16 * 1024
 def measure(folder: Path, windows: np.ndarray, ram_estimate: int, work: Path) -> dict:
     """Cross-compile and run the winner's C runtime; its flash and RAM as the chip holds them."""
     from tinynas.deploy import emulate
-    from tinynas.deploy.modeldir import ModelDir
-
     from tinynas.deploy.litert import Int8Model
+    from tinynas.deploy.modeldir import ModelDir
 
     model = ModelDir.open(folder)
     board = "microbit" if ram_estimate + 2048 < MICROBIT_RAM else "mps2-an386"
@@ -103,8 +101,9 @@ def main() -> int:
     lines = ["# Every built-in target's default winner on its chip (issue 37)", "",
              f"Command: `python benchmarks/default_winners.py --budget {args.budget} --strategy {args.strategy}`",
              f"Data `{DATA}`: {len(windows)} windows of {windows.window_length}x{windows.channels}, "
-             f"{windows.classes} classes. Defaults: `--runtime auto`, accounting `chip`, strategy `{args.strategy}`, 3 epochs "
-             f"per candidate and 3 final (this checks the budget, not accuracy), budget {args.budget} per target, "
+             f"{windows.classes} classes. Defaults: `--runtime auto`, accounting `chip`, strategy `{args.strategy}`, "
+             f"3 epochs per candidate and 3 final (this checks the budget, not accuracy), "
+             f"budget {args.budget} per target, "
              f"{args.workers} workers. Measured: the winner's `model_compiled.c` built by arm-none-eabi-gcc 12.2 "
              f"`-Os` and run on QEMU (8 windows): flash = its object's .text + .rodata + .data, RAM = its .bss "
              f"(the arena) + the caller's input and output buffers + the peak stack of `tinynas_infer`. Machine: "

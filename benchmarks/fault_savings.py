@@ -21,11 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from tinynas.cost.targets import get_target
 from tinynas.data.spec import load_windows
-from tinynas.training.diagnose import shipped_diagnoser
 from tinynas.progress import Progress
 from tinynas.study import Study
-from tinynas.cost.targets import get_target
+from tinynas.training.diagnose import shipped_diagnoser
 from tinynas.trial import Fidelity
 
 RESULTS = Path(__file__).parent / "results"
@@ -85,17 +85,19 @@ def main() -> int:
     retry, stop, off = rows
     lines = ["# Search time saved by the training-health diagnoser", "", f"Command: `{command}`", "",
              f"Data `{spec}`, target {target.name}, strategy `paper` at {args.epochs} epochs per candidate, lr "
-             f"{args.learning_rate:g}, {args.workers} workers, {os.cpu_count()} cores x86_64. Fault: learning rate x100 "
-             "in every candidate with (k + c) divisible by 3 (the retry keeps the fault, at a tenth of the rate).", "",
+             f"{args.learning_rate:g}, {args.workers} workers, {os.cpu_count()} cores x86_64. Fault: learning rate "
+             "x100 in every candidate with (k + c) divisible by 3 (the retry keeps the fault, at a tenth of the "
+             "rate).", "",
              "| health monitor + diagnoser | search s | candidates trained (with the fault) | diagnosed "
              "(of them faulty) | epochs trained | winner | int8 test acc |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['mode']} | {r['search_seconds']:.0f} | {r['trained']} ({r['faulty']}) | "
                      f"{r['diagnosed']} ({r['diagnosed_faulty']}) | {r['epochs']} | {r['winner']} | "
                      f"{r['int8_test_accuracy']:.3f} |")
-    lines += ["", f"Search time relative to no monitor: stop + retry {retry['search_seconds'] / off['search_seconds']:.2f}x, "
-              f"stop without retry {stop['search_seconds'] / off['search_seconds']:.2f}x (the monitor's own overhead is "
-              "included; a retry trains the candidate again, at a safer learning rate).", ""]
+    lines += ["", "Search time relative to no monitor: "
+              f"stop + retry {retry['search_seconds'] / off['search_seconds']:.2f}x, "
+              f"stop without retry {stop['search_seconds'] / off['search_seconds']:.2f}x (the monitor's own overhead "
+              "is included; a retry trains the candidate again, at a safer learning rate).", ""]
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "fault_savings.md").write_text("\n".join(lines) + "\n")
     (RESULTS / "fault_savings.json").write_text(json.dumps({"command": command, "rows": rows}, indent=2) + "\n")

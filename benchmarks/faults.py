@@ -31,7 +31,16 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynas.training.diagnose import DIAGNOSED_FAULTS, FEATURE_SETS, INSTABILITIES, MODEL_PATH, Diagnoser, balanced_accuracy, shipped_diagnoser, trace_features
+from tinynas.training.diagnose import (
+    DIAGNOSED_FAULTS,
+    FEATURE_SETS,
+    INSTABILITIES,
+    MODEL_PATH,
+    Diagnoser,
+    balanced_accuracy,
+    shipped_diagnoser,
+    trace_features,
+)
 
 RESULTS = Path(__file__).parent / "results"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -82,9 +91,9 @@ def _run_group(task: dict) -> list[dict]:
     """Worker process: every fault for one (data set, architecture)."""
     from tinynas.data.spec import load_windows
     from tinynas.data.splits import make_split
-    from tinynas.training.health import health_callback, probe_batch
     from tinynas.quiet import import_tensorflow
     from tinynas.space import Architecture, as_model_input
+    from tinynas.training.health import health_callback, probe_batch
     from tinynas.training.train import fit
     from tinynas.trial import Fidelity
 
@@ -274,12 +283,14 @@ def main() -> int:
     table = {(r["scheme"], r["features"]): r for r in results}
     for set_name in FEATURE_SETS:
         w, a, d = (table[(s, set_name)] for s in ("within", "architecture", "data"))
-        lines.append(f"| {set_name} | {w['instability_balanced_accuracy']:.3f} | **{a['instability_balanced_accuracy']:.3f}** "
+        lines.append(f"| {set_name} | {w['instability_balanced_accuracy']:.3f} | "
+                     f"**{a['instability_balanced_accuracy']:.3f}** "
                      f"| {d['instability_balanced_accuracy']:.3f} | "
                      f"{w['instability_balanced_accuracy'] - a['instability_balanced_accuracy']:+.3f} | "
                      f"{w['fault_balanced_accuracy']:.3f} | {a['fault_balanced_accuracy']:.3f} | "
                      f"{d['fault_balanced_accuracy']:.3f} |")
-    lines += ["", f"Instability detection, architecture-held-out, over fold seeds {args.seed}..{args.seed + args.fold_seeds - 1} "
+    lines += ["", "Instability detection, architecture-held-out, over fold seeds "
+              f"{args.seed}..{args.seed + args.fold_seeds - 1} "
               "(the table above is the first): " + "; ".join(
                   f"{name} {np.mean(v):.3f} +- {np.std(v):.3f} (min {min(v):.3f}, max {max(v):.3f})"
                   for name, v in spread.items() if v) + ".",

@@ -56,7 +56,8 @@ def run(name: str, seeds: list[int]) -> None:
     for seed in seeds:
         for recipe, (epochs, schedule) in RECIPES.items():
             plan = Fidelity(epochs, 16, 0.01, schedule=schedule)
-            strategy = FastStrategy(space, is_feasible=lambda arch: estimate(arch, accounting="arena").fits(budget), final_fidelity=plan)
+            strategy = FastStrategy(space, is_feasible=lambda arch: estimate(arch, accounting="arena").fits(budget),
+                                    final_fidelity=plan)
             for proposal in iter(strategy.ask, None):
                 seen: list[float] = []
 

@@ -21,10 +21,10 @@ import numpy as np
 
 from tinynas.data.spec import load_windows
 from tinynas.data.splits import make_split
-from tinynas.training.health import health_callback, probe_batch
 from tinynas.quiet import import_tensorflow
 from tinynas.search.base import SearchSpace
 from tinynas.space import as_model_input
+from tinynas.training.health import health_callback, probe_batch
 from tinynas.training.train import fit
 from tinynas.trial import Fidelity
 
@@ -72,14 +72,16 @@ def main() -> int:
             print(rows[-1], file=sys.stderr, flush=True)
     overhead = [r["monitored"] / r["plain"] - 1 for r in rows]
     lines = ["# Training-health monitor overhead", "", f"Command: `{command}`", "",
-             f"{args.epochs} epochs per run, Adam 1e-3, batch 16, one TensorFlow thread, {os.cpu_count()} cores x86_64; "
-             "each architecture trained without, then with the monitor (probe gradient, update ratio, dead ReLUs "
-             "and curvature every epoch, top Hessian eigenvalue every 10 epochs).", "",
-             "| data | architecture | without s | with s | overhead | monitor's own time |", "|---|---|---|---|---|---|"]
+             f"{args.epochs} epochs per run, Adam 1e-3, batch 16, one TensorFlow thread, {os.cpu_count()} cores "
+             "x86_64; each architecture trained without, then with the monitor (probe gradient, update ratio, "
+             "dead ReLUs and curvature every epoch, top Hessian eigenvalue every 10 epochs).", "",
+             "| data | architecture | without s | with s | overhead | monitor's own time |",
+             "|---|---|---|---|---|---|"]
     for r, extra in zip(rows, overhead):
         lines.append(f"| {r['data']} | {r['arch']} | {r['plain']:.1f} | {r['monitored']:.1f} | {extra:+.1%} | "
                      f"{r['monitor_own']:.1f} s |")
-    lines += ["", f"Median overhead {np.median(overhead):+.1%} (min {min(overhead):+.1%}, max {max(overhead):+.1%}).", ""]
+    lines += ["", f"Median overhead {np.median(overhead):+.1%} "
+              f"(min {min(overhead):+.1%}, max {max(overhead):+.1%}).", ""]
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "health_overhead.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

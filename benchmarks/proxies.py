@@ -26,12 +26,12 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau
 
+from tinynas.cost.estimate import estimate
+from tinynas.cost.targets import get_target
 from tinynas.data.spec import load_windows
 from tinynas.data.splits import make_split
 from tinynas.data.subset import representative_subset
 from tinynas.search.base import SearchSpace
-from tinynas.cost.targets import get_target
-from tinynas.cost.estimate import estimate
 from tinynas.training.train import fit
 from tinynas.trial import Fidelity
 

@@ -97,7 +97,8 @@ def collect(data: str, target: str, seeds: list[int], recipe: str) -> None:
     y = windows.y
     space = SearchSpace(windows.window_length, windows.channels, windows.classes)
     budget = get_target(target)
-    strategy = FastStrategy(space, is_feasible=lambda arch: estimate(arch, accounting="arena").fits(budget), final_fidelity=plan)
+    strategy = FastStrategy(space, is_feasible=lambda arch: estimate(arch, accounting="arena").fits(budget),
+                            final_fidelity=plan)
     x_test, y_test = tf.constant(as_model_input(x[split.test])), y[split.test]
 
     class TestAccuracy(tf.keras.callbacks.Callback):

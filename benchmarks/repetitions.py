@@ -40,8 +40,8 @@ from tinynas.progress import Progress  # noqa: E402
 from tinynas.search import final_recipe  # noqa: E402
 from tinynas.service.config import ServiceConfig  # noqa: E402
 from tinynas.study import Study  # noqa: E402
-from tinynas.units import parse_duration  # noqa: E402
 from tinynas.trial import Fidelity  # noqa: E402
+from tinynas.units import parse_duration  # noqa: E402
 from tinynas.verdict import HeldOut, deploy_gate, wilson  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -96,7 +96,8 @@ def one_run(windows, classes: list[str], reps: int, seed: int, config: ServiceCo
 def render(runs: list[dict], args) -> str:
     lines = ["# How many repetitions per class a plan needs", "",
              f"Command: `python benchmarks/repetitions.py {' '.join(sys.argv[1:])}`".rstrip(), "",
-             f"Data: ISL June sessions (`../shared/data/isl`), 27 recordings per letter. Per repetition count r and seed: r "
+             f"Data: ISL June sessions (`../shared/data/isl`), 27 recordings per letter. "
+             f"Per repetition count r and seed: r "
              f"recordings per class drawn at random are the session; the service's pipeline runs on it (`auto` "
              f"split by recording, `{args.strategy}` on {args.target} with the service's recipe, budget {args.budget}, "
              f"runtime auto); the deploy gate at min_accuracy {args.min_accuracy} on the int8 model's held-out "

@@ -16,13 +16,12 @@ import time
 from pathlib import Path
 
 from tinynas.cost.estimate import BudgetError, estimate
+from tinynas.cost.targets import get_target
 from tinynas.data.spec import load_windows
 from tinynas.progress import Progress
 from tinynas.study import Study
-from tinynas.units import parse_duration
-from tinynas.cost.targets import get_target
-from tinynas.units import kib
 from tinynas.trial import Fidelity
+from tinynas.units import kib, parse_duration
 
 RESULTS = Path(__file__).parent / "results"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -119,20 +118,23 @@ def run(name: str, title: str, args: argparse.Namespace) -> int:
     lines = [f"# {title}" + (f" ({args.split} split)" if name != script else ""), "",
              f"Command: `{command}`",
              f"Data: `{args.data}`: {len(windows)} windows of {windows.window_length}x{windows.channels}, "
-             f"{windows.classes} classes. Provenance: {json.dumps({k: v for k, v in windows.provenance.items() if k != 'per_file'})}.",
+             f"{windows.classes} classes. Provenance: "
+             f"{json.dumps({k: v for k, v in windows.provenance.items() if k != 'per_file'})}.",
              f"Split: {split.get('protocol', args.split)} ({split.get('train', '?')}/{split.get('val', '?')}/"
              f"{split.get('test', '?')} windows).",
              f"Search: strategy `{args.strategy}`, {args.epochs} epochs per candidate (Adam 1e-3, batch 16), budget "
-             f"{args.budget} per target, {args.workers} workers, seed {args.seed}; winner retrained {args.final_epochs} "
-             f"epochs at lr 0.01 (best-validation weights), converted to full int8 and scored with LiteRT on the "
-             f"test split. Machine: {os.cpu_count()} cores x86_64 (not a Raspberry Pi).",
+             f"{args.budget} per target, {args.workers} workers, seed {args.seed}; winner retrained "
+             f"{args.final_epochs} epochs at lr 0.01 (best-validation weights), converted to full int8 and scored "
+             f"with LiteRT on the test split. Machine: {os.cpu_count()} cores x86_64 (not a Raspberry Pi).",
              "",
              f"Budget: runtime `{args.runtime}`, accounting `{args.accounting}` (what the search counted). RAM of each "
              "winner under every accounting: the method's tool (64-bit arena rounded up to 512 B), TFLite Micro's "
              "32-bit arena alone, TFLite Micro's whole footprint on the chip (arena + interpreter + stack, "
              "flash + its code), tinynas's C runtime (arena + input/output + stack).",
              "",
-             "| target (RAM / flash) | winner | int8 test acc | float test acc | RAM: method / 32-bit arena / TFLM on chip / C runtime | arena 64-bit est. / measured | flash .tflite (+ TFLM code) | MACs | search s | candidates (trained / infeasible / failed) |",
+             "| target (RAM / flash) | winner | int8 test acc | float test acc "
+             "| RAM: method / 32-bit arena / TFLM on chip / C runtime | arena 64-bit est. / measured "
+             "| flash .tflite (+ TFLM code) | MACs | search s | candidates (trained / infeasible / failed) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         budget = f"{r['target']} ({kib(r['target_ram_bytes'])} / {kib(r['target_flash_bytes'])})"
@@ -140,7 +142,8 @@ def run(name: str, title: str, args: argparse.Namespace) -> int:
             lines.append(f"| {budget} | {r['status']} | | | | | | | | {r['note']} |")
             continue
         lines.append(
-            f"| {budget} | {r['winner']} {r['filters']} | **{r['int8_test_accuracy']:.3f}** | {r['float_test_accuracy']:.3f} "
+            f"| {budget} | {r['winner']} {r['filters']} | **{r['int8_test_accuracy']:.3f}** "
+            f"| {r['float_test_accuracy']:.3f} "
             f"| {ram_cell(r['ram_by_accounting'])} | {r['arena_host64_estimate']:,} / "
             f"{r['arena_host64_measured'] or '-'} B "
             f"| {r['flash_bytes']:,} B (+ {r['ram_by_accounting']['tflm_code_bytes']:,}) | {r['macs']:,} "

@@ -20,12 +20,12 @@ import threading
 import time
 from pathlib import Path
 
+from tinynas.cost.targets import get_target
 from tinynas.data.spec import load_windows
+from tinynas.process_memory import memory_bytes
 from tinynas.progress import Progress
 from tinynas.study import Study
-from tinynas.cost.targets import get_target
 from tinynas.trial import Fidelity
-from tinynas.process_memory import memory_bytes
 
 RESULTS = Path(__file__).parent / "results"
 LAYOUTS = ((1, 1), (1, 2), (2, 1))  # (workers, threads per worker)
@@ -114,7 +114,8 @@ def main() -> int:
         f"Command: `python benchmarks/search_resources.py --data \"{args.data}\" --target {args.target} "
         f"--epochs {args.epochs}` on this machine ({os.cpu_count()} cores, x86_64, TensorFlow wheel for x86_64).",
         f"Same paper-strategy search ({windows.window_length}x{windows.channels}, {windows.classes} classes, "
-        f"{len(windows)} windows, {args.epochs} epochs per candidate) under {target.name}, run three times side by side.",
+        f"{len(windows)} windows, {args.epochs} epochs per candidate) under {target.name}, "
+        "run three times side by side.",
         "",
         "| workers x threads | candidates | search s | s / candidate | speed vs 1x1 | parent RSS MiB | "
         "worker RSS MiB (private + file) | all processes RSS MiB |",

@@ -40,7 +40,8 @@ def main() -> int:
         tensorflow_loaded = "libtensorflow" in maps
         litert_loaded = "ai_edge_litert" in maps
         predictions = sum(1 for _ in open(service.data / "predictions.jsonl"))
-    result = {"seconds": args.seconds, "peak_rss_bytes": peak.get("rss", 0), "peak_private_bytes": peak.get("private", 0),
+    result = {"seconds": args.seconds, "peak_rss_bytes": peak.get("rss", 0),
+              "peak_private_bytes": peak.get("private", 0),
               "peak_file_bytes": peak.get("file", 0), "tensorflow_loaded": tensorflow_loaded,
               "litert_loaded": litert_loaded, "predictions": predictions, "model": MODEL,
               "hop_seconds": 0.1}

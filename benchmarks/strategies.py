@@ -31,15 +31,14 @@ from pathlib import Path
 import numpy as np
 
 from tinynas.cost.estimate import estimate
+from tinynas.cost.targets import get_target
 from tinynas.data.spec import load_windows
 from tinynas.progress import Progress
 from tinynas.search import FINAL_FIDELITY, SearchSpace, final_recipe, make_strategy
 from tinynas.search.tpe import optuna_available
 from tinynas.study import Study
+from tinynas.trial import Fidelity, TrialState
 from tinynas.units import parse_duration
-from tinynas.cost.targets import get_target
-from tinynas.trial import Fidelity
-from tinynas.trial import TrialState
 
 RESULTS = Path(__file__).parent / "results"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -217,8 +216,8 @@ def write(args, windows, target, runs: list[dict], command: str) -> str:
     lines = [f"# Search strategies side by side: {args.data}", "",
              "Command" + ("s (runs merged with `--merge`; each run records its own):" if len(commands) > 1 else ":"),
              *[f"`{c}`" for c in commands], "",
-             f"Data `{DATA.get(args.data, args.data).replace(str(SHARED), '../shared/data')}`: {len(windows)} windows of "
-             f"{windows.window_length}x{windows.channels}, {windows.classes} classes; split `{args.split}`. "
+             f"Data `{DATA.get(args.data, args.data).replace(str(SHARED), '../shared/data')}`: {len(windows)} "
+             f"windows of {windows.window_length}x{windows.channels}, {windows.classes} classes; split `{args.split}`. "
              f"Target {target.name}, budgeted for runtime `{getattr(args, 'runtime', 'tflm')}` counted by the "
              f"`{getattr(args, 'accounting', 'arena')}` accounting (`arena`: TFLite Micro's 32-bit arena and the "
              f".tflite, as runs before issue 37 were; `method`: the method's tool). Every strategy: budget "
@@ -239,7 +238,8 @@ def write(args, windows, target, runs: list[dict], command: str) -> str:
                      f"{'yes' if row['reaches_paper'] else 'no'} | {ratio} |")
     lines += verdict(runs, rows)
     lines += ["", "Per run:", "",
-              "| strategy | seed | winner | int8 test acc | wall s (search + final) | trained (stopped early) | final stage |",
+              "| strategy | seed | winner | int8 test acc | wall s (search + final) | trained (stopped early) "
+              "| final stage |",
               "|---|---|---|---|---|---|---|"]
     for run in runs:
         lines.append(f"| {run['strategy']} | {run['seed']} | {run['winner']} | {run['int8_test_accuracy']:.4f} | "

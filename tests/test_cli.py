@@ -5,7 +5,6 @@ import sys
 import pytest
 
 
-
 def tinynas(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tinynas.cli", *args], capture_output=True, text=True)
 

@@ -63,20 +63,20 @@ def test_every_project_error_derives_from_a_package_base():
     import firmware_bridge.protocol
     import firmware_bridge.session_format
     import tinynas.cost.estimate
+    import tinynas.cost.targets
     import tinynas.deploy.evaluate
-    import tinynas.study.journal
     import tinynas.deploy.measure
     import tinynas.service.config
     import tinynas.service.runner
     import tinynas.service.status_server
     import tinynas.space
+    import tinynas.study.journal
     import tinynas.study.settings
-    import tinynas.cost.targets
 
     modules = [firmware_bridge.guide, firmware_bridge.link, firmware_bridge.protocol,
-               firmware_bridge.session_format, tinynas.cost.estimate, tinynas.deploy.evaluate, tinynas.study.journal, tinynas.deploy.measure,
-               tinynas.service.config, tinynas.service.runner, tinynas.service.status_server, tinynas.space,
-               tinynas.study.settings, tinynas.cost.targets]
+               firmware_bridge.session_format, tinynas.cost.estimate, tinynas.deploy.evaluate, tinynas.study.journal,
+               tinynas.deploy.measure, tinynas.service.config, tinynas.service.runner, tinynas.service.status_server,
+               tinynas.space, tinynas.study.settings, tinynas.cost.targets]
     found = [cls for module in modules for _, cls in inspect.getmembers(module, inspect.isclass)
              if issubclass(cls, Exception) and cls.__module__ == module.__name__]
     assert len(found) >= 14

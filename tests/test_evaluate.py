@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinynas.data.spec import load_windows
 from tinynas.data.preprocess import CardError, Preprocessing
+from tinynas.data.spec import load_windows
 from tinynas.training.model import build_model
 
 RATE = 200
@@ -152,9 +152,9 @@ def test_evaluate_without_a_card_says_so(tmp_path):
 
 @pytest.mark.slow
 def test_evaluate_on_the_search_split_reproduces_the_card(tmp_path):
+    from tinynas.cost.targets import resolve_target
     from tinynas.deploy.evaluate import evaluate
     from tinynas.study import Study
-    from tinynas.cost.targets import resolve_target
     from tinynas.trial import Fidelity
 
     synthetic = load_windows("synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2&seed=1")

@@ -4,8 +4,8 @@ import math
 
 import numpy as np
 
-from tinynas.training.health import FIELDS, health_callback, probe_batch
 from tinynas.space import Architecture, as_model_input
+from tinynas.training.health import FIELDS, health_callback, probe_batch
 from tinynas.training.train import fit
 from tinynas.trial import Fidelity
 

@@ -2,10 +2,9 @@ import sqlite3
 
 import pytest
 
-from tinynas.study.journal import APPLICATION_ID, SCHEMA_VERSION, Journal, JournalError, inspect_journal
 from tinynas.space import Architecture
-from tinynas.trial import Fidelity
-from tinynas.trial import Trial, TrialState
+from tinynas.study.journal import APPLICATION_ID, SCHEMA_VERSION, Journal, JournalError, inspect_journal
+from tinynas.trial import Fidelity, Trial, TrialState
 
 
 def _trial(number, state=TrialState.COMPLETE, **kwargs):

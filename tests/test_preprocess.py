@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
+from tinynas.data.preprocess import Preprocessing
 from tinynas.data.spec import load_windows
 from tinynas.data.windows import DataError
-from tinynas.data.preprocess import Preprocessing
 
 SPEC = "synthetic:emg?classes=3&channels=3&length=32&windows_per_class=8&windows_per_recording=4&seed=0"
 

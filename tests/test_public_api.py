@@ -108,3 +108,15 @@ def test_a_path_object_is_a_data_spec_and_a_target_name_is_a_target(tmp_path):
 
 def _tiny():
     return tinynas.load_windows("synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2&seed=1")
+
+
+def test_the_version_is_the_newest_one_the_changelog_names():
+    import re
+    from pathlib import Path
+
+    changelog = (Path(__file__).resolve().parents[1] / "CHANGELOG.md").read_text()
+    released = re.findall(r"^## \[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}$", changelog, flags=re.M)
+    assert released, "CHANGELOG.md names no released version"
+    assert tinynas.__version__ == released[0], (tinynas.__version__, released[0])
+    assert [tuple(map(int, v.split("."))) for v in released] == sorted(
+        (tuple(map(int, v.split("."))) for v in released), reverse=True), "newest first"

@@ -1,7 +1,13 @@
 import pytest
 
-from tinynas.cost.targets import (MACS_PER_COREMARK, TargetError, builtin_targets, get_target, load_target_file,
-                                  resolve_target)
+from tinynas.cost.targets import (
+    MACS_PER_COREMARK,
+    TargetError,
+    builtin_targets,
+    get_target,
+    load_target_file,
+    resolve_target,
+)
 
 
 def test_method_targets_are_built_in_with_method_budgets():

@@ -3,7 +3,7 @@
 import pytest
 
 from tinynas.errors import UsageError
-from tinynas.units import kib, parse_count, parse_duration, parse_size, UnitError
+from tinynas.units import UnitError, kib, parse_count, parse_duration, parse_size
 
 
 def test_durations():

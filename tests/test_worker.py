@@ -7,8 +7,8 @@ import time
 import pytest
 
 from tinynas.data.synthetic import vibration
-from tinynas.space import Architecture
 from tinynas.process_memory import memory_bytes
+from tinynas.space import Architecture
 from tinynas.study.pool import WorkerPool
 from tinynas.training.job import Job
 from tinynas.trial import Fidelity

@@ -41,10 +41,12 @@ def test_recalibrate_cross_validates_over_repetitions_then_trains_on_all(model_d
     assert selection["folds"] == 3 and selection["windows"] == len(new_session)
     assert set(selection["accuracy"]) == {"old model", "adapt", "fine-tune", "fine-tune, mixed statistics"}
     chosen = selection["chosen"]
-    assert selection["accuracy"][chosen] == max(selection["accuracy"][c] for c in selection["accuracy"] if c != "old model")
+    assert selection["accuracy"][chosen] == max(
+        selection["accuracy"][c] for c in selection["accuracy"] if c != "old model")
     assert selection["accuracy"][chosen] >= selection["accuracy"]["adapt"]
     assert result.cross_validated and result.verify_windows == len(new_session)
-    assert (result.verify_before, result.verify_after) == (selection["accuracy"]["old model"], selection["accuracy"][chosen])
+    assert (result.verify_before, result.verify_after) == (
+        selection["accuracy"]["old model"], selection["accuracy"][chosen])
     assert result.verify_after > result.verify_before  # the shifted session: the old model is poor on it
     assert result.test_after >= result.test_before - 0.10  # the original test windows are not forgotten
     card = json.loads((out / "card.json").read_text())

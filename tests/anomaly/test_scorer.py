@@ -100,7 +100,6 @@ def test_int8_and_c_scores_match_the_float_score(scorer, c_compiler, tflite_micr
     (serving on the Pi: optimized kernels that round otherwise) is within 2 steps of them; the float model's score
     is within 10 % of its own 5-95 % spread of the int8 score on 95 % of windows."""
     from tinynas.deploy.measure import tflite_micro_outputs
-
     from tinynas.deploy.modeldir import ModelDir
 
     out, _ = scorer

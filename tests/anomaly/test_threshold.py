@@ -4,8 +4,15 @@ import numpy as np
 import pytest
 
 from tinynas.anomaly.alarm import Alarm, check_debounce
-from tinynas.anomaly.threshold import (ThresholdError, calibrate, check_rate, conformal_threshold, debounced_rate,
-                                       rate_interval, windows_needed)
+from tinynas.anomaly.threshold import (
+    ThresholdError,
+    calibrate,
+    check_rate,
+    conformal_threshold,
+    debounced_rate,
+    rate_interval,
+    windows_needed,
+)
 from tinynas.errors import UsageError
 
 

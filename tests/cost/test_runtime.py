@@ -69,7 +69,8 @@ def test_an_older_journal_resumes_only_under_the_rule_it_was_searched_with():
     assert "runtime" not in older and "accounting" not in older
     assert _print({"runtime": "tflm", "accounting": "arena"}) == older
     check_resumable(older, _print({"runtime": "tflm", "accounting": "arena"}), Fidelity())
-    with pytest.raises(Exception, match="runtime differ .*searched with --runtime tflm --accounting arena: resume with that"):
+    with pytest.raises(Exception,
+                       match="runtime differ .*searched with --runtime tflm --accounting arena: resume with that"):
         check_resumable(older, _print({"runtime": "c", "accounting": "chip"}), Fidelity())
     with pytest.raises(Exception, match="accounting differ .*--runtime tflm --accounting arena"):
         check_resumable(older, _print({"runtime": "tflm", "accounting": "chip"}), Fidelity())

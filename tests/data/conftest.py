@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from data_files import write_isl_recording
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from data_files import as_other_user
 from scipy.io import savemat, wavfile
 
-from data_files import as_other_user
 from tinynas.data.inspect import describe_windows
 from tinynas.data.spec import load_windows
 from tinynas.data.windows import DataError, Windows
@@ -215,7 +215,8 @@ def test_values_beyond_float32_are_one_line_without_warnings(tmp_path):
         with pytest.raises(DataError, match="huge.csv: NaN/inf at sample 0"):
             load_windows(f"folder:{tmp_path}?window=100&rate=100")
         np.savez(tmp_path / "w.npz", x=np.full((4, 8), 1e300), y=np.array([0, 1, 0, 1]), sample_rate_hz=1.0)
-        with pytest.raises(DataError, match=r"w.npz: 32 too large for float32 \(beyond 3.4e38\) value\(s\), first in window 0"):
+        with pytest.raises(DataError,
+                           match=r"w.npz: 32 too large for float32 \(beyond 3.4e38\) value\(s\), first in window 0"):
             load_windows(f"npz:{tmp_path / 'w.npz'}")
 
 

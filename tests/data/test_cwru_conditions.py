@@ -19,12 +19,14 @@ def test_catalogue_numbers_every_class_at_every_load():
     assert [number_of("OR007@12", hp) for hp in range(4)] == [156, 158, 159, 160]
     assert [number_of("normal", hp) for hp in range(4)] == [97, 98, 99, 100]
     b028 = CATALOGUE[3008]
-    assert (b028.label, b028.fault, b028.diameter_in, b028.load_hp, b028.nominal_rpm) == ("B028", "ball", 0.028, 3, 1730)
+    assert (b028.label, b028.fault, b028.diameter_in, b028.load_hp, b028.nominal_rpm) == (
+        "B028", "ball", 0.028, 3, 1730)
     assert CATALOGUE[247].position == "@3" and CATALOGUE[247].fault == "outer_race"
     assert CATALOGUE[99].sample_rate_hz == 48_000 and CATALOGUE[99].fault == "normal"
     assert CATALOGUE[211].sample_rate_hz == 12_000
     # The presets keep today's 0 hp files in today's order (class indices unchanged).
-    assert tuple(number_of(c, 0) for c in FILE_SETS["bearingnas10"]) == (97, 105, 118, 130, 144, 156, 169, 185, 209, 222)
+    assert tuple(number_of(c, 0) for c in FILE_SETS["bearingnas10"]) == (
+        97, 105, 118, 130, 144, 156, 169, 185, 209, 222)
     assert tuple(number_of(c, 0) for c in FILE_SETS["std10"]) == (97, 105, 118, 130, 169, 185, 197, 209, 222, 234)
 
 

@@ -93,7 +93,8 @@ def test_class_in_one_session_only_is_cut_in_time_and_named():
         assert normal in windows.y[part]
     assert set(windows.sessions[split.val][windows.y[split.val] != normal]) == {"1hp"}
     assert "1 class(es) recorded in one session only, split in time within it (70/10/20): normal" in split.protocol
-    assert split.held_out_reason == "validates on held-out session 1hp (except 1 class(es) recorded in one session only)"
+    assert split.held_out_reason == (
+        "validates on held-out session 1hp (except 1 class(es) recorded in one session only)")
     _assert_no_leak(windows, split)
 
 
@@ -146,9 +147,9 @@ def test_too_small_held_out_session_falls_back():
 
 
 def test_real_cwru_0_and_1_hp_validate_on_1_hp(tmp_path, real_cwru, real_cwru_1hp):
-    from tinynas.data.cwru import load_cwru
-
     from data_files import linked_mat_folder
+
+    from tinynas.data.cwru import load_cwru
 
     folder = linked_mat_folder(tmp_path / "both", real_cwru, real_cwru_1hp)
     windows = load_cwru(folder, "bearingnas10", channel="DE", load=(0, 1), hop=256)

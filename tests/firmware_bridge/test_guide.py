@@ -163,7 +163,8 @@ def test_collect_command_pauses_in_one_line(tmp_path):
                              capture_output=True, text=True, timeout=600)
     assert run.returncode == 2, run.stderr
     last = run.stderr.strip().splitlines()[-1]
-    assert last.startswith("tinynas: error: collection paused at fist: 3 attempts rejected") and "Traceback" not in run.stderr
+    assert (last.startswith("tinynas: error: collection paused at fist: 3 attempts rejected")
+            and "Traceback" not in run.stderr)
     assert (tmp_path / "session" / "manifest.json").exists()
 
 

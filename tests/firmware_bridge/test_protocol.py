@@ -5,8 +5,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from firmware_bridge.protocol import (Error, Hello, Mark, Ping, Pong, ProtocolError, Samples, StreamDecoder,
-                                      cobs_decode, cobs_encode, decode_frame, encode_frame)
+from firmware_bridge.protocol import (
+    Error,
+    Hello,
+    Mark,
+    Ping,
+    Pong,
+    ProtocolError,
+    Samples,
+    StreamDecoder,
+    cobs_decode,
+    cobs_encode,
+    decode_frame,
+    encode_frame,
+)
 
 MESSAGES = [
     Hello("myo-bridge-01", "1.2.0", 8, 200.0, "int8"),

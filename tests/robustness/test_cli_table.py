@@ -14,9 +14,9 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -39,7 +39,7 @@ class Row:
     id: str
     args: tuple[str, ...]
     message: str
-    setup: Callable[[Path, "Assets"], None] | None = None
+    setup: Callable[[Path, Assets], None] | None = None
     hide: tuple[str, ...] = ()  # modules made unimportable (sys.modules[name] = None) in the child
     owner: str = ""  # another slice of issue 16 fixes this row: xfail(strict=False) until it lands
 
@@ -79,7 +79,7 @@ def _build_float_model(path: Path) -> bytes:
 
 # ---- setups ------------------------------------------------------------------------------------
 
-def _model_dir(tflite: bytes | Callable[["Assets"], bytes], card: object = CARD, raw_card: bytes | None = None):
+def _model_dir(tflite: bytes | Callable[[Assets], bytes], card: object = CARD, raw_card: bytes | None = None):
     def setup(w: Path, assets: Assets) -> None:
         folder = w / "model"
         folder.mkdir()
@@ -206,7 +206,8 @@ ROWS = [
     Row("macs-garbage", (*SEARCH, "--macs", "1e9"), "cannot read MAC budget"),
     Row("macs-absurd", (*SEARCH, "--macs", "99999999999G"), "is out of range"),
     Row("target-file-binary", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1", "--target",
-                               "{w}/board.toml"), "is not a TOML text file", setup=_file("board.toml", b"\xd3" + RANDOM)),
+                               "{w}/board.toml"), "is not a TOML text file",
+        setup=_file("board.toml", b"\xd3" + RANDOM)),
     Row("target-file-nested-deeply", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1",
                                       "--target", "{w}/board.toml"), "is not valid TOML",
         setup=_file("board.toml", b"a = " + b"[" * 100_000)),
@@ -295,7 +296,8 @@ ROWS = [
         "the card's 'preprocessing' must be a JSON object, got str",
         setup=_model_dir(WITH_HEADER, card=_card_with(preprocessing="channel"))),
     Row("evaluate-offset-not-a-list", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
-        "'offset' must be a list of numbers", setup=_model_dir(WITH_HEADER, card=_card_with(preprocessing__offset=0.5))),
+        "'offset' must be a list of numbers",
+        setup=_model_dir(WITH_HEADER, card=_card_with(preprocessing__offset=0.5))),
     Row("evaluate-window-length-a-string", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
         "'window_length' must be a positive integer",
         setup=_model_dir(WITH_HEADER, card=_card_with(preprocessing__window_length="16"))),
@@ -307,7 +309,8 @@ ROWS = [
     Row("evaluate-normalize-unknown", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
         "unknown normalization", setup=_model_dir(WITH_HEADER, card=_card_with(preprocessing__normalize="zscore"))),
     Row("evaluate-classes-disagree", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
-        "differ from its 'preprocessing' class_names", setup=_model_dir(WITH_HEADER, card=_card_with(classes=["x", "y"]))),
+        "differ from its 'preprocessing' class_names",
+        setup=_model_dir(WITH_HEADER, card=_card_with(classes=["x", "y"]))),
     Row("evaluate-old-card-without-input", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
         "the card has no 'input'", setup=_model_dir(WITH_HEADER, card={"classes": ["a", "b"]})),
     # measure
@@ -334,12 +337,14 @@ ROWS = [
         "already exists and is not a simulator port", setup=_file("notes.txt", b"my notes\n")),
     Row("simulate-port-in-a-missing-folder", ("simulate", "--port", "{w}/missing/tty"), "is not a folder"),
     Row("simulate-person-late-above-1", ("simulate", "--person", "--late", "2"), "--late must be a probability"),
-    Row("simulate-person-reaction-0", ("simulate", "--person", "--reaction", "0"), "--reaction must be a number above 0"),
+    Row("simulate-person-reaction-0", ("simulate", "--person", "--reaction", "0"),
+        "--reaction must be a number above 0"),
     Row("simulate-person-fast", ("simulate", "--person", "--speed", "3"), "act in real time: drop --speed"),
     Row("simulate-person-and-machine", ("simulate", "--person", "--machine"), "not allowed with argument"),
     Row("simulate-person-unknown-sign", ("simulate", "--person", "--signs", "fist=nope"),
         "give PROMPTED=CLASS with a class of the data set"),
-    Row("onboard-plan-too-few-repetitions", ("onboard", "--user", "u", "--plan", "{w}/p.json", "--config", "{w}/c.toml"),
+    Row("onboard-plan-too-few-repetitions", ("onboard", "--user", "u", "--plan", "{w}/p.json", "--config",
+                                             "{w}/c.toml"),
         "a class needs at least 3 to search on",
         setup=lambda w, assets: (_file("p.json", b'{"classes": ["a", "b"], "repetitions": 2}')(w, assets),
                                  _file("c.toml", f'data_dir = "{w}/data"\n'.encode())(w, assets))),

@@ -9,10 +9,9 @@ import pytest
 
 from tinynas.atomic import atomic_write_text
 from tinynas.errors import StorageError
-from tinynas.study.journal import Journal, inspect_journal
 from tinynas.space import Architecture
-from tinynas.trial import Fidelity
-from tinynas.trial import Trial, TrialState
+from tinynas.study.journal import Journal, inspect_journal
+from tinynas.trial import Fidelity, Trial, TrialState
 
 TINY = "synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2&seed=1"
 TARGET = dict(ram="2200", flash="64k", macs="1M")
@@ -90,10 +89,10 @@ def test_a_journal_that_cannot_be_created_on_a_full_disk_leaves_no_file(small_di
 
 @pytest.mark.slow
 def test_a_search_that_fills_the_disk_stops_in_one_line_and_resumes_once_space_is_freed(small_disk):
+    from tinynas.cost.targets import resolve_target
     from tinynas.data.spec import load_windows
     from tinynas.progress import Progress
     from tinynas.study import Study
-    from tinynas.cost.targets import resolve_target
 
     class FillAfterFirstResult(Progress):
         """Fills the disk the moment the first candidate's result is announced (a real search's pace)."""
@@ -141,10 +140,10 @@ def test_a_search_that_fills_the_disk_stops_in_one_line_and_resumes_once_space_i
 def test_a_worker_that_cannot_save_weights_on_a_full_disk_leaves_its_candidate_to_resume(small_disk):
     """`fast` trains with the final recipe and its workers save each candidate's weights into --out: a
     full disk there is the disk's failure, not the candidate's (it must not be recorded as failed)."""
+    from tinynas.cost.targets import resolve_target
     from tinynas.data.spec import load_windows
     from tinynas.progress import Progress
     from tinynas.study import Study
-    from tinynas.cost.targets import resolve_target
 
     class FillWhileTheFirstTrains(Progress):
         def __init__(self):

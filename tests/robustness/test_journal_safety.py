@@ -15,16 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from tinynas.cost.targets import resolve_target
 from tinynas.data.spec import load_windows
 from tinynas.errors import StorageError, UsageError
-from tinynas.study.journal import APPLICATION_ID, Journal, JournalError, inspect_journal
 from tinynas.space import Architecture
-from tinynas.study.final import final_recipes
-from tinynas.study.settings import check_resumable
 from tinynas.study import FINAL_FIDELITY, Study, StudyError
-from tinynas.cost.targets import resolve_target
-from tinynas.trial import Fidelity
-from tinynas.trial import Trial, TrialState
+from tinynas.study.final import final_recipes
+from tinynas.study.journal import APPLICATION_ID, Journal, JournalError, inspect_journal
+from tinynas.study.settings import check_resumable
+from tinynas.trial import Fidelity, Trial, TrialState
 
 TINY = "synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2&seed=1"
 TARGET = dict(ram="2200", flash="64k", macs="1M")
@@ -86,7 +85,8 @@ FOREIGN = {
     "our tables and one more": (lambda p: _lookalike_db(p, extra_table=True), "tables meta, trials, users"),
     "not SQLite": (lambda p: p.write_bytes(b"\x00garbage, not a database\n" * 300), "not an SQLite database"),
     "an SQLite header and nothing else": (lambda p: p.write_bytes(b"SQLite format 3\x00" + bytes(200)),
-                                          "not a readable tinynas journal .damaged or not ours: file is not a database"),
+                                          "not a readable tinynas journal .damaged or not ours: "
+                                          "file is not a database"),
     "empty (0 bytes)": (lambda p: p.write_bytes(b""), "is empty .0 bytes."),
     "a tinynas journal from a newer version": (_newer_journal, "newer tinynas .journal schema 99"),
     "a folder": (lambda p: (p.mkdir(), (p / "keep.txt").write_text("mine\n")), "is a folder, not a tinynas journal"),

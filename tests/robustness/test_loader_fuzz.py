@@ -15,14 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from damage import damaged
 from hypothesis import HealthCheck, given, settings
 
 from firmware_bridge.errors import BridgeError
 from tinynas.data.spec import load_windows
 from tinynas.data.windows import Windows
 from tinynas.errors import TinynasError
-
-from damage import damaged
 
 FUZZ = settings(max_examples=int(os.environ.get("TINYNAS_FUZZ_EXAMPLES", 100)), deadline=None,
                 derandomize=not os.environ.get("TINYNAS_FUZZ_EXAMPLES"), database=None,

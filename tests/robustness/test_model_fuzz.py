@@ -12,11 +12,11 @@ import os
 import sys
 
 import numpy as np
+from damage import damaged
 from hypothesis import HealthCheck, given, settings
 
-from damage import damaged
-from tinynas.errors import TinynasError
 from tinynas.deploy.litert import Int8Model
+from tinynas.errors import TinynasError
 
 OK, REFUSED, OTHER = 0, 1, 3
 

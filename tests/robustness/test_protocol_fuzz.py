@@ -16,9 +16,26 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from firmware_bridge.errors import BridgeError
-from firmware_bridge.protocol import (MAX_PAYLOAD, VERSION, Error, Hello, Mark, Message, MessageType, Ping, Pong,
-                                      ProtocolError, Samples, StreamDecoder, cobs_decode, cobs_encode,
-                                      decode_frame, decode_payload, encode_frame, encode_payload)
+from firmware_bridge.protocol import (
+    MAX_PAYLOAD,
+    VERSION,
+    Error,
+    Hello,
+    Mark,
+    Message,
+    MessageType,
+    Ping,
+    Pong,
+    ProtocolError,
+    Samples,
+    StreamDecoder,
+    cobs_decode,
+    cobs_encode,
+    decode_frame,
+    decode_payload,
+    encode_frame,
+    encode_payload,
+)
 
 FUZZ = settings(max_examples=300, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -9,8 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tinynas.errors import UsageError
-from tinynas.service.state import (ServiceState, backup_path, check_user_name, load_state, save_state,
-                                   user_name_problem)
+from tinynas.service.state import ServiceState, backup_path, check_user_name, load_state, save_state, user_name_problem
 
 GOOD = ServiceState(state="SERVING", user="alice", plan="gestures4",
                     deployed={"user": "alice", "model": "/d/model.tflite", "card": "/d/card.json", "accuracy": 0.9})

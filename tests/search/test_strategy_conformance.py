@@ -2,14 +2,12 @@
 
 import numpy as np
 import pytest
-
 from scripted_study import ScriptedStudy
-from tinynas.search import SearchSpace
-from tinynas.space import SpecError
-from tinynas.search import STRATEGIES, make_strategy
+
+from tinynas.search import STRATEGIES, SearchSpace, make_strategy
 from tinynas.search.tpe import optuna_available
-from tinynas.trial import Fidelity
-from tinynas.trial import TrialState
+from tinynas.space import SpecError
+from tinynas.trial import Fidelity, TrialState
 
 
 def _score(k, c):

@@ -4,9 +4,9 @@ import pytest
 
 from firmware_bridge.guide import Plan, load_plan
 from tinynas.cost.estimate import estimate, estimate_on
+from tinynas.cost.targets import get_target
 from tinynas.service.fit import PlanDoesNotFit, check_plan_fits, longest_fitting_window
 from tinynas.space import Architecture
-from tinynas.cost.targets import get_target
 
 
 def _fits(target, length, channels, classes):

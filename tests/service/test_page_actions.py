@@ -13,12 +13,12 @@ import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
 from browser import Browser
+
 from tinynas.errors import UsageError
 from tinynas.service.models import served_download
-from tinynas.service.status_views import served_model
 from tinynas.service.status_server import FORM_HEADER, StatusServer
+from tinynas.service.status_views import served_model
 
 TOKEN = "s3cret"
 CLASSES = ["rest", "fist", "open", "point"]
@@ -106,7 +106,8 @@ def test_each_button_asks_through_the_page_behind_the_token(page):
     assert browser.text("#more") == "Record 7 more per class for dan"
     browser.click("#more")
     _result(browser, said)
-    assert asked == [("onboard", {"user": "carol", "plan": "isl26"}), ("serve", {"user": "bob", "model": "20261203-090000"}),
+    assert asked == [("onboard", {"user": "carol", "plan": "isl26"}),
+                     ("serve", {"user": "bob", "model": "20261203-090000"}),
                      ("recalibrate", {"user": "alice", "unlabelled": True}), ("redo", {"user": "alice"}),
                      ("continue", {"user": "alice"}), ("cancel", {"user": "alice"}),
                      ("more", {"user": "dan", "count": 7})]

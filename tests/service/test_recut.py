@@ -7,10 +7,10 @@ import numpy as np
 from firmware_bridge.guide import load_plan
 from firmware_bridge.protocol import Hello, Samples
 from firmware_bridge.recorder import Recorder
+from tinynas.cost.targets import get_target
 from tinynas.service.config import ServiceConfig
 from tinynas.service.fit import check_plan_fits
 from tinynas.service.runner import Service
-from tinynas.cost.targets import get_target
 
 
 def test_a_too_long_vibration_window_is_searched_on_target_sized_windows(tmp_path):

@@ -18,8 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 from test_service import CLASSES, PLAN_CLASSES, Scenario
+
 from tinynas.service.runner import request
 
 FINAL = ("accepted", "rejected", "failed", "cancelled")
@@ -249,7 +249,8 @@ def test_accepted_recalibration_is_swapped_in(rewear):
     before, after = flow["figures"]["verify"]
     assert after >= before
     assert deployed["model"] == str(Path(flow["final"]) / "model.tflite") and Path(deployed["model"]).exists()
-    assert deployed["replaced"] == notes["deployed_after_rejection"]["model"] and deployed["changed_by"] == "recalibrate"
+    assert (deployed["replaced"] == notes["deployed_after_rejection"]["model"]
+            and deployed["changed_by"] == "recalibrate")
     card = json.loads(Path(deployed["card"]).read_text())
     assert card["history"][-1]["kind"] == "recalibrate"
     assert not Path(flow["staging"]).exists()

@@ -94,8 +94,8 @@ class Scenario:
         self.root = root
         self.data = root / "data"
         # A realistic person, later than the default (20 % late starts), 2 % wrong signs, 2 % missed ones.
-        self.source = Person(_gestures(), 4, RATE, np.int8, noise=1.5, behaviour=Behaviour(late_probability=0.2, seed=1),
-                             rest_class="rest")
+        self.source = Person(_gestures(), 4, RATE, np.int8, noise=1.5,
+                             behaviour=Behaviour(late_probability=0.2, seed=1), rest_class="rest")
         self.simulator = Simulator(self.source, Hello("sim-armband", "1.0", 4, RATE, "int8"),
                                    port_dir=root / "dev").start()
         plan = root / "plan.json"
@@ -365,7 +365,7 @@ def test_a_replug_that_restarts_the_device_changes_no_accepted_window(scenario):
 def test_completed_trials_are_not_retrained(scenario):
     _, notes = scenario
     after = {number: (state, attempts) for number, state, attempts in notes["trials_after"]}
-    for number, state, attempts in notes["trials_before_kill"]:
+    for number, state, _attempts in notes["trials_before_kill"]:
         if state == "complete":
             assert after[number] == ("complete", 1)
 

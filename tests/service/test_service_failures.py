@@ -71,7 +71,8 @@ class Device:
         self.http_port = _free_port()
         self.config = root / "tinynas.toml"
         self.config.write_text(f'port = "{self.simulator.port}"\ndata_dir = "{self.data}"\ntarget = "{target}"\n'
-                               f'budget = "20s"\nworkers = 1\nplan = "{self.short_plan}"\nhttp_port = {self.http_port}\n')
+                               f'budget = "20s"\nworkers = 1\nplan = "{self.short_plan}"\n'
+                               f'http_port = {self.http_port}\n')
         self.performing = threading.Event()
         self._halt = threading.Event()
         self.log = open(root / "service.log", "a")
@@ -228,8 +229,8 @@ def test_a_failed_deployment_keeps_serving_the_previous_model(tmp_path):
     from tinynas.service.runner import Service
 
     data = tmp_path / "data"
-    previous = {"user": "alice", "model": str(data / "alice" / "model.tflite"), "card": str(data / "alice" / "card.json"),
-                "accuracy": 0.9}
+    previous = {"user": "alice", "model": str(data / "alice" / "model.tflite"),
+                "card": str(data / "alice" / "card.json"), "accuracy": 0.9}
     study = data / "profiles" / "bob" / "studies" / "s1"
     study.mkdir(parents=True)  # the study's card and model were lost (a disk swapped, a folder deleted)
     save_state(data / "state.json", ServiceState(state="DEPLOYING", user="bob", plan="gestures4", study=str(study),

@@ -54,7 +54,8 @@ STATES = {
                                     for name in CLASSES},
         "last_rejected": {"label": "fist", "problems": ["no movement seen (signal RMS 9.1 vs rest 9.0)"],
                           "advice": "check the electrodes or sensor (contact, placement, cable)"},
-        "trace": {"seconds": 4.0, "rate_hz": 1000.0, "channels": [_envelope(0), _envelope(1), _envelope(2, flat=True)]}}},
+        "trace": {"seconds": 4.0, "rate_hz": 1000.0,
+                  "channels": [_envelope(0), _envelope(1), _envelope(2, flat=True)]}}},
     "searching": {**BASE, "state": "SEARCHING", "user": "alice", "search": {
         "trials": 7, "seconds_left": 95.0, "budget_seconds": 300.0, "best": "A(3,3)", "best_val_accuracy": 0.83,
         "best_ram_bytes": 4650, "ram_budget_bytes": 6144, "trials_list": _trials()}},
@@ -197,7 +198,8 @@ def test_the_page_is_small_and_self_contained(tmp_path):
         import urllib.request
 
         base = f"http://127.0.0.1:{server.address[1]}"
-        assets = {path: urllib.request.urlopen(base + path, timeout=5).read() for path in ("/", "/page.js", "/page.css")}
+        assets = {path: urllib.request.urlopen(base + path, timeout=5).read()
+                  for path in ("/", "/page.js", "/page.css")}
         status = urllib.request.urlopen(base + "/status.json", timeout=5).read()
     finally:
         server.stop()

@@ -148,8 +148,8 @@ def test_a_loopback_page_answers_only_requests_that_name_loopback():
     server = StatusServer(lambda: STATUS, port=_free_port()).start()
     port = server.address[1]
     try:
-        for host, code in (("evil.example", 421), ("evil.example:%d" % port, 421), ("localhost:%d" % port, 200),
-                           ("127.0.0.1:%d" % port, 200), ("[::1]:%d" % port, 200)):
+        for host, code in (("evil.example", 421), (f"evil.example:{port}", 421), (f"localhost:{port}", 200),
+                           (f"127.0.0.1:{port}", 200), (f"[::1]:{port}", 200)):
             request = urllib.request.Request(f"http://127.0.0.1:{port}/status.json", headers={"Host": host})
             try:
                 answer = urllib.request.urlopen(request, timeout=5)
