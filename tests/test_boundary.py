@@ -199,3 +199,22 @@ def test_every_benchmark_script_is_in_the_index():
     named = set(re.findall(r"`([\w.-]+\.md)`", index)) - {"README.md"}
     absent = sorted(name for name in named if not (root / "results" / name).exists())
     assert not absent, f"benchmarks/README.md names results that are not in benchmarks/results: {absent}"
+
+
+def test_no_module_reaches_into_anothers_private_members():
+    """`x._name` only on self or cls, and no `from m import _name` across modules: what a module shares is public
+    (namedtuple's `_replace` and `os._exit` are public APIs that happen to start with an underscore)."""
+    public_anyway = {"_replace", "_exit", "_asdict", "_fields", "_make"}
+    found = []
+    for root in (PACKAGE, PACKAGE.parent / "firmware_bridge"):
+        for path in sorted(root.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("tinynas",
+                                                                                           "firmware_bridge"):
+                    found += [f"{path.name}:{node.lineno} from {node.module} import {alias.name}" for alias in node.names
+                              if alias.name.startswith("_") and not alias.name.startswith("__")]
+                elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                        and node.attr not in public_anyway \
+                        and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                    found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    assert not found, found
