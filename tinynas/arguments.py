@@ -48,9 +48,8 @@ def windows_argument(value: Any, argument: str = "windows") -> None:
 
 def seed_argument(seed: Any) -> int:
     """A seed NumPy and TensorFlow accept (0 .. 2**32 - 1)."""
-    from tinynas.options import MAX_SEED
+    from tinynas.options import RANGES
 
     require(seed, int, "seed", "a whole number")
-    if not 0 <= seed <= MAX_SEED:
-        raise UsageError(f"seed must be between 0 and {MAX_SEED}, got {seed}")
+    RANGES["seed"].check("seed", seed)
     return seed

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 
 from tinynas.errors import UsageError
 
@@ -30,16 +31,77 @@ def cores() -> int:
     return os.cpu_count() or 1
 
 
+@dataclass(frozen=True)
+class Range:
+    """The values an option may take: `low` to `high` (None: no top), whole numbers only or any number."""
+
+    low: float
+    high: float | None = None
+    whole: bool = False
+    low_open: bool = False
+    """`low` itself is not allowed (a learning rate above 0)."""
+
+    def allows(self, value: object) -> bool:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if self.whole and not isinstance(value, int):
+            return False
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        return (value > self.low if self.low_open else value >= self.low) and (self.high is None or value <= self.high)
+
+    def in_words(self) -> str:
+        """As a config file's error says it ("an integer from 1 to 10000", "a number in (0, 10]")."""
+        if self.whole:
+            top = f" to {_show(self.high)}" if self.high is not None else " up"
+            return f"an integer from {_show(self.low)}{top}"
+        top = "inf)" if self.high is None else f"{self.high:g}]"
+        return f"a number in {'(' if self.low_open else '['}{self.low:g}, {top}"
+
+    def check(self, option: str, value: int | float | None, hint: str = "") -> None:
+        """Refuse `value` in one line naming `option`, as the command line says it (None: not given, passes)."""
+        if value is None:
+            return
+        if not self.allows(value):
+            if self.low_open:
+                top = f" and at most {_show(self.high)}" if self.high is not None else ""
+                bounds = f"above {_show(self.low)}{top}"
+            elif self.high is not None:
+                bounds = f"between {_show(self.low)} and {_show(self.high)}"
+            else:
+                bounds = f"at least {_show(self.low)}"
+            shown = _show(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else repr(value)
+            raise UsageError(f"{option} must be {bounds}, got {shown}{hint}")
+
+
+RANGES: dict[str, Range] = {
+    # A search's training (the command line's --epochs ..., the service config's keys of the same names, and the
+    # recipes a StudySettings is given).
+    "epochs": Range(1, MAX_EPOCHS, whole=True),
+    "final_epochs": Range(1, MAX_EPOCHS, whole=True),
+    "batch_size": Range(1, MAX_BATCH_SIZE, whole=True),
+    "learning_rate": Range(0, MAX_LEARNING_RATE, low_open=True),
+    "seed": Range(0, MAX_SEED, whole=True),
+    "budget_seconds": Range(MIN_BUDGET_SECONDS, MAX_BUDGET_SECONDS),
+    # Fine-tuning a served model (`recalibrate`'s Recipe; the service's rewear_* keys): a few dozen windows,
+    # so smaller ceilings than a search's.
+    "recalibrate_epochs": Range(1, 1000, whole=True),
+    "recalibrate_batch_size": Range(1, 4096, whole=True),
+    "recalibrate_repeat": Range(1, 1000, whole=True),
+    "recalibrate_learning_rate": Range(1e-7, 1.0),
+    "recalibrate_replay": Range(0, 100),
+    "max_forgetting": Range(0, 1),
+    "rewear_repetitions": Range(1, 20, whole=True),
+    "rewear_unlabelled_seconds": Range(1.0, 600.0),
+}
+"""Every numeric option that more than one door reads (command line, service config, Python API), and its range:
+the one table they all check against, each in its own words."""
+
+
 def check_range(option: str, value: int | float | None, low: float, high: float | None = None,
                 hint: str = "") -> None:
-    """Refuse `value` outside [low, high] (None means "not given" and passes)."""
-    if value is None:
-        return
-    if isinstance(value, float) and not math.isfinite(value):
-        raise UsageError(f"{option} must be a finite number, got {value}")
-    if value < low or (high is not None and value > high):
-        bounds = f"between {_show(low)} and {_show(high)}" if high is not None else f"at least {_show(low)}"
-        raise UsageError(f"{option} must be {bounds}, got {_show(value)}{hint}")
+    """Refuse `value` outside [low, high] (None means "not given" and passes): an option only one door has."""
+    Range(low, high).check(option, value, hint)
 
 
 def _show(number: int | float) -> str:
@@ -92,7 +154,7 @@ def check_workers(workers: int | str, threads: int) -> None:
 
 def check_seed(seed: int) -> None:
     """A seed NumPy and TensorFlow accept."""
-    check_range("--seed", seed, 0, MAX_SEED)
+    RANGES["seed"].check("--seed", seed)
 
 
 def check_budget(text: str) -> float:
@@ -103,9 +165,9 @@ def check_budget(text: str) -> float:
         seconds = parse_duration(text)
     except UnitError as exc:
         raise UsageError(f"--budget: {exc}") from None
-    if seconds < MIN_BUDGET_SECONDS:
+    if seconds < RANGES["budget_seconds"].low:
         raise UsageError(f"--budget {text} is less than a second: no candidate can train (use e.g. 90s, 30m)")
-    if seconds > MAX_BUDGET_SECONDS:
+    if seconds > (RANGES["budget_seconds"].high or math.inf):
         raise UsageError(f"--budget {text} is more than 30 days (a typo? use e.g. 90s, 30m, 2h)")
     return seconds
 
@@ -113,12 +175,10 @@ def check_budget(text: str) -> float:
 def check_training(epochs: int | None, batch_size: int | None, learning_rate: float | None,
                    final_epochs: int | None) -> None:
     """Epochs, batch size and learning rate when given; 0 is refused, never read as "unset"."""
-    check_range("--epochs", epochs, 1, MAX_EPOCHS)
-    check_range("--batch-size", batch_size, 1, MAX_BATCH_SIZE)
-    if learning_rate is not None and not (math.isfinite(learning_rate) and 0 < learning_rate <= MAX_LEARNING_RATE):
-        raise UsageError(f"--learning-rate must be above 0 and at most {MAX_LEARNING_RATE:g}, got {learning_rate}"
-                         " (e.g. 0.001)")
-    check_range("--final-epochs", final_epochs, 1, MAX_EPOCHS)
+    RANGES["epochs"].check("--epochs", epochs)
+    RANGES["batch_size"].check("--batch-size", batch_size)
+    RANGES["learning_rate"].check("--learning-rate", learning_rate, " (e.g. 0.001)")
+    RANGES["final_epochs"].check("--final-epochs", final_epochs)
 
 
 def check_c_prefix(prefix: str) -> None:

@@ -62,13 +62,17 @@ class Recipe:
     """The weights fine-tuned: "all", or "head" (the classifier only; the features stay the model's)."""
 
     def __post_init__(self) -> None:
-        limits = {"epochs": (1, 1000), "batch_size": (1, 4096), "repeat": (1, 1000), "learning_rate": (1e-7, 1),
-                  "replay": (0, 100), "max_forgetting": (0, 1)}
-        for name, (low, high) in limits.items():
+        from tinynas.options import RANGES, Range
+
+        for name in ("epochs", "batch_size", "repeat", "learning_rate", "replay", "max_forgetting"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-                raise AdaptationError(f"recalibration settings out of range: {name} must be {low:g}..{high:g}, "
-                                      f"got {value!r}")
+            limit = RANGES[f"recalibrate_{name}" if f"recalibrate_{name}" in RANGES else name]
+            # Any number in range is taken (an epoch count of 30.0 too, as before this table): `whole` is the
+            # command line's and the config's concern.
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not Range(limit.low, limit.high, low_open=limit.low_open).allows(value):
+                raise AdaptationError(f"recalibration settings out of range: {name} must be {limit.low:g}.."
+                                      f"{limit.high:g}, got {value!r}")
         for name, allowed in (("statistics", STATISTICS), ("layers", LAYERS)):
             if getattr(self, name) not in allowed:
                 raise AdaptationError(f"recalibration settings: {name} must be one of {', '.join(allowed)}, "

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from tinynas.errors import TinynasError
-from tinynas.options import MAX_BATCH_SIZE, MAX_EPOCHS, MAX_LEARNING_RATE, check_budget
+from tinynas.options import RANGES, check_budget
 
 DEFAULT_CONFIG = '''# tinynas service configuration (TOML). Every key is optional; the values below are the defaults.
 
@@ -140,6 +140,12 @@ def _number(low: float, high: float, low_open: bool = False):
     return check, f"a number in {'(' if low_open else '['}{low:g}, {high:g}]"
 
 
+def _ranged(name: str):
+    """A key whose range the command line and the Python API share (`tinynas.options.RANGES`)."""
+    allowed = RANGES[name]
+    return allowed.allows, allowed.in_words()
+
+
 def _text(nonempty: bool = True):
     return (lambda value: isinstance(value, str) and (bool(value.strip()) or not nonempty)
             and "\0" not in value), "a non-empty string" if nonempty else "a string"
@@ -153,15 +159,17 @@ def _max_workers() -> int:
 _CHECKS = {
     "port": _text(), "baudrate": _integer(1, 100_000_000), "data_dir": _text(),
     "target": _text(), "budget": _text(), "strategy": _text(), "runtime": _text(),
-    # The same ranges as the command line's (tinynas.options owns them): a config is the CLI's options in a file.
-    "epochs": _integer(1, MAX_EPOCHS), "learning_rate": _number(0.0, MAX_LEARNING_RATE, low_open=True),
-    "batch_size": _integer(1, MAX_BATCH_SIZE), "final_epochs": _integer(1, MAX_EPOCHS), "workers": None,
+    # The same ranges as the command line's (tinynas.options.RANGES): a config is the CLI's options in a file.
+    "epochs": _ranged("epochs"), "learning_rate": _ranged("learning_rate"),
+    "batch_size": _ranged("batch_size"), "final_epochs": _ranged("final_epochs"), "workers": None,
     "normalize": _text(), "plan": _text(), "hop_seconds": _number(0.0, 60.0, low_open=True),
     "smoothing": _integer(1, 1000), "min_accuracy": _number(0.0, 1.0),
     # The same ranges as `--false-alarm-rate` (tinynas.anomaly.threshold) and the alarm's (tinynas.anomaly.alarm).
     "false_alarm_rate": _number(1e-6, 0.5), "alarm_k": _integer(1, 100), "alarm_n": _integer(1, 100),
-    "rewear_repetitions": _integer(1, 20), "rewear_epochs": _integer(1, 1000),
-    "rewear_learning_rate": _number(0.0, 1.0, low_open=True), "rewear_unlabelled_seconds": _number(1.0, 600.0),
+    # `recalibrate`'s own ranges (its Recipe checks the same table).
+    "rewear_repetitions": _ranged("rewear_repetitions"), "rewear_epochs": _ranged("recalibrate_epochs"),
+    "rewear_learning_rate": _ranged("recalibrate_learning_rate"),
+    "rewear_unlabelled_seconds": _ranged("rewear_unlabelled_seconds"),
     "http_host": _text(),
     "http_port": _integer(0, 65_535), "http_token": _text(nonempty=False),
 }

@@ -21,6 +21,7 @@ from tinynas.cost.runtime import (
     check_runtime,
 )
 from tinynas.errors import TinynasError, UsageError
+from tinynas.options import RANGES
 from tinynas.search.base import FINAL_FIDELITY
 from tinynas.trial import Fidelity
 
@@ -100,9 +101,15 @@ class StudySettings:
         if isinstance(budget, bool) or not isinstance(budget, numbers.Real) or not math.isfinite(budget) \
                 or budget <= 0:
             raise UsageError(f"the time budget must be a positive number of seconds, got {budget!r}")
+        if budget > (RANGES["budget_seconds"].high or math.inf):
+            raise UsageError(f"the time budget must be at most {RANGES['budget_seconds'].high:g} s (30 days), "
+                             f"got {budget!r}")
         for name, value in (("fidelity", self.fidelity), ("final fidelity", self.final_fidelity)):
             if value is not None and not isinstance(value, Fidelity):
                 raise UsageError(f"the {name} must be a Fidelity, got {type(value).__name__}")
+            if value is not None:  # the command line's and the service config's ranges (tinynas.options.RANGES)
+                for field_name in ("epochs", "batch_size", "learning_rate"):
+                    RANGES[field_name].check(f"the {name}'s {field_name}", getattr(value, field_name))
 
 
 def fingerprint(*, data_digest: str, target: dict, strategy: str, seed: int, fidelity: Fidelity, space: dict,
