@@ -6,7 +6,7 @@ and searches budgeted for each runtime side by side.
     python benchmarks/c_runtime.py render                 # only rewrite the .md from the stored .json
 
 `archs`: for the method's two winners (A(2,4) on CWRU 512x1 for STM32F030F4P6, A(8,1) on ISL 400x8 for
-LSM6DSO16IS) and random architectures with trained-like random weights (`tinynas.deploy.random_weights`):
+LSM6DSO16IS) and random architectures with trained-like random weights (`devtools.random_weights`):
 - TFLite Micro: its arena on a 32-bit core by the cost model (ILP32), the 64-bit arena tflite-micro's
   recording allocator reports here, and the .tflite's bytes (its flash, not counting the interpreter's code);
 - C runtime: the static arena, the caller's input/output buffers and the peak stack measured on each core,
@@ -37,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # devtools/: not installed, beside tinynas
+
 import numpy as np
 
 RESULTS = Path(__file__).parent / "results"
@@ -53,7 +55,7 @@ SEARCH_DATA = {
 
 
 def architectures(count: int, seed: int):
-    from tinynas.deploy.random_weights import random_architectures
+    from devtools.random_weights import random_architectures
     from tinynas.space import Architecture
 
     winners = [Architecture(512, 1, 10, k=2, c=4), Architecture(400, 8, 26, k=8, c=1)]
@@ -108,13 +110,13 @@ def litert_outputs(tflite: bytes, windows: np.ndarray) -> np.ndarray:
 
 
 def measure_arch(index: int, arch, windows_per_arch: int, scratch: Path, log) -> dict:
+    from devtools import emulate
+    from devtools.random_weights import calibration_windows, randomized_model
     from tinynas.cost.c_runtime import plan_c_arena, table_bytes
     from tinynas.cost.estimate import estimate
-    from tinynas.deploy import emulate
     from tinynas.deploy.c_codegen import compile_tflite, read_integer_model
     from tinynas.deploy.export import convert_int8
     from tinynas.deploy.measure import measure_arena, tflite_micro_outputs
-    from tinynas.deploy.random_weights import calibration_windows, randomized_model
 
     tflite = convert_int8(randomized_model(arch, seed=index), calibration_windows(arch, 32, seed=index))
     model = read_integer_model(tflite)
@@ -175,7 +177,7 @@ def ensure_toolchain() -> None:
     import shutil
     import subprocess
 
-    from tinynas.deploy import emulate
+    from devtools import emulate
 
     if not emulate.missing_tools():
         return

@@ -17,13 +17,15 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # devtools/: not installed, beside tinynas
+
 import numpy as np
 
+from devtools.random_weights import calibration_windows, random_architectures, randomized_model
 from tinynas.cost.estimate import ILP32, LP64, estimate, estimate_arena, flash_bytes
 from tinynas.cost.graph import lower
 from tinynas.deploy.export import convert_int8
 from tinynas.deploy.measure import measure_arena, tflite_micro_available
-from tinynas.deploy.random_weights import calibration_windows, random_architectures, randomized_model
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # devtools/: not installed, beside tinynas
+
 import numpy as np
 
 from tinynas.cost.targets import builtin_targets
@@ -40,7 +42,7 @@ MICROBIT_RAM = 16 * 1024
 
 def measure(folder: Path, windows: np.ndarray, ram_estimate: int, work: Path) -> dict:
     """Cross-compile and run the winner's C runtime; its flash and RAM as the chip holds them."""
-    from tinynas.deploy import emulate
+    from devtools import emulate
     from tinynas.deploy.litert import Int8Model
     from tinynas.deploy.modeldir import ModelDir
 
@@ -64,7 +66,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--strategy", default="fast")
     args = parser.parse_args()
-    from tinynas.deploy import emulate
+    from devtools import emulate
 
     if emulate.missing_tools():
         print(f"missing {', '.join(emulate.missing_tools())}: apt-get install gcc-arm-none-eabi "

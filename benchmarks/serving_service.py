@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # devtools/: not installed, beside tinynas
+
 import numpy as np
 
 from firmware_bridge.protocol import Hello
@@ -27,7 +29,7 @@ from tinynas.service.paths import request
 MODEL = "A(8,4) on 400x8, 26 classes"
 EXPORT = """
 import sys
-from tinynas.deploy.random_weights import calibration_windows, randomized_model
+from devtools.random_weights import calibration_windows, randomized_model
 from tinynas.deploy.export import convert_int8, write_export
 from tinynas.space import Architecture
 arch = Architecture(400, 8, 26, k=8, c=4)

@@ -57,7 +57,7 @@ def c_compiler() -> str:
 @pytest.fixture(scope="session")
 def arm_toolchain() -> None:
     """The Arm cross-compiler, picolibc and QEMU: skip without them, but fail in CI, where .ci/run installs them."""
-    from tinynas.deploy.emulate import missing_tools
+    from devtools.emulate import missing_tools
 
     missing = missing_tools()
     if missing:

@@ -211,8 +211,8 @@ def test_no_module_reaches_into_anothers_private_members():
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("tinynas",
                                                                                            "firmware_bridge"):
-                    found += [f"{path.name}:{node.lineno} from {node.module} import {alias.name}" for alias in node.names
-                              if alias.name.startswith("_") and not alias.name.startswith("__")]
+                    found += [f"{path.name}:{node.lineno} from {node.module} import {alias.name}"
+                              for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
                 elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
                         and node.attr not in public_anyway \
                         and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):

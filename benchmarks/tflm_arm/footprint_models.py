@@ -18,11 +18,13 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # devtools/: not installed, beside tinynas
+
 import numpy as np
 
+from devtools.random_weights import calibration_windows, randomized_model
 from tinynas.cost.estimate import ILP32, estimate_arena
 from tinynas.deploy.export import convert_int8
-from tinynas.deploy.random_weights import calibration_windows, randomized_model
 from tinynas.space import Architecture
 
 # (T, C, classes, k, c, kernel). c = 0: CONV_2D, MEAN, FULLY_CONNECTED; c > 0 adds MAX_POOL_2D.

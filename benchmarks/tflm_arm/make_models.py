@@ -16,9 +16,11 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # devtools/: not installed, beside tinynas
+
+from devtools.random_weights import calibration_windows, randomized_model
 from tinynas.cost.estimate import ILP32, LP64, estimate_arena
 from tinynas.deploy.export import convert_int8
-from tinynas.deploy.random_weights import calibration_windows, randomized_model
 from tinynas.space import Architecture
 
 # (T, C, classes, k, c, kernel): the brief's two, plus a spread of depths, widths and kernels.

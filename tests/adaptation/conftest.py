@@ -31,7 +31,7 @@ def model_dir(built_once):
     def search(out):
         recipe = Fidelity(epochs=3, batch_size=16, learning_rate=3e-3)
         final = Fidelity(epochs=40, batch_size=16, learning_rate=3e-3)
-        Study(out / "run", load_windows(DATA), resolve_target(ram="6k", flash="64k", macs="2M"), strategy="paper",
+        Study(out / "run", load_windows(DATA), resolve_target(ram="6k", flash="64k", macs="2M"), strategy="fast",
               budget_seconds=120, fidelity=recipe, final_fidelity=final, data_spec=DATA, split="group",
               augment="none", clock=lambda: 0.0, runtime="tflm", accounting="arena").run()
 

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from devtools.random_weights import calibration_windows, random_architectures, randomized_model
 from tinynas.cost.estimate import LP64, estimate, estimate_arena
 from tinynas.deploy.export import convert_int8
-from tinynas.deploy.random_weights import calibration_windows, random_architectures, randomized_model
 from tinynas.space import Architecture
 
 ARCHITECTURES = 32

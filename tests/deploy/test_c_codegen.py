@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from devtools.random_weights import calibration_windows, randomized_model
 from tinynas.deploy.c_codegen import CodegenError, check_prefix, compile_tflite, read_integer_model
 from tinynas.deploy.export import convert_int8
 from tinynas.deploy.measure import tflite_micro_outputs
-from tinynas.deploy.random_weights import calibration_windows, randomized_model
 from tinynas.space import Architecture, max_cells
 
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -143,7 +143,7 @@ def test_not_a_chain_is_refused():
 def test_generated_model_runs_on_emulated_cortex_m0_and_m4(exported_tiny, arm_toolchain, tflite_micro, tmp_path):
     """The exported model's model_compiled.c, cross-compiled warning-free, gives TFLite Micro's outputs
     under QEMU on a Cortex-M0 (micro:bit) and a Cortex-M4 (MPS2-AN386)."""
-    from tinynas.deploy import emulate
+    from devtools import emulate
 
     _, tflite, paths = exported_tiny
     assert paths.compiled_c_path is not None and paths.compiled_header_path is not None

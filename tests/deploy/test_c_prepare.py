@@ -18,13 +18,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from devtools.random_weights import randomized_model
 from tinynas.data.preprocess import Preprocessing
 from tinynas.data.windows import Windows
 from tinynas.deploy.bundle import firmware_zip
 from tinynas.deploy.export import convert_int8, write_export
 from tinynas.deploy.litert import Int8Model
 from tinynas.deploy.measure import tflite_micro_outputs
-from tinynas.deploy.random_weights import randomized_model
 from tinynas.space import Architecture
 
 HOST_MAIN = r"""
@@ -156,8 +156,8 @@ int tinynas_infer(const int8_t *input, int8_t *output) {
 def test_prepare_on_emulated_cortex_m0_and_m4f_gives_the_served_input(board, arm_toolchain, tmp_path):
     """On the chips themselves: the Cortex-M0 has no FPU (float and double in software), the M4F a single-precision
     one (double still in software, sqrt from picolibc): each normalization must still give serving's bits."""
+    from devtools.emulate import run_on_qemu
     from tinynas.deploy.c_prepare import float_literal, generate_prepare
-    from tinynas.deploy.emulate import run_on_qemu
 
     scale, zero = np.float32(0.0625), -3
     size = LENGTH * CHANNELS

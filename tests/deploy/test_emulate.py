@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinynas.deploy import emulate
+from devtools import emulate
 from tinynas.errors import UsageError
 
 LENGTH, CHANNELS, OUTPUTS = 48, 2, 5

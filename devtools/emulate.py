@@ -1,7 +1,7 @@
 """Run the generated C model on emulated microcontrollers: cross-compile it, run it under QEMU, measure it.
 
 Two boards stand for the two ends of the targets: the BBC micro:bit (nRF51822, Cortex-M0, Armv6-M,
-256 KB flash, 16 KB RAM) and Arm's MPS2 with the AN386 image (Cortex-M4F). The C in `deploy/mcu/` is
+256 KB flash, 16 KB RAM) and Arm's MPS2 with the AN386 image (Cortex-M4F). The C in `devtools/mcu/` is
 the rest of the firmware: a startup file, a linker script per board, and a harness that reads windows
 from a host file over Arm semihosting, calls `tinynas_infer` on each and writes a record per window
 back (outputs, timer ticks, peak stack). QEMU ends by itself through semihosting's SYS_EXIT.
@@ -31,7 +31,6 @@ import shutil
 import struct
 import subprocess
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -75,7 +74,7 @@ class Board:
     arch: str
     cpu_flags: tuple[str, ...]
     define: str  # selects the harness's timer
-    linker_script: str  # in deploy/mcu
+    linker_script: str  # in devtools/mcu
     timer_hz: int
     flash_bytes: int
     ram_bytes: int
@@ -193,7 +192,7 @@ def _board(board: str) -> Board:
 
 def _mcu_dir() -> Path:
     """The harness sources, shipped as package data (a real folder: tinynas installs unzipped)."""
-    return Path(str(resources.files("tinynas.deploy") / "mcu"))
+    return Path(__file__).resolve().parent / "mcu"
 
 
 def _gcc(board: Board, optimize: str) -> list[str]:
