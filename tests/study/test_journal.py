@@ -85,3 +85,30 @@ def test_a_journal_written_before_trials_had_details_still_opens(tmp_path):
         assert journal.trials()[0].details == {"finished_at": 1.0}
     assert trial.details == {} and trial.score == 0.5
     assert inspect_journal(path) == "tinynas"  # adopted: stamped on its first open
+
+
+def test_a_running_search_is_peeked_at_without_writing(tmp_path):
+    from tinynas.study.journal import peek
+
+    path = tmp_path / "journal.sqlite"
+    assert peek(path) is None  # not started yet
+    with Journal(path) as journal:
+        journal.put(_trial(1))
+        journal.set_meta("search_seconds", 12.5)
+        # Open for writing all the while, as a running study holds it: the peek still reads what is committed.
+        trials, meta = peek(path, ("search_seconds", "absent"))
+        assert [t.number for t in trials] == [1] and meta == {"search_seconds": 12.5}
+        with sqlite3.connect(path) as db:  # a row that does not read as a trial: skipped, not fatal
+            columns = [column[1] for column in db.execute("PRAGMA table_info(trials)")]
+            row = dict(zip(columns, db.execute("SELECT * FROM trials WHERE number = 1").fetchone()))
+            row.update(number=2, digest="other", architecture="{")
+            db.execute(f"INSERT INTO trials ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
+                       tuple(row.values()))
+        assert [t.number for t in peek(path)[0]] == [1]
+    before = path.read_bytes()
+    peek(path)
+    assert path.read_bytes() == before
+    for leftover in tmp_path.glob("journal.sqlite-*"):
+        leftover.unlink()
+    path.write_bytes(b"not a journal at all, just text" * 10)
+    assert peek(path) is None

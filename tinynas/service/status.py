@@ -140,24 +140,20 @@ def search_progress(service: ServiceContext) -> dict:
         return {}
     study = Path(service.state.study)
     result: dict = {"trials": 0}
-    journal = study / JOURNAL
-    if journal.exists():
-        import sqlite3
+    from tinynas.study.journal import peek
 
-        try:
-            with sqlite3.connect(f"file:{journal}?mode=ro", uri=True, timeout=1) as db:
-                result["trials"] = db.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
-                row = db.execute("SELECT value FROM meta WHERE key = 'search_seconds'").fetchone()
-                spent = json.loads(row[0]) if row else 0.0
-                from tinynas.units import parse_duration
+    seen = peek(study / JOURNAL, ("search_seconds",))
+    if seen is not None:
+        from tinynas.units import parse_duration
 
-                result["budget_seconds"] = parse_duration(service.config.budget)
-                clock = service.search_clock
-                if clock is not None:  # the journal saves the time spent only as candidates finish
-                    spent = max(spent, clock[1] + time.time() - clock[0])
-                result["seconds_left"] = max(0.0, result["budget_seconds"] - spent)
-        except sqlite3.Error:
-            pass
+        trials, meta = seen
+        result["trials"] = len(trials)
+        spent = float(meta.get("search_seconds") or 0.0)
+        result["budget_seconds"] = parse_duration(service.config.budget)
+        clock = service.search_clock
+        if clock is not None:  # the journal saves the time spent only as candidates finish
+            spent = max(spent, clock[1] + time.time() - clock[0])
+        result["seconds_left"] = max(0.0, result["budget_seconds"] - spent)
     best = study / BEST
     if best.exists():
         try:

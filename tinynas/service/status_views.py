@@ -5,7 +5,6 @@ page polling once a second costs the Pi little."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -71,24 +70,11 @@ def trace(ring, rate_hz: float, sample_format: str, rest: list[float] | None = N
 
 def trials(study: Path) -> list[dict[str, Any]]:
     """Every candidate of a running search as the page's chart needs it (read-only; a locked journal: [])."""
-    from tinynas.errors import TinynasError
-    from tinynas.trial import Trial
+    from tinynas.study.journal import peek
 
-    journal = study / JOURNAL
-    if not journal.exists():
-        return []
-    try:
-        with sqlite3.connect(f"file:{journal}?mode=ro", uri=True, timeout=1) as db:
-            db.row_factory = sqlite3.Row
-            rows = db.execute("SELECT * FROM trials ORDER BY number").fetchall()
-    except sqlite3.Error:
-        return []
-    out = []
-    for row in rows:
-        try:
-            trial = Trial.from_row(dict(row))
-        except (TinynasError, ValueError, TypeError, KeyError):
-            continue  # a row being written: the next update shows it
+    seen = peek(study / JOURNAL)
+    out: list[dict[str, Any]] = []
+    for trial in seen[0] if seen is not None else []:
         note = "; ".join(trial.violations) or trial.error
         diagnosis = trial.diagnosis or (trial.details.get("first_attempt") or {}).get("diagnosis")
         if diagnosis:

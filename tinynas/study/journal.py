@@ -116,6 +116,33 @@ def _sqlite_error(exc: sqlite3.Error, path: Path, doing: str) -> TinynasError:
     return JournalError(f"{doing} {path}: {exc}")
 
 
+def peek(path: str | Path, meta: tuple[str, ...] = ()) -> tuple[list[Trial], dict[str, Any]] | None:
+    """A running search's trials and some of its meta values, read without writing or waiting (for the device
+    service's status and chart while the study writes): read-only, a one-second lock timeout, rows being written
+    skipped. None when the journal is absent, locked or unreadable: the reader shows the last snapshot."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        with sqlite3.connect(f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro", uri=True, timeout=1) as db:
+            db.row_factory = sqlite3.Row
+            rows = db.execute("SELECT * FROM trials ORDER BY number").fetchall()
+            values = {}
+            for key in meta:
+                row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+                if row is not None:
+                    values[key] = json.loads(row[0])
+    except (sqlite3.Error, ValueError):
+        return None
+    trials = []
+    for row in rows:
+        try:
+            trials.append(Trial.from_row(dict(row)))
+        except (TinynasError, ValueError, TypeError, KeyError):
+            continue  # a row being written: the next look shows it
+    return trials, values
+
+
 class Journal:
     """SQLite storage of a study's settings and trials (WAL, synchronous=FULL: a commit survives
     a power cut)."""
