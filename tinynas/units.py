@@ -43,34 +43,31 @@ def parse_duration(text: str | float | int) -> float:
     return seconds
 
 
-def parse_size(text: str | int, what: str = "size") -> int:
-    """Parse '4096', '4k', '4KiB', '1.5M' (binary multiples) into bytes."""
+def _scaled(text: str | int, what: str, pattern: re.Pattern, scales: dict[str, int], top: int, example: str,
+            top_text: str, whole=int) -> int:
+    """A number with an optional k/M/G prefix, scaled and made `whole` (sizes truncate, counts round), within
+    1..top; one line naming `what` if not."""
     if isinstance(text, int):
         return text
-    match = _SIZE.match(str(text))
+    match = pattern.match(str(text))
     if not match:
-        raise UnitError(f"cannot read {what} {text!r}: use bytes or a number with k/M (e.g. 4096, 4k, 4KiB)")
-    number, prefix, _ = match.groups()
-    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[prefix.lower()]
-    value = int(float(number) * scale)
-    if not 0 < value <= MAX_SIZE_BYTES:
-        raise UnitError(f"{what} {text!r} is out of range: give between 1 byte and 1 TiB (e.g. 6KiB)")
+        raise UnitError(f"cannot read {what} {text!r}: {example}")
+    value = int(whole(float(match.group(1)) * scales[match.group(2).lower()]))
+    if not 0 < value <= top:
+        raise UnitError(f"{what} {text!r} is out of range: give {top_text}")
     return value
+
+
+def parse_size(text: str | int, what: str = "size") -> int:
+    """Parse '4096', '4k', '4KiB', '1.5M' (binary multiples) into bytes."""
+    return _scaled(text, what, _SIZE, {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}, MAX_SIZE_BYTES,
+                   "use bytes or a number with k/M (e.g. 4096, 4k, 4KiB)", "between 1 byte and 1 TiB (e.g. 6KiB)")
 
 
 def parse_count(text: str | int, what: str = "count") -> int:
     """Parse '1060000', '1.06M', '500k' (decimal multiples) into an integer."""
-    if isinstance(text, int):
-        return text
-    match = _COUNT.match(str(text))
-    if not match:
-        raise UnitError(f"cannot read {what} {text!r}: use a number, optionally with k/M/G")
-    number, prefix = match.groups()
-    scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}[prefix.lower()]
-    value = int(round(float(number) * scale))
-    if not 0 < value <= MAX_COUNT:
-        raise UnitError(f"{what} {text!r} is out of range: give between 1 and 10^15 (e.g. 1.14M)")
-    return value
+    return _scaled(text, what, _COUNT, {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}, MAX_COUNT,
+                   "use a number, optionally with k/M/G", "between 1 and 10^15 (e.g. 1.14M)", whole=round)
 
 
 def kib(nbytes: int) -> str:
