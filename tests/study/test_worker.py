@@ -74,3 +74,23 @@ def test_unknown_fault_is_a_failed_candidate(data_path):
 def test_memory_of_this_process_is_readable():
     memory = memory_bytes()
     assert memory["rss"] >= memory["private"] > 0
+
+
+def test_a_full_disk_comes_back_as_a_value_not_words():
+    import errno
+
+    from tinynas.training.job import DISK_FULL, failure_of
+
+    assert failure_of(OSError(errno.ENOSPC, "No space left on device")) == DISK_FULL
+    # HDF5 (Keras's weights files) says it in its text only, and Keras may wrap it.
+    hdf5 = OSError("Unable to synchronously create file (file write failed: errno = 28, error message = 'No space "
+                   "left on device')")
+    try:
+        try:
+            raise hdf5
+        except OSError as inner:
+            raise RuntimeError("saving the weights failed") from inner
+    except RuntimeError as wrapped:
+        assert failure_of(wrapped) == DISK_FULL
+    assert failure_of(ValueError("shapes do not match")) == ""
+    assert failure_of(MemoryError()) == ""

@@ -21,7 +21,6 @@ from tinynas.space import Architecture
 from tinynas.study.jobs import JobFactory
 from tinynas.study.journal import Journal
 from tinynas.study.outcomes import (
-    DISK_FULL_WORDS,
     MAX_ATTEMPTS,
     TrialKey,
     best_trial,
@@ -34,6 +33,7 @@ from tinynas.study.outcomes import (
 )
 from tinynas.study.pool import WorkerPool
 from tinynas.study.settings import StudyError
+from tinynas.training.job import DISK_FULL
 from tinynas.trial import Fidelity, Trial, TrialState
 from tinynas.units import kib
 
@@ -132,7 +132,7 @@ class SearchLoop:
 
     # ---- results ------------------------------------------------------------------------
     def _receive(self, result) -> None:
-        if not result.ok and any(words in result.error for words in DISK_FULL_WORDS):
+        if not result.ok and result.failure == DISK_FULL:
             # Not the candidate's fault: it stays running, is journaled as interrupted and
             # --resume trains it again once there is space.
             raise StorageError(f"a worker could not write in {self.out_dir}: no space left on the "

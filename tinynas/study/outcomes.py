@@ -21,8 +21,6 @@ SAFER_LEARNING_RATE = {"diverging": 0.1, "nonfinite": 0.1, "stalled": 10.0}
 """Learning-rate factor of the one retry a diagnosed candidate gets."""
 MAX_ATTEMPTS = 2
 """A trial interrupted by a crash or power cut is retried once, then recorded as failed."""
-DISK_FULL_WORDS = ("No space left on device", "[Errno 28]", "errno = 28", "Disk quota exceeded", "disk is full")
-"""How a worker's error text says that the disk, not the candidate, failed (it saves weights into --out)."""
 
 TrialKey = tuple[str, str]
 

@@ -59,6 +59,25 @@ class Job:
     and `tinynas recalibrate`, which start from them)."""
 
 
+DISK_FULL = "disk_full"
+"""`JobResult.failure` when the disk, not the candidate, failed (a worker saves weights into the study's folder):
+the study stops, the candidate stays to be trained again on --resume."""
+_DISK_FULL_WORDS = ("No space left on device", "[Errno 28]", "errno = 28", "Disk quota exceeded", "disk is full")
+"""How HDF5 and Keras, which wrap the OSError, still say it in their text."""
+
+
+def failure_of(exc: BaseException) -> str:
+    """What failed, as a value the study reads (DISK_FULL, or "" for the candidate's own failure)."""
+    from tinynas.errors import is_disk_full
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if is_disk_full(seen) or any(words in str(seen) for words in _DISK_FULL_WORDS):
+            return DISK_FULL
+        seen = seen.__cause__ or seen.__context__
+    return ""
+
+
 @dataclass
 class JobResult:
     """What came back: curves and timing, or an error in one line; the export for a final job."""
@@ -79,6 +98,8 @@ class JobResult:
     health: list[dict] = field(default_factory=list)
     diagnosis: str = ""
     """Fault type the diagnoser stopped the candidate for ("" if it ran its course)."""
+    failure: str = ""
+    """Why a job failed when it was not the candidate's doing (`failure_of`: DISK_FULL), else ""."""
 
 
 def _die_with_parent() -> None:
@@ -254,7 +275,8 @@ def serve(conn, threads: int, max_jobs: int, private_limit: int) -> None:
             result = JobResult(job.job_id, False, error="out of memory while training")
         except Exception as exc:  # a failed candidate must not take the search down
             text = " ".join(str(exc).split()) or type(exc).__name__
-            result = JobResult(job.job_id, False, error=f"{type(exc).__name__}: {text[:300]}")
+            result = JobResult(job.job_id, False, error=f"{type(exc).__name__}: {text[:300]}",
+                               failure=failure_of(exc))
         _release_memory()
         if done == 0:
             result.timings["tensorflow_import"] = startup
