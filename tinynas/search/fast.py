@@ -61,8 +61,15 @@ class FastStrategy(Strategy):
             raise ValueError("the fast strategy needs the cost model's feasibility check")
         self.race = replace(self.final_fidelity or self.fidelity, subset=1.0, patience=FINAL_PATIENCE,
                             curve_stop=True)
-        self._queue = self._frontier(self.is_feasible)
+        self._queue: list[tuple[int, int, int]] | None = None
+        """The frontier still to race, found on first use (a constructor stores; the cost model runs later)."""
         self._pending: set[tuple[int, int, int]] = set()
+
+    def _remaining(self) -> list[tuple[int, int, int]]:
+        if self._queue is None:
+            assert self.is_feasible is not None  # checked when made
+            self._queue = self._frontier(self.is_feasible)
+        return self._queue
 
     def _frontier(self, is_feasible: Callable[[Architecture], bool]) -> list[tuple[int, int, int]]:
         """For every kernel size and feasible cell count the widest feasible stem, largest compute first.
@@ -81,12 +88,13 @@ class FastStrategy(Strategy):
 
     @property
     def finished(self) -> bool:
-        return not self._queue and not self._pending
+        return not self._remaining() and not self._pending
 
     def ask(self) -> Proposal | None:
-        if not self._queue:
+        queue = self._remaining()
+        if not queue:
             return None
-        k, c, kernel = self._queue.pop(0)
+        k, c, kernel = queue.pop(0)
         self._pending.add((k, c, kernel))
         return Proposal(self.space.architecture(k, c, kernel), self.race)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tinynas.atomic import atomic_write_text
@@ -51,14 +51,23 @@ class SearchLoop:
         self.out_dir, self.progress, self.clock = out_dir, progress, clock
         self.budget_seconds, self.resume, self.retry_unstable = budget_seconds, resume, retry_unstable
         self.fault_for = fault_for
-        self.elapsed_before = float(journal.get_meta("search_seconds") or 0.0)
-        self.started = clock()
-        self.deadline = self.started + max(0.0, budget_seconds - self.elapsed_before)
-        trials = journal.trials()
-        self.known: dict[TrialKey, Trial] = {trial_key(t.architecture, t.fidelity): t for t in trials}
-        self.numbers = iter(range(max((t.number for t in trials), default=0) + 1, 1 << 62))
+        # Set by `_begin` when the search starts (a constructor stores; reading the journal is work).
+        self.elapsed_before = 0.0
+        self.started = self.deadline = 0.0
+        self.known: dict[TrialKey, Trial] = {}
+        self.numbers: Iterator[int] = iter(())
         self.running: dict[int, Trial] = {}
-        self.best: Trial | None = best_trial(strategy, trials)
+        self.best: Trial | None = None
+
+    def _begin(self) -> None:
+        """Read what the journal holds (a resume's trials and time spent) and start the budget's clock."""
+        self.elapsed_before = float(self.journal.get_meta("search_seconds") or 0.0)
+        self.started = self.clock()
+        self.deadline = self.started + max(0.0, self.budget_seconds - self.elapsed_before)
+        trials = self.journal.trials()
+        self.known = {trial_key(t.architecture, t.fidelity): t for t in trials}
+        self.numbers = iter(range(max((t.number for t in trials), default=0) + 1, 1 << 62))
+        self.best = best_trial(self.strategy, trials)
 
     def elapsed(self) -> float:
         """Search seconds so far, over every run of this search (resumes included)."""
@@ -66,6 +75,7 @@ class SearchLoop:
 
     def run(self) -> None:
         """Search; on any way out (done, budget, Ctrl-C, a full disk) journal the stop and free the workers."""
+        self._begin()
         if self.resume and self.known:
             self.progress.event(f"resuming: {len(self.known)} trials in the journal, "
                                 f"{self.elapsed_before:.0f} s of {self.budget_seconds:.0f} s used")
