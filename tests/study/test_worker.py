@@ -10,7 +10,7 @@ from tinynas.data.synthetic import vibration
 from tinynas.process_memory import memory_bytes
 from tinynas.space import Architecture
 from tinynas.study.pool import WorkerPool
-from tinynas.training.job import Job
+from tinynas.training.job import TrainJob
 from tinynas.trial import Fidelity
 
 
@@ -23,8 +23,8 @@ def data_path(tmp_path_factory):
 
 def _job(number, data_path, k=1, fault=None, epochs=1):
     arch = Architecture(64, 1, 4, k=k, c=1)
-    return Job(number, "train", arch, Fidelity(epochs=epochs, batch_size=8, learning_rate=0.01),
-               0, str(data_path), tuple(range(0, 16, 2)), tuple(range(1, 16, 2)), fault=fault)
+    return TrainJob(number, arch, Fidelity(epochs=epochs, batch_size=8, learning_rate=0.01),
+                    0, str(data_path), tuple(range(0, 16, 2)), tuple(range(1, 16, 2)), fault=fault)
 
 
 def _result(pool, timeout=120):

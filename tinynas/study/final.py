@@ -163,12 +163,12 @@ def _final_training(study, winner: Trial, jobs: JobFactory, pool: WorkerPool) ->
     A winner already trained with the final recipe (saved weights) is exported as it is.
     """
     if is_final_recipe(winner.fidelity, study.final_fidelity) and weights_path(study.out_dir, winner.number).exists():
-        result = _run_one(pool, jobs.job(winner, "export"))
+        result = _run_one(pool, jobs.export(winner))
         if result.ok:
             return result, trained_fidelity(winner)
         study.progress.event(f"exporting the trained winner failed ({result.error}); retraining it")
     for fidelity in final_recipes(study.final_fidelity, winner):
-        result = _run_one(pool, jobs.job(winner, "final", fidelity))
+        result = _run_one(pool, jobs.final(winner, fidelity))
         if result.ok:
             return result, fidelity
         study.progress.event(f"final training failed ({result.error}); retrying with the search recipe")

@@ -1,4 +1,5 @@
-"""Training jobs for a study's trials: the one place a `Trial` becomes a `Job` for a worker.
+"""Training jobs for a study's trials: the one place a `Trial` becomes a job for a worker
+(`TrainJob`, `FinalJob` or `ExportJob`).
 
 The search, the final stage and `tinynas replay` all build their jobs here, so a replayed trial
 trains exactly as the search trained it.
@@ -12,7 +13,7 @@ from pathlib import Path
 from tinynas.data.splits import Split
 from tinynas.folders import INCUMBENTS, MODEL_WEIGHTS, TEST_WINDOWS, weights_path
 from tinynas.study.outcomes import is_final_recipe, trial_key
-from tinynas.training.job import Job
+from tinynas.training.job import ExportJob, FinalJob, TrainJob
 from tinynas.trial import Fidelity, Trial
 
 
@@ -34,24 +35,42 @@ class JobFactory:
     test_data: bool = False
     """A separate test set (`--test-data`) lies in the study folder; jobs measure it instead of the split's."""
 
-    def job(self, trial: Trial, kind: str, fidelity: Fidelity | None = None,
-            incumbent: float | None = None) -> Job:
-        """A "train" job for a candidate, a "final" job (train + export) or an "export" job (saved weights)."""
-        fault = trial.fault if kind == "train" else None  # decided once, at launch
-        with_test = kind in ("final", "export") or self.track_test
+    def _data(self, with_test: bool) -> dict:
+        """What every kind of job reads: seed, windows, training side, preprocessing, the test side if measured."""
         out = self.out_dir
-        weights = weights_path(out, trial.number) if out is not None and (kind == "export" or (
-            kind == "train" and is_final_recipe(trial.fidelity, self.final_fidelity))) else None
-        live_incumbent = out is not None and (incumbent is not None or (kind == "train" and trial.fidelity.curve_stop))
-        return Job(trial.number, kind, trial.architecture, fidelity or trial.fidelity,
-                   self.seed, str(self.data_path), tuple(int(i) for i in self.split.train),
-                   tuple(int(i) for i in self.split.val),
-                   tuple(int(i) for i in self.split.test) if with_test else (), fault,
-                   incumbent=incumbent, weights_path=str(weights) if weights else None,
-                   incumbents_path=str(out / INCUMBENTS) if out is not None and live_incumbent else None,
-                   fidelity_key=trial_key(trial.architecture, trial.fidelity)[1], health=self.health,
-                   preprocessing=self.preprocessing,
-                   test_data_path=str(out / TEST_WINDOWS) if out is not None and with_test and self.test_data
-                   else None,
-                   model_weights_path=str(out / MODEL_WEIGHTS) if out is not None and kind in ("final", "export")
-                   else None)
+        return {"seed": self.seed, "data_path": str(self.data_path),
+                "train": tuple(int(i) for i in self.split.train),
+                "test": tuple(int(i) for i in self.split.test) if with_test else (),
+                "preprocessing": self.preprocessing,
+                "test_data_path": str(out / TEST_WINDOWS) if out is not None and with_test and self.test_data
+                else None}
+
+    def train(self, trial: Trial, fidelity: Fidelity | None = None, incumbent: float | None = None) -> TrainJob:
+        """A candidate's training (its best weights kept when it trains with the final recipe: exported as they
+        are)."""
+        out = self.out_dir
+        weights = (weights_path(out, trial.number) if out is not None
+                   and is_final_recipe(trial.fidelity, self.final_fidelity) else None)
+        live_incumbent = out is not None and (incumbent is not None or trial.fidelity.curve_stop)
+        return TrainJob(trial.number, trial.architecture, fidelity or trial.fidelity,
+                        val=tuple(int(i) for i in self.split.val), fault=trial.fault,  # decided once, at launch
+                        incumbent=incumbent, weights_path=str(weights) if weights else None,
+                        incumbents_path=str(out / INCUMBENTS) if out is not None and live_incumbent else None,
+                        fidelity_key=trial_key(trial.architecture, trial.fidelity)[1], health=self.health,
+                        **self._data(self.track_test))
+
+    def final(self, trial: Trial, fidelity: Fidelity) -> FinalJob:
+        """The winner trained with `fidelity` (the final recipe, or its fallback) and exported."""
+        out = self.out_dir
+        return FinalJob(trial.number, trial.architecture, fidelity, val=tuple(int(i) for i in self.split.val),
+                        fidelity_key=trial_key(trial.architecture, trial.fidelity)[1], health=self.health,
+                        model_weights_path=str(out / MODEL_WEIGHTS) if out is not None else None,
+                        **self._data(True))
+
+    def export(self, trial: Trial) -> ExportJob:
+        """The winner exported from the weights it was trained to during the search."""
+        out = self.out_dir
+        if out is None:
+            raise ValueError("an export job reads the search's saved weights: it needs the study's folder")
+        return ExportJob(trial.number, trial.architecture, weights_path=str(weights_path(out, trial.number)),
+                         model_weights_path=str(out / MODEL_WEIGHTS), **self._data(True))

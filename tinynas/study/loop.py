@@ -137,7 +137,7 @@ class SearchLoop:
         trial = trial.evolve(state=TrialState.RUNNING, attempts=trial.attempts + 1, details=details)
         self._record(trial)
         self.running[trial.number] = trial
-        self.pool.submit(self.jobs.job(trial, "train", fidelity=fidelity,
+        self.pool.submit(self.jobs.train(trial, fidelity=fidelity,
                                        incumbent=incumbent(trial, self.known.values())))
 
     # ---- results ------------------------------------------------------------------------

@@ -94,7 +94,7 @@ def replay_trial(out_dir: str | Path, number: int) -> Replay:
         fidelity = replace(fidelity, stop_after=len(trial.val_loss))
     # No out_dir: the replay writes nothing into the search's folder.
     jobs = JobFactory(seed, data_path, split, preprocessing, trial.fidelity, health=True)
-    job = jobs.job(trial, "train", fidelity)
+    job = jobs.train(trial, fidelity)
     with WorkerPool(1, 1) as pool:
         pool.submit(job)
         results: list[JobResult] = []

@@ -24,17 +24,15 @@ from tinynas.trial import Fidelity
 
 
 @dataclass(frozen=True)
-class Job:
-    """A unit of work for a worker: train a candidate, train and export the winner, or export
-    a candidate trained earlier from its saved weights.
+class TrainJob:
+    """Train one candidate with its fidelity: curves back, its best weights kept when `weights_path` is set.
 
-    `test` on a "train" job only measures the trained model (benchmarks' anytime curves); no
-    strategy sees it. `weights_path` is where a "train" job saves its best weights and where an
-    "export" job reads them; `incumbent` is the score the curve-stop rule must beat.
+    `test` only measures the trained model (benchmarks' anytime curves); no strategy sees it. `incumbent` is
+    the score the curve-stop rule must beat; `incumbents_path` a JSON file the study rewrites as results arrive
+    ({fidelity key: best score}), read live.
     """
 
     job_id: int
-    kind: str  # "train", "final" or "export"
     architecture: Architecture
     fidelity: Fidelity
     seed: int
@@ -46,7 +44,6 @@ class Job:
     incumbent: float | None = None
     weights_path: str | None = None
     incumbents_path: str | None = None
-    """JSON file the study rewrites as results arrive: {fidelity key: best score} (live incumbent)."""
     fidelity_key: str = ""
     health: bool = True
     """Monitor training health and let the shipped diagnoser stop an unstable candidate."""
@@ -54,9 +51,34 @@ class Job:
     """`tinynas.data.preprocess.Preprocessing` as a dict, applied to every window loaded (None: pass-through)."""
     test_data_path: str | None = None
     """Windows of a separate test set (measured instead of `test`), labels mapped by class name."""
+
+
+@dataclass(frozen=True)
+class FinalJob(TrainJob):
+    """The winner trained with the final recipe, then exported: int8 model, test accuracy, float weights."""
+
     model_weights_path: str | None = None
-    """Where a "final" or "export" job keeps the exported model's float weights (for `tinynas adapt`
-    and `tinynas recalibrate`, which start from them)."""
+    """Where the exported model's float weights are kept (`tinynas adapt` and `recalibrate` start from them)."""
+
+
+@dataclass(frozen=True)
+class ExportJob:
+    """A candidate trained with the final recipe during the search, exported from its saved weights (no training)."""
+
+    job_id: int
+    architecture: Architecture
+    seed: int
+    data_path: str
+    train: tuple[int, ...]
+    weights_path: str
+    test: tuple[int, ...] = ()
+    preprocessing: dict | None = None
+    test_data_path: str | None = None
+    model_weights_path: str | None = None
+
+
+Job = TrainJob | FinalJob | ExportJob
+"""What a worker is sent: one record per kind of work."""
 
 
 DISK_FULL = "disk_full"
@@ -119,7 +141,7 @@ def _release_memory() -> None:
         pass
 
 
-def _training_indices(job: Job, fidelity, windows, cache: dict) -> list[int]:
+def _training_indices(job: TrainJob, fidelity, windows, cache: dict) -> list[int]:
     if fidelity.subset >= 1:
         return list(job.train)
     from tinynas.data.subset import representative_subset
@@ -168,7 +190,7 @@ def _float_accuracy(model, x, y) -> float:
     return float((logits.argmax(axis=1) == y).mean())
 
 
-def _export(job: Job, model, windows, train: list[int], out: JobResult, cache: dict) -> None:
+def _export(job: FinalJob | ExportJob, model, windows, train: list[int], out: JobResult, cache: dict) -> None:
     from tinynas.deploy.export import convert_int8
 
     started = time.perf_counter()
@@ -192,9 +214,8 @@ def _run(job: Job, tf, cache: dict) -> JobResult:
             windows = Preprocessing.from_dict(job.preprocessing).prepare(windows)
         cache.update(path=(job.data_path, repr(job.preprocessing)), windows=windows)
     windows = cache["windows"]
-    arch, fidelity = job.architecture, job.fidelity
-    if job.kind == "export":
-        model = build_model(arch, seed=job.seed)
+    if isinstance(job, ExportJob):
+        model = build_model(job.architecture, seed=job.seed)
         model.load_weights(job.weights_path)
         out = JobResult(job.job_id, True)
         _export(job, model, windows, list(job.train), out, cache)
@@ -202,6 +223,7 @@ def _run(job: Job, tf, cache: dict) -> JobResult:
         tf.keras.backend.clear_session()
         out.seconds = time.perf_counter() - started
         return out
+    arch, fidelity = job.architecture, job.fidelity
     if job.fault is not None and job.fault not in INJECTED_FAULTS:
         raise ValueError(f"unknown fault {job.fault!r}; known: {', '.join(INJECTED_FAULTS)}")
     if job.fault in LEARNING_RATE_FAULTS:
@@ -235,7 +257,7 @@ def _run(job: Job, tf, cache: dict) -> JobResult:
                          timings=timings, health=trace, diagnosis="nonfinite")
     out = JobResult(job.job_id, True, result.val_loss, result.val_accuracy, result.train_loss,
                     stopped=result.stopped, timings=timings, health=trace)
-    if job.kind == "final":
+    if isinstance(job, FinalJob):
         _export(job, result.model, windows, train, out, cache)
     elif job.test or job.test_data_path:
         out.float_test_accuracy = _float_accuracy(result.model, *_test_set(job, windows, cache))
