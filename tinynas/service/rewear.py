@@ -18,11 +18,9 @@ with the service (PR_SET_PDEATHSIG), so a restarted service never races an orpha
 
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -34,6 +32,7 @@ from firmware_bridge.guide import Plan
 from tinynas.atomic import publish_folder
 from tinynas.errors import TinynasError, user_message
 from tinynas.folders import CARD, MODEL
+from tinynas.interrupts import die_with_parent
 from tinynas.service.context import Phase, ServiceContext, Transition, to
 
 log = logging.getLogger(__name__)
@@ -151,11 +150,6 @@ def record_unlabelled(service: ServiceContext, flow: dict, recorder) -> None:
 
 
 # ---- the child process ----------------------------------------------------------------------------------
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def _confidence(tflite: bytes, card: dict, windows) -> float:
@@ -310,7 +304,7 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
     log_path = staging.with_name(staging.name + ".log")  # a file, not a pipe: a chatty child never blocks
     with open(log_path, "wb") as child_log:
         child = subprocess.Popen([sys.executable, "-m", "tinynas.service.rewear", str(job_path)],
-                                 stdout=subprocess.DEVNULL, stderr=child_log, preexec_fn=_die_with_parent)
+                                 stdout=subprocess.DEVNULL, stderr=child_log, preexec_fn=die_with_parent)
     try:
         while child.poll() is None:
             if _cancel_requested(service, flow["user"]):

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from tinynas.folders import save_weights
+from tinynas.interrupts import die_with_parent
 from tinynas.process_memory import memory_bytes
 from tinynas.space import Architecture
 from tinynas.training.diagnose import health_monitor
@@ -123,14 +124,6 @@ class JobResult:
     failure: str = ""
     """Why a job failed when it was not the candidate's doing (`failure_of`: DISK_FULL), else ""."""
 
-
-def _die_with_parent() -> None:
-    # Linux: if the study is killed (even with SIGKILL), the kernel kills its workers too.
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def _release_memory() -> None:
@@ -271,7 +264,7 @@ def _run(job: Job, tf, cache: dict) -> JobResult:
 
 def serve(conn, threads: int, max_jobs: int, private_limit: int) -> None:
     """Worker process main loop."""
-    _die_with_parent()
+    die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the study handles Ctrl-C and stops us
     from tinynas.quiet import import_tensorflow
 
