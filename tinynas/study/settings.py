@@ -102,7 +102,7 @@ class StudySettings:
                 or budget <= 0:
             raise UsageError(f"the time budget must be a positive number of seconds, got {budget!r}")
         if budget > (RANGES["budget_seconds"].high or math.inf):
-            raise UsageError(f"the time budget must be at most {RANGES['budget_seconds'].high:g} s (30 days), "
+            raise UsageError(f"the time budget must be at most 30 days ({RANGES['budget_seconds'].high:.0f} s), "
                              f"got {budget!r}")
         for name, value in (("fidelity", self.fidelity), ("final fidelity", self.final_fidelity)):
             if value is not None and not isinstance(value, Fidelity):
