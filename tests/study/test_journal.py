@@ -88,16 +88,17 @@ def test_a_journal_written_before_trials_had_details_still_opens(tmp_path):
 
 
 def test_a_running_search_is_peeked_at_without_writing(tmp_path):
-    from tinynas.study.journal import peek
+    from tinynas.study.journal import peek, progress
 
     path = tmp_path / "journal.sqlite"
-    assert peek(path) is None  # not started yet
+    assert peek(path) is None and progress(path) is None  # not started yet
     with Journal(path) as journal:
         journal.put(_trial(1))
         journal.set_meta("search_seconds", 12.5)
         # Open for writing all the while, as a running study holds it: the peek still reads what is committed.
         trials, meta = peek(path, ("search_seconds", "absent"))
         assert [t.number for t in trials] == [1] and meta == {"search_seconds": 12.5}
+        assert progress(path) == (1, 12.5)
         with sqlite3.connect(path) as db:  # a row that does not read as a trial: skipped, not fatal
             columns = [column[1] for column in db.execute("PRAGMA table_info(trials)")]
             row = dict(zip(columns, db.execute("SELECT * FROM trials WHERE number = 1").fetchone()))
@@ -111,4 +112,4 @@ def test_a_running_search_is_peeked_at_without_writing(tmp_path):
     for leftover in tmp_path.glob("journal.sqlite-*"):
         leftover.unlink()
     path.write_bytes(b"not a journal at all, just text" * 10)
-    assert peek(path) is None
+    assert peek(path) is None and progress(path) is None

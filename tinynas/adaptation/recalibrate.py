@@ -62,15 +62,14 @@ class Recipe:
     """The weights fine-tuned: "all", or "head" (the classifier only; the features stay the model's)."""
 
     def __post_init__(self) -> None:
-        from tinynas.options import RANGES, Range
+        from tinynas.options import RANGES
 
         for name in ("epochs", "batch_size", "repeat", "learning_rate", "replay", "max_forgetting"):
             value = getattr(self, name)
             limit = RANGES[f"recalibrate_{name}" if f"recalibrate_{name}" in RANGES else name]
             # Any number in range is taken (an epoch count of 30.0 too, as before this table): `whole` is the
             # command line's and the config's concern.
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not Range(limit.low, limit.high, low_open=limit.low_open).allows(value):
+            if not replace(limit, whole=False).allows(value):
                 raise AdaptationError(f"recalibration settings out of range: {name} must be {limit.low:g}.."
                                       f"{limit.high:g}, got {value!r}")
         for name, allowed in (("statistics", STATISTICS), ("layers", LAYERS)):

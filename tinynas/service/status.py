@@ -140,15 +140,13 @@ def search_progress(service: ServiceContext) -> dict:
         return {}
     study = Path(service.state.study)
     result: dict = {"trials": 0}
-    from tinynas.study.journal import peek
+    from tinynas.study.journal import progress
 
-    seen = peek(study / JOURNAL, ("search_seconds",))
+    seen = progress(study / JOURNAL)
     if seen is not None:
         from tinynas.units import parse_duration
 
-        trials, meta = seen
-        result["trials"] = len(trials)
-        spent = float(meta.get("search_seconds") or 0.0)
+        result["trials"], spent = seen
         result["budget_seconds"] = parse_duration(service.config.budget)
         clock = service.search_clock
         if clock is not None:  # the journal saves the time spent only as candidates finish

@@ -8,6 +8,7 @@ existed (application_id 0 but exactly our `meta` and `trials` tables) are adopte
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
@@ -116,16 +117,22 @@ def _sqlite_error(exc: sqlite3.Error, path: Path, doing: str) -> TinynasError:
     return JournalError(f"{doing} {path}: {exc}")
 
 
+def _reading(path: Path) -> sqlite3.Connection:
+    """A read-only connection that waits at most a second for the study's lock (it writes as candidates finish)."""
+    db = sqlite3.connect(f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro", uri=True, timeout=1)
+    db.row_factory = sqlite3.Row
+    return db
+
+
 def peek(path: str | Path, meta: tuple[str, ...] = ()) -> tuple[list[Trial], dict[str, Any]] | None:
     """A running search's trials and some of its meta values, read without writing or waiting (for the device
-    service's status and chart while the study writes): read-only, a one-second lock timeout, rows being written
-    skipped. None when the journal is absent, locked or unreadable: the reader shows the last snapshot."""
+    service's chart while the study writes): read-only, a one-second lock timeout, rows being written skipped.
+    None when the journal is absent, locked or unreadable: the reader shows the last snapshot."""
     path = Path(path)
     if not path.exists():
         return None
     try:
-        with sqlite3.connect(f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro", uri=True, timeout=1) as db:
-            db.row_factory = sqlite3.Row
+        with contextlib.closing(_reading(path)) as db:
             rows = db.execute("SELECT * FROM trials ORDER BY number").fetchall()
             values = {}
             for key in meta:
@@ -141,6 +148,21 @@ def peek(path: str | Path, meta: tuple[str, ...] = ()) -> tuple[list[Trial], dic
         except (TinynasError, ValueError, TypeError, KeyError):
             continue  # a row being written: the next look shows it
     return trials, values
+
+
+def progress(path: str | Path) -> tuple[int, float] | None:
+    """How many trials a running search has and the search seconds it has saved, read as `peek` reads but
+    without parsing a row (the service's status asks twice a second). None as for `peek`."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        with contextlib.closing(_reading(path)) as db:
+            count = db.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+            row = db.execute("SELECT value FROM meta WHERE key = 'search_seconds'").fetchone()
+            return int(count), float(json.loads(row[0]) or 0.0) if row is not None else 0.0
+    except (sqlite3.Error, ValueError, TypeError):
+        return None
 
 
 class Journal:
