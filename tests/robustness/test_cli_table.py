@@ -1,7 +1,11 @@
 """Bad input through the real console entry: exit 2, one line `tinynas: error: ...`, no traceback, no file changed.
 
-Each row runs `python -m tinynas.cli ...` in a fresh workspace folder (subprocess: what a user runs)
-and snapshots every name, size, mode and hash under it before and after. The table also holds rows
+Each row runs the command in a fresh workspace folder and snapshots every name, size, mode and hash under it
+before and after. Most rows run `tinynas.cli.main` in this process, with the console entry's own logging on
+stderr and stdout and stderr captured at the file descriptors (a fresh interpreter per row cost about a second
+each: 2 minutes of a worker for the table); a row that hides a module from the import system or starts the
+search's worker processes runs `python -m tinynas.cli ...` in a fresh interpreter (`fresh`), as a user does.
+`tests/cli/test_cli.py` runs other bad inputs through the real console entry. The table also holds rows
 that other slices of issue 16 fixed (data loaders, journal safety, service config); a row for a fix
 still in progress can name its slice in `owner` and is then xfail(strict=False) until it lands.
 """
@@ -42,6 +46,10 @@ class Row:
     setup: Callable[[Path, Assets], None] | None = None
     hide: tuple[str, ...] = ()  # modules made unimportable (sys.modules[name] = None) in the child
     owner: str = ""  # another slice of issue 16 fixes this row: xfail(strict=False) until it lands
+    fresh: bool = False  # run in a fresh interpreter (the worker processes a search starts need a real entry)
+
+    def in_fresh_interpreter(self) -> bool:
+        return self.fresh or bool(self.hide)
 
 
 @dataclass
@@ -392,9 +400,9 @@ ROWS = [
     Row("data-csv-not-a-number", ("search", "--data", "folder:{w}/rec?rate=100", "--target", "STM32F030F4P6",
                                   "--out", "{w}/run"), "y.csv line 2",
         setup=lambda w, a: (_file("rec/a/x.csv", b"1,2\n3,4\n")(w, a), _file("rec/b/y.csv", b"1,2\n3,x\n")(w, a))),
-    Row("journal-empty-on-resume", (*TINY_SEARCH, "--resume"), "journal",
+    Row("journal-empty-on-resume", (*TINY_SEARCH, "--resume"), "journal", fresh=True,
         setup=_finished_run_with_empty_journal),
-    Row("journal-foreign-sqlite", TINY_SEARCH, "journal", setup=_foreign_journal),
+    Row("journal-foreign-sqlite", TINY_SEARCH, "journal", setup=_foreign_journal, fresh=True),
     Row("service-config-binary", ("service", "status", "--config", "{w}/service.toml"), "service.toml",
         setup=_file("service.toml", b"\x00\xff" + RANDOM)),
     Row("service-config-a-folder", ("service", "status", "--config", "{w}/conf"), "conf",
@@ -435,6 +443,47 @@ def snapshot(root: Path) -> dict[str, tuple]:
     return found
 
 
+def _fresh(row: Row, args: list[str], workspace: Path) -> subprocess.CompletedProcess:
+    """The row through `python -m tinynas.cli` in a fresh interpreter."""
+    if row.hide:  # the real import machinery refuses a module whose sys.modules entry is None
+        command = [sys.executable, "-c", f"import sys; sys.modules.update(dict.fromkeys({list(row.hide)!r})); "
+                   "from tinynas.cli import main; sys.exit(main(sys.argv[1:]))", *args]
+    else:
+        command = [sys.executable, "-m", "tinynas.cli", *args]
+    return subprocess.run(command, capture_output=True, text=True, cwd=workspace, timeout=TIMEOUT)
+
+
+def _in_process(args: list[str], capfd) -> subprocess.CompletedProcess:
+    """The row through `tinynas.cli.main` in this process, as the console entry runs it.
+
+    The entry's `logging.basicConfig` does nothing under pytest (whose capture handler is on the root logger
+    already): the same stderr handler is put there for the call, so that a stray log line fails the row as it
+    would for a user. A row that hangs ends the worker with every thread's stack (faulthandler) after TIMEOUT,
+    as the subprocess's timeout did, instead of hanging the suite."""
+    import faulthandler
+    import logging
+
+    from tinynas.cli import main
+
+    capfd.readouterr()  # what came before is not the row's
+    root = logging.getLogger()
+    handler = logging.StreamHandler(sys.stderr)  # sys.stderr is capfd's here
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    faulthandler.dump_traceback_later(TIMEOUT, exit=True)
+    try:
+        code = main(args)
+    except SystemExit as exit_:  # argparse's usage errors leave this way, as from the console entry
+        code = 0 if exit_.code is None else exit_.code if isinstance(exit_.code, int) else 1
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        root.removeHandler(handler)
+        root.setLevel(level)
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(args, code, out, err)
+
+
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory):
     held = Assets(tmp_path_factory)
@@ -444,7 +493,7 @@ def assets(tmp_path_factory):
 
 
 @pytest.mark.parametrize("row", [_param(row) for row in ROWS])
-def test_bad_input_is_one_line_and_changes_nothing(row: Row, tmp_path, assets):
+def test_bad_input_is_one_line_and_changes_nothing(row: Row, tmp_path, assets, monkeypatch, capfd):
     if row.id.startswith("data-cwru") and not (SHARED_DATA / "cwru").is_dir():
         pytest.skip(f"CWRU data not at {SHARED_DATA / 'cwru'}")
     workspace = tmp_path / "w"
@@ -453,13 +502,12 @@ def test_bad_input_is_one_line_and_changes_nothing(row: Row, tmp_path, assets):
         row.setup(workspace, assets)
     before = snapshot(workspace)
     args = [arg.replace("{w}", str(workspace)) for arg in row.args]
-    if row.hide:  # the real import machinery refuses a module whose sys.modules entry is None
-        command = [sys.executable, "-c", f"import sys; sys.modules.update(dict.fromkeys({list(row.hide)!r})); "
-                   "from tinynas.cli import main; sys.exit(main(sys.argv[1:]))", *args]
-    else:
-        command = [sys.executable, "-m", "tinynas.cli", *args]
     try:
-        run = subprocess.run(command, capture_output=True, text=True, cwd=workspace, timeout=TIMEOUT)
+        if row.in_fresh_interpreter():
+            run = _fresh(row, args, workspace)
+        else:
+            monkeypatch.chdir(workspace)
+            run = _in_process(args, capfd)
         after = snapshot(workspace)  # while a read-only mount is still in place, as `before` saw it
     finally:
         for folder in [m for m in assets.mounts if workspace in m.parents]:
