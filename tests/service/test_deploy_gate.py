@@ -26,7 +26,7 @@ def deploying(tmp_path, exported_tiny, vibration_split, monkeypatch):
     """A service in DEPLOYING with a finished study of the tiny model, and a way to choose its held-out windows."""
     _, tflite, paths = exported_tiny
     data, _, _, _ = vibration_split
-    service = ServiceContext(ServiceConfig(data_dir=str(tmp_path / "data"), min_accuracy=0.5))
+    service = ServiceContext(ServiceConfig(data_dir=str(tmp_path / "data"), min_accuracy=0.5)).open()
     study = tmp_path / "data" / "profiles" / "alice" / "studies" / "20261204-120000"
     study.mkdir(parents=True)
     shutil.copy(paths.tflite_path, study / "model.tflite")

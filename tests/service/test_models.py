@@ -57,7 +57,7 @@ def two_users(tmp_path, exported_tiny, vibration_split, monkeypatch):
     monkeypatch.setattr(search_deploy, "session_windows", lambda _service: (windows, "test"))
     monkeypatch.setattr(tinynas.data.splits, "make_split", lambda *_a, **_k: Split(rest[:-8], rest[-8:], test, "t"))
     (tmp_path / "model.tflite").write_bytes(tflite)
-    service = ServiceContext(ServiceConfig(data_dir=str(tmp_path / "data")))
+    service = ServiceContext(ServiceConfig(data_dir=str(tmp_path / "data"))).open()
     for study, user in (("20261201-090000", "alice"), ("20261202-090000", "alice"), ("20261203-090000", "bob")):
         _deploy(service, tmp_path, data, study, user)
         time.sleep(0.01)  # distinct "made" times, oldest first

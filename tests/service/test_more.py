@@ -14,7 +14,7 @@ from tinynas.service.paths import request
 
 
 def _service(tmp_path):
-    service = ServiceContext(ServiceConfig(data_dir=str(tmp_path / "data"), target="nRF52840"))
+    service = ServiceContext(ServiceConfig(data_dir=str(tmp_path / "data"), target="nRF52840")).open()
     # The device as the service knows it once it said HELLO (all the plan check reads).
     service.device = SimpleNamespace(hello=Hello("sim", "1.0", 4, 200.0, "int8"))
     return service

@@ -26,7 +26,7 @@ def test_a_too_long_vibration_window_is_searched_on_target_sized_windows(tmp_pat
             recorder.add_samples(Samples(start, block))
             recorder.add_window(label, start, 24000)
             start += 24000
-    service = Service(ServiceConfig(data_dir=str(tmp_path / "data"), target="STM32C011F6P6"))
+    service = Service(ServiceConfig(data_dir=str(tmp_path / "data"), target="STM32C011F6P6")).open()
     service.device = _device(hello)
     service.state.session, service.state.plan, service.state.user = str(session), "bearing4", "pump"
     windows, spec = service._windows()

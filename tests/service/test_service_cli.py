@@ -122,13 +122,27 @@ def test_a_second_service_on_the_same_data_dir_is_refused_in_one_line(tmp_path):
                       f'http_port = {_free_port()}\n')
     paths = ServicePaths(tmp_path / "data")
     paths.root.mkdir()
+    # The running service's state, caught mid-write (say): repairing it is that service's business, not the refused
+    # one's (which read and repaired it before taking the lock, setting it aside as damaged).
+    paths.state.write_text('{"state": "SERV')
     with open(paths.lock, "a+") as held:  # what a running service holds
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         paths.pid.write_text(str(os.getpid()))
+        before = sorted(p.name for p in paths.root.iterdir())
         run = tinynas("service", "run", "--config", str(config))
     assert run.returncode == 2 and "another tinynas service already runs on" in run.stderr
     assert f"(pid {os.getpid()})" in run.stderr and len(run.stderr.strip().splitlines()) == 1
     assert paths.pid.read_text() == str(os.getpid())  # the running one's pid file is left alone
+    assert paths.state.read_text() == '{"state": "SERV' and sorted(p.name for p in paths.root.iterdir()) == before
+
+
+def test_a_context_reads_the_disk_only_when_opened(tmp_path):
+    from tinynas.service.config import ServiceConfig
+    from tinynas.service.context import ServiceContext
+
+    context = ServiceContext(ServiceConfig(data_dir=str(tmp_path / "data")))
+    assert not (tmp_path / "data").exists() and context.state.state == "IDLE"
+    assert context.open() is context and (tmp_path / "data").is_dir()
 
 
 def _free_port():

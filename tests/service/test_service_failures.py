@@ -236,7 +236,7 @@ def test_a_failed_deployment_keeps_serving_the_previous_model(tmp_path):
     save_state(data / "state.json", ServiceState(state="DEPLOYING", user="bob", plan="gestures4", study=str(study),
                                                  session=str(data / "profiles" / "bob" / "sessions" / "s1"),
                                                  deployed=previous))
-    service = Service(ServiceConfig(data_dir=str(data)))
+    service = Service(ServiceConfig(data_dir=str(data))).open()
     service.device = _device(Hello("sim", "1", 8, 200.0, "int8"))
     _step_until(service, lambda: service.state.state == "SERVING", "the failed deployment to end")
     saved = json.loads((data / "state.json").read_text())
@@ -251,7 +251,7 @@ def test_a_search_whose_recording_is_gone_ends_idle_not_in_a_restart_loop(tmp_pa
     data = tmp_path / "data"
     save_state(data / "state.json", ServiceState(state="SEARCHING", user="bob", plan="gestures4",
                                                  study=str(data / "s"), session=str(data / "missing-session")))
-    service = Service(ServiceConfig(data_dir=str(data)))
+    service = Service(ServiceConfig(data_dir=str(data))).open()
     service.device = _device(Hello("sim", "1", 8, 200.0, "int8"))
     _step_until(service, lambda: service.state.state == "IDLE", "the failed search to end")
     error = json.loads((data / "state.json").read_text())["error"]

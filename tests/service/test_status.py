@@ -11,7 +11,7 @@ from tinynas.study.journal import Journal
 
 
 def test_a_search_that_has_saved_no_candidate_yet_still_counts_its_time(tmp_path):
-    service = ServiceContext(ServiceConfig(data_dir=str(tmp_path / "data"), budget="600s"))
+    service = ServiceContext(ServiceConfig(data_dir=str(tmp_path / "data"), budget="600s")).open()
     study = tmp_path / "study"
     study.mkdir()
     with Journal(study / "journal.sqlite"):  # created, no candidate finished: no search_seconds saved yet
@@ -24,12 +24,12 @@ def test_a_search_that_has_saved_no_candidate_yet_still_counts_its_time(tmp_path
 
 
 def test_a_collection_says_how_long_it_has_left_and_the_page_names_the_config(tmp_path):
-    service = ServiceContext(ServiceConfig(data_dir=str(tmp_path / "data"), source="/etc/tinynas.toml"))
+    service = ServiceContext(ServiceConfig(data_dir=str(tmp_path / "data"), source="/etc/tinynas.toml")).open()
     service.collection = {"total": 60, "accepted": 20, "seconds_per_window": 7.0}
     status = snapshot(service)
     assert status["collection"]["seconds_left"] == 280.0
     assert status["config_hint"] == " --config /etc/tinynas.toml"
-    assert snapshot(ServiceContext(ServiceConfig(data_dir=str(tmp_path / "other"))))["config_hint"] == ""
+    assert snapshot(ServiceContext(ServiceConfig(data_dir=str(tmp_path / "other"))).open())["config_hint"] == ""
 
 
 def test_the_service_log_lines_carry_their_local_time(tmp_path):

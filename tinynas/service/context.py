@@ -59,12 +59,13 @@ class ServiceContext:
     """The service as its steps and threads see it (the runner adds the loop that steps it)."""
 
     def __init__(self, config: ServiceConfig, on_prompt=None) -> None:
+        # Stores only: `open` reads (and repairs) what is on disk, once the runner holds data_dir's lock.
         self.config = config
         self.search_clock: tuple[float, float] | None = None
         """(when this search step started, its budget seconds already spent): the time left between journal saves."""
         self.paths = ServicePaths(config.data_dir)
-        self.paths.root.mkdir(parents=True, exist_ok=True)
-        self.state: ServiceState = load_state(self.paths.state, repair=True)
+        self.state = ServiceState()
+        """What must survive a power cut: a fresh IDLE state until `open` reads the saved one."""
         self.on_prompt = on_prompt
         self.collection: dict = {}
         """The running collection as `status` shows it (prompt, phase, counts, GO times), or {}."""
@@ -88,6 +89,12 @@ class ServiceContext:
         self.stopping = threading.Event()
         """Set when the service stops: every loop and wait ends on it."""
         self._lock = threading.Lock()
+
+    def open(self) -> ServiceContext:
+        """Make data_dir and read the saved state, repairing a damaged one (`state.load_state`); the context."""
+        self.paths.root.mkdir(parents=True, exist_ok=True)
+        self.state = load_state(self.paths.state, repair=True)
+        return self
 
     # ---- the state store ---------------------------------------------------------------------
     def apply(self, transition: Transition) -> None:

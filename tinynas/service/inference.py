@@ -11,6 +11,7 @@ import time
 from collections import Counter, deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -122,8 +123,8 @@ class PredictionLog:
     """Appends predictions as JSON lines (flushed, not fsynced: they are cheap to lose)."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(path, "a", encoding="utf-8")
+        self.path = path
+        self._file: IO[str] | None = None  # opened at the first prediction: a service that never serves writes none
         self.last: deque[dict] = deque(maxlen=20)
         self.times: deque[float] = deque(maxlen=5000)  # when each was made: predictions per minute
         self.scores: deque[tuple[float, float]] = deque(maxlen=240)  # an anomaly scorer's (time, score): the page
@@ -132,12 +133,18 @@ class PredictionLog:
 
     def write(self, predictions: list[Prediction]) -> None:
         """Log some predictions (the service log gets a line when the smoothed label changes)."""
+        if not predictions:
+            return
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "a", encoding="utf-8")
+        out = self._file
         for prediction in predictions:
             now = time.time()
             # Wall-clock time, epoch seconds and local ISO: a line matches the service log and the user's day.
             record = {"time": round(now, 3), "at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now)),
                       **prediction.to_dict()}
-            self._file.write(json.dumps(record) + "\n")
+            out.write(json.dumps(record) + "\n")
             self.last.append(record)
             self.times.append(now)
             if prediction.score is not None:
@@ -155,9 +162,10 @@ class PredictionLog:
                 else:
                     log.info("prediction: %s (%.0f%%) at sample %d", prediction.smoothed,
                              100 * prediction.confidence, prediction.end_sample)
-        if predictions:
-            self._file.flush()
+        out.flush()
 
     def close(self) -> None:
-        """Close the file."""
-        self._file.close()
+        """Close the file (if one was opened)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None

@@ -65,11 +65,12 @@ class Service(ServiceContext):
 
     def _run(self) -> None:
         lock = self._lock_data_dir()
-        self.started_ns = time.time_ns()
-        self.paths.pid.write_text(str(os.getpid()))
         server = None
         side = []
         try:
+            self.open()  # only under the lock: a second service refused must not repair this one's state
+            self.started_ns = time.time_ns()
+            self.paths.pid.write_text(str(os.getpid()))
             # The page and the stop watcher first: without the device the person beside the Pi is told why.
             server = StatusServer(lambda: page_snapshot(self), self.config.http_host, self.config.http_port,
                                   self.config.http_token,
@@ -111,6 +112,7 @@ class Service(ServiceContext):
         services on one data_dir would split the serial stream and race on state.json."""
         import fcntl
 
+        self.paths.root.mkdir(parents=True, exist_ok=True)
         handle = open(self.paths.lock, "a+")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
