@@ -299,17 +299,27 @@ def test_cli_refuses_without_a_served_model_in_one_line(tmp_path):
 
 
 def test_state_with_a_recalibration_is_checked(tmp_path):
-    from tinynas.service.state import DamagedState, ServiceState, _parse, load_state, save_state
+    from tinynas.service.state import DamagedState, RewearFlow, ServiceState, _parse, load_state, save_state
 
     deployed = {"user": "alice", "model": "/m/model.tflite", "card": "/m/card.json", "accuracy": 1.0}
-    good = ServiceState(state="RECALIBRATING", user="alice", session="/s", deployed=deployed,
-                        rewear={"phase": "recalibrating", "user": "alice"})
+    flow = RewearFlow(user="alice", mode="labelled", phase="recalibrating", session="/s", staging="/d/x.tmp",
+                      final="/d/x", source="/m/model.tflite", window=200, started=1.7e9,
+                      plan={"classes": ["rest", "fist"], "repetitions": 3}, figures={"verify": [0.5, 0.75]})
+    good = ServiceState(state="RECALIBRATING", user="alice", session="/s", deployed=deployed, rewear=flow)
     save_state(tmp_path / "state.json", good)
-    assert load_state(tmp_path / "state.json").rewear == good.rewear
+    assert load_state(tmp_path / "state.json").rewear == flow
+    saved = json.loads((tmp_path / "state.json").read_text())["rewear"]
+    assert saved["from"] == "/m/model.tflite" and "source" not in saved and "finished" not in saved  # as ever
+    assert ServiceState().to_dict()["rewear"] == {}  # no flow: what state files have always held
+    without_from = {key: value for key, value in saved.items() if key != "from"}
     for broken in ({**good.to_dict(), "deployed": {}}, {**good.to_dict(), "rewear": {}},
-                   {**good.to_dict(), "rewear": ["phase"]}):
+                   {**good.to_dict(), "rewear": ["phase"]}, {**good.to_dict(), "rewear": without_from},
+                   {**good.to_dict(), "rewear": {**saved, "window": "200"}}):
         with pytest.raises(DamagedState):
             _parse(json.dumps(broken))
+    # A flow that is over is only shown: its damaged record is dropped, the served model stays.
+    serving = {**good.to_dict(), "state": "SERVING", "session": "", "rewear": {**without_from, "phase": "accepted"}}
+    assert _parse(json.dumps(serving)).rewear is None and _parse(json.dumps(serving)).deployed == deployed
 
 
 def test_onboarding_plan_of_an_older_deployment_comes_from_its_session(tmp_path):

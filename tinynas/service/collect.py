@@ -101,9 +101,9 @@ def collect(service: ServiceContext) -> Transition:
 
     state = service.state
     flow = state.rewear if service.rewear_running() else None
-    if flow and flow["mode"] == "unlabelled":
+    if flow and flow.mode == "unlabelled":
         recorder = Recorder(state.session, service.require_device().hello, user=state.user, labels=rewear.UNLABELLED,
-                            plan={"name": "unlabelled", "seconds": flow["seconds"]})
+                            plan={"name": "unlabelled", "seconds": flow.seconds})
         service.recorder = recorder
         try:
             rewear.record_unlabelled(service, flow, recorder)

@@ -28,7 +28,7 @@ from tinynas.service.config import ServiceConfig
 from tinynas.service.device import Device
 from tinynas.service.inference import LiveClassifier, PredictionLog
 from tinynas.service.paths import ServicePaths, pending_requests
-from tinynas.service.state import Phase, ServiceState, load_state, save_state
+from tinynas.service.state import Phase, RewearFlow, ServiceState, load_state, save_state
 
 __all__ = ["Phase", "ServiceContext", "ServiceError", "Transition", "to"]
 
@@ -150,13 +150,13 @@ class ServiceContext:
 
     def rewear_running(self) -> bool:
         """Whether the current COLLECTING / RECALIBRATING phase belongs to a re-wear flow."""
-        return self.state.rewear.get("phase") in ("collecting", "recalibrating", "adapting")
+        return self.state.rewear is not None and self.state.rewear.running
 
-    def ended_rewear(self, phase: str, text: str) -> dict:
+    def ended_rewear(self, phase: str, text: str) -> RewearFlow | None:
         """state.rewear after the phase ended early (unchanged when no re-wear flow was running)."""
-        if not self.rewear_running():
+        if self.state.rewear is None or not self.state.rewear.running:
             return self.state.rewear
-        return {**self.state.rewear, "phase": phase, "text": text, "finished": time.time()}
+        return self.state.rewear.moved(phase=phase, text=text, finished=time.time())
 
     def require_device(self) -> Device:
         """The connected device (the state machine runs only once there is one)."""

@@ -54,7 +54,7 @@ def take_request(service: ServiceContext) -> Transition | None:
             continue
         session = service.paths.profile(user) / "sessions" / _stamp()
         return to(Phase.COLLECTING, user=user, plan=str(plan), session=str(session), study="", error="",
-                  paused="", rewear={})
+                  paused="", rewear=None)
     rewear = _take_rewear(service)
     if rewear is not None:
         return rewear
@@ -109,7 +109,7 @@ def _more(service: ServiceContext, user: str, more) -> Transition | None:
         return None
     log.info("extending %s by %d repetitions per class", session, more)
     return to(Phase.COLLECTING, user=user, plan=str(extended), session=str(session), study="", error="",
-              paused="", rewear={})
+              paused="", rewear=None)
 
 
 def _plan_fields(data) -> dict:
@@ -142,7 +142,7 @@ def _take_serve(service: ServiceContext) -> Transition | None:
             service.refuse(f"serving {user}'s model refused: {user_message(exc) or exc}")
             continue
         log.info("serving %s's model %s (asked for)", user, model.id)
-        return to(Phase.SERVING, deployed=model.deployed, user=user, error="", rewear={})
+        return to(Phase.SERVING, deployed=model.deployed, user=user, error="", rewear=None)
     return None
 
 
@@ -160,12 +160,12 @@ def _take_rewear(service: ServiceContext) -> Transition | None:
             continue
         try:
             flow = rewear.new_flow(service, user, bool(wanted.get("unlabelled")))
-            if flow["mode"] == "labelled":
+            if flow.mode == "labelled":
                 service.plan_fit(rewear.flow_plan(flow))
         except (TinynasError, BridgeError) as exc:
             service.refuse(f"recalibration of {user} refused: {exc}")
             continue
-        return to(Phase.COLLECTING, user=user, session=flow["session"], study="", error="", paused="",
+        return to(Phase.COLLECTING, user=user, session=flow.session, study="", error="", paused="",
                   rewear=flow)
     return None
 

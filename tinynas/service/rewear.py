@@ -34,6 +34,7 @@ from tinynas.errors import TinynasError, user_message
 from tinynas.folders import CARD, MODEL
 from tinynas.interrupts import die_with_parent
 from tinynas.service.context import Phase, ServiceContext, Transition, to
+from tinynas.service.state import RewearFlow
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ def onboarding_plan(deployed: dict, repetitions: int) -> Plan:
         raise RewearRefused(f"the served model's collection plan is not usable ({exc})") from None
 
 
-def new_flow(service: ServiceContext, user: str, unlabelled: bool) -> dict:
+def new_flow(service: ServiceContext, user: str, unlabelled: bool) -> RewearFlow:
     """The `state.rewear` of a new flow for `user` (RewearRefused in one line if it cannot start)."""
     from tinynas.deploy.modeldir import ModelDir
 
@@ -94,46 +95,48 @@ def new_flow(service: ServiceContext, user: str, unlabelled: bool) -> dict:
     profile = service.paths.profile(user)
     scorer = deployed.get("task") == "anomaly"
     unlabelled = unlabelled or scorer  # a scorer's new condition is its normal running: nothing to label
-    flow = {"user": user, "mode": "unlabelled" if unlabelled else "labelled", "phase": "collecting",
-            "session": str(profile / "sessions" / f"{stamp}-rewear"),
-            "staging": str(profile / "deployed" / f"{stamp}-rewear.tmp"),
-            "final": str(profile / "deployed" / f"{stamp}-rewear"), "from": deployed["model"],
-            "window": source.preprocessing.window_length, "started": time.time()}
+    window = source.preprocessing.window_length
+    flow = RewearFlow(user=user, mode="unlabelled" if unlabelled else "labelled", phase="collecting",
+                      session=str(profile / "sessions" / f"{stamp}-rewear"),
+                      staging=str(profile / "deployed" / f"{stamp}-rewear.tmp"),
+                      final=str(profile / "deployed" / f"{stamp}-rewear"), source=deployed["model"],
+                      window=window, started=time.time())
     if unlabelled:
         # At least 6 windows long: each half then gives 5 half-overlapping windows, 10 in all (adapt needs 8).
         rate = service.require_device().hello.sample_rate_hz
-        least = 6 * flow["window"] / rate
+        least = 6 * window / rate
         if scorer:  # the later half of the windows (hop half a window) sets the threshold again for its rate
             from tinynas.anomaly.threshold import windows_needed
 
             need = windows_needed(float(deployed["anomaly"]["false_alarm_rate"]))
-            least = max(least, 2 * ((need + 2) * (flow["window"] // 2) + flow["window"]) / rate)
-        flow["seconds"] = round(max(float(service.config.rewear_unlabelled_seconds), least), 3)
-        flow["text"] = f"recording {flow['seconds']:g} s of unlabelled data (the old model keeps serving)"
-    else:
-        plan = onboarding_plan(deployed, service.config.rewear_repetitions)
-        flow["plan"] = {**plan.to_dict(), "classes": list(plan.classes)}
-        flow["text"] = (f"collecting {plan.repetitions} repetition(s) of each of {len(plan.classes)} classes "
-                        f"(the old model keeps serving)")
-        if plan.repetitions < 2:
-            flow["text"] += ("; with 1 repetition nothing of the new session is held out: the check can only be "
-                             "that nothing is forgotten")
-    return flow
+            least = max(least, 2 * ((need + 2) * (window // 2) + window) / rate)
+        seconds = round(max(float(service.config.rewear_unlabelled_seconds), least), 3)
+        return flow.moved(seconds=seconds,
+                          text=f"recording {seconds:g} s of unlabelled data (the old model keeps serving)")
+    plan = onboarding_plan(deployed, service.config.rewear_repetitions)
+    text = (f"collecting {plan.repetitions} repetition(s) of each of {len(plan.classes)} classes "
+            f"(the old model keeps serving)")
+    if plan.repetitions < 2:
+        text += "; with 1 repetition nothing of the new session is held out: the check can only be that nothing is " \
+                "forgotten"
+    return flow.moved(plan={**plan.to_dict(), "classes": list(plan.classes)}, text=text)
 
 
-def flow_plan(flow: dict) -> Plan:
+def flow_plan(flow: RewearFlow) -> Plan:
     """The Plan of a labelled flow (stored in state.rewear when it started)."""
-    return Plan(**{**flow["plan"], "classes": tuple(flow["plan"]["classes"])})
+    if flow.plan is None:
+        raise RewearRefused(f"the {flow.mode} re-wear flow of {flow.user} has no plan")
+    return Plan(**{**flow.plan, "classes": tuple(flow.plan["classes"])})
 
 
 # ---- unlabelled recording -------------------------------------------------------------------------------
-def record_unlabelled(service: ServiceContext, flow: dict, recorder) -> None:
-    """Record `flow['seconds']` of the stream into the session as two windows (halves); resumable."""
-    windows_file = Path(flow["session"]) / "windows.jsonl"
+def record_unlabelled(service: ServiceContext, flow: RewearFlow, recorder) -> None:
+    """Record `flow.seconds` of the stream into the session as two windows (halves); resumable."""
+    windows_file = Path(flow.session) / "windows.jsonl"
     if windows_file.exists() and len(windows_file.read_text().splitlines()) >= 2:
         return  # recorded before a power cut that came before the state was saved
     rate = service.require_device().hello.sample_rate_hz
-    total = int(round(flow["seconds"] * rate))
+    total = int(round((flow.seconds or 0.0) * rate))
     while not recorder.samples_written:  # the recorder's stream starts with the next chunk it is handed
         if service.stopping.wait(0.05):
             raise KeyboardInterrupt
@@ -239,24 +242,25 @@ def _child_main(job_path: str) -> int:
 
 
 # ---- RECALIBRATING --------------------------------------------------------------------------------------
-def _spec(service: ServiceContext, flow: dict) -> str:
-    spec = f"session:{flow['session']}"
-    if flow["mode"] == "unlabelled":
-        return spec + f"?window={flow['window']}&hop={max(1, flow['window'] // 2)}"
+def _spec(service: ServiceContext, flow: RewearFlow) -> str:
+    spec = f"session:{flow.session}"
+    if flow.mode == "unlabelled":
+        return spec + f"?window={flow.window}&hop={max(1, flow.window // 2)}"
     fit = service.plan_fit(flow_plan(flow))
     return spec + (f"?window={fit.window}&hop={fit.hop}" if fit.cut else "")
 
 
-def _show_progress(service: ServiceContext, flow: dict, path: Path) -> None:
-    """The child's latest step (e.g. "cross-validating fine-tune: fold 1 of 2") as the flow's text."""
+def _show_progress(service: ServiceContext, flow: RewearFlow, path: Path) -> RewearFlow:
+    """The flow with the child's latest step (e.g. "cross-validating fine-tune: fold 1 of 2") as its text, saved."""
     try:
         step = path.read_text(encoding="utf-8", errors="replace").strip()
     except OSError:
-        return
+        return flow
     text = f"{step} (the old model keeps serving)"
-    if step and flow.get("text") != text:
-        flow["text"] = text
-        service.update(rewear=dict(flow))
+    if step and flow.text != text:
+        flow = flow.moved(text=text)
+        service.update(rewear=flow)
+    return flow
 
 
 def _figures(outcome: dict) -> str:
@@ -283,23 +287,25 @@ def _cancel_requested(service: ServiceContext, user: str) -> bool:
 
 def recalibrate_step(service: ServiceContext) -> Transition | None:
     """RECALIBRATING: run the change in a child, then swap only an accepted model (see module docstring)."""
-    flow = dict(service.state.rewear)
-    staging, final = Path(flow["staging"]), Path(flow["final"])
+    flow = service.state.rewear
+    if flow is None:
+        raise RewearRefused("RECALIBRATING without a re-wear flow")  # load_state refuses such a state
+    staging, final = Path(flow.staging), Path(flow.final)
     shutil.rmtree(staging, ignore_errors=True)  # ours: a run a power cut interrupted
     result_path = staging.with_name(staging.name + ".result.json")
     result_path.unlink(missing_ok=True)
     progress_path = staging.with_name(staging.name + ".progress")
     progress_path.unlink(missing_ok=True)
-    job = {"mode": flow["mode"], "source": str(Path(flow["from"]).parent), "staging": str(staging),
+    job = {"mode": flow.mode, "source": str(Path(flow.source).parent), "staging": str(staging),
            "spec": _spec(service, flow), "epochs": service.config.rewear_epochs,
            "learning_rate": service.config.rewear_learning_rate, "result": str(result_path),
            "progress": str(progress_path)}
     job_path = staging.with_name(staging.name + ".job.json")
     job_path.parent.mkdir(parents=True, exist_ok=True)
     job_path.write_text(json.dumps(job))
-    flow.update(phase="adapting" if flow["mode"] == "unlabelled" else "recalibrating", phase_started=time.time(),
-                text=("adapting batch-norm statistics to the unlabelled windows" if flow["mode"] == "unlabelled"
-                      else "fine-tuning on the new windows") + " (the old model keeps serving)")
+    flow = flow.moved(phase="adapting" if flow.mode == "unlabelled" else "recalibrating", phase_started=time.time(),
+                      text=("adapting batch-norm statistics to the unlabelled windows" if flow.mode == "unlabelled"
+                            else "fine-tuning on the new windows") + " (the old model keeps serving)")
     service.update(rewear=flow)
     log_path = staging.with_name(staging.name + ".log")  # a file, not a pipe: a chatty child never blocks
     with open(log_path, "wb") as child_log:
@@ -307,17 +313,17 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
                                  stdout=subprocess.DEVNULL, stderr=child_log, preexec_fn=die_with_parent)
     try:
         while child.poll() is None:
-            if _cancel_requested(service, flow["user"]):
+            if _cancel_requested(service, flow.user):
                 child.kill()
                 child.wait()
                 shutil.rmtree(staging, ignore_errors=True)
                 for path in (job_path, result_path, log_path, progress_path):
                     path.unlink(missing_ok=True)
-                return _finish(service, flow, "cancelled", f"recalibration of {flow['user']} cancelled; the old "
-                               f"model stays; recordings kept in {flow['session']}")
+                return _finish(service, flow, "cancelled", f"recalibration of {flow.user} cancelled; the old "
+                               f"model stays; recordings kept in {flow.session}")
             if service.stopping.wait(0.5):
                 return None  # stopping: the child is killed below and the next start runs this step again
-            _show_progress(service, flow, progress_path)
+            flow = _show_progress(service, flow, progress_path)
     finally:
         if child.poll() is None:  # the service is stopping: the next start runs the step again
             child.kill()
@@ -336,18 +342,18 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
         path.unlink(missing_ok=True)
     if "error" in outcome:
         shutil.rmtree(staging, ignore_errors=True)
-        return _finish(service, flow, "failed", f"recalibration of {flow['user']} failed: {outcome['error']}; "
-                       f"the old model stays; recordings kept in {flow['session']}", error=True)
+        return _finish(service, flow, "failed", f"recalibration of {flow.user} failed: {outcome['error']}; "
+                       f"the old model stays; recordings kept in {flow.session}", error=True)
     figures = _figures(outcome)
-    flow["figures"] = {key: outcome[key] for key in ("verify", "confidence", "test", "chosen", "compared")
-                       if key in outcome}
+    flow = flow.moved(figures={key: outcome[key] for key in ("verify", "confidence", "test", "chosen", "compared")
+                               if key in outcome})
     if not outcome["accepted"]:
         shutil.rmtree(staging, ignore_errors=True)
         return _finish(service, flow, "rejected", f"{outcome['reason']}" + (f" ({figures})" if figures else ""))
     return _swap(service, flow, staging, final, outcome, figures)
 
 
-def _swap(service: ServiceContext, flow: dict, staging: Path, final: Path, outcome: dict,
+def _swap(service: ServiceContext, flow: RewearFlow, staging: Path, final: Path, outcome: dict,
           figures: str) -> Transition:
     from tinynas.service.models import write_deployment
 
@@ -359,7 +365,7 @@ def _swap(service: ServiceContext, flow: dict, staging: Path, final: Path, outco
     deployed = {**old, "model": str(final / MODEL), "card": str(final / CARD),
                 "accuracy": next((value for value in after if value is not None), old.get("accuracy", 0.0)),
                 "card_int8_test_accuracy": card.get("int8_test_accuracy"), "replaced": old["model"],
-                "changed_by": "recalibrate" if flow["mode"] == "labelled" else "adapt", "made": time.time()}
+                "changed_by": "recalibrate" if flow.mode == "labelled" else "adapt", "made": time.time()}
     # The old model's held-out count is not the new one's (its figures are the flow's, in status's re-wear line).
     deployed.pop("held_out", None)
     if card.get("anomaly") is not None and isinstance(old.get("anomaly"), dict):  # the new threshold is served
@@ -369,16 +375,16 @@ def _swap(service: ServiceContext, flow: dict, staging: Path, final: Path, outco
                                                 "calibration_windows": section["calibration"]["calibration_windows"]})
     write_deployment(staging, deployed)  # `tinynas serve` can bring this model back later
     publish_folder(staging, final)  # a folder a power cut left there (state not yet saved) is exchanged whole
-    flow.update(phase="accepted", text=f"{outcome['reason']}" + (f" ({figures})" if figures else "")
-                + f"; now serving model {final.name}", finished=time.time())
+    flow = flow.moved(phase="accepted", text=f"{outcome['reason']}" + (f" ({figures})" if figures else "")
+                      + f"; now serving model {final.name}", finished=time.time())
     service.collection = {}
     return to(Phase.SERVING, deployed=deployed, rewear=flow, session="", error="", paused="")
 
 
-def _finish(service: ServiceContext, flow: dict, phase: str, text: str, error: bool = False) -> Transition:
+def _finish(service: ServiceContext, flow: RewearFlow, phase: str, text: str, error: bool = False) -> Transition:
     """End the flow without a swap: the old model keeps serving; `text` is what status shows."""
     log.log(logging.ERROR if error else logging.INFO, "%s", text)
-    flow.update(phase=phase, text=text, finished=time.time())
+    flow = flow.moved(phase=phase, text=text, finished=time.time())
     service.collection = {}
     return to(Phase.SERVING, rewear=flow, session="", paused="", error=text if error else "")
 

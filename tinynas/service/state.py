@@ -14,7 +14,7 @@ import logging
 import os
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from tinynas.atomic import atomic_write_text
@@ -64,6 +64,63 @@ def check_user_name(name) -> str:
     return name
 
 
+class DamagedState(TinynasError, ValueError):
+    """A state file that cannot be trusted (why, in one line)."""
+
+
+REWEAR_RUNNING = ("collecting", "recalibrating", "adapting")
+"""Phases of a re-wear flow that is still going; it ends accepted, rejected, failed or cancelled."""
+
+
+@dataclass(frozen=True)
+class RewearFlow:
+    """The re-wear / new-condition flow (`rewear.py`), current or last: saved in `state.json` as `rewear`."""
+
+    user: str
+    mode: str             # "labelled" (the onboarding plan, recalibrate) or "unlabelled" (recorded seconds, adapt)
+    phase: str            # REWEAR_RUNNING, then accepted / rejected / failed / cancelled
+    session: str          # the new recording
+    staging: str          # where the child writes the changed model (ours: removed on a rerun)
+    final: str            # the changed model's folder once accepted
+    source: str           # the model it starts from (its model.tflite; "from" in state.json)
+    window: int           # the model's window length, in samples
+    started: float
+    text: str = ""        # what status shows
+    seconds: float | None = None   # unlabelled: how long to record
+    plan: dict | None = None       # labelled: the plan recorded (firmware_bridge.guide.Plan's fields)
+    phase_started: float | None = None
+    figures: dict = field(default_factory=dict)  # what was compared (verify, test, confidence, chosen, compared)
+    finished: float | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.phase in REWEAR_RUNNING
+
+    def moved(self, **changes) -> RewearFlow:
+        """The flow with `changes` (it is never changed in place: a saved state holds the one it was given)."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        """As `state.json` and status keep it (absent values left out)."""
+        data = {key: value for key, value in asdict(self).items() if value is not None}
+        data["from"] = data.pop("source")
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RewearFlow:
+        """The flow `state.json` holds; DamagedState naming what is missing or wrong."""
+        values = {("source" if key == "from" else key): value for key, value in data.items()}
+        known = cls.__dataclass_fields__
+        for key in ("user", "mode", "phase", "session", "staging", "final", "source"):
+            if not isinstance(values.get(key), str):
+                raise DamagedState(f"the re-wear flow has no {'from' if key == 'source' else key}")
+        if not isinstance(values.get("window"), int) or not isinstance(values.get("started"), (int, float)):
+            raise DamagedState("the re-wear flow has no window length or start time")
+        if not isinstance(values.get("plan") or {}, dict) or not isinstance(values.get("figures") or {}, dict):
+            raise DamagedState("the re-wear flow's plan or figures are not objects")
+        return cls(**{key: value for key, value in values.items() if key in known})
+
+
 @dataclass
 class ServiceState:
     """What must survive a power cut: the current phase, its folders and the verified model."""
@@ -77,16 +134,29 @@ class ServiceState:
     error: str = ""
     updated: float = 0.0
     paused: str = ""      # why a collection waits for the user (COLLECTING only); empty when running
-    rewear: dict = field(default_factory=dict)  # the re-wear / new-condition flow (rewear.py): current or last
+    rewear: RewearFlow | None = None  # the re-wear / new-condition flow (rewear.py): current or last
     history: list = field(default_factory=list)  # models served, newest last: {user, id, at} (models.remember)
 
     def to_dict(self) -> dict:
-        """JSON-ready dict."""
-        return asdict(self)
+        """JSON-ready dict (no re-wear flow is `{}`, as state files have always held it)."""
+        return {**asdict(self), "rewear": self.rewear.to_dict() if self.rewear else {}}
 
 
-class DamagedState(TinynasError, ValueError):
-    """A state file that cannot be trusted (why, in one line)."""
+def _flow(data, phase) -> RewearFlow | None:
+    """The re-wear flow of a saved state. A damaged record of a flow that is over (it is only shown) is dropped with
+    a log line, not the state with it: the served model must not go for a status line's sake."""
+    if not data:
+        return None
+    try:
+        if not isinstance(data, dict):
+            raise DamagedState("rewear is not an object")
+        return RewearFlow.from_dict(data)
+    except DamagedState as exc:
+        if phase in (Phase.RECALIBRATING, Phase.COLLECTING) and (
+                not isinstance(data, dict) or data.get("phase") in REWEAR_RUNNING):
+            raise  # a running flow cannot go on without it
+        log.warning("the last re-wear flow's record was damaged (%s): dropped", exc)
+        return None
 
 
 def _parse(text: str) -> ServiceState:
@@ -104,13 +174,12 @@ def _parse(text: str) -> ServiceState:
             raise DamagedState(f"{key} is not a string")
     if not isinstance(values.get("updated", 0.0), (int, float)):
         raise DamagedState("updated is not a number")
-    state = ServiceState(**values)
+    flow = _flow(values.pop("rewear", {}), values.get("state"))
+    state = ServiceState(**values, rewear=flow)
     if state.state not in STATES:
         raise DamagedState(f"unknown state {state.state!r}")
     if state.user and user_name_problem(state.user):
         raise DamagedState(user_name_problem(state.user))
-    if not isinstance(state.rewear, dict):
-        raise DamagedState("rewear is not an object")
     if not isinstance(state.history, list):
         raise DamagedState("history is not a list")
     if state.state in (Phase.COLLECTING, Phase.SEARCHING, Phase.DEPLOYING, Phase.RECALIBRATING) and not state.user:
@@ -134,7 +203,7 @@ def _parse(text: str) -> ServiceState:
             raise DamagedState("the deployed anomaly scorer has no threshold")
     if state.state in (Phase.SERVING, Phase.RECALIBRATING) and not deployed:
         raise DamagedState(f"state {state.state} without a deployed model")
-    if state.state == Phase.RECALIBRATING and not (state.session and state.rewear.get("phase")):
+    if state.state == Phase.RECALIBRATING and not (state.session and state.rewear):
         raise DamagedState("state RECALIBRATING without its session or flow")
     return state
 

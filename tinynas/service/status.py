@@ -26,7 +26,8 @@ def snapshot(service: ServiceContext) -> dict:
               "deployed": state.deployed, "collection": dict(service.collection),
               "search": search_progress(service), "predictions": list(service.predictions.last),
               "link": device.health() if device is not None else {},
-              "memory": memory_bytes(), "pid": os.getpid(), "paused": state.paused, "rewear": state.rewear,
+              "memory": memory_bytes(), "pid": os.getpid(), "paused": state.paused,
+              "rewear": state.rewear.to_dict() if state.rewear else {},
               "device": ({"connected": device.link.connected.is_set(), "port": service.config.port,
                           "channels": device.hello.channels, "sample_rate_hz": device.hello.sample_rate_hz,
                           "device_id": device.hello.device_id}
