@@ -35,6 +35,51 @@ def pytest_collection_modifyitems(items):
     items.sort(key=rank)
 
 
+CLI_TIMEOUT = 600
+"""Seconds a command run in-process may take before the worker ends with every thread's stack (a hang)."""
+
+
+@pytest.fixture
+def cli_in_process(capfd, monkeypatch):
+    """`cli_in_process(*args, cwd=None)`: `tinynas ARGS` run through `tinynas.cli.main` in this process, as a
+    CompletedProcess (returncode, stdout, stderr captured at the file descriptors).
+
+    A fresh interpreter per command costs about a second; tables of bad input run hundreds. The console entry's
+    `logging.basicConfig` does nothing under pytest (its capture handler is on the root logger already): the
+    same stderr handler is put there for the call, so that a stray log line fails a one-line check as it would
+    for a user. A command that hangs ends the worker with every thread's stack (faulthandler) after CLI_TIMEOUT,
+    as a subprocess's timeout would, instead of hanging the suite."""
+    import faulthandler
+    import logging
+    import subprocess
+    import sys
+
+    from tinynas.cli import main
+
+    def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        capfd.readouterr()  # what came before is not the command's
+        root = logging.getLogger()
+        handler = logging.StreamHandler(sys.stderr)  # sys.stderr is capfd's here
+        level = root.level
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        faulthandler.dump_traceback_later(CLI_TIMEOUT, exit=True)
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:  # argparse's usage errors leave this way, as from the console entry
+            code = 0 if exit_.code is None else exit_.code if isinstance(exit_.code, int) else 1
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+            root.removeHandler(handler)
+            root.setLevel(level)
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(list(args), code, out, err)
+
+    return run
+
+
 @pytest.fixture(scope="session")
 def tflite_micro():
     """Skip the requesting test when tflite-micro (x86_64-only pre-release) is not installed."""

@@ -1,9 +1,9 @@
 """Bad input through the real console entry: exit 2, one line `tinynas: error: ...`, no traceback, no file changed.
 
 Each row runs the command in a fresh workspace folder and snapshots every name, size, mode and hash under it
-before and after. Most rows run `tinynas.cli.main` in this process, with the console entry's own logging on
-stderr and stdout and stderr captured at the file descriptors (a fresh interpreter per row cost about a second
-each: 2 minutes of a worker for the table); a row that hides a module from the import system or starts the
+before and after. Most rows run `tinynas.cli.main` in this process (the `cli_in_process` fixture: the console
+entry's own logging on stderr, output captured at the file descriptors; a fresh interpreter per row cost about a
+second each, 2 minutes of a worker for the table); a row that hides a module from the import system or starts the
 search's worker processes runs `python -m tinynas.cli ...` in a fresh interpreter (`fresh`), as a user does.
 `tests/cli/test_cli.py` runs other bad inputs through the real console entry. The table also holds rows
 that other slices of issue 16 fixed (data loaders, journal safety, service config); a row for a fix
@@ -453,37 +453,6 @@ def _fresh(row: Row, args: list[str], workspace: Path) -> subprocess.CompletedPr
     return subprocess.run(command, capture_output=True, text=True, cwd=workspace, timeout=TIMEOUT)
 
 
-def _in_process(args: list[str], capfd) -> subprocess.CompletedProcess:
-    """The row through `tinynas.cli.main` in this process, as the console entry runs it.
-
-    The entry's `logging.basicConfig` does nothing under pytest (whose capture handler is on the root logger
-    already): the same stderr handler is put there for the call, so that a stray log line fails the row as it
-    would for a user. A row that hangs ends the worker with every thread's stack (faulthandler) after TIMEOUT,
-    as the subprocess's timeout did, instead of hanging the suite."""
-    import faulthandler
-    import logging
-
-    from tinynas.cli import main
-
-    capfd.readouterr()  # what came before is not the row's
-    root = logging.getLogger()
-    handler = logging.StreamHandler(sys.stderr)  # sys.stderr is capfd's here
-    level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    faulthandler.dump_traceback_later(TIMEOUT, exit=True)
-    try:
-        code = main(args)
-    except SystemExit as exit_:  # argparse's usage errors leave this way, as from the console entry
-        code = 0 if exit_.code is None else exit_.code if isinstance(exit_.code, int) else 1
-    finally:
-        faulthandler.cancel_dump_traceback_later()
-        root.removeHandler(handler)
-        root.setLevel(level)
-    out, err = capfd.readouterr()
-    return subprocess.CompletedProcess(args, code, out, err)
-
-
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory):
     held = Assets(tmp_path_factory)
@@ -493,7 +462,7 @@ def assets(tmp_path_factory):
 
 
 @pytest.mark.parametrize("row", [_param(row) for row in ROWS])
-def test_bad_input_is_one_line_and_changes_nothing(row: Row, tmp_path, assets, monkeypatch, capfd):
+def test_bad_input_is_one_line_and_changes_nothing(row: Row, tmp_path, assets, cli_in_process):
     if row.id.startswith("data-cwru") and not (SHARED_DATA / "cwru").is_dir():
         pytest.skip(f"CWRU data not at {SHARED_DATA / 'cwru'}")
     workspace = tmp_path / "w"
@@ -506,8 +475,7 @@ def test_bad_input_is_one_line_and_changes_nothing(row: Row, tmp_path, assets, m
         if row.in_fresh_interpreter():
             run = _fresh(row, args, workspace)
         else:
-            monkeypatch.chdir(workspace)
-            run = _in_process(args, capfd)
+            run = cli_in_process(*args, cwd=workspace)
         after = snapshot(workspace)  # while a read-only mount is still in place, as `before` saw it
     finally:
         for folder in [m for m in assets.mounts if workspace in m.parents]:

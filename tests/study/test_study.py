@@ -435,3 +435,17 @@ def test_an_unknown_runtime_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(UsageError, match="unknown runtime 'tvm'; choose one of: auto, c, tflm"):
         _study(tmp_path / "run", runtime="tvm")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_study_splits_and_fits_its_data_when_first_needed_not_when_made(tmp_path, monkeypatch):
+    import tinynas.study.prepared as prepared
+
+    made = []
+    real = prepared.make_split
+    monkeypatch.setattr(prepared, "make_split", lambda *args, **kwargs: made.append(1) or real(*args, **kwargs))
+    study = _study(tmp_path / "run")
+    assert made == [] and not (tmp_path / "run").exists()
+    split = study.split
+    assert made == [1] and study.split is split and study.preprocessing is study.prepared.preprocessing
+    assert study.fingerprint() == _study(tmp_path / "run").fingerprint()  # the same, whenever made
+    assert made == [1, 1]

@@ -16,31 +16,35 @@ import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, replace
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tinynas.augment import parse_augmentation, parse_kernels
 from tinynas.cost.estimate import check_space_fits, estimate
 from tinynas.cost.runtime import RuntimeChoice, resolve_runtime
 from tinynas.cost.targets import Target
-from tinynas.data.holdout import without_test_side
 from tinynas.data.preprocess import Preprocessing
-from tinynas.data.splits import Split, make_split
+from tinynas.data.splits import Split
 from tinynas.data.windows import Windows
 from tinynas.errors import StorageError, UsageError, user_message
 from tinynas.folders import TEST_WINDOWS, WINDOWS, check_out_dir
 from tinynas.machine import auto_workers
 from tinynas.progress import Progress
-from tinynas.search import FINAL_FIDELITY, SearchSpace, final_recipe, make_strategy
+from tinynas.search import FINAL_FIDELITY, SearchSpace, make_strategy
 from tinynas.space import Architecture
 from tinynas.study.final import StudyResult, final_stage
 from tinynas.study.jobs import JobFactory
 from tinynas.study.loop import SearchLoop
 from tinynas.study.outdir import open_journal, save_windows
 from tinynas.study.pool import WorkerPool
+from tinynas.study.prepared import Prepared, prepare
 from tinynas.study.settings import StudyError, StudySettings, check_resumable, fingerprint
 from tinynas.trial import Fidelity
+
+if TYPE_CHECKING:
+    from tinynas.anomaly.task import AnomalyData
 
 log = logging.getLogger(__name__)
 
@@ -75,60 +79,59 @@ class Study:
         s = self.settings
         seed_argument(s.seed)
         self.out_dir = Path(out_dir)
-        self.windows, self.target, self.test_windows = windows, target, test_windows
+        self.target, self.test_windows = target, test_windows
         self.resume, self.clock, self.fault_for = resume, clock, fault_for
         # A pool started by the caller (warm: TensorFlow imported while the user recorded); the caller closes it.
         self.pool = pool
         self.progress = progress or Progress(interactive=False)
         self.data_findings: list[dict] = []
-        # The anomaly task searches on the normal windows and synthetic anomalies made of them
-        # (tinynas.anomaly.task); `source_windows` are the user's, `windows` what the candidates train on.
         self.source_windows = windows
-        self.anomaly = None
-        if s.task == "anomaly":
-            from tinynas.anomaly.task import prepare
-
-            self.anomaly = prepare(windows, s.split, s.seed, s.false_alarm_rate)
-            windows = self.anomaly.windows
-        elif windows.classes < 2:
+        """The user's windows (`windows` is what the candidates train on: for the anomaly task, not the same)."""
+        if s.task != "anomaly" and windows.classes < 2:
             raise StudyError(f"classification needs at least 2 classes; the data holds one "
                              f"({windows.class_names[0]}): record another state, or search with --task anomaly "
                              f"to learn its normal running only")
-        # The final recipe (the given one, or the strategy's own) with its augmentation (`--augment`): every
-        # strategy's final training uses it.
-        recipe = s.final_fidelity or final_recipe(s.strategy)
-        if recipe.augmentation is None:
-            augmentation, self.augmentation_note = parse_augmentation(s.augment, windows.provenance)
-            if self.anomaly is not None and s.augment == "auto" and (augmentation.noise or augmentation.gain
-                                                                     or augmentation.channel_gain):
-                # A louder machine and added noise are what a fault looks like (vibration alarms are set on the
-                # RMS level): a preset that changes gains or adds noise to normal windows would teach the scorer
-                # that they are normal. On CWRU 0 hp, dropping the gain raised the worst fault's AUROC from
-                # 0.90-0.99 to 1.00 (benchmarks/results/anomaly.md).
-                augmentation = replace(augmentation, noise=0.0, gain=0.0, channel_gain=0.0)
-                self.augmentation_note += (" without its gains and noise (a louder or noisier machine is what a "
-                                           "fault looks like)")
-            self.final_fidelity = replace(recipe, augmentation=augmentation)
-        else:
-            self.final_fidelity, self.augmentation_note = recipe, "given with the final recipe"
-        searched, self.kernels_note = parse_kernels(s.kernels, windows.provenance)
-        # The first kernel size is every strategy's (3 is the method's); `fast` races the others too.
-        self.space = SearchSpace(windows.window_length, windows.channels, windows.classes,
-                                 kernel_size=searched[0], kernel_sizes=searched if len(searched) > 1 else ())
-        if self.anomaly is not None:
-            # The test side sets the threshold, so a --test-data set (normal and fault windows) only evaluates.
-            self.split: Split = self.anomaly.split
-            self.preprocessing = Preprocessing.fit(windows, self.anomaly.train_normal, s.normalize)
-            if test_windows is not None:
-                self.preprocessing.check_input(test_windows, "test data")
-        else:
-            self.split = make_split(windows, s.split, seed=s.seed)
-            if test_windows is not None:  # a separate test set (--test-data): the split's test side trains instead
-                self.split = without_test_side(self.split, len(test_windows))
-            self.preprocessing = Preprocessing.fit(windows, self.split.train, s.normalize)
-            if test_windows is not None:
-                self.preprocessing.check(test_windows, "test data")
-        self.windows = windows
+        self._final_fidelity: Fidelity | None = None  # a resumed journal's recipe, once `run` read it
+
+    # ---- what the data and settings give (made at first use: `tinynas.study.prepared`) ----------------------
+    @cached_property
+    def prepared(self) -> Prepared:
+        """The split, preprocessing, search space and final recipe: made once, when first needed."""
+        return prepare(self.source_windows, self.settings, self.test_windows)
+
+    @property
+    def windows(self) -> Windows:
+        """What the candidates train on (the anomaly task's normal windows and synthetic anomalies)."""
+        return self.prepared.windows
+
+    @property
+    def anomaly(self) -> AnomalyData | None:
+        return self.prepared.anomaly
+
+    @property
+    def split(self) -> Split:
+        return self.prepared.split
+
+    @property
+    def preprocessing(self) -> Preprocessing:
+        return self.prepared.preprocessing
+
+    @property
+    def space(self) -> SearchSpace:
+        return self.prepared.space
+
+    @property
+    def kernels_note(self) -> str:
+        return self.prepared.kernels_note
+
+    @property
+    def augmentation_note(self) -> str:
+        return self.prepared.augmentation_note
+
+    @property
+    def final_fidelity(self) -> Fidelity:
+        """The final recipe: the prepared one, or the journal's when a resume keeps it (`_keep_journal_recipe`)."""
+        return self._final_fidelity or self.prepared.final_fidelity
 
     def test_set(self) -> tuple[np.ndarray, np.ndarray]:
         """The held-out windows (model input) and labels the winner's int8 accuracy is measured on."""
@@ -203,7 +206,7 @@ class Study:
         if recipe == ours or replace(recipe, epochs=ours.epochs, learning_rate=ours.learning_rate,
                                      schedule=ours.schedule) != ours:
             return False
-        self.final_fidelity = recipe
+        self._final_fidelity = recipe
         self.progress.event(f"resuming with the journal's final recipe: {recipe.epochs} epochs, lr "
                             f"{recipe.learning_rate:g}, {recipe.schedule} rate")
         return True
