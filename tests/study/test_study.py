@@ -109,36 +109,6 @@ def test_study_writes_every_output_file(faulty_run):
     assert imported > 0 and "epochs that traced or compiled" in line and "health monitor" in line
 
 
-@pytest.mark.slow
-def test_budget_exhaustion_returns_the_best_so_far(tmp_path):
-    from tinynas.progress import Progress
-
-    class Results(Progress):
-        """Counts finished candidates; the study's clock reads 10 s per finished candidate, so the
-        budget runs out after the third however slow or loaded the machine is."""
-
-        def __init__(self):
-            super().__init__(interactive=False)
-            self.results, self.events = 0, []
-
-        def event(self, text):
-            super().event(text)
-            self.events.append(text)
-            self.results += "val loss" in text or " failed: " in text
-
-    progress = Results()
-    result = _study(tmp_path, strategy="random", budget_seconds=25, fidelity=Fidelity(2, 16, 3e-3),
-                    progress=progress, clock=lambda: 10.0 * progress.results).run()
-    assert any("time budget used up" in text for text in progress.events)
-    with Journal(tmp_path / "journal.sqlite") as journal:
-        assert journal.get_meta("search_seconds") == 30.0
-    trained = [t for t in result.trials if t.attempts]
-    assert len(trained) == 3  # random search had far more feasible candidates than the budget allowed
-    complete = [t for t in result.trials if t.state is TrialState.COMPLETE]
-    assert complete and result.winner in complete
-    assert result.winner.score == min(t.score for t in complete)
-
-
 def _hashes(folder):
     import hashlib
 
