@@ -78,7 +78,7 @@ def test_a_redo_asked_during_the_rest_redoes_the_window_just_kept(tmp_path):
     prompter = _StatusPrompter(service)
     request(service.paths.root, "redo", user="alice")
     assert prompter.wants_redo(30.0) is True  # at once, not after the rest
-    assert service.collection["redo_until"] is None
+    assert service.collection.redo_until is None
     request(service.paths.root, "redo", user="mallory")  # another user's: refused, the rest runs out
     assert prompter.wants_redo(0.3) is False
     assert "redo request for 'mallory' ignored" in service.state.error

@@ -4,6 +4,9 @@ config hint of the page's commands, and the service log's timestamps."""
 import re
 import time
 
+import pytest
+
+from tinynas.service.collection import Collection
 from tinynas.service.config import ServiceConfig
 from tinynas.service.context import ServiceContext
 from tinynas.service.status import search_progress, snapshot
@@ -25,9 +28,12 @@ def test_a_search_that_has_saved_no_candidate_yet_still_counts_its_time(tmp_path
 
 def test_a_collection_says_how_long_it_has_left_and_the_page_names_the_config(tmp_path):
     service = ServiceContext(ServiceConfig(data_dir=str(tmp_path / "data"), source="/etc/tinynas.toml")).open()
-    service.collection = {"total": 60, "accepted": 20, "seconds_per_window": 7.0}
+    assert snapshot(service)["collection"] == {}  # no collection running: as the status always said it
+    service.collection = Collection(total=60, accepted=20, seconds_per_window=7.0)
     status = snapshot(service)
-    assert status["collection"]["seconds_left"] == 280.0
+    assert status["collection"] == {"total": 60, "accepted": 20, "seconds_per_window": 7.0, "seconds_left": 280.0}
+    with pytest.raises(AttributeError, match="no field 'acepted'"):
+        service.collection.update(acepted=21)  # a misspelt field is a bug, not a key no one reads
     assert status["config_hint"] == " --config /etc/tinynas.toml"
     assert snapshot(ServiceContext(ServiceConfig(data_dir=str(tmp_path / "other"))).open())["config_hint"] == ""
 

@@ -16,6 +16,7 @@ from firmware_bridge.errors import BridgeError
 from firmware_bridge.guide import GuidedCollection, Prompter, advice, load_plan
 from firmware_bridge.recorder import Recorder
 from tinynas.errors import TinynasError
+from tinynas.service.collection import Collection
 from tinynas.service.config import config_hint
 from tinynas.service.context import Phase, ServiceContext, Transition, to
 from tinynas.service.status_views import channel_levels
@@ -33,21 +34,20 @@ class _StatusPrompter(Prompter):
     def say(self, text: str) -> None:
         log.info("collect: %s", text)
         collection = self.service.collection
-        collection["last_line"] = text
-        label = collection.get("prompt")
+        collection.last_line = text
+        label = collection.prompt
         if text.startswith("not kept: ") and label:
             # What the status page shows under the trace: which window, why, and what to check.
             problems = text.removeprefix("not kept: ").split("; ")
-            collection["last_rejected"] = {"label": label, "problems": problems, "advice": advice(problems, self.kind)}
-            counts = collection.setdefault("per_class", {}).setdefault(label, {"accepted": 0, "rejected": 0})
-            counts["rejected"] += 1
+            collection.last_rejected = {"label": label, "problems": problems, "advice": advice(problems, self.kind)}
+            collection.counts(label)["rejected"] += 1
 
     def wants_redo(self, seconds: float) -> bool:
         """True if the user asked (the page's button, a `redo` request) to redo the window just kept, during the rest
         after it; the page shows the button until `redo_until`."""
         service = self.service
         deadline = time.monotonic() + seconds
-        service.collection["redo_until"] = time.time() + seconds
+        service.collection.redo_until = time.time() + seconds
         try:
             while True:
                 for path, wanted in service.requests("redo"):
@@ -61,7 +61,7 @@ class _StatusPrompter(Prompter):
                 if left <= 0 or service.stopping.wait(min(0.1, left)):
                     return False
         finally:
-            service.collection["redo_until"] = None
+            service.collection.redo_until = None
 
 
 def wait_for_confirmation(service: ServiceContext, label: str, countdown: int) -> None:
@@ -82,7 +82,7 @@ def _wait_for_continue(service: ServiceContext, what: str, countdown: int, redon
     service.collection.update(phase="confirm", countdown_ends=None, confirm_since=time.time(), redon=redon,
                               confirm=f"{what}, then confirm: tinynas onboard --user {user} --continue"
                                       f"{config_hint(service.config)}")
-    log.info("collect: waiting for the %s: %s", "person" if redon else "operator", service.collection["confirm"])
+    log.info("collect: waiting for the %s: %s", "person" if redon else "operator", service.collection.confirm)
     while True:
         for path, wanted in service.requests("continue"):
             path.unlink(missing_ok=True)
@@ -110,7 +110,7 @@ def collect(service: ServiceContext) -> Transition:
         finally:
             service.recorder = None
             recorder.close()
-        service.collection = {}
+        service.collection = Collection()
         return to(Phase.RECALIBRATING)
     try:
         plan = rewear.flow_plan(flow) if flow else load_plan(state.plan)
@@ -122,17 +122,16 @@ def collect(service: ServiceContext) -> Transition:
     # What one prompt takes (countdown, window, rest; a machine's block instead): the page's "about N min left".
     per_prompt = plan.countdown + plan.rest_seconds + (plan.block_seconds if plan.kind == "continuous" else
                                                        plan.window_seconds + onset.LATE_SECONDS)
-    service.collection = {"total": total, "accepted": 0, "plan": plan.name, "verb": plan.verb, "kind": plan.kind,
-                          "rest_class": plan.rest_class, "seconds_per_window": round(per_prompt / plan.segments, 3)}
+    service.collection = Collection(total=total, accepted=0, plan=plan.name, verb=plan.verb, kind=plan.kind,
+                                    rest_class=plan.rest_class, seconds_per_window=round(per_prompt / plan.segments, 3))
 
     def announced(label: str, attempt: int) -> None:
         service.prompt_number += 1
         for path, _ in service.requests("redo"):  # too late for the window before: not applied to the next one
             path.unlink(missing_ok=True)
         done = guide.done_counts()
-        per_class = service.collection.setdefault("per_class", {})
         for name in plan.classes:
-            per_class.setdefault(name, {"accepted": 0, "rejected": 0})["accepted"] = done.get(name, 0)
+            service.collection.counts(name)["accepted"] = done.get(name, 0)
         # The rest level the guide compares each window with: the signal just before the prompt.
         device = service.require_device()
         rest = channel_levels(device.ring, device.hello.sample_rate_hz, plan.rest_seconds or 1.0)
@@ -161,12 +160,12 @@ def collect(service: ServiceContext) -> Transition:
                                      phase="kept" if kept else "not kept", go=None, go_at=None,
                                      accepted=sum(guide.done_counts().values())))  # counted from the session
         done = guide.done_counts()
-        service.collection["accepted"] = sum(done.values())
+        service.collection.accepted = sum(done.values())
         guide.run()
     finally:
         service.recorder = None
         recorder.close()
-    service.collection = {"total": total, "accepted": total, "plan": plan.name, "kind": plan.kind}
+    service.collection = Collection(total=total, accepted=total, plan=plan.name, kind=plan.kind)
     if flow:
         return to(Phase.RECALIBRATING)
     return to(Phase.SEARCHING, study=str(_new_study(service.paths.profile(state.user) / "studies",

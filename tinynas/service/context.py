@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from firmware_bridge.recorder import Recorder
 from tinynas.errors import TinynasError, user_message
+from tinynas.service.collection import Collection
 from tinynas.service.config import ServiceConfig
 from tinynas.service.device import Device
 from tinynas.service.inference import LiveClassifier, PredictionLog
@@ -67,8 +68,8 @@ class ServiceContext:
         self.state = ServiceState()
         """What must survive a power cut: a fresh IDLE state until `open` reads the saved one."""
         self.on_prompt = on_prompt
-        self.collection: dict = {}
-        """The running collection as `status` shows it (prompt, phase, counts, GO times), or {}."""
+        self.collection = Collection()
+        """The running collection as `status` shows it (prompt, phase, counts, GO times); empty when none runs."""
         self.prompt_number = 0
         self.recorder: Recorder | None = None
         self.classifier: LiveClassifier | None = None
@@ -189,6 +190,6 @@ class ServiceContext:
             kept = f"; recordings kept in {self.state.session}" if self.state.session else ""
             error = f"{phase.lower()} for {self.state.user} failed: {message}{kept}; onboard again when fixed"
         log.error("%s", error)
-        self.collection = {}
+        self.collection = Collection()
         return to(self.idle_phase(), paused="", error=error,
                   rewear=self.ended_rewear("failed", error + "; the old model stays"))

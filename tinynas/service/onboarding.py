@@ -15,6 +15,7 @@ from firmware_bridge.errors import BridgeError
 from firmware_bridge.guide import load_plan
 from tinynas.atomic import atomic_write_text
 from tinynas.errors import TinynasError, user_message
+from tinynas.service.collection import Collection
 from tinynas.service.context import Phase, ServiceContext, Transition, to
 from tinynas.service.state import user_name_problem
 
@@ -185,7 +186,7 @@ def while_paused(service: ServiceContext) -> Transition | None:
                 log.info("collection of %s continues", state.user)
                 return to(Phase.COLLECTING, paused="", error="")
             kept = state.session
-            service.collection = {}
+            service.collection = Collection()
             why = f"collection of {state.user} cancelled; its recordings are kept in {kept}"
             flow = service.ended_rewear("cancelled", why + "; the old model stays")
             return to(service.idle_phase(), paused="", session="", study="", error=why, rewear=flow)

@@ -33,6 +33,7 @@ from tinynas.atomic import publish_folder
 from tinynas.errors import TinynasError, user_message
 from tinynas.folders import CARD, MODEL
 from tinynas.interrupts import die_with_parent
+from tinynas.service.collection import Collection
 from tinynas.service.context import Phase, ServiceContext, Transition, to
 from tinynas.service.state import RewearFlow
 
@@ -143,7 +144,7 @@ def record_unlabelled(service: ServiceContext, flow: RewearFlow, recorder) -> No
     start = recorder.latest_sample
     # No "prompt": nothing is to be performed (a person following the status page must not act on it);
     # what is recorded is said in state.rewear's text.
-    service.collection = {"total": 1, "accepted": 0, "plan": "unlabelled"}
+    service.collection = Collection(total=1, accepted=0, plan="unlabelled")
     while recorder.latest_sample < start + total:
         if service.stopping.wait(0.1):
             raise KeyboardInterrupt  # stopping: nothing recorded is labelled yet; the next start records again
@@ -377,7 +378,7 @@ def _swap(service: ServiceContext, flow: RewearFlow, staging: Path, final: Path,
     publish_folder(staging, final)  # a folder a power cut left there (state not yet saved) is exchanged whole
     flow = flow.moved(phase="accepted", text=f"{outcome['reason']}" + (f" ({figures})" if figures else "")
                       + f"; now serving model {final.name}", finished=time.time())
-    service.collection = {}
+    service.collection = Collection()
     return to(Phase.SERVING, deployed=deployed, rewear=flow, session="", error="", paused="")
 
 
@@ -385,7 +386,7 @@ def _finish(service: ServiceContext, flow: RewearFlow, phase: str, text: str, er
     """End the flow without a swap: the old model keeps serving; `text` is what status shows."""
     log.log(logging.ERROR if error else logging.INFO, "%s", text)
     flow = flow.moved(phase=phase, text=text, finished=time.time())
-    service.collection = {}
+    service.collection = Collection()
     return to(Phase.SERVING, rewear=flow, session="", paused="", error=text if error else "")
 
 

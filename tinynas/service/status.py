@@ -23,7 +23,7 @@ def snapshot(service: ServiceContext) -> dict:
     state = service.state
     device = service.device
     status: dict[str, Any] = {"state": state.state, "user": state.user, "error": state.error, "time": time.time(),
-              "deployed": state.deployed, "collection": dict(service.collection),
+              "deployed": state.deployed, "collection": service.collection.to_dict(),
               "search": search_progress(service), "predictions": list(service.predictions.last),
               "link": device.health() if device is not None else {},
               "memory": memory_bytes(), "pid": os.getpid(), "paused": state.paused,
@@ -81,7 +81,7 @@ def page_snapshot(service: ServiceContext) -> dict:
     if status["state"] in (Phase.COLLECTING, Phase.RECALIBRATING) and device is not None:
         hello = device.hello
         status["collection"]["trace"] = status_views.trace(device.ring, hello.sample_rate_hz, hello.sample_format,
-                                                           rest=service.collection.get("rest"))
+                                                           rest=service.collection.rest)
     if status["state"] == Phase.SEARCHING and service.state.study:
         search = status["search"]
         search["trials_list"] = status_views.trials(Path(service.state.study))
