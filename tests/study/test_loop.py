@@ -147,10 +147,13 @@ def test_a_trial_interrupted_too_often_is_failed_not_retried_forever(tmp_path):
         journal.close()
     first = always.submitted[0].job_id
     assert [job.job_id for job in always.submitted] == [first] * MAX_ATTEMPTS
-    fine = ScriptedPool(lambda job: _complete(0.5), size=1)
+
+    def ten_candidates_fit_the_budget(job):
+        clock.now += 100.0
+        return _complete(0.5)
+
+    fine = ScriptedPool(ten_candidates_fit_the_budget, size=1)
     loop, journal = _loop(tmp_path, fine, clock, resume=True, budget=1000.0)
-    clock.now = 0.0
-    fine.outcome = lambda job: (setattr(clock, "now", clock.now + 100.0), _complete(0.5))[1]
     loop.run()
     trial = next(t for t in journal.trials() if t.number == first)
     assert trial.state is TrialState.FAILED and trial.error == f"interrupted {MAX_ATTEMPTS} times"
