@@ -9,15 +9,28 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tinynas.errors import UsageError
-from tinynas.service.state import ServiceState, backup_path, check_user_name, load_state, save_state, user_name_problem
+from tinynas.service.state import (
+    DamagedState,
+    Deployed,
+    ServiceState,
+    backup_path,
+    check_user_name,
+    load_state,
+    save_state,
+    user_name_problem,
+)
 
 GOOD = ServiceState(state="SERVING", user="alice", plan="gestures4",
-                    deployed={"user": "alice", "model": "/d/model.tflite", "card": "/d/card.json", "accuracy": 0.9})
+                    deployed=Deployed(user="alice", model="/d/model.tflite", card="/d/card.json", accuracy=0.9))
 
 DAMAGED = {
     "truncated": lambda text: text[: len(text) // 2],
     "a JSON list": lambda text: "[1, 2, 3]\n",
     "deployed without its user": lambda text: json.dumps({**json.loads(text), "deployed": {"model": "/m"}}),
+    "deployed with a text accuracy": lambda text: json.dumps(
+        {**json.loads(text), "deployed": {**json.loads(text)["deployed"], "accuracy": "0.9"}}),
+    "deployed with a task nobody knows": lambda text: json.dumps(
+        {**json.loads(text), "deployed": {**json.loads(text)["deployed"], "task": "regress"}}),
     "binary": lambda text: "\x00\xff\xfe junk",
     "empty": lambda text: "",
     "unknown state": lambda text: json.dumps({**json.loads(text), "state": "DANCING"}),
@@ -138,3 +151,15 @@ def test_any_config_values_give_a_config_or_a_one_line_error(values):
         assert isinstance(config, ServiceConfig)
         assert 0 <= config.min_accuracy <= 1 and 0 <= config.http_port <= 65535
         assert config.workers == "auto" or config.workers >= 1
+
+
+def test_a_deployed_record_reads_back_as_it_was_written_and_ignores_what_it_does_not_know():
+    scorer = Deployed(user="motor", model="/d/m/model.tflite", card="/d/m/card.json", task="anomaly", accuracy=None,
+                      anomaly={"threshold": 0.4, "false_alarm_rate": 0.01}, made=1.7e9)
+    written = scorer.to_dict()
+    assert written["accuracy"] is None and "held_out" not in written  # accuracy is always said; absent ones are not
+    assert Deployed.from_dict(written) == scorer and scorer.scorer and scorer.id == "m"
+    # a deployment.json written by a newer version, with a field this one does not know: read, the field left out
+    assert Deployed.from_dict({**written, "calibrated_on": "2027-01-01"}) == scorer
+    with pytest.raises(DamagedState, match="anomaly scorer has no threshold"):
+        Deployed.from_dict({**written, "anomaly": None})

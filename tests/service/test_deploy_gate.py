@@ -78,7 +78,7 @@ def test_a_model_right_on_every_held_out_window_is_served_with_its_count(deployi
     transition = search_deploy.deploy(service)
     assert transition.phase == Phase.SERVING
     deployed = transition.changes["deployed"]
-    held = deployed["held_out"]
+    held = deployed.held_out
     assert (held["hits"], held["windows"]) == (12, 12) and held["interval"][0] > 0.7
     assert sum(held["support"]) == 12 and np.trace(np.array(held["confusion"])) == 12
     service.apply(transition)

@@ -23,7 +23,7 @@ from tinynas.service import search_deploy
 from tinynas.service.config import ServiceConfig
 from tinynas.service.context import ServiceContext
 from tinynas.service.models import choose, previous_id, remember, stored_models
-from tinynas.service.state import load_state
+from tinynas.service.state import Deployed, load_state
 
 
 def _deploy(service, tmp_path, data, study_name, user):
@@ -70,7 +70,7 @@ def test_every_deployed_model_stays_and_is_listed(two_users):
     assert [(m.user, m.id) for m in models] == [("alice", "20261201-090000"), ("alice", "20261202-090000"),
                                                 ("bob", "20261203-090000")]
     served = load_state(data_dir / "state.json").deployed
-    assert served["user"] == "bob"
+    assert served is not None and served.user == "bob"
     rows = [m.summary(served) for m in models]
     assert [row["served"] for row in rows] == [False, False, True]
     assert all(row["held_out"]["windows"] > 0 and row["held_out"]["interval"][0] > 0.5 for row in rows)
@@ -97,9 +97,9 @@ def test_choose_finds_the_newest_a_named_and_the_previous_model(two_users):
 def test_history_remembers_each_switch_once_and_rolls_back():
     history = []
     for user, model in (("alice", "a1"), ("alice", "a2"), ("alice", "a2"), ("bob", "b1")):
-        history = remember(history, {"user": user, "model": f"/d/{user}/deployed/{model}/model.tflite"})
+        history = remember(history, Deployed(user, f"/d/{user}/deployed/{model}/model.tflite", "card.json"))
     assert [entry["id"] for entry in history] == ["a1", "a2", "b1"]
-    served = {"user": "alice", "model": "/d/alice/deployed/a2/model.tflite"}
+    served = Deployed("alice", "/d/alice/deployed/a2/model.tflite", "card.json")
     assert previous_id(history, "alice", served) == "a1"
     assert previous_id(history, "bob", served) == "b1"  # bob is not served: his last one
 

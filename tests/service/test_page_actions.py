@@ -17,6 +17,7 @@ from browser import Browser
 
 from tinynas.errors import UsageError
 from tinynas.service.models import served_download
+from tinynas.service.state import Deployed
 from tinynas.service.status_server import FORM_HEADER, StatusServer
 from tinynas.service.status_views import served_model
 
@@ -36,10 +37,9 @@ def page(tmp_path, exported_tiny):
     _, _, paths = exported_tiny
     folder = tmp_path / "alice" / "deployed" / "20261204-090000"
     shutil.copytree(paths.card_path.parent, folder)
-    deployed = {"user": "alice", "model": str(folder / "model.tflite"), "card": str(folder / "card.json"),
-                "accuracy": 1.0}
+    deployed = Deployed(user="alice", model=str(folder / "model.tflite"), card=str(folder / "card.json"), accuracy=1.0)
     status = {"time": 1.7e9, "state": "SERVING", "user": "alice", "error": "", "paused": "", "rewear": {},
-              "collection": {}, "search": {}, "deployed": deployed, "classes": CLASSES, "predictions": [],
+              "collection": {}, "search": {}, "deployed": deployed.to_dict(), "classes": CLASSES, "predictions": [],
               "plans": ["gestures4", "isl26"], "serving": {"stale": ""}, "model": served_model(deployed),
               "models": [{"user": "alice", "id": "20261204-090000", "served": True, "architecture": "A(3,3)",
                           "held_out": {"hits": 9, "windows": 10, "interval": [0.6, 0.98]}},

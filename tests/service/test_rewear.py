@@ -299,9 +299,9 @@ def test_cli_refuses_without_a_served_model_in_one_line(tmp_path):
 
 
 def test_state_with_a_recalibration_is_checked(tmp_path):
-    from tinynas.service.state import DamagedState, RewearFlow, ServiceState, _parse, load_state, save_state
+    from tinynas.service.state import DamagedState, Deployed, RewearFlow, ServiceState, _parse, load_state, save_state
 
-    deployed = {"user": "alice", "model": "/m/model.tflite", "card": "/m/card.json", "accuracy": 1.0}
+    deployed = Deployed(user="alice", model="/m/model.tflite", card="/m/card.json", accuracy=1.0)
     flow = RewearFlow(user="alice", mode="labelled", phase="recalibrating", session="/s", staging="/d/x.tmp",
                       final="/d/x", source="/m/model.tflite", window=200, started=1.7e9,
                       plan={"classes": ["rest", "fist"], "repetitions": 3}, figures={"verify": [0.5, 0.75]})
@@ -324,16 +324,18 @@ def test_state_with_a_recalibration_is_checked(tmp_path):
 
 def test_onboarding_plan_of_an_older_deployment_comes_from_its_session(tmp_path):
     from tinynas.service.rewear import RewearRefused, onboarding_plan
+    from tinynas.service.state import Deployed
 
     session = tmp_path / "profiles" / "alice" / "sessions" / "20260101-000000"
     session.mkdir(parents=True)
     (session / "manifest.json").write_text(json.dumps({"plan": {"name": "p", "classes": ["a", "b"],
                                                                 "repetitions": 6}}))
     study = tmp_path / "profiles" / "alice" / "studies" / "20260101-000000"
-    plan = onboarding_plan({"user": "alice", "study": str(study)}, 2)
+    plan = onboarding_plan(Deployed("alice", "/m/model.tflite", "/m/card.json", study=str(study)), 2)
     assert plan.classes == ("a", "b") and plan.repetitions == 2
     with pytest.raises(RewearRefused, match="plan is not known"):
-        onboarding_plan({"user": "alice", "study": str(tmp_path / "gone" / "studies" / "x")}, 2)
+        onboarding_plan(Deployed("alice", "/m/model.tflite", "/m/card.json",
+                                 study=str(tmp_path / "gone" / "studies" / "x")), 2)
 
 
 def test_status_line_names_the_phase_once():

@@ -25,7 +25,7 @@ import pytest
 from firmware_bridge.protocol import Hello
 from firmware_bridge.simulator import PerformingSource, Simulator
 from tinynas.service.runner import request
-from tinynas.service.state import ServiceState, save_state
+from tinynas.service.state import Deployed, ServiceState, save_state
 
 CLASSES = ("fist", "open")
 TIMEOUT = 240  # generous: nothing here is timed, only waited for (a loaded Pi is slow)
@@ -229,8 +229,8 @@ def test_a_failed_deployment_keeps_serving_the_previous_model(tmp_path):
     from tinynas.service.runner import Service
 
     data = tmp_path / "data"
-    previous = {"user": "alice", "model": str(data / "alice" / "model.tflite"),
-                "card": str(data / "alice" / "card.json"), "accuracy": 0.9}
+    previous = Deployed(user="alice", model=str(data / "alice" / "model.tflite"),
+                        card=str(data / "alice" / "card.json"), accuracy=0.9)
     study = data / "profiles" / "bob" / "studies" / "s1"
     study.mkdir(parents=True)  # the study's card and model were lost (a disk swapped, a folder deleted)
     save_state(data / "state.json", ServiceState(state="DEPLOYING", user="bob", plan="gestures4", study=str(study),
@@ -240,7 +240,7 @@ def test_a_failed_deployment_keeps_serving_the_previous_model(tmp_path):
     service.device = _device(Hello("sim", "1", 8, 200.0, "int8"))
     _step_until(service, lambda: service.state.state == "SERVING", "the failed deployment to end")
     saved = json.loads((data / "state.json").read_text())
-    assert saved["state"] == "SERVING" and saved["deployed"] == previous
+    assert saved["state"] == "SERVING" and saved["deployed"] == previous.to_dict()
     assert saved["error"].startswith("deploying for bob failed: ") and "card.json" in saved["error"]
 
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from firmware_bridge.protocol import Samples
 from firmware_bridge.ring import SampleRing
+from tinynas.service.state import Deployed
 from tinynas.service.status_views import TRACE_POINTS, channel_levels, per_minute, served_model, trace, trials
 from tinynas.space import Architecture
 from tinynas.study.journal import Journal
@@ -72,10 +73,10 @@ def test_the_served_model_is_read_from_its_card(tmp_path):
     card = tmp_path / "card.json"
     card.write_text(json.dumps({"name": "A(3,2)", "cost_estimate": {"peak_ram_bytes": 4096}, "flash_bytes": 9000,
                                 "int8_test_accuracy": 0.93, "classes": ["a", "b"]}))
-    model = served_model({"card": str(card)})
+    model = served_model(Deployed("alice", str(tmp_path / "model.tflite"), str(card)))
     assert (model["name"], model["ram_bytes"], model["flash_bytes"], model["classes"]) == ("A(3,2)", 4096, 9000,
                                                                                              ["a", "b"])
-    assert served_model({}) == {} and served_model({"card": str(tmp_path / "gone.json")}) == {}
+    assert served_model(Deployed("alice", str(tmp_path / "model.tflite"), str(tmp_path / "gone.json"))) == {}
 
 
 def test_predictions_per_minute_counts_the_last_sixty_seconds():

@@ -147,7 +147,7 @@ class ServiceContext:
 
     def idle_phase(self) -> Phase:
         """Where the service rests: SERVING when a model is deployed, else IDLE."""
-        return Phase.SERVING if self.state.deployed else Phase.IDLE
+        return Phase.SERVING if self.state.deployed is not None else Phase.IDLE
 
     def rewear_running(self) -> bool:
         """Whether the current COLLECTING / RECALIBRATING phase belongs to a re-wear flow."""

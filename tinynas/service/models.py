@@ -17,15 +17,16 @@ from pathlib import Path
 from tinynas.atomic import atomic_write_text
 from tinynas.errors import UsageError
 from tinynas.folders import CARD, COMPILED_C, COMPILED_H, FIRMWARE_ZIP, MODEL, MODEL_C, MODEL_H, PREPARE_C
+from tinynas.service.state import Deployed
 
 DEPLOYMENT_FILE = "deployment.json"
 HISTORY_LIMIT = 50
 """Entries of `state.history` kept: enough to roll back through a day of switching."""
 
 
-def write_deployment(folder: Path, deployed: dict) -> None:
+def write_deployment(folder: Path, deployed: Deployed) -> None:
     """Write what serving `folder`'s model puts in `state.deployed` (atomically)."""
-    atomic_write_text(Path(folder) / DEPLOYMENT_FILE, json.dumps(deployed, indent=2) + "\n")
+    atomic_write_text(Path(folder) / DEPLOYMENT_FILE, json.dumps(deployed.to_dict(), indent=2) + "\n")
 
 
 @dataclass(frozen=True)
@@ -35,25 +36,25 @@ class StoredModel:
     user: str
     id: str
     folder: Path
-    deployed: dict
+    deployed: Deployed
     """What serving it puts in `state.deployed` (rebuilt from the card for folders older than deployment.json)."""
     card: dict
 
     @property
     def made(self) -> float:
-        made = self.deployed.get("made")
+        made = self.deployed.made
         return float(made) if isinstance(made, (int, float)) else (self.folder / CARD).stat().st_mtime
 
-    def summary(self, served: dict) -> dict:
+    def summary(self, served: Deployed | None) -> dict:
         """JSON-ready: what `tinynas service models` and the page list."""
         cost = self.card.get("cost_estimate") or {}
-        held = self.deployed.get("held_out") or self.card.get("int8_test") or {}
+        held = self.deployed.held_out or self.card.get("int8_test") or {}
         return {"user": self.user, "id": self.id, "folder": str(self.folder), "made": self.made,
-                "task": self.deployed.get("task", "classify"), "accuracy": self.deployed.get("accuracy"),
+                "task": self.deployed.task, "accuracy": self.deployed.accuracy,
                 "held_out": {key: held[key] for key in ("hits", "windows", "interval") if key in held},
                 "runtime": self.card.get("runtime", "tflm"), "ram_bytes": cost.get("peak_ram_bytes"),
-                "architecture": self.card.get("name"), "changed_by": self.deployed.get("changed_by", ""),
-                "served": served.get("model") == self.deployed.get("model")}
+                "architecture": self.card.get("name"), "changed_by": self.deployed.changed_by or "",
+                "served": served is not None and served.model == self.deployed.model}
 
 
 def _from_card(user: str, folder: Path, card: dict) -> dict:
@@ -91,13 +92,14 @@ def open_model(profiles: Path, user: str, model_id: str) -> StoredModel | None:
             deployed = json.loads((folder / DEPLOYMENT_FILE).read_text(encoding="utf-8"))
         except FileNotFoundError:
             deployed = _from_card(user, folder, card)
-    except (OSError, ValueError):
+        if not isinstance(deployed, dict):
+            return None
+        # Paths as the folder is now (a data_dir moved or restored from a backup still serves from where it is).
+        record = Deployed.from_dict({**deployed, "user": user, "model": str(folder / MODEL),
+                                     "card": str(folder / CARD)})
+    except (OSError, ValueError):  # DamagedState is a ValueError: a deployment.json edited by hand
         return None
-    if not isinstance(deployed, dict):
-        return None
-    # Paths as the folder is now (a data_dir moved or restored from a backup still serves from where it is).
-    deployed = {**deployed, "user": user, "model": str(folder / MODEL), "card": str(folder / CARD)}
-    return StoredModel(user, model_id, folder, deployed, card)
+    return StoredModel(user, model_id, folder, record, card)
 
 
 def stored_models(profiles: Path, user: str | None = None) -> list[StoredModel]:
@@ -118,19 +120,19 @@ def by_user(models: list[StoredModel]) -> list[StoredModel]:
     return sorted(models, key=lambda model: (model.user, model.made, model.id))
 
 
-def remember(history: list, deployed: dict) -> list:
+def remember(history: list, deployed: Deployed | None) -> list:
     """`state.history` after `deployed` started serving (newest last, HISTORY_LIMIT entries)."""
-    if not deployed.get("model"):
+    if deployed is None:
         return history
-    entry = {"user": deployed.get("user"), "id": Path(deployed["model"]).parent.name, "at": round(time.time(), 3)}
+    entry = {"user": deployed.user, "id": deployed.id, "at": round(time.time(), 3)}
     if history and {k: history[-1].get(k) for k in ("user", "id")} == {k: entry[k] for k in ("user", "id")}:
         return history
     return (list(history) + [entry])[-HISTORY_LIMIT:]
 
 
-def previous_id(history: list, user: str, served: dict) -> str | None:
+def previous_id(history: list, user: str, served: Deployed | None) -> str | None:
     """The model of `user` served before the one now served for them (None when there was none)."""
-    current = Path(served["model"]).parent.name if served.get("user") == user and served.get("model") else None
+    current = served.id if served is not None and served.user == user else None
     entries = [entry.get("id") for entry in history if isinstance(entry, dict) and entry.get("user") == user]
     if current is None:
         return entries[-1] if entries else None
@@ -141,7 +143,7 @@ def previous_id(history: list, user: str, served: dict) -> str | None:
 
 
 def choose(profiles: Path, user: str, model_id: str | None, previous: bool, history: list,
-           served: dict, hint: str = "") -> StoredModel:
+           served: Deployed | None, hint: str = "") -> StoredModel:
     """The model `tinynas serve` asks for: `model_id`, the user's previous one, or their newest; UsageError in
     one line when there is none (`hint`: the --config the commands it names need)."""
     models = stored_models(profiles, user)
@@ -175,13 +177,13 @@ def download_names(folder: Path) -> list[str]:
     return ([FIRMWARE_ZIP] if COMPILED_C in present else []) + present
 
 
-def served_download(deployed: dict, name: str) -> tuple[bytes, str, str] | None:
+def served_download(deployed: Deployed | None, name: str) -> tuple[bytes, str, str] | None:
     """(content, type, file name) of one of the served model's DOWNLOADS; None when nothing is served or the model
     has no such file (BundleError in one line when it has no C runtime to bundle)."""
-    if name not in DOWNLOADS or not deployed.get("model"):
+    if name not in DOWNLOADS or deployed is None:
         return None
-    folder = Path(deployed["model"]).parent
-    filename = f"{deployed.get('user', 'model')}-{folder.name}-{name}"
+    folder = Path(deployed.model).parent
+    filename = f"{deployed.user}-{folder.name}-{name}"
     if name == FIRMWARE_ZIP:
         from tinynas.deploy.bundle import firmware_zip
 

@@ -35,7 +35,7 @@ from tinynas.folders import CARD, MODEL
 from tinynas.interrupts import die_with_parent
 from tinynas.service.collection import Collection
 from tinynas.service.context import Phase, ServiceContext, Transition, to
-from tinynas.service.state import RewearFlow
+from tinynas.service.state import Deployed, RewearFlow
 
 log = logging.getLogger(__name__)
 
@@ -49,26 +49,26 @@ class RewearRefused(TinynasError, ValueError):
 
 
 # ---- the request --------------------------------------------------------------------------------------
-def served_model_problem(deployed: dict, user: str) -> str | None:
+def served_model_problem(deployed: Deployed | None, user: str) -> str | None:
     """Why `user` cannot re-wear (one line), or None when the served model is theirs."""
-    if not deployed:
+    if deployed is None:
         return f"{user} has no served model (nothing is served yet): onboard {user} first"
-    if deployed.get("user") != user:
-        return (f"{user} has no served model (the service serves {deployed.get('user')}'s): "
+    if deployed.user != user:
+        return (f"{user} has no served model (the service serves {deployed.user}'s): "
                 f"onboard {user} first")
     return None
 
 
-def onboarding_plan(deployed: dict, repetitions: int) -> Plan:
+def onboarding_plan(deployed: Deployed, repetitions: int) -> Plan:
     """The plan the served model was collected with, with `repetitions` per class.
 
     Models deployed by this version record it; older ones are found through their study's session manifest.
     """
-    stored = deployed.get("plan")
+    stored = deployed.plan
     if not isinstance(stored, dict):
-        session = deployed.get("session") or ""
-        if not session and deployed.get("study"):
-            study = Path(deployed["study"])
+        session = deployed.session or ""
+        if not session and deployed.study:
+            study = Path(deployed.study)
             session = str(study.parent.parent / "sessions" / study.name)
         try:
             stored = json.loads((Path(session) / "manifest.json").read_text(encoding="utf-8")).get("plan")
@@ -91,16 +91,17 @@ def new_flow(service: ServiceContext, user: str, unlabelled: bool) -> RewearFlow
     problem = served_model_problem(deployed, user)
     if problem:
         raise RewearRefused(problem)
-    source = ModelDir.open(Path(deployed["model"]).parent)  # no float weights: refused before anyone records
+    assert deployed is not None  # else a problem
+    source = ModelDir.open(Path(deployed.model).parent)  # no float weights: refused before anyone records
     stamp = time.strftime("%Y%m%d-%H%M%S")
     profile = service.paths.profile(user)
-    scorer = deployed.get("task") == "anomaly"
+    scorer = deployed.scorer
     unlabelled = unlabelled or scorer  # a scorer's new condition is its normal running: nothing to label
     window = source.preprocessing.window_length
     flow = RewearFlow(user=user, mode="unlabelled" if unlabelled else "labelled", phase="collecting",
                       session=str(profile / "sessions" / f"{stamp}-rewear"),
                       staging=str(profile / "deployed" / f"{stamp}-rewear.tmp"),
-                      final=str(profile / "deployed" / f"{stamp}-rewear"), source=deployed["model"],
+                      final=str(profile / "deployed" / f"{stamp}-rewear"), source=deployed.model,
                       window=window, started=time.time())
     if unlabelled:
         # At least 6 windows long: each half then gives 5 half-overlapping windows, 10 in all (adapt needs 8).
@@ -109,7 +110,7 @@ def new_flow(service: ServiceContext, user: str, unlabelled: bool) -> RewearFlow
         if scorer:  # the later half of the windows (hop half a window) sets the threshold again for its rate
             from tinynas.anomaly.threshold import windows_needed
 
-            need = windows_needed(float(deployed["anomaly"]["false_alarm_rate"]))
+            need = windows_needed(float((deployed.anomaly or {})["false_alarm_rate"]))
             least = max(least, 2 * ((need + 2) * (window // 2) + window) / rate)
         seconds = round(max(float(service.config.rewear_unlabelled_seconds), least), 3)
         return flow.moved(seconds=seconds,
@@ -358,22 +359,22 @@ def _swap(service: ServiceContext, flow: RewearFlow, staging: Path, final: Path,
           figures: str) -> Transition:
     from tinynas.service.models import write_deployment
 
-    if str(final / MODEL) == service.state.deployed.get("model"):
+    old = service.state.deployed
+    assert old is not None  # a flow starts only from a served model, and only a flow swaps
+    if str(final / MODEL) == old.model:
         raise RuntimeError(f"{final} is the model being served: a re-wear never replaces it in place")
     card = json.loads((staging / CARD).read_text())
-    old = service.state.deployed
     after = [(outcome.get(key) or [None, None])[1] for key in ("verify", "test")]
-    deployed = {**old, "model": str(final / MODEL), "card": str(final / CARD),
-                "accuracy": next((value for value in after if value is not None), old.get("accuracy", 0.0)),
-                "card_int8_test_accuracy": card.get("int8_test_accuracy"), "replaced": old["model"],
-                "changed_by": "recalibrate" if flow.mode == "labelled" else "adapt", "made": time.time()}
     # The old model's held-out count is not the new one's (its figures are the flow's, in status's re-wear line).
-    deployed.pop("held_out", None)
-    if card.get("anomaly") is not None and isinstance(old.get("anomaly"), dict):  # the new threshold is served
+    deployed = old.moved(model=str(final / MODEL), card=str(final / CARD),
+                         accuracy=next((value for value in after if value is not None), old.accuracy),
+                         held_out=None, card_int8_test_accuracy=card.get("int8_test_accuracy"), replaced=old.model,
+                         changed_by="recalibrate" if flow.mode == "labelled" else "adapt", made=time.time())
+    if card.get("anomaly") is not None and old.anomaly is not None:  # the new threshold is served
         section = card["anomaly"]
-        deployed.update(accuracy=None, anomaly={**old["anomaly"], "threshold": section["threshold"],
-                                                "threshold_steps": section["threshold_steps"],
-                                                "calibration_windows": section["calibration"]["calibration_windows"]})
+        deployed = deployed.moved(accuracy=None, anomaly={
+            **old.anomaly, "threshold": section["threshold"], "threshold_steps": section["threshold_steps"],
+            "calibration_windows": section["calibration"]["calibration_windows"]})
     write_deployment(staging, deployed)  # `tinynas serve` can bring this model back later
     publish_folder(staging, final)  # a folder a power cut left there (state not yet saved) is exchanged whole
     flow = flow.moved(phase="accepted", text=f"{outcome['reason']}" + (f" ({figures})" if figures else "")

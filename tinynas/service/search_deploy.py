@@ -23,6 +23,7 @@ from tinynas.folders import CARD, JOURNAL, MODEL, MODEL_FILES, REPORT, TRAINING_
 from tinynas.service.context import Phase, ServiceContext, Transition, to
 from tinynas.service.idle import UNKNOWN, IdleRule, idle_rule, softmax
 from tinynas.service.models import write_deployment
+from tinynas.service.state import Deployed
 
 log = logging.getLogger(__name__)
 
@@ -153,17 +154,17 @@ def deploy(service: ServiceContext) -> Transition:
     assert result is not None  # a model deployed was checked on held-out windows
     rule, answered = serving_rule(plan, state.session, tflite, preprocessing, windows, split)
     target = service.paths.profile(state.user) / "deployed" / study.name
-    deployed = {"user": state.user, "model": str(target / MODEL), "card": str(target / CARD),
-                "accuracy": held.accuracy, "held_out": {**held.to_dict(),
-                                                        **per_class(result.predictions, windows.y[test], classes)},
-                "card_int8_test_accuracy": card.get("int8_test_accuracy"),
-                "classes": card.get("classes"), "study": str(study), "session": state.session,
-                "plan": plan.to_dict(), "serving": {**rule.to_dict(), **answered}, "made": time.time()}
+    deployed = Deployed(user=state.user, model=str(target / MODEL), card=str(target / CARD),
+                        accuracy=held.accuracy,
+                        held_out={**held.to_dict(), **per_class(result.predictions, windows.y[test], classes)},
+                        card_int8_test_accuracy=card.get("int8_test_accuracy"), classes=card.get("classes"),
+                        study=str(study), session=state.session, plan=plan.to_dict(),
+                        serving={**rule.to_dict(), **answered}, made=time.time())
     _publish(service, study, target, {**card, "serving": rule.to_dict()}, deployed)
     return to(Phase.SERVING, deployed=deployed, error="")
 
 
-def _publish(service: ServiceContext, study: Path, target: Path, card: dict, deployed: dict) -> None:
+def _publish(service: ServiceContext, study: Path, target: Path, card: dict, deployed: Deployed) -> None:
     """Copy the study's model folder to `target` among the user's deployed models with `card` (the served card) and
     `deployed` (what `state.deployed` holds while it is served: `tinynas serve` serves it again from there), in one
     exchange."""
@@ -197,14 +198,14 @@ def _deploy_scorer(service: ServiceContext, study: Path, card: dict) -> Transiti
     alarm = Alarm(config.alarm_k, config.alarm_n).describe(section["false_alarm_rate"])
     target = service.paths.profile(state.user) / "deployed" / study.name
     synthetic = section.get("synthetic_test", {})
-    deployed = {"user": state.user, "model": str(target / MODEL), "card": str(target / CARD),
-                "task": "anomaly", "accuracy": None, "classes": card.get("classes"), "study": str(study),
-                "session": state.session, "plan": load_plan(state.plan).to_dict(),
-                "anomaly": {"threshold": section["threshold"], "threshold_steps": section["threshold_steps"],
-                            "false_alarm_rate": section["false_alarm_rate"],
-                            "calibration_windows": section["calibration"]["calibration_windows"],
-                            "synthetic_auroc": synthetic.get("auroc"), "alarm": alarm},
-                "serving": {"alarm": alarm}, "made": time.time()}
+    deployed = Deployed(user=state.user, model=str(target / MODEL), card=str(target / CARD), task="anomaly",
+                        accuracy=None, classes=card.get("classes"), study=str(study), session=state.session,
+                        plan=load_plan(state.plan).to_dict(),
+                        anomaly={"threshold": section["threshold"], "threshold_steps": section["threshold_steps"],
+                                 "false_alarm_rate": section["false_alarm_rate"],
+                                 "calibration_windows": section["calibration"]["calibration_windows"],
+                                 "synthetic_auroc": synthetic.get("auroc"), "alarm": alarm},
+                        serving={"alarm": alarm}, made=time.time())
     _publish(service, study, target, {**card, "serving": {"alarm": alarm}}, deployed)
     log.info("serving the anomaly scorer of %s: threshold %.3g for %.2g false alarms, alarm at %d of %d windows",
              state.user, section["threshold"], section["false_alarm_rate"], config.alarm_k, config.alarm_n)

@@ -121,6 +121,68 @@ class RewearFlow:
         return cls(**{key: value for key, value in values.items() if key in known})
 
 
+@dataclass(frozen=True)
+class Deployed:
+    """The verified model being served: `state.json`'s `deployed`, and `deployment.json` beside each deployed model
+    (`models.py`: `tinynas serve` serves it again from there)."""
+
+    user: str
+    model: str            # its model.tflite
+    card: str             # its served card.json
+    accuracy: float | None = None  # int8 accuracy on held-out windows; None for an anomaly scorer (or not measured)
+    task: str = "classify"         # or "anomaly"
+    held_out: dict | None = None   # the accuracy's count and interval (verdict.held_out), per class
+    classes: list | None = None
+    card_int8_test_accuracy: float | None = None
+    study: str | None = None       # the study it came from
+    session: str | None = None     # the recording it was trained on
+    plan: dict | None = None       # that recording's plan (firmware_bridge.guide.Plan's fields): re-wear reuses it
+    serving: dict | None = None    # serving's rules (idle.ServingRule, or an anomaly scorer's alarm)
+    anomaly: dict | None = None    # a scorer's threshold, its false-alarm rate and alarm
+    made: float | None = None
+    replaced: str | None = None    # a re-wear's: the model it replaced
+    changed_by: str | None = None  # "recalibrate" or "adapt"
+
+    @property
+    def scorer(self) -> bool:
+        """An anomaly scorer (no classes to prompt; an alarm instead of an answer)."""
+        return self.task == "anomaly"
+
+    @property
+    def id(self) -> str:
+        """Its folder's name among the user's deployed models."""
+        return Path(self.model).parent.name
+
+    def moved(self, **changes) -> Deployed:
+        """The record with `changes` (never changed in place)."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        """As `state.json`, `deployment.json` and status keep it (absent values left out; accuracy always there)."""
+        return {key: value for key, value in asdict(self).items() if value is not None or key == "accuracy"}
+
+    @classmethod
+    def from_dict(cls, data) -> Deployed:
+        """The record a file holds (unknown keys ignored); DamagedState naming what is missing or wrong."""
+        if not isinstance(data, dict):
+            raise DamagedState("deployed is not an object")
+        for key in ("user", "model", "card"):
+            if not isinstance(data.get(key), str) or not data.get(key):
+                raise DamagedState(f"the deployed model has no {key}")
+        accuracy = data.get("accuracy")
+        if accuracy is not None and (isinstance(accuracy, bool) or not isinstance(accuracy, (int, float))):
+            raise DamagedState("the deployed model's accuracy is not a number")
+        if data.get("task", "classify") not in ("classify", "anomaly"):
+            raise DamagedState(f"the deployed model's task {data.get('task')!r} is not known")
+        if data.get("task") == "anomaly" and not isinstance(data.get("anomaly"), dict):
+            raise DamagedState("the deployed anomaly scorer has no threshold")
+        for key in ("held_out", "plan", "serving", "anomaly"):
+            if not isinstance(data.get(key) or {}, dict):
+                raise DamagedState(f"the deployed model's {key} is not an object")
+        known = cls.__dataclass_fields__
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+
 @dataclass
 class ServiceState:
     """What must survive a power cut: the current phase, its folders and the verified model."""
@@ -130,7 +192,7 @@ class ServiceState:
     plan: str = ""
     session: str = ""     # folder of the session being collected
     study: str = ""       # folder of the study being searched
-    deployed: dict = field(default_factory=dict)  # the verified model being served (user, model, card, accuracy)
+    deployed: Deployed | None = None  # the verified model being served
     error: str = ""
     updated: float = 0.0
     paused: str = ""      # why a collection waits for the user (COLLECTING only); empty when running
@@ -138,8 +200,9 @@ class ServiceState:
     history: list = field(default_factory=list)  # models served, newest last: {user, id, at} (models.remember)
 
     def to_dict(self) -> dict:
-        """JSON-ready dict (no re-wear flow is `{}`, as state files have always held it)."""
-        return {**asdict(self), "rewear": self.rewear.to_dict() if self.rewear else {}}
+        """JSON-ready dict (no re-wear flow, no deployed model: `{}`, as state files have always held them)."""
+        return {**asdict(self), "rewear": self.rewear.to_dict() if self.rewear else {},
+                "deployed": self.deployed.to_dict() if self.deployed else {}}
 
 
 def _flow(data, phase) -> RewearFlow | None:
@@ -175,7 +238,8 @@ def _parse(text: str) -> ServiceState:
     if not isinstance(values.get("updated", 0.0), (int, float)):
         raise DamagedState("updated is not a number")
     flow = _flow(values.pop("rewear", {}), values.get("state"))
-    state = ServiceState(**values, rewear=flow)
+    deployed = values.pop("deployed", {})
+    state = ServiceState(**values, rewear=flow, deployed=Deployed.from_dict(deployed) if deployed != {} else None)
     if state.state not in STATES:
         raise DamagedState(f"unknown state {state.state!r}")
     if state.user and user_name_problem(state.user):
@@ -188,20 +252,7 @@ def _parse(text: str) -> ServiceState:
         raise DamagedState("state COLLECTING without a session folder")
     if state.state in (Phase.SEARCHING, Phase.DEPLOYING) and not state.study:
         raise DamagedState(f"state {state.state} without a study folder")
-    deployed = state.deployed
-    if not isinstance(deployed, dict):
-        raise DamagedState("deployed is not an object")
-    if deployed:
-        for key in ("user", "model", "card"):
-            if not isinstance(deployed.get(key), str) or not deployed.get(key):
-                raise DamagedState(f"the deployed model has no {key}")
-        accuracy = deployed.get("accuracy", 0.0)
-        # An anomaly scorer has no accuracy (None): its figures are its threshold's (deployed["anomaly"]).
-        if not isinstance(accuracy, (int, float)) and not (accuracy is None and deployed.get("task") == "anomaly"):
-            raise DamagedState("the deployed model's accuracy is not a number")
-        if deployed.get("task") == "anomaly" and not isinstance(deployed.get("anomaly"), dict):
-            raise DamagedState("the deployed anomaly scorer has no threshold")
-    if state.state in (Phase.SERVING, Phase.RECALIBRATING) and not deployed:
+    if state.state in (Phase.SERVING, Phase.RECALIBRATING) and not state.deployed:
         raise DamagedState(f"state {state.state} without a deployed model")
     if state.state == Phase.RECALIBRATING and not (state.session and state.rewear):
         raise DamagedState("state RECALIBRATING without its session or flow")

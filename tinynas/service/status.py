@@ -23,7 +23,8 @@ def snapshot(service: ServiceContext) -> dict:
     state = service.state
     device = service.device
     status: dict[str, Any] = {"state": state.state, "user": state.user, "error": state.error, "time": time.time(),
-              "deployed": state.deployed, "collection": service.collection.to_dict(),
+              "deployed": state.deployed.to_dict() if state.deployed else {},
+              "collection": service.collection.to_dict(),
               "search": search_progress(service), "predictions": list(service.predictions.last),
               "link": device.health() if device is not None else {},
               "memory": memory_bytes(), "pid": os.getpid(), "paused": state.paused,
@@ -41,7 +42,7 @@ def snapshot(service: ServiceContext) -> dict:
     if collection.get("total") and collection.get("seconds_per_window"):
         collection["seconds_left"] = round(max(0, collection["total"] - collection.get("accepted", 0))
                                            * collection["seconds_per_window"], 1)
-    if state.deployed.get("task") == "anomaly":
+    if state.deployed is not None and state.deployed.scorer:
         status["alarm"] = alarm_status(service)
     return status
 
@@ -61,7 +62,8 @@ def write_status_file(service: ServiceContext) -> None:
 
 def alarm_status(service: ServiceContext) -> dict:
     """An anomaly scorer's alarm as status shows it: raised or not (since when), the last score and the threshold."""
-    anomaly = service.state.deployed["anomaly"]
+    assert service.state.deployed is not None and service.state.deployed.anomaly is not None  # a scorer is served
+    anomaly = service.state.deployed.anomaly
     log = service.predictions
     last = log.last[-1] if log.last else {}
     return {"raised": bool(last.get("alarm")), "since": log.alarm_since, "score": last.get("score"),
@@ -113,7 +115,7 @@ def _models(service: ServiceContext) -> list[dict]:
     from tinynas.service.models import stored_models
 
     key = str(service.paths.root)
-    served = (service.state.deployed.get("model"),)
+    served = (service.state.deployed.model if service.state.deployed else None,)
     cached = _MODELS.get(key)
     if cached is None or cached[1] != served or time.monotonic() - cached[0] > MODELS_SECONDS:
         rows = [model.summary(service.state.deployed) for model in stored_models(service.paths.root / "profiles")]

@@ -15,6 +15,7 @@ from firmware_bridge.guide import FULL_SCALE
 from tinynas.cost.runtime import RUNTIME_NAMES
 from tinynas.folders import JOURNAL
 from tinynas.service.models import download_names
+from tinynas.service.state import Deployed
 
 TRACE_SECONDS = 4.0
 """How much signal the page shows per channel."""
@@ -92,12 +93,10 @@ def trials(study: Path) -> list[dict[str, Any]]:
 _MODEL_CACHE: dict[str, tuple[float, dict]] = {}
 
 
-def served_model(deployed: dict) -> dict[str, Any]:
+def served_model(deployed: Deployed) -> dict[str, Any]:
     """The served model's architecture, RAM and flash on the chip for its runtime, accuracy and when it was made
     (from its card)."""
-    card_path = deployed.get("card")
-    if not card_path:
-        return {}
+    card_path = deployed.card
     try:
         made = Path(card_path).stat().st_mtime
         cached = _MODEL_CACHE.get(card_path)

@@ -109,12 +109,12 @@ def serve(service: ServiceContext) -> None:
     while not service.stopping.wait(max(0.02, service.config.hop_seconds / 2)):
         service.serving_stale = _stale(service)
         deployed = service.state.deployed
-        if deployed.get("model") != loaded:
-            loaded = deployed.get("model")
+        if (deployed.model if deployed else None) != loaded:
+            loaded = deployed.model if deployed else None
             service.classifier = None
-            if loaded:
+            if deployed is not None and loaded:
                 try:
-                    card = json.loads(Path(deployed["card"]).read_text())
+                    card = json.loads(Path(deployed.card).read_text())
                     hop = int(round(service.config.hop_seconds * device.hello.sample_rate_hz))
                     config = service.config
                     service.classifier = (LiveScorer(loaded, card, device.ring, hop, config.alarm_k, config.alarm_n)
@@ -124,15 +124,15 @@ def serve(service: ServiceContext) -> None:
                     log.error("cannot serve %s: %s", loaded, exc)
                     service.update(error=f"cannot serve {loaded}: {exc}; onboard again to deploy a new model")
                     continue
-                if deployed.get("task") == "anomaly":
+                if deployed.scorer:
                     log.info("serving %s (anomaly scorer, threshold set for %.2g false alarms)", loaded,
-                             deployed["anomaly"]["false_alarm_rate"])
+                             (deployed.anomaly or {})["false_alarm_rate"])
                 else:
                     from tinynas.verdict import describe
 
-                    held = describe(deployed.get("held_out") or {})
+                    held = describe(deployed.held_out or {})
                     log.info("serving %s (int8 accuracy %s)", loaded, held if held != "-" else
-                             format(deployed.get("accuracy") or float("nan"), ".3f"))
+                             format(deployed.accuracy if deployed.accuracy is not None else float("nan"), ".3f"))
         if service.classifier is not None:
             service.predictions.write(service.classifier.step())
 
