@@ -146,13 +146,36 @@ def _check_labels(model_dir: ModelDir, windows: Windows, what: str, allow_missin
                         f"(or pass --allow-missing-classes to rely on replay for them)")
 
 
-def _fine_tune(model, x: np.ndarray, y: np.ndarray, recipe: Recipe, seed: int) -> None:
+class _Models:
+    """The source model as each candidate starts from it: built once per way of training (the old model, AdaBN
+    only, each fine-tuning recipe) and set back to the source's weights, and its optimizer to a fresh state, for
+    each use. Building the model and tracing a new training step for every fold and candidate took most of a
+    recalibration (76 s of which 54 s here, several minutes on a Pi; benchmarks/results/recalibration-time.md)."""
+
+    def __init__(self, source: ModelDir) -> None:
+        self.source = source
+        self._models: dict[str, tuple[object, list, list]] = {}  # key -> (model, its weights, optimizer's state)
+
+    def fresh(self, recipe: Recipe | None = None):
+        """The source model, to be trained with `recipe` (None: not trained), as it was exported."""
+        key = repr(recipe)
+        if key not in self._models:
+            model = self.source.keras_model()
+            optimizer_state = _compile(model, recipe) if recipe is not None else []
+            self._models[key] = (model, model.get_weights(), optimizer_state)
+            return model
+        model, weights, optimizer_state = self._models[key]
+        model.set_weights(weights)  # moving statistics too: every weight, trainable or not
+        for variable, value in zip(model.optimizer.variables if recipe is not None else [], optimizer_state):
+            variable.assign(value)
+        return model
+
+
+def _compile(model, recipe: Recipe) -> list:
+    """Make `model` trainable as `recipe` says and compile it; the optimizer's state before any step."""
     from tinynas.quiet import import_tensorflow
-    from tinynas.training.train import augmented_batches
-    from tinynas.trial import Fidelity
 
     tf = import_tensorflow()
-    tf.keras.utils.set_random_seed(seed)
     for layer in model.layers:
         if isinstance(layer, tf.keras.layers.BatchNormalization):
             # A frozen batch-norm layer runs in inference mode in Keras: its statistics stay as they are.
@@ -161,6 +184,17 @@ def _fine_tune(model, x: np.ndarray, y: np.ndarray, recipe: Recipe, seed: int) -
             layer.trainable = recipe.layers == "all" or layer is model.layers[-1]
     model.compile(optimizer=tf.keras.optimizers.Adam(recipe.learning_rate),
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.optimizer.build(model.trainable_variables)  # its moments exist now, so that a reuse can zero them
+    return [variable.numpy() for variable in model.optimizer.variables]
+
+
+def _fine_tune(model, x: np.ndarray, y: np.ndarray, recipe: Recipe, seed: int) -> None:
+    """Train `model` (made and compiled for `recipe` by `_Models`) on `x`, `y`."""
+    from tinynas.quiet import import_tensorflow
+    from tinynas.training.train import augmented_batches
+    from tinynas.trial import Fidelity
+
+    import_tensorflow().keras.utils.set_random_seed(seed)
     fidelity = Fidelity(recipe.epochs, recipe.batch_size, recipe.learning_rate, augmentation=recipe.augmentation)
     model.fit(augmented_batches(x, y, fidelity, seed), epochs=recipe.epochs, verbose=0)
 
@@ -225,9 +259,10 @@ def _replayed(source: ModelDir, count: int, seed: int) -> tuple[np.ndarray, np.n
     return pre.apply(source.windows.x[chosen]), pre.labels_for(source.windows)[chosen]
 
 
-def _train(source: ModelDir, x_new: np.ndarray, y_new: np.ndarray, recipe: Recipe | None, seed: int, say):
+def _train(models: _Models, x_new: np.ndarray, y_new: np.ndarray, recipe: Recipe | None, seed: int, say):
     """The source model brought to the new windows by one candidate recipe; (Keras model, windows replayed)."""
-    model = source.keras_model()
+    source = models.source
+    model = models.fresh(recipe)
     if recipe is None:
         reestimate_batchnorm(model, x_new)
         return model, 0
@@ -257,20 +292,20 @@ def _float_hits(model, x: np.ndarray, y: np.ndarray) -> int:
     return int(np.sum(np.argmax(logits, axis=1) == y))
 
 
-def _cross_validate(source: ModelDir, x: np.ndarray, y: np.ndarray, folds: list[np.ndarray], recipe: Recipe,
+def _cross_validate(models: _Models, x: np.ndarray, y: np.ndarray, folds: list[np.ndarray], recipe: Recipe,
                     seed: int, say) -> dict:
     """Every candidate trained on all new windows but one fold and scored on it, fold by fold; the old model on
     the same windows. The candidate with the most held-out windows right is chosen (a tie goes to the simpler,
     `adapt` first). Float accuracy: the int8 export is made once, for the model chosen."""
     everything = np.arange(len(y))
     held = np.concatenate(folds)
-    hits = {OLD_MODEL: _float_hits(source.keras_model(), x[held], y[held])}
+    hits = {OLD_MODEL: _float_hits(models.fresh(), x[held], y[held])}
     for candidate in CANDIDATES:
         hits[candidate] = 0
         for number, fold in enumerate(folds, 1):
             say(f"cross-validating {candidate}: fold {number} of {len(folds)} ({len(fold)} windows held out)")
             tune = np.setdiff1d(everything, fold)
-            model, _ = _train(source, x[tune], y[tune], _recipe_of(candidate, recipe), seed, say)
+            model, _ = _train(models, x[tune], y[tune], _recipe_of(candidate, recipe), seed, say)
             hits[candidate] += _float_hits(model, x[fold], y[fold])
     chosen = max(CANDIDATES, key=lambda name: hits[name])  # max keeps the first of equals: adapt before fine-tuning
     accuracy = {name: round(count / len(held), 4) for name, count in hits.items()}
@@ -318,10 +353,11 @@ def recalibrate(model_path: str | Path, windows: Windows, out_dir: str | Path, *
     labels = pre.labels_for(windows)
     x_all = pre.apply(windows.x)
     folds = repetition_folds(windows)
+    models = _Models(source)
     selection = None
     chosen = _given(recipe)
     if len(folds) >= 2:
-        selection = _cross_validate(source, x_all, labels, folds, recipe, seed, say)
+        selection = _cross_validate(models, x_all, labels, folds, recipe, seed, say)
         chosen = selection["chosen"]
     if verify is not None:
         tune = np.arange(len(windows))
@@ -339,7 +375,7 @@ def recalibrate(model_path: str | Path, windows: Windows, out_dir: str | Path, *
     x_new, y_new = x_all[tune], labels[tune]
     say(f"{CANDIDATES[chosen]} on all {len(x_new)} new windows" if selection is not None else
         f"{CANDIDATES[chosen]} on {len(x_new)} new windows")
-    model, replayed = _train(source, x_new, y_new, _recipe_of(chosen, recipe), seed, say)
+    model, replayed = _train(models, x_new, y_new, _recipe_of(chosen, recipe), seed, say)
     say("converting to int8 and checking")
     tflite = export_within_budget(source, model, np.concatenate([x_new, _replayed(source, len(x_new), seed)[0]]))
     old_tflite = (source.path / MODEL).read_bytes()
