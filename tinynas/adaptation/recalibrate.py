@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -154,7 +155,7 @@ class _Models:
 
     def __init__(self, source: ModelDir) -> None:
         self.source = source
-        self._models: dict[str, tuple[object, list, list]] = {}  # key -> (model, its weights, optimizer's state)
+        self._models: dict[str, tuple[Any, list, list]] = {}  # key -> (model, its weights, optimizer's state)
 
     def fresh(self, recipe: Recipe | None = None):
         """The source model, to be trained with `recipe` (None: not trained), as it was exported."""
