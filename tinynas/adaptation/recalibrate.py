@@ -150,8 +150,9 @@ def _check_labels(model_dir: ModelDir, windows: Windows, what: str, allow_missin
 class _Models:
     """The source model as each candidate starts from it: built once per way of training (the old model, AdaBN
     only, each fine-tuning recipe) and set back to the source's weights, and its optimizer to a fresh state, for
-    each use. Building the model and tracing a new training step for every fold and candidate took most of a
-    recalibration (76 s of which 54 s here, several minutes on a Pi; benchmarks/results/recalibration-time.md)."""
+    each use. Building the model and tracing a new training step for every fold and candidate cost a quarter of a
+    recalibration on 36 new windows (68 s -> 51 s with this; benchmarks/results/recalibration-time.md), and a
+    larger share on fewer windows, where the training itself is short."""
 
     def __init__(self, source: ModelDir) -> None:
         self.source = source
