@@ -37,6 +37,17 @@ def test_a_held_out_figure_is_said_with_its_count_and_interval():
     assert describe({"accuracy": 1.0}) == "-"  # a figure without its count is not dressed up as one
 
 
+def test_a_served_accuracy_says_what_it_was_measured_on():
+    from tinynas.verdict import served_accuracy
+
+    assert served_accuracy(HeldOut(11, 12).to_dict(), 0.9167).startswith("int8 accuracy 92% (11 of 12 held-out")
+    # after a recalibration chosen by cross-validation: float figures on the new windows, never called int8
+    checked = {**HeldOut(10, 12).to_dict(), "measure": "float, cross-validated over the new repetitions"}
+    assert served_accuracy(checked, 0.8333) == ("accuracy 83% (10 of 12 new windows, float, cross-validated over "
+                                                "the new repetitions; 95% interval 55%-95%)")
+    assert served_accuracy(None, 0.5) == "int8 accuracy 0.500" and served_accuracy({}, None).endswith("not measured")
+
+
 def test_per_class_recall_support_and_confusion():
     figures = per_class(predictions=[0, 1, 1, 2, 2], labels=[0, 1, 2, 2, 2], classes=4)
     assert figures["confusion"] == [[1, 0, 0, 0], [0, 1, 0, 0], [0, 1, 2, 0], [0, 0, 0, 0]]

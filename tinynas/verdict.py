@@ -72,6 +72,18 @@ def describe(held: dict, what: str = "held-out windows") -> str:
     return f"{hits / windows:.0%} ({hits} of {windows} {what}; 95% interval {low:.0%}-{high:.0%})"
 
 
+def served_accuracy(held: dict | None, accuracy: float | None = None) -> str:
+    """A served model's accuracy in words, with what it was measured on: its deploy check's held-out windows ('int8
+    accuracy 92% (11 of 12 held-out windows; ...)'), or, after a recalibration, the new windows it was checked on
+    and how (`held["measure"]`: float figures cross-validated over the new repetitions are not int8 ones); the bare
+    `accuracy` only for a record that kept no count."""
+    measure = (held or {}).get("measure")
+    words = describe(held or {}, f"new windows, {measure}" if measure else "held-out windows")
+    if words == "-":
+        words = "not measured" if accuracy is None else f"{accuracy:.3f}"
+    return ("accuracy " if measure else "int8 accuracy ") + words
+
+
 def held_out(predictions, labels) -> HeldOut:
     """The hits of `predictions` against `labels`."""
     predictions, labels = np.asarray(predictions), np.asarray(labels)

@@ -252,6 +252,12 @@ def test_accepted_recalibration_is_swapped_in(rewear):
     assert "held-out new windows" in flow["text"] and "->" in flow["text"]
     before, after = flow["figures"]["verify"]
     assert after >= before
+    # What is served says what its accuracy was measured on: the new windows, each held out once by the
+    # cross-validation over the repetitions (float), with their count and interval.
+    checked = deployed["held_out"]
+    assert checked["measure"] == "float, cross-validated over the new repetitions"
+    assert checked["hits"] / checked["windows"] == pytest.approx(after, abs=1e-3) and checked["windows"] >= 8
+    assert "new windows, float, cross-validated" in notes["status_text_accepted"]
     assert deployed["model"] == str(Path(flow["final"]) / "model.tflite") and Path(deployed["model"]).exists()
     assert (deployed["replaced"] == notes["deployed_after_rejection"]["model"]
             and deployed["changed_by"] == "recalibrate")

@@ -90,6 +90,16 @@ STATES = {
                                     for i in range(30)]},
               "predictions": [{"end_sample": 1000 * i, "label": "normal", "smoothed": "normal", "confidence": 1.0,
                                "score": 0.1, "alarm": False} for i in range(5)]},
+    # After an accepted recalibration: the count is of the new windows it was checked on, float and cross-validated.
+    "recalibrated": {**BASE, "state": "SERVING", "user": "alice",
+                     "deployed": {"user": "alice", "model": "/data/alice/rewear/model.tflite", "accuracy": 0.8333,
+                                  "changed_by": "recalibrate",
+                                  "held_out": {"accuracy": 0.8333, "hits": 10, "windows": 12,
+                                               "interval": [0.552, 0.953],
+                                               "measure": "float, cross-validated over the new repetitions"}},
+                     "model": {"name": "A(3,3)", "ram_bytes": 4650, "flash_bytes": 9800, "made": 1.7e9,
+                               "classes": CLASSES},
+                     "classes": CLASSES, "serving": {"stale": ""}, "predictions": []},
     "error": {**BASE, "state": "IDLE", "user": "alice",
               "error": "new model for alice reached 41.0% on held-out windows, below 50%: not deployed "
                        "(record again with the sensor placed as during the recording: tinynas onboard --user alice)"},
@@ -108,6 +118,8 @@ EXPECTED = {  # what each state must show: texts, and elements by CSS-like marke
     "alarm": ["Serving", "ALARM: not running normally", "A(17,3) for motor", "threshold set for 1 % false alarms",
               "328 held-out normal windows", "3 of the last 5 windows", 'class="threshold"', 'class="score"',
               "5.08 (threshold 1.40)"],
+    "recalibrated": ["A(3,3) for alice", "accuracy 83 % (10 of 12 new windows, float, cross-validated over the new "
+                     "repetitions, 95 % interval 55-95 %)"],
     "error": ["below 50%: not deployed", 'class="banner"', "tinynas onboard --user alice"],
 }
 
@@ -165,7 +177,7 @@ def test_each_state_renders_what_the_user_needs(name, tmp_path):
         f'id="{section}" class="box" hidden' in dom for section in
         {"idle": ["collecting", "searching", "serving"], "collecting": ["searching", "serving"],
          "searching": ["collecting", "serving"], "serving": ["collecting", "searching"],
-         "alarm": ["collecting", "searching"],
+         "alarm": ["collecting", "searching"], "recalibrated": ["collecting", "searching"],
          "error": ["collecting", "searching", "serving"]}[name]), others
 
 

@@ -192,12 +192,12 @@ def status_lines(status: dict) -> list[str]:
                      f"(threshold {_figure(anomaly.get('threshold'), '.3g')}, set for "
                      f"{_figure(anomaly.get('false_alarm_rate'), '.2%')} false alarms)")
     elif deployed:
-        from tinynas.verdict import describe
+        from tinynas.verdict import served_accuracy
 
-        held = describe(_part(deployed, "held_out"))
-        accuracy = held if held != "-" else _figure(deployed.get("accuracy"), ".3f", "not measured")
-        lines.append(f"  serving {deployed.get('model', '?')} for {deployed.get('user', '?')} "
-                     f"(int8 accuracy {accuracy})")
+        accuracy = deployed.get("accuracy")
+        lines.append(f"  serving {deployed.get('model', '?')} for {deployed.get('user', '?')} ("
+                     + served_accuracy(_part(deployed, "held_out"),
+                                       accuracy if isinstance(accuracy, (int, float)) else None) + ")")
     model = _part(status, "model")
     if deployed and model.get("runtime"):
         lines.append(f"  on the chip: {model['runtime']}, RAM {_figure(model.get('ram_bytes'), ',')} B, flash "

@@ -365,10 +365,11 @@ def _swap(service: ServiceContext, flow: RewearFlow, staging: Path, final: Path,
         raise RuntimeError(f"{final} is the model being served: a re-wear never replaces it in place")
     card = json.loads((staging / CARD).read_text())
     after = [(outcome.get(key) or [None, None])[1] for key in ("verify", "test")]
-    # The old model's held-out count is not the new one's (its figures are the flow's, in status's re-wear line).
+    # The old model's held-out count is not the new one's: the new windows it was checked on are.
     deployed = old.moved(model=str(final / MODEL), card=str(final / CARD),
                          accuracy=next((value for value in after if value is not None), old.accuracy),
-                         held_out=None, card_int8_test_accuracy=card.get("int8_test_accuracy"), replaced=old.model,
+                         held_out=_checked_on(outcome), card_int8_test_accuracy=card.get("int8_test_accuracy"),
+                         replaced=old.model,
                          changed_by="recalibrate" if flow.mode == "labelled" else "adapt", made=time.time())
     if card.get("anomaly") is not None and old.anomaly is not None:  # the new threshold is served
         section = card["anomaly"]
@@ -381,6 +382,21 @@ def _swap(service: ServiceContext, flow: RewearFlow, staging: Path, final: Path,
                       + f"; now serving model {final.name}", finished=time.time())
     service.collection = Collection()
     return to(Phase.SERVING, deployed=deployed, rewear=flow, session="", error="", paused="")
+
+
+def _checked_on(outcome: dict) -> dict | None:
+    """The served accuracy's count and interval after an accepted recalibration: the new windows it was checked on
+    (`verdict.HeldOut`'s fields and how they were measured), None when it was checked on none (adapt, or one
+    repetition). Cross-validation's figures are the float model's: said so, never shown as int8."""
+    from tinynas.verdict import HeldOut
+
+    windows = outcome.get("verify_windows")
+    after = (outcome.get("verify") or [None, None])[1]
+    if not isinstance(windows, int) or windows <= 0 or not isinstance(after, (int, float)):
+        return None
+    measure = ("float, cross-validated over the new repetitions" if outcome.get("chosen") else
+               "int8, the latest repetition held out")
+    return {**HeldOut(int(round(after * windows)), windows).to_dict(), "measure": measure}
 
 
 def _finish(service: ServiceContext, flow: RewearFlow, phase: str, text: str, error: bool = False) -> Transition:

@@ -128,11 +128,9 @@ def serve(service: ServiceContext) -> None:
                     log.info("serving %s (anomaly scorer, threshold set for %.2g false alarms)", loaded,
                              (deployed.anomaly or {})["false_alarm_rate"])
                 else:
-                    from tinynas.verdict import describe
+                    from tinynas.verdict import served_accuracy
 
-                    held = describe(deployed.held_out or {})
-                    log.info("serving %s (int8 accuracy %s)", loaded, held if held != "-" else
-                             format(deployed.accuracy if deployed.accuracy is not None else float("nan"), ".3f"))
+                    log.info("serving %s (%s)", loaded, served_accuracy(deployed.held_out, deployed.accuracy))
         if service.classifier is not None:
             service.predictions.write(service.classifier.step())
 

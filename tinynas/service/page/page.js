@@ -12,7 +12,7 @@ const text = (id, value) => { $(id).textContent = value; };
 const kib = (bytes) => (bytes / 1024).toFixed(1) + " KiB";
 const pct = (x) => (100 * x).toFixed(0) + " %";
 // "75 % (3 of 4 held-out windows, 95 % interval 30-95 %)": an accuracy is never shown without what it rests on.
-const verdict = (h) => (h && h.windows) ? `${pct(h.hits / h.windows)} (${h.hits} of ${h.windows} held-out windows, ` +
+const verdict = (h, what = "held-out windows") => (h && h.windows) ? `${pct(h.hits / h.windows)} (${h.hits} of ${h.windows} ${what}, ` +
   `95 % interval ${(100 * h.interval[0]).toFixed(0)}-${(100 * h.interval[1]).toFixed(0)} %)` : null;
 const minutes = (seconds) => seconds >= 90 ? `${Math.round(seconds / 60)} min` : `${Math.max(0, Math.round(seconds))} s`;
 let hint = "";  // " --config PATH" when the service runs with a config file: the page's commands must name it
@@ -200,8 +200,10 @@ function drawServing(s) {
   if ((s.deployed || {}).task === "anomaly") return drawAlarm(s);
   const m = s.model || {};
   const d = s.deployed || {};
-  const held = verdict(d.held_out) || verdict(m.held_out);
-  const accuracy = held ? `int8 accuracy ${held}` : (d.accuracy != null ? `int8 accuracy ${pct(d.accuracy)} ` +
+  // After a recalibration the count is of the new windows it was checked on, and says how (tinynas.verdict.served_accuracy).
+  const measure = (d.held_out || {}).measure;
+  const held = verdict(d.held_out, measure ? `new windows, ${measure}` : undefined) || verdict(m.held_out);
+  const accuracy = held ? `${measure ? "accuracy" : "int8 accuracy"} ${held}` : (d.accuracy != null ? `int8 accuracy ${pct(d.accuracy)} ` +
     `(${d.changed_by ? "on the new windows of its " + d.changed_by : "held-out count not recorded"})` : "int8 accuracy not measured");
   text("model", m.name ? `${m.name} for ${d.user}: RAM ${kib(m.ram_bytes)}, flash ${kib(m.flash_bytes)}` +
        (m.runtime ? ` with ${m.runtime}` : "") + ", " + accuracy +
