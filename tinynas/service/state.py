@@ -131,7 +131,8 @@ class Deployed:
     card: str             # its served card.json
     accuracy: float | None = None  # int8 accuracy on held-out windows; None for an anomaly scorer (or not measured)
     task: str = "classify"         # or "anomaly"
-    held_out: dict | None = None   # the accuracy's count and interval (verdict.held_out), per class
+    held_out: dict | None = None   # the accuracy's count, interval and per-class figures (verdict); after a
+    # recalibration, the new windows it was checked on and how ("measure": rewear._checked_on)
     classes: list | None = None
     card_int8_test_accuracy: float | None = None
     study: str | None = None       # the study it came from
