@@ -156,11 +156,11 @@ class _Models:
 
     def __init__(self, source: ModelDir) -> None:
         self.source = source
-        self._models: dict[str, tuple[Any, list, list]] = {}  # key -> (model, its weights, optimizer's state)
+        self._models: dict[Recipe | None, tuple[Any, list, list]] = {}  # -> (model, its weights, optimizer state)
 
     def fresh(self, recipe: Recipe | None = None):
         """The source model, to be trained with `recipe` (None: not trained), as it was exported."""
-        key = repr(recipe)
+        key = recipe
         if key not in self._models:
             model = self.source.keras_model()
             optimizer_state = _compile(model, recipe) if recipe is not None else []

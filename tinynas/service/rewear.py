@@ -386,17 +386,19 @@ def _swap(service: ServiceContext, flow: RewearFlow, staging: Path, final: Path,
 
 def _checked_on(outcome: dict) -> dict | None:
     """The served accuracy's count and interval after an accepted recalibration: the new windows it was checked on
-    (`verdict.HeldOut`'s fields and how they were measured), None when it was checked on none (adapt, or one
-    repetition). Cross-validation's figures are the float model's: said so, never shown as int8."""
+    (`verdict.HeldOut`'s fields and how they were measured), None when it was checked on none. The service gives
+    no verification data, so a recalibration is checked by cross-validation over the repetitions (`chosen` is then
+    the recipe it chose) or, with one repetition, on no new window; adapt is judged by confidence. Cross-validation's
+    figures are the float model's: said so, never shown as int8."""
     from tinynas.verdict import HeldOut
 
     windows = outcome.get("verify_windows")
     after = (outcome.get("verify") or [None, None])[1]
-    if not isinstance(windows, int) or windows <= 0 or not isinstance(after, (int, float)):
+    if not outcome.get("chosen") or not isinstance(windows, int) or windows <= 0 or \
+            not isinstance(after, (int, float)):
         return None
-    measure = ("float, cross-validated over the new repetitions" if outcome.get("chosen") else
-               "int8, the latest repetition held out")
-    return {**HeldOut(int(round(after * windows)), windows).to_dict(), "measure": measure}
+    return {**HeldOut(int(round(after * windows)), windows).to_dict(),
+            "measure": "float, cross-validated over the new repetitions"}
 
 
 def _finish(service: ServiceContext, flow: RewearFlow, phase: str, text: str, error: bool = False) -> Transition:
