@@ -240,15 +240,28 @@ class _Watching(Follower):
         self.scenario.pauses += self.continued_pause != before
 
 
-def _worker_children(pid: int) -> int:
-    """Spawned worker processes of `pid` (multiprocessing's resource tracker is not one)."""
-    count = 0
-    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:  # gone meanwhile
+        return []
+
+
+def _worker_processes(pid: int) -> tuple[int, int]:
+    """(launchers, workers) of `pid`: the worker launcher (multiprocessing's forkserver) and the workers forked
+    from it, or workers spawned directly where there is no forkserver (the resource tracker is neither)."""
+    launchers = workers = 0
+    for child in _children(pid):
         try:
-            count += b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes()
+            command = Path(f"/proc/{child}/cmdline").read_bytes()
         except OSError:  # gone meanwhile
-            pass
-    return count
+            continue
+        if b"multiprocessing.forkserver" in command:
+            launchers += 1
+            workers += len(_children(child))
+        else:
+            workers += b"spawn_main" in command
+    return launchers, workers
 
 
 @pytest.fixture(scope="module")
@@ -270,7 +283,7 @@ def scenario(tmp_path_factory):
         run.wait(lambda: len(run.windows_accepted()) >= accepted + 2, 120, "two windows after the replug")
         notes["link_after_replug"] = run.live_status().get("link") or {}
         notes["before_kill_collecting"] = run.windows_accepted()
-        notes["workers_while_collecting"] = _worker_children(run.process.pid)
+        notes["workers_while_collecting"] = _worker_processes(run.process.pid)[1]
         run.kill()
         notes["killed_in"] = [run.state()["state"]]
         run.start()
@@ -283,7 +296,8 @@ def scenario(tmp_path_factory):
         run.wait(lambda: run.state().get("state") == "SERVING", 400, "serving")
         notes["deployed"] = run.state()["deployed"]
         notes["trials_after"] = run.trials()
-        run.wait(lambda: _worker_children(run.process.pid) == 0, 30, "the workers to stop once serving")
+        run.wait(lambda: _worker_processes(run.process.pid) == (0, 0), 30,
+                 "the workers and their launcher to stop once serving")
         run.wait(lambda: len(run.status().get("predictions") or []) >= 3, 60, "predictions")
         notes["http_status"] = json.loads(urllib.request.urlopen(
             f"http://127.0.0.1:{run.http_port}/status.json", timeout=5).read())

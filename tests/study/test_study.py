@@ -103,10 +103,10 @@ def test_study_writes_every_output_file(faulty_run):
     assert set(card) >= {"float_test_accuracy", "int8_test_accuracy", "split", "data"}
     best = json.loads((out / "best.json").read_text())
     assert best["trial"] == result.winner.number
-    # Where the workers' time went, TensorFlow's import apart (one worker: imported once).
+    # Where the workers' time went, TensorFlow's import apart (done by the launcher the workers fork from: ~0 in them).
     line = next(x for x in (out / "report.md").read_text().splitlines() if x.startswith("- worker time:"))
     imported = float(line.split("TensorFlow import ")[1].split(" s")[0])
-    assert imported > 0 and "epochs that traced or compiled" in line and "health monitor" in line
+    assert imported >= 0 and "epochs that traced or compiled" in line and "health monitor" in line
 
 
 def _hashes(folder):

@@ -143,10 +143,13 @@ class Service(ServiceContext):
         self.workers = WorkerPool(chosen.workers, private_limit_bytes=chosen.private_limit_bytes).warm()
 
     def _cool_workers(self) -> None:
-        """Stop the workers: serving and re-wear need their memory, not them."""
+        """Stop the workers and their launcher: serving and re-wear need their memory, not them."""
         if self.workers is not None:
+            from tinynas.study.pool import stop_launcher
+
             self.workers.close()
             self.workers = None
+            stop_launcher()
 
     def _loop(self) -> None:
         while not self.stopping.is_set():

@@ -88,7 +88,8 @@ def anomaly_line(anomaly: dict) -> str:
 
 def time_line(trials: list[Trial]) -> str:
     """Where the workers' time went, summed over the candidates: TensorFlow's import (once per worker
-    process), compiling each candidate's training, the training epochs, the health monitor."""
+    process; next to nothing where workers fork from the launcher, which imported it), compiling each candidate's
+    training, the training epochs, the health monitor."""
     totals: dict[str, float] = {}
     for trial in trials:
         for key, value in (trial.details.get("timings") or {}).items():
