@@ -85,6 +85,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--jobs", type=int, default=8)
+    parser.add_argument("--shared", default="nothing else ran", help="what shared the machine, for the results file")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from tinynas.data.synthetic import vibration
@@ -121,7 +122,8 @@ def write(runs: list[dict], commits: dict, args: argparse.Namespace) -> None:
              f"`python benchmarks/worker_start.py --base <worktree> --runs {args.runs}` on {meta['machine']}: "
              f"base {commits['base']}, this {commits['this']}. A pool of {args.workers} workers recycled after 2 "
              f"candidates trains {args.jobs} one-epoch candidates (synthetic vibration, 64 samples, 4 classes); "
-             f"each checkout in a fresh interpreter, alternating which goes first. CPU: the whole process tree.", "",
+             f"each checkout in a fresh interpreter, alternating which goes first. CPU: the whole process tree. "
+             f"What shared the machine: {args.shared}.", "",
              "| checkout | median wall (s) | median CPU (s) | workers started | TensorFlow import per worker (s) | "
              "first-job wait per worker (s) | worker's private memory after its first job (MiB) |",
              "|---|---|---|---|---|---|---|"]
