@@ -219,7 +219,11 @@ def test_ctrl_c_stops_cleanly_with_the_journal_intact(tmp_path):
     out = tmp_path / "interrupted"
     # Ctrl-C as a terminal sends it: the child must not inherit an ignored SIGINT (a test run started in
     # the background of a script has one, and Python then never raises KeyboardInterrupt).
-    process = subprocess.Popen(_cli_search(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    # One worker and longer trainings: the candidate seen running is still training when the signal lands (two
+    # workers forked at the same moment finish their first candidates together, and the one seen running could end
+    # before the signal arrived).
+    process = subprocess.Popen(_cli_search(out, "--workers", "1", "--epochs", "10"), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
     sent = False
