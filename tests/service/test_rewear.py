@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_service import CLASSES, PLAN_CLASSES, Scenario
+from test_service import CLASSES, PLAN_CLASSES, Scenario, _worker_processes
 
 from tinynas.service.runner import request
 
@@ -135,6 +135,12 @@ def rewear(tmp_path_factory):
         # (2) kill -9 while the child fine-tunes; (1a) the resumed recalibration on good data.
         started = run.state()["updated"]
         assert run.cli("onboard", "--user", "alice", "--recalibrate").returncode == 0
+        # While the user records again, no search workers (nor their launcher) are started: nothing uses them.
+        run.wait(lambda: run.state().get("state") == "COLLECTING", 60, "the re-wear recording")
+        notes["workers_while_rewear_recording"] = set()
+        while run.state().get("state") == "COLLECTING" and run.process.poll() is None:
+            notes["workers_while_rewear_recording"].add(_worker_processes(run.process.pid))
+            time.sleep(0.5)
         run.wait(lambda: run.state().get("state") == "RECALIBRATING", 300, "the recalibration to start")
         staging = run.flow()["staging"]
         run.wait(lambda: _child_processes(staging), 60, "the fine-tuning child")
@@ -229,6 +235,12 @@ def test_contradicting_data_is_not_swapped_in(rewear):
         assert card["history"][-1]["chosen"] == chosen
         assert (card["history"][-1]["recipe"] is None) == (chosen == "adapt")
     assert not Path(flow["staging"]).exists()
+
+
+@pytest.mark.slow
+def test_no_search_workers_start_while_the_user_records_again(rewear):
+    _, notes = rewear
+    assert notes["workers_while_rewear_recording"] == {(0, 0)}
 
 
 @pytest.mark.slow

@@ -155,7 +155,8 @@ class Service(ServiceContext):
         while not self.stopping.is_set():
             phase = self.state.state
             try:
-                if phase in (Phase.COLLECTING, Phase.SEARCHING):
+                # A re-wear recording trains nothing in the pool (its change runs in a child of its own): no workers.
+                if phase == Phase.SEARCHING or (phase == Phase.COLLECTING and not self.rewear_running()):
                     self._warm_workers()
                 else:
                     self._cool_workers()
