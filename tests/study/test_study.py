@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -243,6 +244,40 @@ def test_ctrl_c_stops_cleanly_with_the_journal_intact(tmp_path):
     assert "journal is intact" in stderr
     states = [r[2] for r in _rows(out)]
     assert "running" not in states and "interrupted" in states and "complete" in states
+
+
+def _importing_launcher(pid: int) -> int | None:
+    """The worker launcher (multiprocessing's forkserver) among `pid`'s children, once it is importing TensorFlow
+    (its shared libraries mapped: the import goes on for seconds after)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    for child in children:
+        try:
+            if (b"multiprocessing.forkserver" in Path(f"/proc/{child}/cmdline").read_bytes()
+                    and b"tensorflow" in Path(f"/proc/{child}/maps").read_bytes()):
+                return int(child)
+        except OSError:
+            pass
+    return None
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_the_workers_launcher_imports_tensorflow_is_one_line(tmp_path):
+    """Ctrl-C in a terminal reaches the whole process group, the launcher too, which spends its first seconds
+    importing TensorFlow: the study's one line, and no traceback from the launcher."""
+    process = subprocess.Popen(_cli_search(tmp_path / "out"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while _importing_launcher(process.pid) is None and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _importing_launcher(process.pid) is not None, "no launcher importing TensorFlow"
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130 and "journal is intact" in stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
 
 
 @pytest.mark.slow
