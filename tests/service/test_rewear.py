@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_service import CLASSES, PLAN_CLASSES, Scenario, _worker_processes
+from test_service import CLASSES, PLAN_CLASSES, Scenario, worker_processes
 
 from tinynas.service.runner import request
 
@@ -139,7 +139,7 @@ def rewear(tmp_path_factory):
         run.wait(lambda: run.state().get("state") == "COLLECTING", 60, "the re-wear recording")
         notes["workers_while_rewear_recording"] = set()
         while run.state().get("state") == "COLLECTING" and run.process.poll() is None:
-            notes["workers_while_rewear_recording"].add(_worker_processes(run.process.pid))
+            notes["workers_while_rewear_recording"].add(worker_processes(run.process.pid))
             time.sleep(0.5)
         run.wait(lambda: run.state().get("state") == "RECALIBRATING", 300, "the recalibration to start")
         staging = run.flow()["staging"]

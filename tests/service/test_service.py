@@ -247,7 +247,7 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _worker_processes(pid: int) -> tuple[int, int]:
+def worker_processes(pid: int) -> tuple[int, int]:
     """(launchers, workers) of `pid`: the worker launcher (multiprocessing's forkserver) and the workers forked
     from it, or workers spawned directly where there is no forkserver (the resource tracker is neither)."""
     launchers = workers = 0
@@ -283,7 +283,7 @@ def scenario(tmp_path_factory):
         run.wait(lambda: len(run.windows_accepted()) >= accepted + 2, 120, "two windows after the replug")
         notes["link_after_replug"] = run.live_status().get("link") or {}
         notes["before_kill_collecting"] = run.windows_accepted()
-        notes["workers_while_collecting"] = _worker_processes(run.process.pid)[1]
+        notes["workers_while_collecting"] = worker_processes(run.process.pid)[1]
         run.kill()
         notes["killed_in"] = [run.state()["state"]]
         run.start()
@@ -296,7 +296,7 @@ def scenario(tmp_path_factory):
         run.wait(lambda: run.state().get("state") == "SERVING", 400, "serving")
         notes["deployed"] = run.state()["deployed"]
         notes["trials_after"] = run.trials()
-        run.wait(lambda: _worker_processes(run.process.pid) == (0, 0), 30,
+        run.wait(lambda: worker_processes(run.process.pid) == (0, 0), 30,
                  "the workers and their launcher to stop once serving")
         run.wait(lambda: len(run.status().get("predictions") or []) >= 3, 60, "predictions")
         notes["http_status"] = json.loads(urllib.request.urlopen(
