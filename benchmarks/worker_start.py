@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -107,12 +108,6 @@ def main() -> None:
     write(runs, commits, args)
 
 
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
 def write(runs: list[dict], commits: dict, args: argparse.Namespace) -> None:
     RESULTS.mkdir(exist_ok=True)
     meta = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
@@ -132,8 +127,8 @@ def write(runs: list[dict], commits: dict, args: argparse.Namespace) -> None:
         imports = [value for r in mine for value in r["tensorflow_imports"]]
         waits = [value for r in mine for value in r["first_job_waits"]]
         private = [value for r in mine for value in r["private_mib_after_first_job"]]
-        lines.append(f"| {name} ({commits[name]}) | {_median([r['wall'] for r in mine]):.1f} | "
-                     f"{_median([r['cpu'] for r in mine]):.1f} | {mine[0]['workers_started']} | "
+        lines.append(f"| {name} ({commits[name]}) | {statistics.median([r['wall'] for r in mine]):.1f} | "
+                     f"{statistics.median([r['cpu'] for r in mine]):.1f} | {mine[0]['workers_started']} | "
                      f"{min(imports):.2f}-{max(imports):.2f} | {min(waits):.1f}-{max(waits):.1f} | "
                      f"{min(private):.0f}-{max(private):.0f} |")
     lines += ["", "Per run:", "", "| run | checkout | wall (s) | CPU (s) |", "|---|---|---|---|"]
