@@ -3,11 +3,20 @@
 import json
 
 import numpy as np
+import pytest
 
 from firmware_bridge.protocol import Samples
 from firmware_bridge.ring import SampleRing
 from tinynas.service.state import Deployed
-from tinynas.service.status_views import TRACE_POINTS, channel_levels, per_minute, served_model, trace, trials
+from tinynas.service.status_views import (
+    TRACE_POINTS,
+    TRACE_SECONDS,
+    channel_levels,
+    per_minute,
+    served_model,
+    trace,
+    trials,
+)
 from tinynas.space import Architecture
 from tinynas.study.journal import Journal
 from tinynas.trial import Fidelity, Trial, TrialState
@@ -32,6 +41,19 @@ def test_the_trace_flags_a_flat_and_a_clipping_channel_as_the_guide_would():
     assert abs(first["level"] - 20.0) < 3.0 and first["rest"] == 5.0  # raw RMS of the last half second
     assert len(json.dumps(view)) < 3 * 4000  # small enough to send every second
 
+
+
+@pytest.mark.parametrize("samples, scale", [(3000, 100.0), (121, 100.0), (7, 100.0), (1000, 0.3), (500, 30000.0)])
+def test_the_trace_envelope_is_each_bucket_s_min_and_max_rounded_to_four_digits(samples, scale):
+    # int8-like whole numbers (sent as they are), fractions and five-digit values (rounded to 4 significant digits)
+    signal = np.random.default_rng(samples).normal(0, scale, (samples, 2))
+    signal = np.round(signal) if scale == 100.0 else signal
+    view = trace(_ring(signal), 100.0, "float32")
+    kept = signal.astype(np.float32)[-int(TRACE_SECONDS * 100):]  # the last TRACE_SECONDS at 100 Hz
+    buckets = np.array_split(kept, min(TRACE_POINTS, len(kept)))
+    for c, channel in enumerate(view["channels"]):
+        assert channel["min"] == [float(f"{b[:, c].min():.4g}") for b in buckets]
+        assert channel["max"] == [float(f"{b[:, c].max():.4g}") for b in buckets]
 
 def test_the_trace_of_an_empty_ring_is_empty_and_levels_wait_for_samples():
     ring = SampleRing(2, 1000)
