@@ -15,8 +15,9 @@ import time
 
 import numpy as np
 import pytest
-from test_service import _free_port, _slowdown
+from test_service import _free_port
 
+from devtools.machine_speed import slowdown as measured_slowdown
 from firmware_bridge.person import Machine
 from firmware_bridge.protocol import Hello
 from firmware_bridge.simulator import Simulator
@@ -48,7 +49,7 @@ def motor(tmp_path_factory):
     plan.write_text(json.dumps({"classes": ["normal"], "task": "anomaly", "kind": "continuous", "repetitions": 3,
                                 "window_seconds": 1.0, "hold_seconds": 6.0, "rest_seconds": 0.0, "countdown": 1,
                                 "confirm": True, "verb": "Run the machine normally"}))
-    http_port, slowdown = _free_port(), _slowdown()
+    http_port, slowdown = _free_port(), measured_slowdown()
     config = root / "tinynas.toml"
     config.write_text(f'port = "{simulator.port}"\ndata_dir = "{data}"\ntarget = "STM32C011F6P6"\n'
                       f'budget = "{15 * slowdown:.0f}s"\nepochs = 6\nfinal_epochs = 8\nlearning_rate = 0.003\n'

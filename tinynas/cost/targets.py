@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
 from dataclasses import dataclass
@@ -103,13 +104,20 @@ def load_target_file(path: str | Path) -> Target:
 
 def builtin_targets() -> dict[str, Target]:
     """The boards shipped with tinynas, keyed by file stem (e.g. 'stm32f030f4p6')."""
+    return dict(_shipped_boards())
+
+
+@functools.cache
+def _shipped_boards() -> tuple[tuple[str, Target], ...]:
+    # Read once per process: the package's files do not change under it, and the service's status page resolves
+    # its target on every request (parsing the nine files took most of a request's time while searching).
     boards = resources.files("tinynas.cost") / "boards"
-    found = {}
+    found = []
     for entry in sorted(boards.iterdir(), key=lambda item: item.name):
         if entry.name.endswith(".toml"):
             data = tomllib.loads(entry.read_text(encoding="utf-8"))
-            found[entry.name[:-5]] = _from_mapping(data, f"built-in board {entry.name}")
-    return found
+            found.append((entry.name[:-5], _from_mapping(data, f"built-in board {entry.name}")))
+    return tuple(found)
 
 
 def _normalise(name: str) -> str:
