@@ -40,8 +40,6 @@ WINDOW_SAMPLES = 200  # the plan's 1.0 s windows at 200 Hz
 RATE = 200.0
 
 
-
-
 def _gestures(seed=0, channels=4):
     rng = np.random.default_rng(seed)
     windows = {}
