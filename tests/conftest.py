@@ -25,7 +25,7 @@ LONGEST_FIRST = ("tests/service/test_rewear.py", "tests/service/test_anomaly_ser
 
 
 def pytest_collection_modifyitems(items):
-    # pytest-xdist (`-n 2` or `-n 4`, `--dist loadfile`) hands whole files to its workers in collection order: the
+    # pytest-xdist (`-n 2` or `-n 3`, `--dist loadfile`) hands whole files to its workers in collection order: the
     # longest go first, so that no worker starts one of them when the others have finished everything else. A
     # stable sort: each file's tests keep their order.
     def rank(item) -> int:
