@@ -19,10 +19,9 @@ import json
 import os
 import platform
 import statistics
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
+
+from checkouts import run_child, short_commit
 
 RESULTS = Path(__file__).parent / "results"
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,18 +63,6 @@ FIGURES = {"trace_int8_ms": "trace, 8 int8 channels (ms)", "trace_float32_ms": "
            "resolve_target_ms": "resolve_target (ms)"}
 
 
-def _run(checkout: Path, calls: int) -> dict:
-    with tempfile.TemporaryDirectory() as scratch:
-        script = Path(scratch) / "child.py"
-        script.write_text(_CHILD)
-        env = {**os.environ, "PYTHONPATH": str(checkout)}
-        done = subprocess.run([sys.executable, str(script), str(calls)], env=env, capture_output=True, text=True,
-                              cwd=scratch)
-    if done.returncode:
-        raise SystemExit(f"status_request.py: the run with {checkout} failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", type=Path, required=True, help="another checkout (a git worktree)")
@@ -84,12 +71,11 @@ def main() -> None:
     parser.add_argument("--shared", default="nothing else ran", help="what shared the machine, for the results file")
     args = parser.parse_args()
     checkouts = {"base": args.base.resolve(), "this": ROOT}
-    commits = {name: subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                    text=True).stdout.strip() for name, path in checkouts.items()}
+    commits = {name: short_commit(path) for name, path in checkouts.items()}
     runs = []
     for run in range(args.runs):
         for name in (["base", "this"] if run % 2 == 0 else ["this", "base"]):
-            figures = _run(checkouts[name], args.calls)
+            figures = run_child(checkouts[name], _CHILD, str(args.calls), caller="status_request.py")
             runs.append({"run": run, "checkout": name, **figures})
             print(f"run {run} {name}: " + ", ".join(f"{key} {value:.3f}" for key, value in figures.items()),
                   flush=True)

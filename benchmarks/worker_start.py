@@ -19,10 +19,11 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from checkouts import run_child, short_commit
 
 RESULTS = Path(__file__).parent / "results"
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,18 +69,6 @@ if __name__ == "__main__":
 """
 
 
-def _run(checkout: Path, data: Path, workers: int, jobs: int) -> dict:
-    with tempfile.TemporaryDirectory() as scratch:
-        script = Path(scratch) / "child.py"
-        script.write_text(_CHILD)
-        env = {**os.environ, "PYTHONPATH": str(checkout)}
-        done = subprocess.run([sys.executable, str(script), str(data), str(workers), str(jobs)], env=env,
-                              capture_output=True, text=True, cwd=scratch)
-    if done.returncode:
-        raise SystemExit(f"worker_start.py: the run with {checkout} failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", type=Path, required=True, help="another checkout (a git worktree)")
@@ -92,8 +81,7 @@ def main() -> None:
     from tinynas.data.synthetic import vibration
 
     checkouts = {"base": args.base.resolve(), "this": ROOT}
-    commits = {name: subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                    text=True).stdout.strip() for name, path in checkouts.items()}
+    commits = {name: short_commit(path) for name, path in checkouts.items()}
     runs = []
     with tempfile.TemporaryDirectory() as scratch:
         data = Path(scratch) / "windows.npz"
@@ -101,7 +89,8 @@ def main() -> None:
         for run in range(args.runs):
             order = ["base", "this"] if run % 2 == 0 else ["this", "base"]
             for name in order:
-                figures = _run(checkouts[name], data, args.workers, args.jobs)
+                figures = run_child(checkouts[name], _CHILD, str(data), str(args.workers), str(args.jobs),
+                                    caller="worker_start.py")
                 runs.append({"run": run, "checkout": name, **figures})
                 print(f"run {run} {name}: {figures['wall']:.1f} s wall, {figures['cpu']:.1f} s CPU, "
                       f"{figures['workers_started']} workers started", flush=True)
