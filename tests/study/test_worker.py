@@ -1,8 +1,12 @@
-"""Worker processes: reuse, recycling, and a death that fails only its own candidate."""
+"""Worker processes: reuse, recycling, a death that fails only its own candidate, and nothing left behind."""
 
 import os
+import shutil
 import signal
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +14,7 @@ from tinynas.data.synthetic import vibration
 from tinynas.process_memory import memory_bytes
 from tinynas.space import Architecture
 from tinynas.study.pool import WorkerPool
+from tinynas.training import scratch
 from tinynas.training.job import TrainJob
 from tinynas.trial import Fidelity
 
@@ -36,6 +41,10 @@ def _result(pool, timeout=120):
     raise AssertionError("no result from the worker")
 
 
+def _scratch_of(pid):
+    return list(Path(tempfile.gettempdir()).glob(f"{scratch.PREFIX}{pid}-*"))
+
+
 @pytest.mark.slow
 def test_worker_is_reused_then_recycled(data_path):
     with WorkerPool(1, max_jobs=2) as pool:
@@ -47,12 +56,37 @@ def test_worker_is_reused_then_recycled(data_path):
             assert result.ok and result.job_id == number and len(result.val_loss) == 1
             assert result.memory["rss"] > 0
             imports.append(result.timings.get("tensorflow_import"))
+            if number == 0:
+                # What TensorFlow's AutoGraph writes while training lands in the worker's own folder...
+                (own,) = _scratch_of(pids[0])
+                assert list(own.glob("__autograph_generated_file*.py"))
         assert pids[0] == pids[1] != pids[2]
+        assert not _scratch_of(pids[0])  # ...which goes with the worker when it is recycled
         # Forked from the launcher, which imported TensorFlow once: the new worker did not import it again (a
         # spawned one took 6.9 s here).
         assert imports[1] is None and imports[2] < 1.0
         assert pool.spawned == 2
         assert pool.peak_memory["private"] > 0
+    assert not _scratch_of(pids[2])  # and when the pool closes
+
+
+@pytest.mark.slow
+def test_folders_of_workers_that_are_gone_are_removed(data_path):
+    ended = subprocess.Popen(["true"])
+    ended.wait()  # a process id that no longer runs: a worker killed with its study
+    gone = Path(tempfile.gettempdir()) / f"{scratch.PREFIX}{ended.pid}-x"
+    gone.mkdir()
+    (gone / "__autograph_generated_file0.py").write_text("")
+    running = Path(tempfile.mkdtemp(prefix=f"{scratch.PREFIX}{os.getpid()}-"))
+    other = Path(tempfile.mkdtemp(prefix="tinynas-work-"))  # not a worker's: never touched
+    try:
+        with WorkerPool(1) as pool:
+            pool.submit(_job(1, data_path))
+            assert _result(pool).ok
+        assert not gone.exists() and running.exists() and other.exists()
+    finally:
+        for folder in (gone, running, other):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.slow
@@ -61,8 +95,10 @@ def test_a_dead_worker_fails_only_its_candidate(data_path):
         pool.submit(_job(1, data_path, epochs=200))
         time.sleep(0.5)
         os.kill(pool.worker_pids()[0], signal.SIGKILL)
+        killed = pool.worker_pids()[0]
         result = _result(pool)
         assert not result.ok and "worker died" in result.error and "SIGKILL" in result.error
+        assert not _scratch_of(killed)  # it could not remove its folder: the pool did
         pool.submit(_job(2, data_path))
         assert _result(pool).ok
 

@@ -25,6 +25,7 @@ from multiprocessing.connection import wait as wait_for
 from multiprocessing.process import BaseProcess
 
 from tinynas.errors import UsageError
+from tinynas.training import scratch
 from tinynas.training.job import Job, JobResult, serve
 
 DEFAULT_MAX_JOBS = 10
@@ -146,6 +147,8 @@ class WorkerPool:
         slot.started = time.monotonic()
 
     def _start(self, slot: _Slot) -> None:
+        if not self.spawned:
+            scratch.remove_orphans()  # left by workers killed with an earlier study
         parent, child = self._context.Pipe()
         process = self._context.Process(target=serve, name="tinynas-worker", daemon=True,
                                         args=(child, self.threads, self.max_jobs, self.private_limit_bytes))
@@ -208,6 +211,8 @@ class WorkerPool:
         if slot.process is not None and slot.process.is_alive():
             slot.process.kill()
             slot.process.join(5)
+        if slot.process is not None and slot.process.exitcode is not None and slot.process.pid is not None:
+            scratch.remove_of(slot.process.pid)  # a worker killed or dead: it could not remove its own
         slot.process = slot.conn = None
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import math
+import shutil
 import signal
 import time
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from tinynas.folders import save_weights
 from tinynas.interrupts import die_with_parent
 from tinynas.process_memory import memory_bytes
 from tinynas.space import Architecture
+from tinynas.training import scratch
 from tinynas.training.diagnose import health_monitor
 from tinynas.training.faults import INJECTED_FAULTS, LEARNING_RATE_FAULTS, poison_weights_callback
 from tinynas.training.model import build_model
@@ -275,6 +277,15 @@ def serve(conn, threads: int, max_jobs: int, private_limit: int) -> None:
     tf.config.threading.set_inter_op_parallelism_threads(1)
     # Same seed, same scores: a resumed search must retrace the path of an uninterrupted one.
     tf.config.experimental.enable_op_determinism()
+    own = scratch.use_own()  # what TensorFlow leaves in the temporary folder goes with this worker
+    try:
+        _serve_jobs(conn, tf, startup, max_jobs, private_limit)
+    finally:
+        if own is not None:
+            shutil.rmtree(own, ignore_errors=True)
+
+
+def _serve_jobs(conn, tf, startup: float, max_jobs: int, private_limit: int) -> None:
     cache: dict = {}
     done = 0
     while True:
