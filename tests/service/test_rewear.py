@@ -14,6 +14,7 @@ adaptation says it was judged by confidence only.
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 from test_service import CLASSES, PLAN_CLASSES, Scenario, worker_processes
 
 from tinynas.service.runner import request
+from tinynas.training import scratch
 
 FINAL = ("accepted", "rejected", "failed", "cancelled")
 
@@ -153,6 +155,8 @@ def rewear(tmp_path_factory):
         run.wait(lambda: run.state().get("state") == "RECALIBRATING", 300, "the recalibration to start")
         staging = run.flow()["staging"]
         run.wait(lambda: _child_processes(staging), 60, "the fine-tuning child")
+        killed_child = _child_processes(staging)
+        run.wait(lambda: all(_scratch_of(pid) for pid in killed_child), 60, "the child's temporary folder")
         run.kill()
         notes["killed_state"] = run.state()
         deadline = time.monotonic() + 30 * run.slowdown  # run.wait would stop at once: the service is dead
@@ -163,6 +167,8 @@ def rewear(tmp_path_factory):
         run.wait(lambda: run.status().get("state") == "RECALIBRATING" and run.status().get("predictions")
                  and run.status().get("pid") == run.process.pid, 120, "serving while recalibrating after restart")
         notes["status_while_recalibrating"] = run.status()
+        # The child died with the service, its temporary folder with it unremoved: the new start removed it.
+        notes["killed_child_folders"] = [folder for pid in killed_child for folder in _scratch_of(pid)]
         notes["status_text_recalibrating"] = run.cli("service", "status").stdout
         notes["accepted"] = run.wait_flow_end(started)
         notes["deployed_after_acceptance"] = run.state()["deployed"]
@@ -172,8 +178,13 @@ def rewear(tmp_path_factory):
         started = run.state()["updated"]
         assert run.cli("onboard", "--user", "alice", "--recalibrate").returncode == 0
         run.wait(lambda: run.state().get("state") == "RECALIBRATING", 300, "the recalibration to start")
+        staging = run.flow()["staging"]
+        run.wait(lambda: _child_processes(staging), 60, "the fine-tuning child")
+        child = _child_processes(staging)
+        run.wait(lambda: all(_scratch_of(pid) for pid in child), 60, "the child's temporary folder")
         notes["cancel"] = run.cli("onboard", "--user", "alice", "--cancel").returncode
         notes["cancelled"] = run.wait_flow_end(started)
+        notes["cancelled_child_folders"] = [folder for pid in child for folder in _scratch_of(pid)]
         notes["deployed_after_cancel"] = run.state()["deployed"]
 
         # Unlabelled: a few seconds of whatever the device streams, then adapt.
@@ -184,6 +195,11 @@ def rewear(tmp_path_factory):
         yield run, notes
     finally:
         run.close()
+
+
+def _scratch_of(pid: int) -> list[Path]:
+    """The temporary folder of the recalibration child `pid` (TensorFlow's AutoGraph writes there)."""
+    return list(Path(tempfile.gettempdir()).glob(f"{scratch.PREFIX}{pid}-*"))
 
 
 def _one_line_error(stderr: str) -> str:
@@ -256,6 +272,7 @@ def test_no_search_workers_start_while_the_user_records_again(rewear):
 def test_kill_mid_recalibration_keeps_the_old_model_serving(rewear):
     _, notes = rewear
     assert not notes["orphans"], "the fine-tuning child outlived the killed service"
+    assert not notes["killed_child_folders"]
     killed = notes["killed_state"]
     assert killed["state"] == "RECALIBRATING" and killed["rewear"]["phase"] == "recalibrating"
     assert killed["deployed"] == notes["deployed_after_rejection"]
@@ -307,6 +324,7 @@ def test_unlabelled_adaptation_says_how_it_was_judged(rewear):
 def test_cancel_mid_recalibration_keeps_the_served_model(rewear):
     _, notes = rewear
     assert notes["cancel"] == 0
+    assert not notes["cancelled_child_folders"]  # the killed child's temporary files went with it
     flow = notes["cancelled"]
     assert flow["phase"] == "cancelled" and "the old model stays" in flow["text"], flow
     assert notes["deployed_after_cancel"] == notes["deployed_after_acceptance"]

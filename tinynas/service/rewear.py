@@ -36,6 +36,7 @@ from tinynas.interrupts import die_with_parent
 from tinynas.service.collection import Collection
 from tinynas.service.context import Phase, ServiceContext, Transition, to
 from tinynas.service.state import Deployed, RewearFlow
+from tinynas.training import scratch
 
 log = logging.getLogger(__name__)
 
@@ -330,6 +331,7 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
         if child.poll() is None:  # the service is stopping: the next start runs the step again
             child.kill()
             child.wait()
+        scratch.remove_of(child.pid)  # a killed child could not remove its temporary folder
     try:
         stderr = log_path.read_text(encoding="utf-8", errors="replace").strip()
     except OSError:
@@ -423,4 +425,10 @@ if __name__ == "__main__":
     from tinynas.quiet import quiet_environment
 
     quiet_environment()
-    sys.exit(_child_main(sys.argv[1]))
+    own = scratch.use_own()  # TensorFlow's AutoGraph files, as in a search's worker
+    try:
+        code = _child_main(sys.argv[1])
+    finally:
+        if own is not None:
+            shutil.rmtree(own, ignore_errors=True)
+    sys.exit(code)

@@ -33,6 +33,7 @@ from tinynas.service.models import served_download
 from tinynas.service.paths import REQUESTS, ServicePaths, request, running_pid
 from tinynas.service.status import page_snapshot, snapshot, write_status_file
 from tinynas.service.status_server import StatusServer
+from tinynas.training import scratch
 
 # REQUESTS, ServicePaths and request live in paths.py, ServiceError in context.py; the CLI and the tests import
 # them from here.
@@ -69,6 +70,7 @@ class Service(ServiceContext):
         side = []
         try:
             self.open()  # only under the lock: a second service refused must not repair this one's state
+            scratch.remove_orphans()  # of a recalibration child or workers killed with the last run
             self.started_ns = time.time_ns()
             self.paths.pid.write_text(str(os.getpid()))
             # The page and the stop watcher first: without the device the person beside the Pi is told why.

@@ -58,4 +58,10 @@ def _running(pid: int) -> bool:
         return False
     except OSError:  # another user's process: running, and not ours to judge
         return True
-    return True
+    # A process that has ended but whose parent has not collected it yet (a zombie) still answers: a child of a
+    # killed service is one until the init process collects it.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])
