@@ -1,13 +1,13 @@
 """A training worker's own temporary folder, removed when the worker ends.
 
 TensorFlow's AutoGraph writes each function it converts to a file in the temporary folder
-(`__autograph_generated_file*.py`, about ten per candidate trained) and removes them at interpreter exit, which a
-multiprocessing worker never reaches: it ends with `os._exit`. A 40 s `tinynas demo` left 47 such files in the
-temporary folder; a Pi searching and recalibrating for months would pile up thousands (in memory where /tmp is
-a tmpfs). So a worker points `tempfile` at a folder of its own, named after its process id, and removes it when it
-returns; the pool removes the folder of a worker it killed or that died, and, before its first worker, those of
-workers whose process is gone (a study killed with its workers, a power cut). Nothing else in the temporary
-folder is touched: only folders with this prefix whose process no longer runs.
+(`__autograph_generated_file*.py`) and removes them at interpreter exit, which a multiprocessing worker never
+reaches: it ends with `os._exit`. A 40 s `tinynas demo` left 47 such files in the temporary folder; a Pi searching
+and recalibrating for months would pile up thousands (in memory where /tmp is a tmpfs). So a worker (and the
+service's re-wear child) points `tempfile` at a folder of its own, named after its process id, and removes it
+when it returns; the pool (the service) removes the folder of a worker (child) it killed or that died, and, before
+its first worker (at start), those of processes that are gone (a study killed with its workers, a power cut).
+Nothing else in the temporary folder is touched: only folders with this prefix whose process no longer runs.
 """
 
 from __future__ import annotations
