@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from browser import chromium_path
+from browser import Browser, chromium_path
 
 from tinynas.service.status_server import StatusServer
 
@@ -274,3 +274,23 @@ def test_the_rewear_box_says_its_verdict_once(tmp_path):
     dom = _page_dom(status, tmp_path)
     text = re.search(r'id="rewear-text">([^<]*)<', dom).group(1)
     assert text == "alice: accepted: 0.92 on the new windows (was 0.58); now serving model 20261204-rewear"
+
+
+def test_a_long_path_wraps_on_a_phone_instead_of_widening_the_page(tmp_path):
+    # What a user saw beside the Pi: a cancelled re-wear names the folder its recordings are kept in, one word of
+    # 60 characters, which pushed the page wider than a phone's screen (a sideways scroll bar).
+    session = "/var/lib/tinynas/profiles/alice/sessions/20261206-024701-rewear-and-more"
+    status = {**STATES["serving"], "rewear": {"user": "alice", "phase": "cancelled", "mode": "labelled",
+                                              "text": f"recalibration of alice cancelled; the old model stays; "
+                                                      f"recordings kept in {session}"}}
+    server = StatusServer(lambda: status, port=_free_port()).start()
+    browser = Browser(tmp_path / "chromium")
+    try:
+        browser.call("Emulation.setDeviceMetricsOverride", width=400, height=900, deviceScaleFactor=1, mobile=True)
+        browser.open(f"http://127.0.0.1:{server.address[1]}/")
+        browser.wait_for("document.getElementById('rewear-text').textContent.includes('rewear-and-more')")
+        widths = browser.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    finally:
+        browser.close()
+        server.stop()
+    assert widths[0] <= widths[1], widths
