@@ -93,9 +93,13 @@ def test_folders_of_workers_that_are_gone_are_removed(data_path):
 def test_a_dead_worker_fails_only_its_candidate(data_path):
     with WorkerPool(1) as pool:
         pool.submit(_job(1, data_path, epochs=200))
-        time.sleep(0.5)
-        os.kill(pool.worker_pids()[0], signal.SIGKILL)
         killed = pool.worker_pids()[0]
+        deadline = time.monotonic() + 120
+        while not _scratch_of(killed):  # at work (its folder made once TensorFlow is in)
+            assert time.monotonic() < deadline, "the worker never started"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        os.kill(killed, signal.SIGKILL)
         result = _result(pool)
         assert not result.ok and "worker died" in result.error and "SIGKILL" in result.error
         assert not _scratch_of(killed)  # it could not remove its folder: the pool did
