@@ -123,8 +123,9 @@ class Recorder:
                 self._event_locked({"gap": list(gap), "lost_samples": gap[1] - gap[0]})
             self._expected = first + len(data)
             self._samples.write(encode_chunk(first, data, self.hello.sample_format, self.epoch))
-            self.samples_written += len(data)
+            # The ring first: whoever sees the count move (without this lock) finds the samples in memory too.
             self.ring.add(Samples(first, data) if first != message.first_sample else message)
+            self.samples_written += len(data)
             if time.monotonic() - self._last_sync >= self.fsync_interval:
                 self._sync_locked()
 

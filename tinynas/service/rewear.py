@@ -140,7 +140,10 @@ def record_unlabelled(service: ServiceContext, flow: RewearFlow, recorder) -> No
         return  # recorded before a power cut that came before the state was saved
     rate = service.require_device().hello.sample_rate_hz
     total = int(round((flow.seconds or 0.0) * rate))
-    while not recorder.samples_written:  # the recorder's stream starts with the next chunk it is handed
+    # The recording starts with the next chunk the recorder is handed: once its live ring holds it (its count of
+    # samples written runs a moment ahead of the ring: reading the start then gave 0, the empty ring's, and
+    # labelled samples the session never held).
+    while not recorder.latest_sample:
         if service.stopping.wait(0.05):
             raise KeyboardInterrupt
     start = recorder.latest_sample
