@@ -114,14 +114,18 @@ def test_a_replugged_device_that_restarts_its_counter_rewrites_no_accepted_windo
             thread.stop()
     assert simulator.restarts == 1 and link.counters.reconnects >= 1
     events = [json.loads(line) for line in (tmp_path / "session" / "events.jsonl").read_text().splitlines()]
-    assert [e["reset"]["epoch"] for e in events if "reset" in e] == [1]
+    resets = [e["reset"] for e in events if "reset" in e]
+    assert [reset["epoch"] for reset in resets] == [1]
     windows = load_session(tmp_path / "session")
     assert windows.provenance["changed_windows"] == 0 and len(windows) == 3
     for got, label in zip(windows.x, ("A", "B", "A2")):
         assert np.array_equal(got, accepted[label])
-    # The new epoch starts after everything recorded before it, with a gap no window can span.
+    # The new epoch starts after everything recorded before it, with a gap no window can span. (After `before`:
+    # the chunks on their way when it was read, before the device went off, land between the two.)
     stream = read_samples(tmp_path / "session", 8)
-    assert windows.time_index[2] > before and not stream.received[before]
+    first_again = resets[0]["link_first"]
+    assert before <= first_again - 1 < windows.time_index[2]
+    assert stream.received[before - 1] and not stream.received[first_again - 1] and stream.received[first_again]
 
 
 def test_a_resumed_recording_continues_after_the_last_sample(tmp_path, emg_hello):
