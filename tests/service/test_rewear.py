@@ -405,11 +405,10 @@ def test_status_line_names_the_phase_once():
         == "re-wear of a (labelled): collecting: 2 of 6"
 
 
-def test_unlabelled_recording_labels_samples_the_session_holds(tmp_path):
-    # The recorder counts a chunk as written a moment before its live ring holds it (its thread between the two).
-    # A run of the journey read the recording's start in that moment: 0, the empty ring's, where the device's
-    # counter stood at 51,728; the 6 s it labelled were none of the session's and the adaptation failed. Here
-    # the ring takes its time with the first chunk, so that moment is long.
+def _record_unlabelled(tmp_path, chunks, slow_first_chunk=False, started_by=None):
+    """`record_unlabelled` of 1 s (200 samples) on a real `Recorder` fed by a thread, a 16-sample chunk for each first
+    device sample in `chunks` (from the `started_by`-th on, once the recording has started); the session's windows
+    and the recorder's gaps."""
     import threading
 
     import numpy as np
@@ -424,22 +423,25 @@ def test_unlabelled_recording_labels_samples_the_session_holds(tmp_path):
     hello = context.require_device().hello
     session = tmp_path / "session"
     recorder = Recorder(session, hello)
-    add, delayed = recorder.ring.add, []
+    if slow_first_chunk:
+        add, delayed = recorder.ring.add, []
 
-    def slow_first(message):
-        if not delayed:
-            delayed.append(message)
-            time.sleep(0.3)
-        add(message)
+        def slow_first(message):
+            if not delayed:
+                delayed.append(message)
+                time.sleep(0.3)
+            add(message)
 
-    recorder.ring.add = slow_first
+        recorder.ring.add = slow_first
     stop = threading.Event()
 
     def device():
-        first = 51_728
-        while not stop.is_set():
+        for number, first in enumerate(chunks):
+            while number == started_by and context.collection.plan != "unlabelled" and not stop.is_set():
+                time.sleep(0.005)
+            if stop.is_set():
+                return
             recorder.add_samples(Samples(first, np.zeros((16, hello.channels), np.int8)))
-            first += 16
             time.sleep(0.002)
 
     feeder = threading.Thread(target=device, daemon=True)
@@ -455,5 +457,25 @@ def test_unlabelled_recording_labels_samples_the_session_holds(tmp_path):
         recorder.close()
     windows = [json.loads(line) for line in (session / "windows.jsonl").read_text().splitlines()]
     assert [w["label"] for w in windows] == ["unlabelled-a", "unlabelled-b"]
-    assert windows[0]["start"] >= 51_728 and sum(w["length"] for w in windows) == 200
+    assert sum(w["length"] for w in windows) == 200
     assert all("crc32" in w for w in windows)  # cut from samples received: on disk as they were in memory
+    return windows, recorder.gaps
+
+
+def test_unlabelled_recording_starts_at_the_device_s_samples(tmp_path):
+    # The recorder counted a chunk as written a moment before its live ring held it (its thread between the two).
+    # A run of the journey read the recording's start in that moment: 0, the empty ring's, where the device's
+    # counter stood at 51,728; the 6 s it labelled were none of the session's and the adaptation failed. Here
+    # the ring takes its time with the first chunk, so that that moment is long.
+    windows, _ = _record_unlabelled(tmp_path, range(51_728, 51_728 + 16 * 400, 16), slow_first_chunk=True)
+    assert windows[0]["start"] >= 51_728
+
+
+def test_unlabelled_recording_starts_again_after_a_gap(tmp_path):
+    # A device unplugged (it restarts, counting from 0 again) and a chunk lost on the link, each in the middle of
+    # the recording: windows over them would hold samples that never came, and the adaptation had nothing whole.
+    chunks = [*range(51_728, 51_728 + 16 * 5, 16), *range(0, 16 * 8, 16), *range(16 * 9, 16 * 400, 16)]
+    windows, gaps = _record_unlabelled(tmp_path, chunks, started_by=3)
+    assert len(gaps) == 2
+    start, end = windows[0]["start"], windows[-1]["start"] + windows[-1]["length"]
+    assert all(gap_end <= start or end <= gap_start for gap_start, gap_end in gaps), (windows, gaps)

@@ -140,8 +140,8 @@ def record_unlabelled(service: ServiceContext, flow: RewearFlow, recorder) -> No
         return  # recorded before a power cut that came before the state was saved
     rate = service.require_device().hello.sample_rate_hz
     total = int(round((flow.seconds or 0.0) * rate))
-    # The recording starts with the next chunk the recorder is handed: once its live ring holds it (its count of
-    # samples written runs a moment ahead of the ring: reading the start then gave 0, the empty ring's, and
+    # The recording starts with the next chunk the recorder is handed, once its live ring holds it: the start is
+    # read from the ring (read from it before it held one, the start was 0, the empty ring's, and the windows
     # labelled samples the session never held).
     while not recorder.latest_sample:
         if service.stopping.wait(0.05):
@@ -150,9 +150,18 @@ def record_unlabelled(service: ServiceContext, flow: RewearFlow, recorder) -> No
     # No "prompt": nothing is to be performed (a person following the status page must not act on it);
     # what is recorded is said in state.rewear's text.
     service.collection = Collection(total=1, accepted=0, plan="unlabelled")
-    while recorder.latest_sample < start + total:
-        if service.stopping.wait(0.1):
-            raise KeyboardInterrupt  # stopping: nothing recorded is labelled yet; the next start records again
+    while True:
+        while recorder.latest_sample < start + total:
+            if service.stopping.wait(0.1):
+                raise KeyboardInterrupt  # stopping: nothing recorded is labelled yet; the next start records again
+        # A link that dropped samples or a device that restarted (unplugged) leaves a gap no window may span:
+        # the recording goes on from after the last one, as the guide asks a window again.
+        broken = [end for begin, end in list(recorder.gaps) if begin < start + total and end > start]
+        if not broken:
+            break
+        start = max(broken)
+        log.info("unlabelled recording of %s: samples lost on the link; recording %g s again from sample %d",
+                 flow.user, total / rate, start)
     half = total // 2
     recorder.add_window(UNLABELLED[0], start, half)
     recorder.add_window(UNLABELLED[1], start + half, total - half)
