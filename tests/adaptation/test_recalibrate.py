@@ -4,7 +4,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tinynas.adaptation.recalibrate import Recipe, recalibrate
+from tinynas.adaptation.recalibrate import Recipe, forgetting, recalibrate
 from tinynas.data.spec import load_windows
 from tinynas.data.windows import DataError
 
@@ -150,3 +150,15 @@ def test_recalibrate_cli_bad_input_is_one_line_and_exit_2(model_dir, tmp_path, a
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("tinynas: error:") and message in lines[0], run.stderr
     assert not (tmp_path / "new").exists()
+
+
+def test_forgetting_is_judged_in_windows_the_test_can_tell():
+    # A service onboarding tests on 4 windows: one is 25 points, more than the 10 allowed, yet all a test of 4
+    # can say. One window may be lost; two may not; a test of 50 keeps the 10 % (5 windows).
+    assert forgetting(0.75, 0.50, 4, 0.10) == ""
+    two = forgetting(0.75, 0.25, 4, 0.10)
+    assert two.startswith("forgot the original test windows") and "2 of 4 lost" in two and "or one window" in two
+    assert forgetting(0.90, 0.80, 50, 0.10) == ""
+    assert "6 of 50 lost" in forgetting(0.90, 0.78, 50, 0.10) and "or one window" not in forgetting(0.9, 0.78, 50, 0.1)
+    assert "1 of 4 lost" in forgetting(0.75, 0.50, 4, 0.0)  # none allowed: none
+    assert forgetting(None, None, 0, 0.10) == "" and forgetting(1.0, 0.0, 0, 0.10) == ""
