@@ -40,6 +40,10 @@ from tinynas.training import scratch
 
 log = logging.getLogger(__name__)
 
+UNLABELLED_ATTEMPTS = 5
+"""Times an unlabelled recording starts again after a gap (a dropped link, an unplugged device) before it is left
+to the adaptation, which then fails in one line and keeps the old model."""
+
 UNLABELLED = ("unlabelled-a", "unlabelled-b")
 """Labels of the two halves of an unlabelled recording: `Windows` needs two classes; `adapt` ignores them
 (they are not the model's classes, so they are not even scored)."""
@@ -150,7 +154,7 @@ def record_unlabelled(service: ServiceContext, flow: RewearFlow, recorder) -> No
     # No "prompt": nothing is to be performed (a person following the status page must not act on it);
     # what is recorded is said in state.rewear's text.
     service.collection = Collection(total=1, accepted=0, plan="unlabelled")
-    while True:
+    for attempt in range(1, UNLABELLED_ATTEMPTS + 1):
         while recorder.latest_sample < start + total:
             if service.stopping.wait(0.1):
                 raise KeyboardInterrupt  # stopping: nothing recorded is labelled yet; the next start records again
@@ -158,6 +162,10 @@ def record_unlabelled(service: ServiceContext, flow: RewearFlow, recorder) -> No
         # the recording goes on from after the last one, as the guide asks a window again.
         broken = [end for begin, end in list(recorder.gaps) if begin < start + total and end > start]
         if not broken:
+            break
+        if attempt == UNLABELLED_ATTEMPTS:  # never a recording without end: the adaptation says what it lacks
+            log.warning("unlabelled recording of %s: samples lost on the link in each of %d attempts; check the "
+                        "cable", flow.user, attempt)
             break
         start = max(broken)
         log.info("unlabelled recording of %s: samples lost on the link; recording %g s again from sample %d",
