@@ -490,7 +490,8 @@ def test_unlabelled_recording_starts_again_after_a_gap(tmp_path):
 
 def test_unlabelled_recording_on_a_link_that_keeps_dropping_ends(tmp_path):
     # A chunk lost in every four: no attempt is whole. After its attempts the recording is left to the
-    # adaptation (which fails in one line, the old model kept), never recorded again without end.
+    # adaptation as it is (which uses the windows that are whole, or fails in one line), never recorded again
+    # without end.
     from tinynas.service.rewear import UNLABELLED_ATTEMPTS
 
     chunks = [51_728 + 16 * number for number in range(5000) if number < 3 or number % 4]

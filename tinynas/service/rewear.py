@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 UNLABELLED_ATTEMPTS = 5
 """Times an unlabelled recording starts again after a gap (a dropped link, an unplugged device) before it is left
-to the adaptation, which then fails in one line and keeps the old model."""
+to the adaptation as it is: it uses the windows that are whole, or fails in one line with the old model kept."""
 
 UNLABELLED = ("unlabelled-a", "unlabelled-b")
 """Labels of the two halves of an unlabelled recording: `Windows` needs two classes; `adapt` ignores them
@@ -163,7 +163,7 @@ def record_unlabelled(service: ServiceContext, flow: RewearFlow, recorder) -> No
         broken = [end for begin, end in list(recorder.gaps) if begin < start + total and end > start]
         if not broken:
             break
-        if attempt == UNLABELLED_ATTEMPTS:  # never a recording without end: the adaptation says what it lacks
+        if attempt == UNLABELLED_ATTEMPTS:  # never a recording without end: the adaptation takes what is whole
             log.warning("unlabelled recording of %s: samples lost on the link in each of %d attempts; check the "
                         "cable", flow.user, attempt)
             break
