@@ -76,7 +76,9 @@ def stage_folder(target: Path) -> Path:
 
 def process_alive(pid: int) -> bool:
     """Whether a process `pid` exists (another user's counts). 0 and below name process groups, not a
-    process, and are never alive; neither is a pid beyond the kernel's range."""
+    process, and are never alive; neither is a pid beyond the kernel's range. A process that has ended but
+    whose parent has not collected it yet (a zombie: a child of a killed service, until init collects it)
+    answers as if it ran: where /proc says so, it is not alive."""
     if not 0 < pid < 2 ** 31:
         return False
     try:
@@ -85,7 +87,11 @@ def process_alive(pid: int) -> bool:
         return True
     except OSError:
         return False
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])
 
 
 def publish_folder(staging: Path, target: Path) -> None:

@@ -14,7 +14,6 @@ adaptation says it was judged by confidence only.
 import json
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -165,7 +164,7 @@ def rewear(tmp_path_factory):
         staging = run.flow()["staging"]
         run.wait(lambda: _child_processes(staging), 60, "the fine-tuning child")
         killed_child = _child_processes(staging)
-        run.wait(lambda: all(_scratch_of(pid) for pid in killed_child), 60, "the child's temporary folder")
+        run.wait(lambda: all(scratch.folders_of(pid) for pid in killed_child), 60, "the child's temporary folder")
         run.kill()
         notes["killed_state"] = run.state()
         deadline = time.monotonic() + 30 * run.slowdown  # run.wait would stop at once: the service is dead
@@ -177,7 +176,7 @@ def rewear(tmp_path_factory):
                  and run.status().get("pid") == run.process.pid, 120, "serving while recalibrating after restart")
         notes["status_while_recalibrating"] = run.status()
         # The child died with the service, its temporary folder with it unremoved: the new start removed it.
-        notes["killed_child_folders"] = [folder for pid in killed_child for folder in _scratch_of(pid)]
+        notes["killed_child_folders"] = [folder for pid in killed_child for folder in scratch.folders_of(pid)]
         notes["status_text_recalibrating"] = run.cli("service", "status").stdout
         notes["accepted"] = run.wait_flow_end(started)
         notes["deployed_after_acceptance"] = run.state()["deployed"]
@@ -190,10 +189,10 @@ def rewear(tmp_path_factory):
         staging = run.flow()["staging"]
         run.wait(lambda: _child_processes(staging), 60, "the fine-tuning child")
         child = _child_processes(staging)
-        run.wait(lambda: all(_scratch_of(pid) for pid in child), 60, "the child's temporary folder")
+        run.wait(lambda: all(scratch.folders_of(pid) for pid in child), 60, "the child's temporary folder")
         notes["cancel"] = run.cli("onboard", "--user", "alice", "--cancel").returncode
         notes["cancelled"] = run.wait_flow_end(started)
-        notes["cancelled_child_folders"] = [folder for pid in child for folder in _scratch_of(pid)]
+        notes["cancelled_child_folders"] = [folder for pid in child for folder in scratch.folders_of(pid)]
         notes["deployed_after_cancel"] = run.state()["deployed"]
 
         # Unlabelled: a few seconds of whatever the device streams, then adapt.
@@ -204,11 +203,6 @@ def rewear(tmp_path_factory):
         yield run, notes
     finally:
         run.close()
-
-
-def _scratch_of(pid: int) -> list[Path]:
-    """The temporary folder of the recalibration child `pid` (TensorFlow's AutoGraph writes there)."""
-    return list(Path(tempfile.gettempdir()).glob(f"{scratch.PREFIX}{pid}-*"))
 
 
 def _one_line_error(stderr: str) -> str:

@@ -41,10 +41,6 @@ def _result(pool, timeout=120):
     raise AssertionError("no result from the worker")
 
 
-def _scratch_of(pid):
-    return list(Path(tempfile.gettempdir()).glob(f"{scratch.PREFIX}{pid}-*"))
-
-
 @pytest.mark.slow
 def test_worker_is_reused_then_recycled(data_path):
     with WorkerPool(1, max_jobs=2) as pool:
@@ -58,16 +54,16 @@ def test_worker_is_reused_then_recycled(data_path):
             imports.append(result.timings.get("tensorflow_import"))
             if number == 0:
                 # What TensorFlow's AutoGraph writes while training lands in the worker's own folder...
-                (own,) = _scratch_of(pids[0])
+                (own,) = scratch.folders_of(pids[0])
                 assert list(own.glob("__autograph_generated_file*.py"))
         assert pids[0] == pids[1] != pids[2]
-        assert not _scratch_of(pids[0])  # ...which goes with the worker when it is recycled
+        assert not scratch.folders_of(pids[0])  # ...which goes with the worker when it is recycled
         # Forked from the launcher, which imported TensorFlow once: the new worker did not import it again (a
         # spawned one took 6.9 s here).
         assert imports[1] is None and imports[2] < 1.0
         assert pool.spawned == 2
         assert pool.peak_memory["private"] > 0
-    assert not _scratch_of(pids[2])  # and when the pool closes
+    assert not scratch.folders_of(pids[2])  # and when the pool closes
 
 
 @pytest.mark.slow
@@ -95,14 +91,14 @@ def test_a_dead_worker_fails_only_its_candidate(data_path):
         pool.submit(_job(1, data_path, epochs=200))
         killed = pool.worker_pids()[0]
         deadline = time.monotonic() + 120
-        while not _scratch_of(killed):  # at work (its folder made once TensorFlow is in)
+        while not scratch.folders_of(killed):  # at work (its folder made once TensorFlow is in)
             assert time.monotonic() < deadline, "the worker never started"
             time.sleep(0.05)
         time.sleep(0.5)
         os.kill(killed, signal.SIGKILL)
         result = _result(pool)
         assert not result.ok and "worker died" in result.error and "SIGKILL" in result.error
-        assert not _scratch_of(killed)  # it could not remove its folder: the pool did
+        assert not scratch.folders_of(killed)  # it could not remove its folder: the pool did
         pool.submit(_job(2, data_path))
         assert _result(pool).ok
 

@@ -17,6 +17,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from tinynas.atomic import process_alive
+
 PREFIX = "tinynas-worker-"
 
 
@@ -31,14 +33,19 @@ def use_own() -> Path | None:
     return folder
 
 
+def folders_of(pid: int) -> list[Path]:
+    """The temporary folders of worker `pid`."""
+    return list(Path(tempfile.gettempdir()).glob(f"{PREFIX}{pid}-*"))
+
+
 def remove_of(pid: int) -> None:
     """Remove the temporary folders of worker `pid`, which has ended."""
-    for folder in Path(tempfile.gettempdir()).glob(f"{PREFIX}{pid}-*"):
+    for folder in folders_of(pid):
         shutil.rmtree(folder, ignore_errors=True)
 
 
 def remove_orphans() -> None:
-    """Remove the temporary folders of workers whose process no longer runs."""
+    """Remove the temporary folders of workers whose process no longer runs (a zombie counts as ended)."""
     if os.name != "posix":  # `os.kill(pid, 0)` asks without signalling only on POSIX
         return
     try:
@@ -47,21 +54,5 @@ def remove_orphans() -> None:
         return
     for folder in folders:
         pid = folder.name[len(PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _running(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: running, and not ours to judge
-        return True
-    # A process that has ended but whose parent has not collected it yet (a zombie) still answers: a child of a
-    # killed service is one until the init process collects it.
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])
