@@ -25,6 +25,7 @@ import numpy as np
 
 from firmware_bridge import onset
 from firmware_bridge.errors import BridgeError, CollectionPaused
+from firmware_bridge.safe_read import SETTINGS_FILE_BYTES, read_regular_text
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,9 @@ class Plan:
                             f"gesture plans; got {self.donnings} for a {self.kind} plan")
         if self.rest_class and self.kind != "gesture":
             raise PlanError(f"plan {self.name!r}: rest_class goes with gesture plans (a machine has states, not rest)")
+        if self.confirm and self.kind != "continuous":
+            raise PlanError(f"plan {self.name!r}: confirm = true goes with continuous plans (an operator confirms a "
+                            f"machine's state); a gesture plan prompts the person with a countdown")
         unknown = sorted(set(self.order) - set(self.classes))
         if unknown:
             raise PlanError(f"plan {self.name!r}: order names {', '.join(unknown)}, not among its classes "
@@ -226,7 +230,7 @@ def load_plan(spec: str) -> Plan:
     if not path.exists():
         raise PlanError(f"unknown plan {spec!r}: not a preset ({', '.join(PRESETS)}) nor a file")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_text(path, SETTINGS_FILE_BYTES, "plan file")
         data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     except OSError as exc:
         raise PlanError(f"plan file {path}: cannot read it ({exc.strerror or exc})") from None

@@ -32,7 +32,16 @@ from firmware_bridge.durable import write_durably
 from firmware_bridge.link import DeviceReset
 from firmware_bridge.protocol import Hello, Mark, Samples
 from firmware_bridge.ring import SampleRing
-from firmware_bridge.session_format import FORMAT_NAME, VERSION, SessionFormatError, encode_chunk, scan, window_crc
+from firmware_bridge.safe_read import SETTINGS_FILE_BYTES, read_regular
+from firmware_bridge.session_format import (
+    FORMAT_NAME,
+    MAX_SAMPLES_BYTES,
+    VERSION,
+    SessionFormatError,
+    encode_chunk,
+    scan,
+    window_crc,
+)
 from firmware_bridge.timeline import Timeline
 
 log = logging.getLogger(__name__)
@@ -52,11 +61,14 @@ class Recorder:
         self.fsync_interval = fsync_interval
         self.folder.mkdir(parents=True, exist_ok=True)
         manifest_path = self.folder / "manifest.json"
-        if manifest_path.exists():
+        if os.path.lexists(manifest_path):
             try:
-                self.manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-            except (UnicodeDecodeError, ValueError):
+                self.manifest = json.loads(read_regular(manifest_path, SETTINGS_FILE_BYTES, "session manifest"))
+            except (UnicodeDecodeError, ValueError, RecursionError):
                 raise SessionFormatError(f"{manifest_path} is damaged (not JSON); record into a new folder") from None
+            except OSError as exc:  # a pipe, a device, a folder: never opened to block, never written over
+                raise SessionFormatError(f"{manifest_path}: {exc.strerror or exc}; record into a new folder") \
+                    from None
             if not isinstance(self.manifest, dict) or self.manifest.get("channels") != hello.channels or \
                     self.manifest.get("sample_rate_hz") != hello.sample_rate_hz:
                 raise SessionFormatError(f"{self.folder} holds a session of another device layout (or no "
@@ -187,9 +199,11 @@ class Recorder:
 def _recorded_extent(path: Path) -> tuple[int, int]:
     """(one past the last recorded sample index, the last chunk's epoch) of a samples.bin; (0, -1) when empty."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path, MAX_SAMPLES_BYTES, "session's samples")
     except FileNotFoundError:
         return 0, -1
+    except OSError as exc:
+        raise SessionFormatError(f"{path}: {exc.strerror or exc}; record into a new folder") from None
     chunks = scan(data).chunks
     if not chunks:
         return 0, -1

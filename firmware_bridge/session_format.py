@@ -47,6 +47,9 @@ VERSION = 2
 READABLE_VERSIONS = (1, 2)
 HEADER = struct.Struct("<4sHHBxHQII")
 FORMAT_NAME = "tinynas-session"
+MAX_SAMPLES_BYTES = 4 << 30
+"""The largest samples.bin read back whole (a day at 12 kHz x 1 channel of int16 is ~2 GiB): a bigger file is not
+a session this machine can hold in memory."""
 
 
 class SessionFormatError(BridgeError, ValueError):

@@ -282,6 +282,12 @@ def test_a_machine_plan_with_impossible_durations_is_refused_in_one_line(fields,
         Plan("g", ("a", "b"), hold_seconds=10.0)
 
 
+def test_confirm_goes_with_machine_plans_only():
+    assert Plan("m", ("a", "b"), kind="continuous", confirm=True).confirm
+    with pytest.raises(PlanError, match="confirm = true goes with continuous plans"):
+        Plan("g", ("a", "b"), confirm=True)  # a person is prompted with a countdown: nothing would confirm it
+
+
 def test_a_plan_file_sets_the_order_durations_window_and_hop(tmp_path):
     path = tmp_path / "pump.toml"
     path.write_text('classes = ["normal", "worn"]\norder = ["normal", "normal", "worn"]\nkind = "continuous"\n'

@@ -8,6 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
+from firmware_bridge.safe_read import SETTINGS_FILE_BYTES, read_regular_text
 from tinynas.cli.common import add_runtime_flag, add_target_flags
 from tinynas.cost.c_runtime import estimate_c
 from tinynas.cost.estimate import estimate, estimate_arena, method_ram_bytes, tflm_fits
@@ -118,7 +119,7 @@ def _architecture_from_args(args: argparse.Namespace) -> Architecture:
     if args.arch:
         path = Path(args.arch)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_regular_text(path, SETTINGS_FILE_BYTES, "architecture file")
         except OSError as exc:
             raise SpecError(f"cannot read architecture file {path}: {exc.strerror}") from None
         except UnicodeDecodeError:

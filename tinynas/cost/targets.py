@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from firmware_bridge.safe_read import SETTINGS_FILE_BYTES, read_regular_text
 from tinynas.errors import TinynasError
 from tinynas.units import MAX_COUNT, MAX_SIZE_BYTES, UnitError, parse_count, parse_size
 
@@ -92,7 +93,7 @@ def load_target_file(path: str | Path) -> Target:
     """Read a target from a TOML file (keys as in `tinynas/cost/boards/*.toml`)."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_regular_text(path, SETTINGS_FILE_BYTES, "target file"))
     except OSError as exc:
         raise TargetError(f"cannot read target file {path}: {exc.strerror}") from None
     except UnicodeDecodeError:

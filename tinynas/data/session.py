@@ -12,12 +12,14 @@ import bisect
 import json
 import logging
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from firmware_bridge.session_format import FORMAT_NAME, scan, window_crc
+from tinynas.data.signal_files import check_readable
 from tinynas.data.windows import MAX_WINDOW_BYTES, DataError, Windows, check_size, readable, shown
 
 log = logging.getLogger(__name__)
@@ -65,9 +67,17 @@ def _positive_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
+def _regular_if_there(path: Path, kind: str) -> None:
+    """A session file that is there must be a regular file: a pipe or a device would block the read or never end
+    (a missing one is the reader's to say)."""
+    if os.path.lexists(path):
+        check_readable(path, kind)
+
+
 def read_manifest(folder: Path) -> dict:
     """The session's manifest.json, checked for the format name and every field the loader uses."""
     path = folder / "manifest.json"
+    _regular_if_there(path, "a session manifest")
     try:
         manifest = json.loads(path.read_bytes())
     except FileNotFoundError:
@@ -105,6 +115,7 @@ def read_manifest(folder: Path) -> dict:
 def read_stream(folder: Path, channels: int) -> Stream:
     """Every complete chunk of samples.bin, merged into contiguous segments (later chunks win)."""
     path = folder / "samples.bin"
+    _regular_if_there(path, "a session's samples")
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -167,6 +178,7 @@ def read_window_records(folder: Path) -> list[dict]:
     A line with "retract": START withdraws the earlier window starting at START (a redo).
     """
     path = folder / "windows.jsonl"
+    _regular_if_there(path, "a session's windows")
     try:
         lines = path.read_bytes().decode("utf-8", "replace").splitlines()
     except FileNotFoundError:
