@@ -183,9 +183,9 @@ def check_training(epochs: int | None, batch_size: int | None, learning_rate: fl
 
 def check_c_prefix(prefix: str) -> None:
     """--c-prefix: a name the generated C can start its identifiers with."""
-    from tinynas.deploy.c_codegen import CodegenError, check_prefix
+    from tinynas.c_names import CNameError, check_prefix
 
     try:
         check_prefix(prefix)
-    except CodegenError as exc:
+    except CNameError as exc:
         raise UsageError(f"--c-prefix: {exc}") from None

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from devtools.random_weights import calibration_windows, randomized_model
-from tinynas.deploy.c_codegen import CodegenError, check_prefix, compile_tflite, read_integer_model
+from tinynas.c_names import CNameError, check_prefix
+from tinynas.deploy.c_codegen import CodegenError, compile_tflite, read_integer_model
 from tinynas.deploy.export import convert_int8
 from tinynas.deploy.measure import tflite_micro_outputs
 from tinynas.space import Architecture, max_cells
@@ -169,8 +170,8 @@ def test_damaged_or_foreign_models_are_refused_in_one_error(exported_tiny):
 
 TWO_MODELS_MAIN = r"""
 #include <stdio.h>
-#include "emg_compiled.h"
-#include "motor_compiled.h"
+#include "emg/model_compiled.h"
+#include "motor/model_compiled.h"
 int main(void) {
   static int8_t a[EMG_INPUT_SIZE], b[MOTOR_INPUT_SIZE];
   int8_t out_a[EMG_OUTPUT_SIZE], out_b[MOTOR_OUTPUT_SIZE];
@@ -185,23 +186,25 @@ int main(void) {
 
 def test_two_models_link_into_one_firmware_with_two_prefixes(exported_tiny, tflite_micro, c_compiler, tmp_path):
     """Everything but the prefixed entry point and macros is static: two runtimes link side by side and each
-    gives what it gives alone."""
+    gives what it gives alone. Both headers keep the export's file name (each model's folder), so the include
+    guards must come from the prefix too."""
     _, first, _ = exported_tiny
     arch = random_architectures(1, seed=3)[0]
     second = convert_int8(randomized_model(arch, seed=3), calibration_windows(arch, 16, seed=3))
     inputs = []
     for prefix, tflite in (("emg", first), ("motor", second)):
-        source, header = compile_tflite(tflite, f"{prefix}_compiled.h", prefix=prefix)
+        source, header = compile_tflite(tflite, "model_compiled.h", prefix=prefix)
         assert f"int {prefix}_infer(const int8_t *input, int8_t *output);" in header and "tinynas_infer" not in header
-        (tmp_path / f"{prefix}_compiled.c").write_text(source)
-        (tmp_path / f"{prefix}_compiled.h").write_text(header)
+        (tmp_path / prefix).mkdir()
+        (tmp_path / prefix / "model_compiled.c").write_text(source)
+        (tmp_path / prefix / "model_compiled.h").write_text(header)
         model = read_integer_model(tflite)
         inputs.append(np.random.default_rng(len(inputs)).integers(
             -128, 128, (1, model.input_length * model.input_channels)).astype(np.int8))
     (tmp_path / "main.c").write_text(TWO_MODELS_MAIN)
     built = subprocess.run([c_compiler, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(tmp_path / "fw"),
-                            str(tmp_path / "main.c"), str(tmp_path / "emg_compiled.c"),
-                            str(tmp_path / "motor_compiled.c")], capture_output=True, text=True)
+                            str(tmp_path / "main.c"), str(tmp_path / "emg" / "model_compiled.c"),
+                            str(tmp_path / "motor" / "model_compiled.c")], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
     ran = subprocess.run([str(tmp_path / "fw")], input=inputs[0].tobytes() + inputs[1].tobytes(),
                          capture_output=True, check=True, timeout=60)
@@ -212,5 +215,5 @@ def test_two_models_link_into_one_firmware_with_two_prefixes(exported_tiny, tfli
 
 @pytest.mark.parametrize("prefix", ["", "9lives", "int", "my-model", "a" * 25, "__x", "é"])
 def test_a_prefix_that_is_not_a_c_name_is_refused_in_one_line(prefix):
-    with pytest.raises(CodegenError, match="is not a C name"):
+    with pytest.raises(CNameError, match="is not a C name"):
         check_prefix(prefix)

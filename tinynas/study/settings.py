@@ -86,12 +86,9 @@ class StudySettings:
 
         check_task(self.task)
         check_rate(self.false_alarm_rate)
-        from tinynas.deploy.c_codegen import CodegenError, check_prefix
+        from tinynas.c_names import check_prefix
 
-        try:
-            check_prefix(self.c_prefix)  # before the search, not after it at the export
-        except CodegenError as exc:
-            raise UsageError(str(exc)) from None
+        check_prefix(self.c_prefix)  # before the search, not after it at the export
         if self.workers != "auto":
             _check_whole("workers", self.workers, "auto or ")
         _check_whole("threads per worker", self.threads_per_worker)

@@ -1,0 +1,73 @@
+"""How tinynas writes names and strings into generated C: the one owner of these rules.
+
+A C prefix (`--c-prefix`, a card's `c_runtime.prefix`) starts every name the generated runtime exports, so two
+models in one firmware need two prefixes; that only works if the header's include guard comes from the prefix
+too (two headers guarded by the same `MODEL_COMPILED_H_` cannot be included together). A class name is the
+user's text: written into a C string it must stay one string whatever it holds, C99's trigraphs included
+(`"??/"` is a backslash to a C99 compiler, which then swallows the closing quote).
+
+No import of tinynas beyond the error type: the command line, the study's settings, the card reader and the
+code generator all check against these rules.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tinynas.errors import UsageError
+
+DEFAULT_PREFIX = "tinynas"
+MAX_PREFIX = 24
+"""Characters of a prefix: portable C names stay under the 31 significant characters of C99's external names."""
+
+_KEYWORDS = frozenset("auto break case char const continue default do double else enum extern float for goto if "
+                      "inline int long register restrict return short signed sizeof static struct switch typedef "
+                      "union unsigned void volatile while".split())
+
+
+class CNameError(UsageError):
+    """A name that cannot start the generated C's identifiers."""
+
+
+def is_c_prefix(prefix: object) -> bool:
+    """Whether `prefix` makes valid, portable C names (a C identifier of at most MAX_PREFIX characters, not a
+    keyword, not reserved: no leading double underscore)."""
+    return (isinstance(prefix, str) and re.fullmatch(rf"[A-Za-z_][A-Za-z0-9_]{{0,{MAX_PREFIX - 1}}}", prefix)
+            is not None and prefix not in _KEYWORDS and not prefix.startswith("__"))
+
+
+def check_prefix(prefix: object) -> str:
+    """`prefix` if it makes valid C names, else CNameError in one line."""
+    if not is_c_prefix(prefix):
+        shown = repr(prefix) if len(repr(prefix)) <= 40 else repr(prefix)[:37] + "..."
+        raise CNameError(f"C prefix {shown} is not a C name: give letters, digits and underscores, at most "
+                         f"{MAX_PREFIX}, not starting with a digit (e.g. emg or motor_left)")
+    assert isinstance(prefix, str)
+    return prefix
+
+
+def is_c_identifier(name: object) -> bool:
+    """A C identifier (an entry point's name read back from a card)."""
+    return isinstance(name, str) and len(name) <= 63 and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) is not None \
+        and name not in _KEYWORDS
+
+
+def include_guard(prefix: str, header_name: str) -> str:
+    """The include guard of a generated header: from the prefix and the file, so that the headers of two models
+    with two prefixes can be included together (`TINYNAS_MODEL_COMPILED_H_`, `EMG_MODEL_COMPILED_H_`)."""
+    stem = re.sub(r"[^A-Za-z0-9]", "_", header_name).upper()
+    return f"{check_prefix(prefix).upper()}_{stem}_"
+
+
+def c_string(text: str) -> str:
+    """`text` as one C99 string literal: printable ASCII as is, every other byte as an octal escape; quotes,
+    backslashes and question marks escaped too (a `?` could start a trigraph)."""
+    out = []
+    for byte in text.encode("utf-8"):
+        char = chr(byte)
+        if char in '"\\?' or not 32 <= byte < 127:
+            out.append(f"\\{byte:03o}")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
