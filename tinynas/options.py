@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 
 from tinynas.errors import UsageError
+from tinynas.units import UnitError, echoed, parse_duration
 
 MAX_EPOCHS = 10_000
 """More epochs than any candidate or final training needs (the method uses 100)."""
@@ -105,7 +106,11 @@ def check_range(option: str, value: int | float | None, low: float, high: float 
 
 
 def _show(number: int | float) -> str:
-    return str(int(number)) if float(number).is_integer() else f"{number:g}"
+    """A number for a one-line message: whole numbers exactly, a huge one by its size (never via float, which a
+    400-digit integer overflows)."""
+    if isinstance(number, int) and not isinstance(number, bool):
+        return echoed(number)
+    return str(int(number)) if math.isfinite(number) and float(number).is_integer() else f"{number:g}"
 
 
 def check_positive(option: str, value: float, hint: str = "") -> None:
@@ -127,7 +132,7 @@ def parse_workers(text: str) -> int | str:
     try:
         return int(text)
     except ValueError:
-        raise UsageError(f"--workers must be auto or a whole number, got {text!r}") from None
+        raise UsageError(f"--workers must be auto or a whole number, got {echoed(text)}") from None
 
 
 def check_workers(workers: int | str, threads: int) -> None:
@@ -140,7 +145,8 @@ def check_workers(workers: int | str, threads: int) -> None:
     n = cores()
     check_range("--threads", threads, 1)
     if threads > n:
-        raise UsageError(f"--threads {threads} is more than this machine's {n} core(s) (use --threads {n} or fewer)")
+        raise UsageError(f"--threads {_show(threads)} is more than this machine's {n} core(s) (use --threads {n} or "
+                         f"fewer)")
     if workers == "auto":
         return
     if isinstance(workers, str):
@@ -148,8 +154,8 @@ def check_workers(workers: int | str, threads: int) -> None:
     check_range("--workers", workers, 1)
     check_range("--threads", threads, 1)
     if workers > n:
-        raise UsageError(f"--workers {workers} is more than this machine's {n} core(s): each worker trains on its "
-                         f"own core (use --workers {n} or fewer, or auto)")
+        raise UsageError(f"--workers {_show(workers)} is more than this machine's {n} core(s): each worker trains on "
+                         f"its own core (use --workers {n} or fewer, or auto)")
 
 
 def check_seed(seed: int) -> None:
@@ -159,16 +165,15 @@ def check_seed(seed: int) -> None:
 
 def check_budget(text: str) -> float:
     """The time budget in seconds: readable, at least a second, at most a month."""
-    from tinynas.units import UnitError, parse_duration
-
     try:
         seconds = parse_duration(text)
     except UnitError as exc:
         raise UsageError(f"--budget: {exc}") from None
     if seconds < RANGES["budget_seconds"].low:
-        raise UsageError(f"--budget {text} is less than a second: no candidate can train (use e.g. 90s, 30m)")
+        raise UsageError(f"--budget {echoed(text)} is less than a second: no candidate can train (use e.g. 90s, "
+                         f"30m)")
     if seconds > (RANGES["budget_seconds"].high or math.inf):
-        raise UsageError(f"--budget {text} is more than 30 days (a typo? use e.g. 90s, 30m, 2h)")
+        raise UsageError(f"--budget {echoed(text)} is more than 30 days (a typo? use e.g. 90s, 30m, 2h)")
     return seconds
 
 

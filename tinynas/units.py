@@ -7,6 +7,7 @@ gets the same one-line error everywhere.
 
 from __future__ import annotations
 
+import math
 import re
 
 from tinynas.errors import UsageError
@@ -22,6 +23,23 @@ class UnitError(UsageError):
     """A duration, size or count that cannot be read, or is out of range."""
 
 
+def echoed(text: object, limit: int = 40) -> str:
+    """What the user typed, quoted for a one-line message, cut to `limit` characters; a whole number of more
+    than 20 digits is said by its length (never converted to float, which a 400-digit integer overflows)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        try:
+            digits = str(text)
+        except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+            return "a number of thousands of digits"
+        count = len(digits.lstrip("-"))
+        return digits if count <= 20 else f"a {count}-digit number"
+    shown = repr(text.strip() if isinstance(text, str) else text)
+    if len(shown) <= limit:
+        return shown
+    quote = shown[0] if shown[0] in "'\"" else ""
+    return f"{shown[:limit - 4]}...{quote} ({len(str(text))} characters)"
+
+
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)(i?b?)\s*$", re.IGNORECASE)
 _COUNT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)\s*$", re.IGNORECASE)
@@ -35,11 +53,13 @@ def parse_duration(text: str | float | int) -> float:
         cleaned = str(text).strip().lower()
         parts = _DURATION.fullmatch(cleaned)
         if not cleaned or parts is None:
-            raise UnitError(f"cannot read duration {text!r}: use e.g. 90s, 30m, 1h30m")
+            raise UnitError(f"cannot read duration {echoed(text)}: use e.g. 90s, 30m, 1h30m")
         hours, minutes, secs = (float(p) if p else 0.0 for p in parts.groups())
         seconds = hours * 3600 + minutes * 60 + secs
     if not seconds > 0:
-        raise UnitError(f"the time budget must be positive, got {text!r}")
+        raise UnitError(f"the time budget must be positive, got {echoed(text)}")
+    if not math.isfinite(seconds):
+        raise UnitError(f"duration {echoed(text)} is beyond any time budget: use e.g. 90s, 30m, 1h30m")
     return seconds
 
 
@@ -51,11 +71,11 @@ def _scaled(text: str | int, what: str, pattern: re.Pattern, scales: dict[str, i
         return text
     match = pattern.match(str(text))
     if not match:
-        raise UnitError(f"cannot read {what} {text!r}: {example}")
-    value = int(whole(float(match.group(1)) * scales[match.group(2).lower()]))
-    if not 0 < value <= top:
-        raise UnitError(f"{what} {text!r} is out of range: give {top_text}")
-    return value
+        raise UnitError(f"cannot read {what} {echoed(text)}: {example}")
+    number = float(match.group(1)) * scales[match.group(2).lower()]  # inf for a number of hundreds of digits
+    if not (math.isfinite(number) and 0 < int(whole(number)) <= top):
+        raise UnitError(f"{what} {echoed(text)} is out of range: give {top_text}")
+    return int(whole(number))
 
 
 def parse_size(text: str | int, what: str = "size") -> int:

@@ -30,6 +30,9 @@ def test_status_through_head_is_quiet(tmp_path):
 def test_onboard_more_leaves_a_request_with_the_count(tmp_path, capsys):
     config = tmp_path / "t.toml"
     config.write_text(f'data_dir = "{tmp_path / "data"}"\n')
+    session = tmp_path / "data" / "profiles" / "alice" / "sessions" / "20261206-090000"
+    session.mkdir(parents=True)
+    (session / "manifest.json").write_text("{}")  # a recorded session to add to
     assert main(["onboard", "--user", "alice", "--more", "3", "--config", str(config)]) == 0
     requests = list((tmp_path / "data" / "requests").glob("*-onboard.json"))
     assert [json.loads(path.read_text()) for path in requests] == [{"kind": "onboard", "user": "alice", "more": 3}]
@@ -40,6 +43,8 @@ def test_onboard_more_leaves_a_request_with_the_count(tmp_path, capsys):
     (["--more", "0"], "--more must be between 1 and 100"),
     (["--more", "5", "--plan", "gestures4"], "--more adds to the user's last session"),
     (["--more", "2", "--continue"], "not allowed with argument"),
+    (["--more", "2"], "alice has no recorded session to add to on this device"),  # said now, not later
+    (["--more", "9" * 4001], "--more must be between 1 and 100, got a 4001-digit number"),
 ])
 def test_onboard_more_refuses_what_cannot_be_followed(tmp_path, capsys, argv, message):
     config = tmp_path / "t.toml"

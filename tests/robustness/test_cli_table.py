@@ -370,7 +370,7 @@ ROWS = [
     Row("service-config-http-host-beyond-loopback", ("service", "config", "--config", "{w}/c.toml"),
         "http_host '0.0.0.0' is beyond loopback: set http_token", setup=_file("c.toml", b'http_host = "0.0.0.0"\n')),
     Row("service-config-budget-beyond-30-days", ("service", "config", "--config", "{w}/c.toml"),
-        "budget 9999999h is more than 30 days", setup=_file("c.toml", b'budget = "9999999h"\n')),
+        "budget '9999999h' is more than 30 days", setup=_file("c.toml", b'budget = "9999999h"\n')),
     Row("service-config-data-dir-a-file", ("service", "config", "--config", "{w}/c.toml"),
         "is a file, not a folder",
         setup=lambda w, assets: (_file("notes.txt")(w, assets),

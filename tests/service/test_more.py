@@ -89,4 +89,4 @@ def test_more_skips_a_rewear_session(tmp_path):
     plan = Plan("p", ("a", "b"), repetitions=5, window_seconds=1.0)
     onboarding_session = _session(service, "alice", "20261201-090000", plan)
     _session(service, "alice", "20261202-090000-rewear", Plan("p", ("a", "b"), repetitions=2, window_seconds=1.0))
-    assert onboarding.latest_session(service, "alice") == onboarding_session
+    assert service.paths.latest_session("alice") == onboarding_session

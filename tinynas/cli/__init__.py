@@ -20,7 +20,10 @@ class _Parser(argparse.ArgumentParser):
     """argparse with its own errors (unknown option, missing value, not a number) as one line too."""
 
     def error(self, message: str) -> NoReturn:  # argparse's default prints the whole usage block
-        text = " ".join(message.split())
+        # A word of argv that is thousands of characters long (a number pasted 4,000 digits deep) is said by its
+        # length: the line stays one line a person can read.
+        text = " ".join(word if len(word) <= 80 else f"{word[:40]}... ({len(word)} characters)"
+                        for word in message.split())
         self.exit(2, f"tinynas: error: {text} (see `{self.prog} --help`)\n")
 
 

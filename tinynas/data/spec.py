@@ -29,13 +29,21 @@ SOURCES = ("synthetic:vibration", "synthetic:emg", "isl:PATH", "cwru:PATH", "ses
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
+MAX_DIGITS = 15
+"""Digits of the largest whole number a data spec option takes (a seed, a window count, a file number)."""
+
+
 def _parse(key: str, text: str, kind: type):
     """One option value of the type its loader takes; a one-line DataError otherwise."""
     if kind is int:
+        digits = text.strip().lstrip("+-")
+        if len(digits) > MAX_DIGITS and digits.isdigit():  # no window count, length or seed has 16 digits
+            raise DataError(f"option {key}= in the data spec is a {len(digits)}-digit number, far beyond any data set "
+                            f"(at most {MAX_DIGITS} digits)")
         try:
             return int(text)
         except ValueError:
-            raise DataError(f"option {key}={text!r} in the data spec is not a number (a whole number)") from None
+            raise DataError(f"option {key}={text[:40]!r} in the data spec is not a number (a whole number)") from None
     if kind is float:
         try:
             value = float(text)
@@ -50,6 +58,8 @@ def _parse(key: str, text: str, kind: type):
         return text.lower() in _TRUE
     if kind is tuple:  # a list of numbers, or a name (e.g. files=97,105 or files=std10)
         parts = [part.strip() for part in text.split(",")]
+        if any(len(part) > MAX_DIGITS for part in parts if part.isascii() and part.isdigit()):
+            raise DataError(f"option {key}= in the data spec holds a number of more than {MAX_DIGITS} digits")
         return tuple(int(part) for part in parts) if all(p.isascii() and p.isdigit() for p in parts) else text
     if not text:
         raise DataError(f"option {key}= in the data spec is empty")

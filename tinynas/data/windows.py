@@ -31,6 +31,9 @@ def check_size(count: int, length: int, channels: int, what: str, hint: str = ""
     samples = int(count) * int(length) * int(channels) * 4
     size = samples + int(count) * WINDOW_OVERHEAD_BYTES
     if size > MAX_WINDOW_BYTES:
+        if max(abs(int(count)), abs(int(length)), abs(int(channels))) > 10**15:  # no float of the figures
+            raise DataError(f"{what}: a window count, length or channel count of more than 15 digits is far beyond "
+                            f"any data set; {hint or 'ask for fewer or shorter windows'}")
         raise DataError(f"{what}: {count:,} windows x {length:,} samples x {channels:,} channel(s) would take "
                         f"{size / 1024 ** 3:,.1f} GiB ({samples / 1024 ** 3:,.1f} GiB of float32 and "
                         f"{WINDOW_OVERHEAD_BYTES} bytes of bookkeeping per window), above the "

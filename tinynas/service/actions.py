@@ -60,6 +60,9 @@ def more(config: ServiceConfig, user: str, count: object) -> str:
     if isinstance(count, bool) or not isinstance(count, int):
         raise UsageError(f"--more must be a whole number, got {count!r}")
     check_range("--more", count, 1, MAX_MORE)
+    if ServicePaths(config.data_dir).latest_session(user) is None:  # said now, not after the request is left
+        raise UsageError(f"{user} has no recorded session to add to on this device: onboard without --more first "
+                         f"(tinynas onboard --user {user}{config_hint(config)})")
     request(config.data_dir, "onboard", user=user, more=count)
     return (f"{count} more repetition(s) per class for {user} requested; the service prompts only those, then "
             f"searches again on the whole session; {_follow(config)}")

@@ -8,8 +8,10 @@ import tomllib
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+from firmware_bridge.safe_read import SETTINGS_FILE_BYTES, read_regular
 from tinynas.errors import TinynasError
 from tinynas.options import RANGES, check_budget
+from tinynas.units import echoed
 
 DEFAULT_CONFIG = '''# tinynas service configuration (TOML). Every key is optional; the values below are the defaults.
 
@@ -182,7 +184,7 @@ def _check_value(origin: str, key: str, value) -> None:
     if key == "workers":
         allowed = f'"auto" or {allowed}'
     if not check(value):
-        raise ConfigError(f"{origin}: {key} must be {allowed}, not {value!r}")
+        raise ConfigError(f"{origin}: {key} must be {allowed}, not {echoed(value)}")
 
 
 def _check_choices(origin: str, data: dict) -> None:
@@ -282,7 +284,7 @@ def read_config_text(path: str | Path) -> str:
     """The text of a config file, or ConfigError in one line (missing, a folder, unreadable, not text)."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path, SETTINGS_FILE_BYTES, "config file")
     except FileNotFoundError:
         raise ConfigError(f"no config file at {path} (write one with `tinynas service config > {path}`)") from None
     except IsADirectoryError:

@@ -32,6 +32,14 @@ class ServicePaths:
         """The folder of one user's (or machine's) sessions, studies and models."""
         return self.root / "profiles" / user
 
+    def latest_session(self, user: str) -> Path | None:
+        """The user's newest onboarding session folder that holds a recording (None when there is none); a
+        re-wear's short session (`<stamp>-rewear`) is not one to search on."""
+        folder = self.profile(user) / "sessions"
+        sessions = sorted(p for p in folder.glob("*") if (p / "manifest.json").is_file()
+                          and not p.name.endswith("-rewear")) if folder.is_dir() else []
+        return sessions[-1] if sessions else None
+
 
 def running_pid(paths: ServicePaths) -> int | None:
     """The pid of the service running on these paths, None when none runs (no pid file, a pid of 0 or below, not
