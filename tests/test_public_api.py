@@ -78,6 +78,7 @@ def test_readme_example_runs_on_tiny_settings(tmp_path):
 @pytest.mark.parametrize("call, words", [
     (lambda: tinynas.load_windows(None), "the data spec must be a string"),
     (lambda: tinynas.estimate("A(1,2)"), "the architecture must be an Architecture"),
+    (lambda: tinynas.estimate(tinynas.Architecture(64, 1, 4, k=3, c=2), "x86"), "abi must be ilp32"),
     (lambda: tinynas.get_target(None), "the target must be a built-in target's name"),
     (lambda: tinynas.Study("run", "synthetic:vibration", "STM32C011F6P6"), "windows must be Windows (load a data"),
     (lambda: tinynas.Study("run", _tiny(), 3), "the target must be a Target"),
@@ -86,7 +87,7 @@ def test_readme_example_runs_on_tiny_settings(tmp_path):
     (lambda: tinynas.adapt("run", "synthetic:vibration", "out"), "windows must be Windows"),
     (lambda: tinynas.recalibrate("run", _tiny(), "out", recipe={"epoch": 2}), "recipe has no field 'epoch'"),
     (lambda: tinynas.recalibrate("run", _tiny(), "out", seed=-1), "seed must be between 0"),
-], ids=["spec None", "estimate a name", "target None", "study a spec", "study a number", "seed -1",
+], ids=["spec None", "estimate a name", "estimate abi x86", "target None", "study a spec", "study a number", "seed -1",
         "evaluate a spec", "adapt a spec", "recipe dict", "recalibrate seed"])
 def test_wrong_arguments_are_one_line_tinynas_errors(call, words, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -26,6 +26,16 @@ def test_clean_synthetic_data_has_no_findings(emg):
     assert check_windows(load_windows("synthetic:vibration")) == []
 
 
+@pytest.mark.parametrize("scale", [1e12, 1e30])
+def test_values_beyond_any_sensor_are_an_error_before_a_search(emg, scale):
+    x = emg.x.copy()
+    x[:, :, 1] *= np.float32(scale)
+    findings = check_windows(dataclasses.replace(emg, x=x))
+    assert findings[0].kind == "huge_values" and findings[0].severity == "error"
+    assert emg.channel_names[1] in findings[0].message and "rescale" in findings[0].message
+    assert check_windows(dataclasses.replace(emg, x=emg.x * np.float32(1e5))) == []  # raw ADC counts are fine
+
+
 def test_a_dead_electrode_is_reported_by_name(emg):
     x = emg.x.copy()
     x[:, :, 2] = 0.0

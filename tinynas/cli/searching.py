@@ -14,6 +14,7 @@ from tinynas.cost.runtime import RUNTIME_NAMES
 from tinynas.cost.targets import resolve_target
 from tinynas.data.preprocess import NORMALIZATIONS
 from tinynas.data.splits import PROTOCOLS
+from tinynas.errors import UsageError
 from tinynas.folders import check_out_dir
 from tinynas.options import (
     check_budget,
@@ -77,8 +78,8 @@ def register(sub) -> None:
                         help="classify (default: one class per state) or anomaly: a scorer learnt from normal "
                              "windows only, its threshold set for --false-alarm-rate (give fault windows only with "
                              "--test-data, to evaluate on)")
-    search.add_argument("--false-alarm-rate", type=float, default=0.01, metavar="RATE",
-                        help="anomaly task: the share of normal windows the threshold may flag (default 0.01)")
+    search.add_argument("--false-alarm-rate", type=float, default=None, metavar="RATE",
+                        help="with --task anomaly: the share of normal windows the threshold may flag (default 0.01)")
     search.add_argument("--json", action="store_true", help="print the model card as JSON on stdout")
     search.set_defaults(func=_cmd_search)
 
@@ -149,7 +150,12 @@ def _cmd_search(args: argparse.Namespace) -> int:
     check_c_prefix(args.c_prefix)
     parse_augmentation(args.augment)  # its syntax; which preset "auto" means needs the data
     parse_kernels(args.kernels)
-    check_rate(args.false_alarm_rate)
+    if args.false_alarm_rate is not None:
+        if args.task != "anomaly":
+            raise UsageError("--false-alarm-rate sets an anomaly scorer's threshold: add --task anomaly (a classifier "
+                             "has no threshold to set)")
+        check_rate(args.false_alarm_rate)
+    rate = {} if args.false_alarm_rate is None else {"false_alarm_rate": args.false_alarm_rate}  # else Study's own
     target = resolve_target(args.target, ram=args.ram, flash=args.flash, macs=args.macs)
     check_out_dir(args.out)
     windows = load_windows(args.data)
@@ -170,7 +176,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
                   split=args.split, check_data=not args.ignore_data_checks, normalize=args.normalize,
                   test_windows=test_windows, test_spec=args.test_data or "", augment=args.augment,
                   kernels=args.kernels, runtime=args.runtime, accounting=args.accounting, c_prefix=args.c_prefix,
-                  task=args.task, false_alarm_rate=args.false_alarm_rate)
+                  task=args.task, **rate)
     _print_result(study.run(), args.json)
     return 0
 

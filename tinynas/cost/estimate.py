@@ -327,7 +327,11 @@ def estimate(arch: Architecture, abi: Abi | str = ILP32, runtime: str = "tflm",
     runtime = check_runtime(runtime)
     accounting = check_accounting(accounting, runtime)
     if isinstance(abi, str):
+        if abi not in ABIS:
+            raise UsageError(f"abi must be ilp32 (32-bit microcontrollers) or lp64 (a 64-bit host), got "
+                             f"{abi[:40]!r}")
         abi = ABIS[abi]
+    require(abi, Abi, "abi", "ilp32, lp64 or an Abi")
     if runtime == "c":
         if abi.name != ILP32.name:
             raise UsageError(f"the C runtime is budgeted for 32-bit microcontrollers (abi ilp32) only, not {abi.name}")

@@ -22,6 +22,10 @@ RAIL_FRACTION = 0.05
 """A channel with more than this fraction of its samples on its extreme values is saturated."""
 IMBALANCE_RATIO = 10.0
 """Largest / smallest class count above which the data set is called extremely imbalanced."""
+MAX_MAGNITUDE = 1e9
+"""Largest sample value a search is asked to train on: raw ADC counts reach ~10^5, physical units far less; at
+~10^19 a float32 square overflows, and long before that every candidate's training diverges (data of 10^30 used to
+end a search with "give a longer --budget")."""
 MIXED_GROUP_FRACTION = 0.02
 """Fraction of recordings holding several labels above which the labels are called mixed up."""
 
@@ -30,7 +34,7 @@ MIXED_GROUP_FRACTION = 0.02
 class Finding:
     """One data fault: its kind, how serious, and what to tell the user."""
 
-    kind: str  # flat_channel, saturated_channel, mixed_labels, imbalance
+    kind: str  # huge_values, flat_channel, saturated_channel, mixed_labels, imbalance
     severity: str  # "error": the search would be meaningless; "warning": it can run, worse
     message: str
 
@@ -42,8 +46,20 @@ def _channel_name(windows: Windows, channel: int) -> str:
 
 def check_windows(windows: Windows) -> list[Finding]:
     """Every data fault found in `windows`, errors first."""
-    findings = _flat_channels(windows) + _saturated_channels(windows) + _mixed_labels(windows) + _imbalance(windows)
+    findings = (_huge_values(windows) + _flat_channels(windows) + _saturated_channels(windows)
+                + _mixed_labels(windows) + _imbalance(windows))
     return sorted(findings, key=lambda f: f.severity != "error")
+
+
+def _huge_values(windows: Windows) -> list[Finding]:
+    peak = np.abs(windows.x).max(axis=(0, 1))
+    huge = [channel for channel in range(windows.channels) if peak[channel] > MAX_MAGNITUDE]
+    if not huge:
+        return []
+    names = ", ".join(_channel_name(windows, channel) for channel in huge[:3])
+    return [Finding("huge_values", "error", f"values reach {float(peak.max()):.3g} ({names}), far beyond any "
+                    f"sensor's range and more than float32 training can use: a unit or scale mix-up? (rescale the "
+                    f"data, e.g. to volts, g or ADC counts)")]
 
 
 def _flat_channels(windows: Windows) -> list[Finding]:

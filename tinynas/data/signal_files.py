@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import warnings
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,37 +66,45 @@ def _is_number(token: str) -> bool:
 
 
 def _read_csv(path: Path) -> Signal:
+    """A CSV (or tab / semicolon / space separated) file of numbers, one row per sample, an optional header.
+
+    Read a line at a time into float32 (4 bytes a value): a list of Python floats cost ~100 bytes a value, so a
+    few hundred megabytes of text took gigabytes while the windows' own size check saw only the samples."""
+    values = array("f")
+    header: tuple[str, ...] = ()
+    delimiter: str | None = None
+    width = number = 0
     try:
-        lines = [line for line in path.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
+        with open(path, encoding="utf-8-sig") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                number += 1
+                if number == 1:
+                    delimiter = next((d for d in (",", ";", "\t") if d in line), None)
+                row = [cell.strip() for cell in (line.split(delimiter) if delimiter else line.split())]
+                if number == 1:
+                    width = len(row)
+                    if not all(_is_number(cell) for cell in row):
+                        header = tuple(row)
+                        continue
+                if len(row) != width:
+                    raise DataError(f"{shown(path)} line {number}: {len(row)} values, expected {width} (one per "
+                                    f"channel)")
+                try:
+                    values.extend(float(cell) for cell in row)
+                except ValueError:
+                    bad = next(cell for cell in row if not _is_number(cell))
+                    raise DataError(f"{shown(path)} line {number}: {bad[:40]!r} is not a number") from None
     except UnicodeDecodeError:
         raise DataError(f"{shown(path)}: not a text CSV file (UTF-8 expected)") from None
     except OSError as exc:
         raise _cannot_read(path, exc) from None
-    if not lines:
+    if number == 0:
         raise DataError(f"{shown(path)}: empty file")
-    delimiter = next((d for d in (",", ";", "\t") if d in lines[0]), None)
-
-    def cells(line: str) -> list[str]:
-        return [cell.strip() for cell in (line.split(delimiter) if delimiter else line.split())]
-
-    header: tuple[str, ...] = ()
-    first = cells(lines[0])
-    if not all(_is_number(cell) for cell in first):
-        header, lines = tuple(first), lines[1:]
-    if not lines:
+    if not values:
         raise DataError(f"{shown(path)}: a header but no samples")
-    rows = []
-    width = len(header) or len(first)
-    for number, line in enumerate(lines, start=2 if header else 1):
-        row = cells(line)
-        if len(row) != width:
-            raise DataError(f"{shown(path)} line {number}: {len(row)} values, expected {width} (one per channel)")
-        try:
-            rows.append([float(cell) for cell in row])
-        except ValueError:
-            bad = next(cell for cell in row if not _is_number(cell))
-            raise DataError(f"{shown(path)} line {number}: {bad!r} is not a number") from None
-    return Signal(np.asarray(rows, dtype=np.float32), None, header)
+    return Signal(np.frombuffer(values, dtype=np.float32).reshape(-1, width).copy(), None, header)
 
 
 _NPY_MAGIC = b"\x93NUMPY"

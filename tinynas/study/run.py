@@ -149,10 +149,12 @@ class Study:
                              "`if __name__ == \"__main__\":`")
         s = self.settings
         check_out_dir(self.out_dir)  # before anything else: the folder is the first thing a user gets wrong
+        # The user's windows are checked before anything is derived from them: a flat channel is said as one, not
+        # as what it then does to the anomaly task's split ("record longer" for identical windows).
+        self.data_findings = self._check_data()
         choice = self.runtime_choice
         check_space_fits(self.target, self.windows.window_length, self.windows.channels, self.windows.classes,
                          choice.runtime, choice.accounting)
-        self.data_findings = self._check_data()
         strategy = self._strategy()
         journal = open_journal(self.out_dir, self.resume)
         try:
