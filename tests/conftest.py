@@ -146,7 +146,10 @@ def exported_tiny(trained_tiny, vibration_split, tmp_path_factory):
     data, train, _, _ = vibration_split
     tflite = convert_int8(result.model, data.x[train])
     out = tmp_path_factory.mktemp("export")
-    paths = write_export(out, arch, tflite, {"note": "test"})
+    # What a served or downloaded model's card must say at least (classes, input): the readers check it whole.
+    card = {"note": "test", "classes": list(data.class_names),
+            "input": {"shape": [data.window_length, data.channels], "sample_rate_hz": data.sample_rate_hz}}
+    paths = write_export(out, arch, tflite, card)
     return arch, tflite, paths
 
 

@@ -9,7 +9,10 @@ written back unchanged, so reading and writing a card loses nothing.
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from tinynas.cost.runtime import recorded_accounting
@@ -30,7 +33,7 @@ def is_our_card(data) -> bool:
 
 
 _OPTIONAL = ("measured_arena_host64", "history", "architecture", "name", "digest", "quantization", "tools",
-             "anomaly", "runtime_choice", "int8_test")
+             "anomaly", "runtime_choice", "int8_test", "c_runtime", "serving")
 """Keys written only when known: the TFLite Micro measurement (needs tflite-micro), the adaptation
 history, and what the export adds beside the study's figures."""
 
@@ -88,6 +91,11 @@ class ModelCard:
     recall, support and confusion matrix; None on cards written before it was recorded."""
     anomaly: dict[str, Any] | None = None
     """An anomaly scorer's score, threshold and how they were made (`tinynas.anomaly.card`); None: a classifier."""
+    c_runtime: dict[str, Any] | None = None
+    """The generated C runtime: its files (plain names in the folder), C names and sizes, or why there is none
+    (`tinynas.deploy.export.compiled_c_card`)."""
+    serving: dict[str, Any] | None = None
+    """A deployed model's serving rules (`tinynas.service.idle.IdleRule`, or an anomaly scorer's alarm)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,3 +122,55 @@ class ModelCard:
         recorded = next((section["accounting"] for section in (self.runtime_choice, self.cost_estimate)
                          if isinstance(section, dict) and isinstance(section.get("accounting"), str)), None)
         return recorded_accounting(self.runtime, recorded)
+
+
+MAX_CARD_BYTES = 1 << 20
+"""A card is a few KiB of JSON (a long adaptation history included); a bigger file is not a card, and is not read."""
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a card holds")
+
+
+def parse_card(raw: bytes | str, path: str | os.PathLike) -> ModelCard:
+    """A card's bytes as a checked `ModelCard` (DamagedCard in one line naming `path` and what is wrong)."""
+    from tinynas.card_checks import DamagedCard, check_card
+    from tinynas.data.preprocess import CardError, Preprocessing
+    from tinynas.space import Architecture, SpecError
+
+    try:
+        data = json.loads(raw, parse_constant=_no_constant)
+    except RecursionError:
+        raise DamagedCard(f"{path}: not a model card (JSON nested far too deep)") from None
+    except UnicodeDecodeError:
+        raise DamagedCard(f"{path}: not a model card (not UTF-8 text; damaged?)") from None
+    except ValueError as exc:
+        raise DamagedCard(f"{path}: not a model card (not JSON: {str(exc)[:80]}; damaged?)") from None
+    try:
+        check_card(data)
+        Preprocessing.from_card(data)  # classes, input and preprocessing: what serving and evaluate read
+        if data.get("architecture") is not None:
+            Architecture.from_dict(data["architecture"])
+    except DamagedCard as exc:
+        raise DamagedCard(f"{path}: {exc}") from None
+    except (CardError, SpecError) as exc:
+        raise DamagedCard(f"{path}: {exc}") from None
+    return ModelCard.from_dict(data)
+
+
+def read_card(folder: str | os.PathLike) -> ModelCard:
+    """The card of the model folder `folder`, read as untrusted input: a regular file in the folder (a link, a pipe
+    or a device is refused, never opened to block), at most MAX_CARD_BYTES, every section checked for type and
+    range (`tinynas.card_checks`). The one reader of card.json: DamagedCard in one line when anything is wrong."""
+    from firmware_bridge.safe_read import read_regular
+    from tinynas.card_checks import DamagedCard
+    from tinynas.folders import CARD
+
+    path = Path(folder) / CARD
+    try:
+        raw = read_regular(path, MAX_CARD_BYTES, "model card", follow_links=False)
+    except FileNotFoundError:
+        raise DamagedCard(f"{path}: no such file (the folder holds no model card)") from None
+    except OSError as exc:
+        raise DamagedCard(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    return parse_card(raw, path)

@@ -61,6 +61,27 @@ class FolderError(TinynasError, ValueError):
     """A file of a run or model folder that is not what tinynas wrote (damaged, or of another program)."""
 
 
+MAX_MODEL_FILE_BYTES = 64 << 20
+"""The largest file a model folder serves or bundles (the .tflite, the generated C of the largest flash budget)."""
+
+
+def read_model_file(folder: str | os.PathLike, name: str, limit: int = MAX_MODEL_FILE_BYTES) -> bytes:
+    """A file of a model folder, read as untrusted input: `name` a plain file name (what a card says is checked,
+    but a caller may pass one on), the file a regular one of at most `limit` bytes and not a link (which could
+    lead out of the folder). FolderError in one line otherwise."""
+    from firmware_bridge.safe_read import plain_name, read_regular
+
+    if not plain_name(name):
+        raise FolderError(f"{folder}: {name!r} is not a plain file name of the folder (refused)")
+    path = Path(folder) / name
+    try:
+        return read_regular(path, limit, "model file", follow_links=False)
+    except FileNotFoundError:
+        raise FolderError(f"{path}: no such file (the model folder is incomplete)") from None
+    except OSError as exc:
+        raise FolderError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+
+
 def _read_only(folder: Path) -> bool:
     try:
         return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
@@ -128,6 +149,9 @@ def load_split(path: str | os.PathLike, windows: int) -> dict[str, np.ndarray]:
     except (OSError, ValueError, KeyError) as exc:
         raise FolderError(f"{path}: not a split file ({exc}; damaged?)") from None
     for side, index in sides.items():
+        if index.ndim != 1:
+            raise FolderError(f"{path}: its {side} indices are a {index.ndim}-D array, not a list of window numbers "
+                              f"(not a split tinynas wrote; damaged?)")
         if index.size and (index.min() < 0 or index.max() >= windows):
             raise FolderError(f"{path}: {side} indices beyond the {windows} stored windows (files of two runs?)")
     return sides

@@ -116,6 +116,7 @@ def _copy(model_dir, tmp_path, name="copy"):
     ("history not a list", "card.json", "'history' must be a list"),
     ("windows of other classes", "windows.npz", "holds classes"),
     ("random bytes as the split", "split.npz", "not a split file"),
+    ("a 2-D split", "split.npz", "its train indices are a 2-D array"),
     ("truncated int8 model", "model.tflite", "model.tflite"),
 ])
 def test_a_folder_whose_parts_disagree_is_refused_before_any_work(model_dir, new, tmp_path, damage, file, message):
@@ -137,6 +138,10 @@ def test_a_folder_whose_parts_disagree_is_refused_before_any_work(model_dir, new
         replace(stored, class_names=tuple(f"other{i}" for i in range(stored.classes))).save(copy / "windows.npz")
     elif damage == "random bytes as the split":
         (copy / "split.npz").write_bytes(np.random.default_rng(0).bytes(300))
+    elif damage == "a 2-D split":
+        with np.load(copy / "split.npz") as stored:
+            sides = {side: stored[side] for side in stored.files}
+        np.savez(copy / "split.npz", **{**sides, "train": sides["train"][:, None]})
     elif damage == "truncated int8 model":
         data = (copy / "model.tflite").read_bytes()
         (copy / "model.tflite").write_bytes(data[:len(data) // 2])

@@ -186,3 +186,26 @@ def test_a_client_that_goes_away_mid_answer_leaves_no_traceback(caplog, capfd):
     captured = capfd.readouterr()
     assert "Traceback" not in captured.err + captured.out
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_request_that_fails_inside_is_answered_with_one_line_and_logged(caplog):
+    """Whatever a handler meets (a bug, a damaged file the readers missed), the client gets an answer: before, a GET
+    whose status raised closed the connection with nothing said and nothing logged."""
+    def broken():
+        raise KeyError("cost_estimate")
+
+    def broken_download(name):
+        raise TypeError("unexpected")
+
+    server = StatusServer(broken, port=_free_port(), downloads=broken_download).start()
+    try:
+        base = f"http://127.0.0.1:{server.address[1]}"
+        for path in ("/status.json", "/download/card.json"):
+            with pytest.raises(urllib.error.HTTPError) as failed:
+                urllib.request.urlopen(base + path, timeout=5)
+            assert failed.value.code == 500
+            assert json.loads(failed.value.read())["error"].startswith("internal error")
+        assert urllib.request.urlopen(base + "/", timeout=5).status == 200  # still up
+    finally:
+        server.stop()
+    assert sum("failed with an internal error" in record.message for record in caplog.records) == 2

@@ -1,6 +1,7 @@
 """The status page's views, on real rings, journals and cards."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -94,11 +95,18 @@ def test_trials_come_from_the_journal_with_why_a_candidate_was_stopped(tmp_path)
 def test_the_served_model_is_read_from_its_card(tmp_path):
     card = tmp_path / "card.json"
     card.write_text(json.dumps({"name": "A(3,2)", "cost_estimate": {"peak_ram_bytes": 4096}, "flash_bytes": 9000,
-                                "int8_test_accuracy": 0.93, "classes": ["a", "b"]}))
+                                "int8_test_accuracy": 0.93, "classes": ["a", "b"],
+                                "input": {"shape": [64, 1], "sample_rate_hz": 100.0}}))
     model = served_model(Deployed("alice", str(tmp_path / "model.tflite"), str(card)))
     assert (model["name"], model["ram_bytes"], model["flash_bytes"], model["classes"]) == ("A(3,2)", 4096, 9000,
                                                                                              ["a", "b"])
-    assert served_model(Deployed("alice", str(tmp_path / "model.tflite"), str(tmp_path / "gone.json"))) == {}
+    gone = served_model(Deployed("alice", str(tmp_path / "model.tflite"), str(tmp_path / "gone" / "card.json")))
+    assert "No such file" in gone["damaged"]
+    # A card of the wrong shape is said, not a dead page: the reader checks every section it reads.
+    card.write_text(card.read_text().replace('"peak_ram_bytes": 4096', '"peak_ram_bytes": "4096"'))
+    os.utime(card, (1, 1))  # a new modification time: the page reads the card again
+    damaged = served_model(Deployed("alice", str(tmp_path / "model.tflite"), str(card)))
+    assert "'cost_estimate' 'peak_ram_bytes' must be a whole number" in damaged["damaged"]
 
 
 def test_predictions_per_minute_counts_the_last_sixty_seconds():

@@ -27,7 +27,7 @@ from tinynas.adaptation.common import (
 )
 from tinynas.data.windows import Windows
 from tinynas.deploy.modeldir import ModelDir, check_new_folder, write_model_dir
-from tinynas.folders import MODEL
+from tinynas.folders import MODEL, read_model_file
 
 PARTS = ("batchnorm", "normalization")
 MIN_WINDOWS = 8
@@ -140,7 +140,7 @@ def adapt(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec
                               + (f" (it can adapt: --only {other[0]})" if other else ""))
     say("converting to int8 (calibrated on the new windows)")
     tflite = export_within_budget(source, model, x_new)
-    old_tflite = (source.path / MODEL).read_bytes()
+    old_tflite = read_model_file(source.path, MODEL)
     labels = None if scorer else _labels(source, windows)
     new_before = rounded_int8_accuracy(old_tflite, before_pre.apply(windows.x), labels) if labels is not None else None
     new_after = rounded_int8_accuracy(tflite, x_new, labels) if labels is not None else None

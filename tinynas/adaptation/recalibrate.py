@@ -31,7 +31,7 @@ from tinynas.adaptation.common import (
 from tinynas.augment import Augmentation
 from tinynas.data.windows import DataError, Windows
 from tinynas.deploy.modeldir import ModelDir, check_new_folder, write_model_dir
-from tinynas.folders import MODEL
+from tinynas.folders import MODEL, read_model_file
 
 STATISTICS = ("mixed", "new")
 LAYERS = ("all", "head")
@@ -396,7 +396,7 @@ def recalibrate(model_path: str | Path, windows: Windows, out_dir: str | Path, *
     model, replayed = _train(models, x_new, y_new, _recipe_of(chosen, recipe), seed, say)
     say("converting to int8 and checking")
     tflite = export_within_budget(source, model, np.concatenate([x_new, _replayed(source, len(x_new), seed)[0]]))
-    old_tflite = (source.path / MODEL).read_bytes()
+    old_tflite = read_model_file(source.path, MODEL)
     if len(y_verify):
         verify_before = rounded_int8_accuracy(old_tflite, x_verify, y_verify)
         verify_after = rounded_int8_accuracy(tflite, x_verify, y_verify)

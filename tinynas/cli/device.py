@@ -313,6 +313,9 @@ def _cmd_service_models(args: argparse.Namespace) -> int:
         return 0
     for row in rows:
         made = time.strftime("%Y-%m-%d %H:%M", time.localtime(row["made"]))
+        if row.get("damaged"):
+            print(f"! {row['user']:<12} {row['id']:<24} damaged, never served: {row['damaged']}")
+            continue
         quality = ("anomaly scorer" if row["task"] == "anomaly" else
                    describe(row["held_out"]) if row["held_out"] else
                    f"accuracy {_figure(row['accuracy'], '.0%', 'not measured')}")
@@ -320,7 +323,9 @@ def _cmd_service_models(args: argparse.Namespace) -> int:
               f"{row['architecture'] or '?'}, {row['runtime']}, RAM {_figure(row['ram_bytes'], ',')} B"
               + (f" ({row['changed_by']})" if row["changed_by"] else ""))
     print("* served now; another: tinynas serve --user USER --model ID" + (f" --config {args.config}" if args.config
-                                                                          else ""))
+                                                                          else "")
+          + ("; ! damaged (move the folder away, or onboard again)" if any(row.get("damaged") for row in rows)
+             else ""))
     return 0
 
 

@@ -10,29 +10,18 @@ layout and quantization, the classes in output order.
 from __future__ import annotations
 
 import io
-import json
 import time
 import zipfile
 from pathlib import Path
 
+from firmware_bridge.safe_read import plain_name
+from tinynas.c_names import c_string
 from tinynas.errors import TinynasError
 from tinynas.folders import CARD
 
 
 class BundleError(TinynasError, ValueError):
     """A model folder a firmware bundle cannot be made from (no C runtime)."""
-
-
-def _c_string(text: str) -> str:
-    """`text` as a C string literal: printable ASCII as is, every other byte as an octal escape (valid C99)."""
-    out = []
-    for byte in text.encode("utf-8"):
-        char = chr(byte)
-        if char in '"\\' or not 32 <= byte < 127:
-            out.append(f"\\{byte:03o}")
-        else:
-            out.append(char)
-    return '"' + "".join(out) + '"'
 
 
 def build_line(header: str, prepare: str | None, needs_libm: bool) -> str:
@@ -46,7 +35,7 @@ def main_c(header: str, prefix: str, function: str, classes: list[str], prepare:
     """A minimal program that runs the model once on a window of zeros and prints the class it says
     (through `prepare`, the model's PREFIX_prepare, when it has one: from raw float samples, as a sensor gives)."""
     macro = prefix.upper()
-    names = ",\n    ".join(_c_string(name) for name in classes)
+    names = ",\n    ".join(c_string(name) for name in classes)
     if prepare:
         fill = (f"    static float raw[{macro}_INPUT_SIZE]; /* zeros: replace with the sensor's samples */\n"
                 f"    {prefix}_prepare(raw, window); /* the card's preprocessing and the quantization */\n")
@@ -86,26 +75,41 @@ int main(void) {{
 
 
 def firmware_zip(model_dir: Path) -> bytes:
-    """The bundle of the model in `model_dir` (its card's `c_runtime` section names the files), as zip bytes."""
+    """The bundle of the model in `model_dir` (its card's `c_runtime` section names the files), as zip bytes.
+
+    The card is read and checked whole (`tinynas.card.read_card`) and every file is read as a model folder's own
+    (`tinynas.folders.read_model_file`: a plain name, a regular file, no link): a damaged or hostile folder is
+    BundleError in one line, and nothing outside the folder is ever put in the bundle."""
+    from tinynas.card import read_card
+    from tinynas.folders import FolderError, read_model_file
+
     model_dir = Path(model_dir)
     try:
-        card = json.loads((model_dir / CARD).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BundleError(f"{model_dir}: no readable card.json ({exc})") from None
-    runtime = card.get("c_runtime") if isinstance(card, dict) else None
+        card = read_card(model_dir)
+    except FolderError as exc:
+        raise BundleError(f"no firmware bundle: {exc}") from None
+    runtime = card.c_runtime
     if not isinstance(runtime, dict) or not runtime.get("source"):
         why = runtime.get("error") if isinstance(runtime, dict) else "the card has no c_runtime section"
         raise BundleError(f"{model_dir.name} has no generated C runtime to bundle ({why})")
-    classes = [str(name) for name in card.get("classes") or []]
+    classes = [str(name) for name in card.classes or []]
     if len(classes) != runtime.get("output_bytes"):
         classes = [f"class {i}" for i in range(int(runtime.get("output_bytes") or 0))]
     source, header = runtime["source"], runtime["header"]
-    prepare = runtime.get("prepare_source") if (model_dir / str(runtime.get("prepare_source"))).is_file() else None
+    prepare = runtime.get("prepare_source")
+    if prepare and not (model_dir / prepare).is_file():
+        prepare = None  # a model made before model_prepare.c existed
+    files: dict[str, bytes] = {}
+    try:
+        for name in (source, header, *([prepare] if prepare else []), CARD):
+            files[name] = read_model_file(model_dir, name)
+    except FolderError as exc:
+        raise BundleError(f"no firmware bundle: {exc}") from None
     needs_libm = bool(prepare and runtime.get("prepare_needs_libm"))
-    quantization = (card.get("quantization") or {}).get("input") or {}
-    shape = (card.get("input") or {}).get("shape") or ["?", "?"]
+    quantization = (card.quantization or {}).get("input") or {}
+    shape = (card.input or {}).get("shape") or ["?", "?"]
     readme = "\n".join([
-        f"tinynas firmware bundle: {card.get('name') or model_dir.name}",
+        f"tinynas firmware bundle: {card.name or model_dir.name}",
         "",
         f"{source}, {header}: the model as C99 (no interpreter, no heap).",
         *([f"{prepare}: {runtime.get('prepare_function')}, the raw window (float) -> the model's int8 input: the "
@@ -126,12 +130,14 @@ def firmware_zip(model_dir: Path) -> bytes:
     ])
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
-        for name in (source, header, *([prepare] if prepare else []), CARD):
-            bundle.write(model_dir / name, name)
-        for name, text in (("main.c", main_c(header, runtime.get("prefix", "tinynas"), runtime["entry_point"],
-                                                classes, prepare, needs_libm)), ("README.txt", readme)):
+        entries = [*files.items(), ("main.c", main_c(header, runtime.get("prefix", "tinynas"), runtime["entry_point"],
+                                                      classes, prepare, needs_libm).encode()),
+                   ("README.txt", readme.encode())]
+        for name, content in entries:
+            if not plain_name(name):  # a zip-slip name (../x, /etc/x) is never written, whatever the card said
+                raise BundleError(f"no firmware bundle: {name!r} is not a plain file name")
             info = zipfile.ZipInfo(name, date_time=time.localtime()[:6])
-            info.external_attr = 0o100644 << 16  # a regular file, rw-r--r-- as the copied ones (not writestr's 0600)
+            info.external_attr = 0o100644 << 16  # a regular file, rw-r--r-- (not writestr's 0600)
             info.compress_type = zipfile.ZIP_DEFLATED
-            bundle.writestr(info, text)
+            bundle.writestr(info, content)
     return buffer.getvalue()

@@ -7,20 +7,17 @@ data that does not match is refused with one line saying which.
 from __future__ import annotations
 
 import io
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from tinynas.data.preprocess import CardError, Preprocessing
+from tinynas.card import read_card
+from tinynas.data.preprocess import Preprocessing
 from tinynas.data.windows import DataError, Windows
 from tinynas.errors import TinynasError
-from tinynas.folders import CARD, MODEL
-
-MAX_CARD_BYTES = 16 << 20
-"""A card is a few KiB of JSON; a bigger file is the wrong file (and is not read whole)."""
+from tinynas.folders import CARD, MODEL, FolderError
 
 
 class EvaluateError(TinynasError, ValueError):
@@ -72,24 +69,12 @@ def model_files(path: str | Path) -> tuple[Path, dict]:
     if not tflite.is_file():
         raise EvaluateError(f"{tflite}: not a file (give an export directory or its model.tflite)")
     card_path = tflite.parent / CARD
-    if not card_path.exists():
+    if not card_path.exists() and not card_path.is_symlink():
         raise EvaluateError(f"{card_path}: no card next to the model, so the data cannot be checked against it")
-    if not card_path.is_file() or card_path.stat().st_size > MAX_CARD_BYTES:
-        raise EvaluateError(f"{card_path}: not a model card (not a regular file, or far too big)")
     try:
-        text = card_path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise EvaluateError(f"{card_path}: cannot read it ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise EvaluateError(f"{card_path}: not a model card (not UTF-8 text; damaged?)") from None
-    try:
-        card = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise EvaluateError(f"{card_path}: not a model card (not JSON: {exc}; damaged?)") from None
-    try:
-        Preprocessing.from_card(card)  # every key evaluate and serving read, checked before any data is loaded
-    except CardError as exc:
-        raise EvaluateError(f"{card_path}: {exc}") from None
+        card = read_card(tflite.parent).to_dict()  # every section checked, the file read as untrusted input
+    except FolderError as exc:
+        raise EvaluateError(str(exc)) from None
     return tflite, card
 
 

@@ -166,13 +166,11 @@ class ModelDir:
 def is_model_folder(folder: Path) -> bool:
     """Whether `folder` holds a model card tinynas wrote (its schema marker, or an older card's exported
     architecture and quantization): what makes a folder ours, never its file names alone."""
-    from tinynas.card import is_our_card
+    from firmware_bridge.safe_read import read_regular
+    from tinynas.card import MAX_CARD_BYTES, is_our_card
 
-    card = folder / CARD
-    if not card.is_file() or card.stat().st_size > (16 << 20):
-        return False
     try:
-        return is_our_card(json.loads(card.read_text(encoding="utf-8")))
+        return is_our_card(json.loads(read_regular(folder / CARD, MAX_CARD_BYTES, "model card", follow_links=False)))
     except (OSError, ValueError, RecursionError):
         return False
 
@@ -241,7 +239,7 @@ def write_model_dir(out: Path, source: ModelDir, model, tflite: bytes, card: dic
             if (source.path / name).is_file():
                 shutil.copyfile(source.path / name, staging / name)
         # The source's C names: a firmware that links it keeps linking the adapted model.
-        prefix = (source.card.get("c_runtime") or {}).get("prefix", "tinynas")
+        prefix = (source.card.get("c_runtime") or {}).get("prefix", "tinynas")  # checked by read_card
         write_export(staging, source.architecture, tflite, card, c_prefix=prefix)
         publish_folder(staging, out)
     except OSError as exc:

@@ -17,6 +17,7 @@ import numpy as np
 
 from tinynas.data.preprocess import Preprocessing
 from tinynas.deploy.litert import Int8Model
+from tinynas.folders import read_model_file
 from tinynas.service.idle import IdleRule
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,8 @@ class LiveClassifier:
     """Classifies the newest window of a `SampleRing` every `hop` samples."""
 
     def __init__(self, model_path: str | Path, card: dict, ring, hop_samples: int, smoothing: int = 3) -> None:
-        self.model = Int8Model(Path(model_path).read_bytes())
+        path = Path(model_path)
+        self.model = Int8Model(read_model_file(path.parent, path.name))  # a regular file of the folder, no link
         self.classes = list(card["classes"])
         self.preprocessing = Preprocessing.from_card(card)
         self.length = self.model.window_shape[0]

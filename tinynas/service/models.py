@@ -14,12 +14,28 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from firmware_bridge.safe_read import plain_name, read_regular
 from tinynas.atomic import atomic_write_text
+from tinynas.card import ModelCard, read_card
+from tinynas.data.windows import readable
 from tinynas.errors import UsageError
-from tinynas.folders import CARD, COMPILED_C, COMPILED_H, FIRMWARE_ZIP, MODEL, MODEL_C, MODEL_H, PREPARE_C
+from tinynas.folders import (
+    CARD,
+    COMPILED_C,
+    COMPILED_H,
+    FIRMWARE_ZIP,
+    MODEL,
+    MODEL_C,
+    MODEL_H,
+    PREPARE_C,
+    FolderError,
+    read_model_file,
+)
 from tinynas.service.state import Deployed
 
 DEPLOYMENT_FILE = "deployment.json"
+MAX_DEPLOYMENT_BYTES = 1 << 20
+"""deployment.json is a few hundred bytes."""
 HISTORY_LIMIT = 50
 """Entries of `state.history` kept: enough to roll back through a day of switching."""
 
@@ -31,79 +47,115 @@ def write_deployment(folder: Path, deployed: Deployed) -> None:
 
 @dataclass(frozen=True)
 class StoredModel:
-    """One deployed model folder of one user."""
+    """One deployed model folder of one user (or a damaged one, listed with why and never served)."""
 
     user: str
     id: str
     folder: Path
-    deployed: Deployed
-    """What serving it puts in `state.deployed` (rebuilt from the card for folders older than deployment.json)."""
-    card: dict
+    deployed: Deployed | None
+    """What serving it puts in `state.deployed` (rebuilt from the card for folders older than deployment.json);
+    None for a damaged folder."""
+    card: ModelCard | None
+    damaged: str = ""
+    """Why the folder cannot be served ("" when it can): its card, its deployment.json or its model at fault."""
 
     @property
     def made(self) -> float:
-        made = self.deployed.made
-        return float(made) if isinstance(made, (int, float)) else (self.folder / CARD).stat().st_mtime
+        made = self.deployed.made if self.deployed is not None else None
+        if isinstance(made, (int, float)):
+            return float(made)
+        try:
+            return self.folder.stat().st_mtime
+        except OSError:
+            return 0.0
 
     def summary(self, served: Deployed | None) -> dict:
-        """JSON-ready: what `tinynas service models` and the page list."""
-        cost = self.card.get("cost_estimate") or {}
-        held = self.deployed.held_out or self.card.get("int8_test") or {}
-        return {"user": self.user, "id": self.id, "folder": str(self.folder), "made": self.made,
-                "task": self.deployed.task, "accuracy": self.deployed.accuracy,
+        """JSON-ready: what `tinynas service models` and the page list (names as printable text: a folder's name is
+        anyone's bytes)."""
+        base = {"user": readable(self.user), "id": readable(self.id), "folder": readable(str(self.folder)),
+                "made": self.made}
+        if self.deployed is None or self.card is None:
+            return {**base, "damaged": self.damaged, "task": None, "accuracy": None, "held_out": {},
+                    "runtime": None, "ram_bytes": None, "architecture": None, "changed_by": "", "served": False}
+        cost = self.card.cost_estimate or {}
+        held = self.deployed.held_out or self.card.int8_test or {}
+        return {**base, "task": self.deployed.task, "accuracy": self.deployed.accuracy,
                 "held_out": {key: held[key] for key in ("hits", "windows", "interval") if key in held},
-                "runtime": self.card.get("runtime", "tflm"), "ram_bytes": cost.get("peak_ram_bytes"),
-                "architecture": self.card.get("name"), "changed_by": self.deployed.changed_by or "",
+                "runtime": self.card.runtime, "ram_bytes": cost.get("peak_ram_bytes"),
+                "architecture": readable(self.card.name) if self.card.name else None,
+                "changed_by": self.deployed.changed_by or "",
                 "served": served is not None and served.model == self.deployed.model}
 
 
-def _from_card(user: str, folder: Path, card: dict) -> dict:
+def _from_card(user: str, folder: Path, card: ModelCard) -> dict:
     """`state.deployed` for a folder deployed before deployment.json existed: what its card says."""
     deployed = {"user": user, "model": str(folder / MODEL), "card": str(folder / CARD),
-                "accuracy": card.get("int8_test_accuracy"), "classes": card.get("classes"),
-                "card_int8_test_accuracy": card.get("int8_test_accuracy")}
-    if isinstance(card.get("int8_test"), dict):
-        deployed["held_out"] = card["int8_test"]
-    anomaly = card.get("anomaly")
+                "accuracy": card.int8_test_accuracy, "classes": card.classes,
+                "card_int8_test_accuracy": card.int8_test_accuracy}
+    if isinstance(card.int8_test, dict):
+        deployed["held_out"] = card.int8_test
+    anomaly = card.anomaly
     if isinstance(anomaly, dict):
-        serving = card.get("serving") or {}
+        serving = card.serving or {}
         deployed.update(task="anomaly", accuracy=None,
                         anomaly={"threshold": anomaly.get("threshold"),
                                  "threshold_steps": anomaly.get("threshold_steps"),
                                  "false_alarm_rate": anomaly.get("false_alarm_rate"),
                                  "calibration_windows": (anomaly.get("calibration") or {}).get("calibration_windows"),
                                  "alarm": serving.get("alarm") or {}})
-    elif isinstance(card.get("serving"), dict):
-        deployed["serving"] = card["serving"]
+    elif isinstance(card.serving, dict):
+        deployed["serving"] = card.serving
     return deployed
 
 
 def open_model(profiles: Path, user: str, model_id: str) -> StoredModel | None:
-    """The deployed model `model_id` of `user`, None when there is no such complete folder (a staging folder, a
-    folder without its model or card, or one whose files cannot be read)."""
-    if not model_id or model_id.startswith(".") or "/" in model_id:
+    """The deployed model `model_id` of `user`: None when there is no such folder (or a staging folder, or a name
+    that is not a plain one), a StoredModel with `damaged` saying why when its card, its deployment.json or its
+    model cannot be trusted (the model folder is input like any other: checked whole, `tinynas.card.read_card`)."""
+    if not plain_name(model_id) or not plain_name(user):
         return None
     folder = profiles / user / "deployed" / model_id
+    if not folder.is_dir():
+        return None
     try:
-        card = json.loads((folder / CARD).read_text(encoding="utf-8"))
-        if not (folder / MODEL).is_file() or not isinstance(card, dict):
-            return None
+        if folder.is_symlink():  # tinynas writes no links: one here could lead anywhere
+            raise FolderError(f"{folder} is a symbolic link, not a model folder tinynas deployed")
+        card = read_card(folder)
+        model = folder / MODEL
+        if model.is_symlink() or not model.is_file():
+            raise FolderError(f"{model}: {'a symbolic link' if model.is_symlink() else 'missing'}, not the "
+                              f"folder's own model")
         try:
-            deployed = json.loads((folder / DEPLOYMENT_FILE).read_text(encoding="utf-8"))
+            raw = read_regular(folder / DEPLOYMENT_FILE, MAX_DEPLOYMENT_BYTES, "deployment record",
+                               follow_links=False)
         except FileNotFoundError:
             deployed = _from_card(user, folder, card)
+        except OSError as exc:
+            raise FolderError(f"{folder / DEPLOYMENT_FILE}: cannot read it ({exc.strerror or exc})") from None
+        else:
+            try:
+                deployed = json.loads(raw, parse_constant=_no_constant)
+            except (ValueError, RecursionError):
+                raise FolderError(f"{folder / DEPLOYMENT_FILE}: not JSON (damaged?)") from None
         if not isinstance(deployed, dict):
-            return None
+            raise FolderError(f"{folder / DEPLOYMENT_FILE}: not a deployment record")
         # Paths as the folder is now (a data_dir moved or restored from a backup still serves from where it is).
-        record = Deployed.from_dict({**deployed, "user": user, "model": str(folder / MODEL),
-                                     "card": str(folder / CARD)})
-    except (OSError, ValueError):  # DamagedState is a ValueError: a deployment.json edited by hand
-        return None
+        try:
+            record = Deployed.from_dict({**deployed, "user": user, "model": str(folder / MODEL),
+                                         "card": str(folder / CARD)})
+        except ValueError as exc:  # DamagedState
+            raise FolderError(f"{folder / DEPLOYMENT_FILE}: {exc}") from None
+    except FolderError as exc:
+        return StoredModel(user, model_id, folder, None, None, damaged=readable(str(exc)))
     return StoredModel(user, model_id, folder, record, card)
 
 
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number")
+
+
 def stored_models(profiles: Path, user: str | None = None) -> list[StoredModel]:
-    """Every complete deployed model folder (of one user, or of all), oldest first."""
+    """Every deployed model folder (of one user, or of all), oldest first; damaged ones included, marked."""
     users = [user] if user else sorted(p.name for p in profiles.glob("*") if p.is_dir()) if profiles.is_dir() else []
     found = []
     for name in users:
@@ -146,9 +198,12 @@ def choose(profiles: Path, user: str, model_id: str | None, previous: bool, hist
            served: Deployed | None, hint: str = "") -> StoredModel:
     """The model `tinynas serve` asks for: `model_id`, the user's previous one, or their newest; UsageError in
     one line when there is none (`hint`: the --config the commands it names need)."""
-    models = stored_models(profiles, user)
+    every = stored_models(profiles, user)
+    models = [model for model in every if not model.damaged]
     if not models:
-        raise UsageError(f"{user} has no deployed model on this device (tinynas service models{hint} lists them)")
+        damaged = f" ({len(every)} damaged: {every[-1].damaged})" if every else ""
+        raise UsageError(f"{user} has no deployed model on this device{damaged} (tinynas service models{hint} lists "
+                         f"them)")
     if previous:
         model_id = previous_id(history, user, served)
         if model_id is None:
@@ -159,7 +214,9 @@ def choose(profiles: Path, user: str, model_id: str | None, previous: bool, hist
     model = open_model(profiles, user, model_id)
     if model is None:
         ids = ", ".join(m.id for m in models)
-        raise UsageError(f"{user} has no model {model_id!r} (theirs: {ids})")
+        raise UsageError(f"{user} has no model {readable(model_id)!r} (theirs: {ids})")
+    if model.damaged:
+        raise UsageError(f"{user}'s model {model_id} cannot be served: {model.damaged}")
     return model
 
 
@@ -179,7 +236,9 @@ def download_names(folder: Path) -> list[str]:
 
 def served_download(deployed: Deployed | None, name: str) -> tuple[bytes, str, str] | None:
     """(content, type, file name) of one of the served model's DOWNLOADS; None when nothing is served or the model
-    has no such file (BundleError in one line when it has no C runtime to bundle)."""
+    has no such file. The folder is checked whole first (`read_card`) and the file read as a model folder's own
+    (a regular file, no link): a damaged folder is one line (FolderError / BundleError), nothing outside it is
+    ever sent."""
     if name not in DOWNLOADS or deployed is None:
         return None
     folder = Path(deployed.model).parent
@@ -188,7 +247,7 @@ def served_download(deployed: Deployed | None, name: str) -> tuple[bytes, str, s
         from tinynas.deploy.bundle import firmware_zip
 
         return firmware_zip(folder), DOWNLOADS[name], filename
-    try:
-        return (folder / name).read_bytes(), DOWNLOADS[name], filename
-    except OSError:
+    if not (folder / name).is_file() and not (folder / name).is_symlink():
         return None
+    read_card(folder)  # a damaged card: the folder is not served, nor are its files
+    return read_model_file(folder, name), DOWNLOADS[name], filename

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 
 from firmware_bridge.errors import BridgeError
 from firmware_bridge.guide import load_plan
@@ -73,15 +72,6 @@ MORE_FILE = "plan-more.json"
 """The plan a session was extended to (`onboard --more N`), kept in the session folder beside its recordings."""
 
 
-def latest_session(service: ServiceContext, user: str) -> Path | None:
-    """The user's newest onboarding session folder that holds a recording (None when there is none); a re-wear's
-    short session (`<stamp>-rewear`) is not one to search on."""
-    folder = service.paths.profile(user) / "sessions"
-    sessions = sorted(p for p in folder.glob("*") if (p / "manifest.json").is_file()
-                      and not p.name.endswith("-rewear")) if folder.is_dir() else []
-    return sessions[-1] if sessions else None
-
-
 def _more(service: ServiceContext, user: str, more) -> Transition | None:
     """Extend the user's newest session by `more` repetitions per class and collect only those (the windows already
     recorded are kept and used), then search again on all of them."""
@@ -92,7 +82,7 @@ def _more(service: ServiceContext, user: str, more) -> Transition | None:
     if not isinstance(more, int) or isinstance(more, bool) or not 1 <= more <= MAX_MORE:
         service.refuse(f"onboarding request of {user} ignored: --more must be a whole number in 1..{MAX_MORE}")
         return None
-    session = latest_session(service, user)
+    session = service.paths.latest_session(user)
     if session is None:
         service.refuse(f"nothing to add to: {user} has no recorded session; onboard without --more first")
         return None
@@ -135,7 +125,8 @@ def _take_serve(service: ServiceContext) -> Transition | None:
         try:
             model = choose(service.paths.root / "profiles", user, model_id if isinstance(model_id, str) else None,
                            bool(wanted.get("previous")), service.state.history, service.state.deployed)
-            shape = (model.card.get("input") or {}).get("shape") or [0, 0]
+            assert model.card is not None  # choose() never returns a damaged folder
+            shape = (model.card.input or {}).get("shape") or [0, 0]
             channels = service.require_device().hello.channels
             if shape[-1] != channels:
                 raise TinynasError(f"model {model.id} reads {shape[-1]} channels, the device sends {channels}")

@@ -30,8 +30,9 @@ import numpy as np
 
 from firmware_bridge.guide import Plan
 from tinynas.atomic import publish_folder
+from tinynas.card import read_card
 from tinynas.errors import TinynasError, user_message
-from tinynas.folders import CARD, MODEL
+from tinynas.folders import CARD, MODEL, read_model_file
 from tinynas.interrupts import die_with_parent
 from tinynas.service.collection import Collection
 from tinynas.service.context import Phase, ServiceContext, Transition, to
@@ -217,9 +218,8 @@ def _job(job: dict) -> dict:
     source = Path(job["source"])
     if adapted.card.get("anomaly") is not None:
         return _scorer_outcome(source, adapted, windows)
-    before = _confidence((source / MODEL).read_bytes(), json.loads((source / CARD).read_text()),
-                         windows)
-    after = _confidence((Path(job["staging"]) / MODEL).read_bytes(), adapted.card, windows)
+    before = _confidence(read_model_file(source, MODEL), read_card(source).to_dict(), windows)
+    after = _confidence(read_model_file(job["staging"], MODEL), adapted.card, windows)
     # No labels: accuracy on the new condition cannot be measured. The served model's own confidence on the
     # new windows is the honest proxy available; a swap on it is said to be one.
     accepted = after >= before
@@ -237,9 +237,9 @@ def _scorer_outcome(source: Path, adapted, windows) -> dict:
     from tinynas.data.preprocess import Preprocessing
     from tinynas.deploy.litert import Int8Model
 
-    old_card = json.loads((source / CARD).read_text())
+    old_card = read_card(source).to_dict()
     old = old_card["anomaly"]
-    scores = steps(Int8Model((source / MODEL).read_bytes()).logits(
+    scores = steps(Int8Model(read_model_file(source, MODEL)).logits(
         Preprocessing.from_card(old_card).apply(windows.x)), old["score_scale"])
     flagged = float(np.mean(scores > old["threshold_steps"]))
     new = adapted.card["anomaly"]
@@ -385,7 +385,7 @@ def _swap(service: ServiceContext, flow: RewearFlow, staging: Path, final: Path,
     assert old is not None  # a flow starts only from a served model, and only a flow swaps
     if str(final / MODEL) == old.model:
         raise RuntimeError(f"{final} is the model being served: a re-wear never replaces it in place")
-    card = json.loads((staging / CARD).read_text())
+    card = read_card(staging).to_dict()
     after = [(outcome.get(key) or [None, None])[1] for key in ("verify", "test")]
     # The old model's held-out count is not the new one's: the new windows it was checked on are.
     deployed = old.moved(model=str(final / MODEL), card=str(final / CARD),

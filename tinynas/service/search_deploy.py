@@ -19,7 +19,8 @@ import numpy as np
 
 from firmware_bridge.guide import load_plan
 from tinynas.atomic import atomic_write_text, discard_folder, publish_folder, stage_folder
-from tinynas.folders import CARD, JOURNAL, MODEL, MODEL_FILES, REPORT, TRAINING_DATA
+from tinynas.card import read_card
+from tinynas.folders import CARD, JOURNAL, MODEL, MODEL_FILES, REPORT, TRAINING_DATA, read_model_file
 from tinynas.service.context import Phase, ServiceContext, Transition, to
 from tinynas.service.idle import UNKNOWN, IdleRule, idle_rule, softmax
 from tinynas.service.models import write_deployment
@@ -126,13 +127,13 @@ def deploy(service: ServiceContext) -> Transition:
 
     state, config = service.state, service.config
     study = Path(state.study)
-    card = json.loads((study / CARD).read_text())
+    card = read_card(study).to_dict()  # the study's own card, checked like any other before it is served
     if card.get("anomaly") is not None:
         return _deploy_scorer(service, study, card)
     windows, _ = session_windows(service)
     split = make_split(windows, "auto", seed=0)
     test = split.test
-    tflite = (study / MODEL).read_bytes()
+    tflite = read_model_file(study, MODEL)
     preprocessing = Preprocessing.from_card(card)
     classes = len(windows.class_names)
     result = run_int8(tflite, preprocessing.apply(windows.x[test])) if len(test) else None
@@ -194,7 +195,7 @@ def _deploy_scorer(service: ServiceContext, study: Path, card: dict) -> Transiti
     state, config = service.state, service.config
     section = read_section(card)
     assert section is not None  # the caller saw the anomaly section
-    Int8Model((study / MODEL).read_bytes())  # a model LiteRT cannot load is not served
+    Int8Model(read_model_file(study, MODEL))  # a model LiteRT cannot load is not served
     alarm = Alarm(config.alarm_k, config.alarm_n).describe(section["false_alarm_rate"])
     target = service.paths.profile(state.user) / "deployed" / study.name
     synthetic = section.get("synthetic_test", {})

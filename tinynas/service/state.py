@@ -170,9 +170,19 @@ class Deployed:
         for key in ("user", "model", "card"):
             if not isinstance(data.get(key), str) or not data.get(key):
                 raise DamagedState(f"the deployed model has no {key}")
-        accuracy = data.get("accuracy")
-        if accuracy is not None and (isinstance(accuracy, bool) or not isinstance(accuracy, (int, float))):
-            raise DamagedState("the deployed model's accuracy is not a number")
+        from tinynas.card_checks import DamagedCard, check_held_out, is_number, walk_numbers
+
+        try:
+            walk_numbers(data, "the deployed model")
+        except DamagedCard as exc:
+            raise DamagedState(str(exc)) from None
+        for key in ("accuracy", "card_int8_test_accuracy"):
+            value = data.get(key)
+            if value is not None and not (is_number(value) and 0 <= value <= 1):
+                raise DamagedState(f"the deployed model's {key} is not a number from 0 to 1")
+        made = data.get("made")
+        if made is not None and not (is_number(made) and 0 <= made < 1e11):
+            raise DamagedState("the deployed model's made is not a time")
         if data.get("task", "classify") not in ("classify", "anomaly"):
             raise DamagedState(f"the deployed model's task {data.get('task')!r} is not known")
         if data.get("task") == "anomaly" and not isinstance(data.get("anomaly"), dict):
@@ -180,6 +190,23 @@ class Deployed:
         for key in ("held_out", "plan", "serving", "anomaly"):
             if not isinstance(data.get(key) or {}, dict):
                 raise DamagedState(f"the deployed model's {key} is not an object")
+        try:
+            check_held_out(data.get("held_out") or {}, "the deployed model's held_out")
+        except DamagedCard as exc:
+            raise DamagedState(str(exc)) from None
+        anomaly = data.get("anomaly") or {}
+        rate = anomaly.get("false_alarm_rate")
+        if data.get("task") == "anomaly" and not (is_number(rate) and 0 < rate < 1):
+            raise DamagedState("the deployed scorer's false_alarm_rate is not a rate above 0 and below 1")
+        for key in ("threshold", "threshold_steps"):
+            if anomaly.get(key) is not None and not is_number(anomaly[key]):
+                raise DamagedState(f"the deployed scorer's {key} is not a number")
+        classes = data.get("classes")
+        if classes is not None and not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
+            raise DamagedState("the deployed model's classes are not a list of names")
+        for key in ("user", "model", "card", "study", "session", "replaced", "changed_by"):
+            if data.get(key) is not None and not isinstance(data[key], str):
+                raise DamagedState(f"the deployed model's {key} is not text")
         known = cls.__dataclass_fields__
         return cls(**{key: value for key, value in data.items() if key in known})
 

@@ -274,6 +274,15 @@ class StatusServer:
                 self._send(200, body, kind, {"Content-Disposition": f'attachment; filename="{filename}"'})
 
             def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+                try:
+                    self._get()
+                except (ConnectionError, TimeoutError):
+                    raise  # the client went away: nothing to answer (handle_error logs it at debug)
+                except Exception as exc:  # noqa: BLE001 - whatever a model folder holds, the page answers
+                    log.error("status page GET %s failed with an internal error", self.path[:200], exc_info=exc)
+                    self._json(500, {"error": f"internal error {type(exc).__name__} (a bug: see the service log)"})
+
+            def _get(self) -> None:
                 query = self._admitted()
                 if query is None:
                     return

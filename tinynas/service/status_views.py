@@ -4,7 +4,6 @@ page polling once a second costs the Pi little."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -103,29 +102,36 @@ _MODEL_CACHE: dict[str, tuple[float, dict]] = {}
 
 def served_model(deployed: Deployed) -> dict[str, Any]:
     """The served model's architecture, RAM and flash on the chip for its runtime, accuracy and when it was made
-    (from its card)."""
+    (from its card, read and checked whole: a damaged card gives {"damaged": why}, never a dead page)."""
+    from tinynas.card import read_card
+    from tinynas.folders import FolderError
+
     card_path = deployed.card
     try:
         made = Path(card_path).stat().st_mtime
-        cached = _MODEL_CACHE.get(card_path)
-        if cached is None or cached[0] != made:
-            card = json.loads(Path(card_path).read_text())
-            cost = card.get("cost_estimate") or {}
-            choice = card.get("runtime_choice") or {}
-            runtime = card.get("runtime", "tflm")
-            summary = {"name": card.get("name"), "ram_bytes": cost.get("peak_ram_bytes"),
-                       # What the chip flashes: for TFLite Micro under the chip accounting the .tflite and the
-                       # interpreter's code; for the C runtime its tables and code (the .tflite is not flashed).
-                       "flash_bytes": (cost.get("flash_bytes") if runtime == "c" else
-                                       (card.get("flash_bytes") or 0) + (cost.get("code_bytes") or 0)),
-                       "runtime": RUNTIME_NAMES.get(runtime, str(runtime)), "runtime_reason": choice.get("reason"),
-                       "int8_test_accuracy": card.get("int8_test_accuracy"), "classes": card.get("classes"),
-                       "held_out": card.get("int8_test"),
-                       "downloads": download_names(Path(card_path).parent), "made": made}
-            _MODEL_CACHE[card_path] = (made, summary)
-        return _MODEL_CACHE[card_path][1]
-    except (OSError, ValueError, AttributeError, TypeError):
-        return {}
+    except OSError as exc:
+        return {"damaged": f"{card_path}: {exc.strerror or exc}"}
+    cached = _MODEL_CACHE.get(card_path)
+    if cached is None or cached[0] != made:
+        folder = Path(card_path).parent
+        try:
+            card = read_card(folder)
+        except FolderError as exc:
+            _MODEL_CACHE[card_path] = (made, {"damaged": str(exc)})
+            return _MODEL_CACHE[card_path][1]
+        cost = card.cost_estimate or {}
+        choice = card.runtime_choice or {}
+        runtime = card.runtime
+        summary = {"name": card.name, "ram_bytes": cost.get("peak_ram_bytes"),
+                   # What the chip flashes: for TFLite Micro under the chip accounting the .tflite and the
+                   # interpreter's code; for the C runtime its tables and code (the .tflite is not flashed).
+                   "flash_bytes": (cost.get("flash_bytes") if runtime == "c" else
+                                   (card.flash_bytes or 0) + (cost.get("code_bytes") or 0)),
+                   "runtime": RUNTIME_NAMES.get(runtime, str(runtime)), "runtime_reason": choice.get("reason"),
+                   "int8_test_accuracy": card.int8_test_accuracy, "classes": card.classes,
+                   "held_out": card.int8_test, "downloads": download_names(folder), "made": made}
+        _MODEL_CACHE[card_path] = (made, summary)
+    return _MODEL_CACHE[card_path][1]
 
 
 def per_minute(times, now: float | None = None) -> int:

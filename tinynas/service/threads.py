@@ -12,7 +12,6 @@ and again is retried more slowly (up to every `MAX_BACKOFF_SECONDS`), never give
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -23,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from firmware_bridge.protocol import Samples
+from tinynas.card import read_card
 from tinynas.service.context import ServiceContext
 from tinynas.service.inference import LiveClassifier, LiveScorer
 from tinynas.service.paths import request_time_ns
@@ -114,7 +114,7 @@ def serve(service: ServiceContext) -> None:
             service.classifier = None
             if deployed is not None and loaded:
                 try:
-                    card = json.loads(Path(deployed.card).read_text())
+                    card = read_card(Path(deployed.card).parent).to_dict()  # checked whole: never half-served
                     hop = int(round(service.config.hop_seconds * device.hello.sample_rate_hz))
                     config = service.config
                     service.classifier = (LiveScorer(loaded, card, device.ring, hop, config.alarm_k, config.alarm_n)

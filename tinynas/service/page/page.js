@@ -205,7 +205,8 @@ function drawServing(s) {
   const held = verdict(d.held_out, measure ? `new windows, ${measure}` : undefined) || verdict(m.held_out);
   const accuracy = held ? `${measure ? "accuracy" : "int8 accuracy"} ${held}` : (d.accuracy != null ? `int8 accuracy ${pct(d.accuracy)} ` +
     `(${d.changed_by ? "on the new windows of its " + d.changed_by : "held-out count not recorded"})` : "int8 accuracy not measured");
-  text("model", m.name ? `${m.name} for ${d.user}: RAM ${kib(m.ram_bytes)}, flash ${kib(m.flash_bytes)}` +
+  if (m.damaged) { text("model", `the served model's folder is damaged: ${m.damaged}`); }
+  else text("model", m.name ? `${m.name} for ${d.user}: RAM ${kib(m.ram_bytes)}, flash ${kib(m.flash_bytes)}` +
        (m.runtime ? ` with ${m.runtime}` : "") + ", " + accuracy +
        (m.made ? `, made ${new Date(m.made * 1000).toLocaleString()}` : "") : "no model yet");
   drawPerClass(d.held_out && d.held_out.confusion ? d.held_out : m.held_out, s.classes || []);
@@ -275,6 +276,10 @@ function drawActions(s, now) {
     choice.dataset.keys = keys;
     choice.innerHTML = "";
     models.slice().reverse().forEach((m) => {
+      if (m.damaged) {  // listed, never served: the reason is in the option's text
+        el("option", { value: "", disabled: "", text: `! ${m.user}: ${m.id} (damaged: ${m.damaged})` }, choice);
+        return;
+      }
       const held = verdict(m.held_out);
       el("option", { value: JSON.stringify({ user: m.user, model: m.id }), text: `${m.served ? "* " : ""}${m.user}: ${m.id}` +
          ` (${m.architecture || "?"}, ${held || (m.task === "anomaly" ? "anomaly scorer" : "accuracy not recorded")})` }, choice);
