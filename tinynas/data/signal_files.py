@@ -14,6 +14,8 @@ import numpy as np
 from tinynas.data.windows import DataError, shown
 
 EXTENSIONS = (".csv", ".npy", ".wav", ".mat")
+MAX_DATA_FILE_BYTES = 4 << 30
+"""The largest data file read (a recording, an .npz): twice the windows' own memory cap (`MAX_WINDOW_BYTES`)."""
 
 
 @dataclass(frozen=True)
@@ -26,13 +28,14 @@ class Signal:
 
 
 def check_readable(path: Path, kind: str) -> None:
-    """Refuse a path that is missing, a folder, a pipe or unreadable, saying which.
+    """Refuse a path that is missing, a folder, a pipe, unreadable or beyond MAX_DATA_FILE_BYTES, saying which.
 
     Checked before any parser runs: parsers report all of these as "damaged file", and reading a
     FIFO would block forever.
     """
     try:
-        mode = path.stat().st_mode
+        info = path.stat()
+        mode = info.st_mode
     except FileNotFoundError:
         if path.is_symlink():
             raise DataError(f"{shown(path)} is a symbolic link to a missing file ({shown(os.readlink(path))}): "
@@ -49,6 +52,9 @@ def check_readable(path: Path, kind: str) -> None:
         raise DataError(f"{shown(path)} is not a regular file (a pipe or device?), not {kind}: remove or move it")
     if not os.access(path, os.R_OK):
         raise DataError(f"cannot read {shown(path)}: permission denied (check its owner and mode)")
+    if info.st_size > MAX_DATA_FILE_BYTES:
+        raise DataError(f"{shown(path)} is larger than {MAX_DATA_FILE_BYTES >> 30} GiB, the most a data file may be "
+                        f"(its windows could not be held in memory anyway): split it, or give a part of it")
 
 
 def _cannot_read(path: Path, exc: OSError) -> DataError:

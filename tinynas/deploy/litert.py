@@ -21,17 +21,18 @@ class ModelFileError(TinynasError, ValueError):
 
 
 def read_model(path) -> bytes:
-    """The bytes of a .tflite file; a folder, a pipe or a file too big to be a model is refused first."""
-    from pathlib import Path
+    """The bytes of a .tflite file: a regular file of at most MAX_MODEL_BYTES (a folder, a pipe, a device or a file
+    too big to be a model is refused before it is read); a missing file raises FileNotFoundError."""
+    from firmware_bridge.safe_read import FileTooLarge, read_regular
 
-    path = Path(path)
-    if path.exists() and not path.is_file():
-        raise ModelFileError(f"{path} is not a regular file (a folder, a pipe or a device?)")
-    size = path.stat().st_size  # a missing file raises FileNotFoundError: one line from the CLI
-    if size > MAX_MODEL_BYTES:
-        raise ModelFileError(f"{path} is {size / 2**20:.0f} MiB: too big to be a microcontroller model "
-                             "(wrong file?)")
-    return path.read_bytes()
+    try:
+        return read_regular(path, MAX_MODEL_BYTES, "microcontroller model (wrong file?)")
+    except (FileNotFoundError, PermissionError):
+        raise
+    except FileTooLarge as exc:
+        raise ModelFileError(f"{path}: {exc.strerror}") from None
+    except OSError as exc:
+        raise ModelFileError(f"{path} is {exc.strerror or exc}") from None
 
 
 def litert_interpreter(tflite: bytes):
