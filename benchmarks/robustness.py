@@ -69,8 +69,8 @@ INTERNALS = ("list indices", "object is not iterable", "not subscriptable", "Non
              "allow_pickle")
 # Default places a run must not touch when it was told to use the case's folder (a config ignored).
 OUTSIDE = [Path("/var/lib/tinynas"), Path("/etc/systemd/system/tinynas.service"), Path.cwd() / "tinynas-demo"]
-VERDICTS = ["behaved", "traceback", "lost/changed", "hang", "wrong exit", "multi-line", "wrote first", "misleading",
-            "skipped"]
+VERDICTS = ["behaved", "traceback", "leaked", "lost/changed", "hang", "wrong exit", "multi-line", "wrote first",
+            "misleading", "skipped"]
 
 
 # ---- cases ------------------------------------------------------------------------------------------
@@ -1149,6 +1149,231 @@ def status_server_cases() -> list[Case]:
             for name, send in probes]
 
 
+# ---- issue 53: special files, numbers of any size, untrusted model folders ---------------------------
+HUGE = "9" * 4001
+"""A 4,001-digit number: Python reads it as an int; float() of it overflows."""
+SECRET = b"SECRET-OUTSIDE-THE-MODEL-FOLDER-7f3a"
+
+
+def _fifo_at(*names: str) -> Callable[[Path], None]:
+    def setup(w: Path) -> None:
+        for name in names:
+            (w / name).parent.mkdir(parents=True, exist_ok=True)
+            os.mkfifo(w / name)
+    return setup
+
+
+def special_file_cases() -> list[Case]:
+    """A FIFO or a device where a file is named: opened plainly, a FIFO waits for a writer for ever and /dev/zero
+    never ends (each case has 30 s: a hang is a failure, not a slow answer)."""
+    config = lambda w: _service_config(w)  # noqa: E731
+    both = lambda *setups: lambda w: [setup(w) for setup in setups]  # noqa: E731
+    cases = [
+        ("onboard --plan FIFO", ["onboard", "--user", "a", "--plan", "{w}/plan.json", "--config", "{w}/c.toml"],
+         both(config, _fifo_at("plan.json"))),
+        ("onboard --plan /dev/zero", ["onboard", "--user", "a", "--plan", "/dev/zero", "--config", "{w}/c.toml"],
+         config),
+        ("collect --plan FIFO", ["collect", "--port", "{w}/tty", "--plan", "{w}/p.toml", "--out", "{w}/s"],
+         _fifo_at("p.toml")),
+        ("service config --config FIFO", ["service", "config", "--config", "{w}/c.toml"], _fifo_at("c.toml")),
+        ("service run --config FIFO", ["service", "run", "--config", "{w}/c.toml"], _fifo_at("c.toml")),
+        ("service status --config /dev/zero", ["service", "status", "--config", "/dev/zero"], None),
+        ("cost --arch FIFO", ["cost", "--arch", "{w}/a.json", "--target", "STM32F030F4P6"], _fifo_at("a.json")),
+        ("cost --arch /dev/urandom", ["cost", "--arch", "/dev/urandom", "--target", "STM32F030F4P6"], None),
+        ("search --target FIFO.toml", ["search", "--data", TINY_DATA, "--target", "{w}/b.toml", "--out", "{w}/run"],
+         _fifo_at("b.toml")),
+        ("data inspect npz:FIFO", ["data", "inspect", "npz:{w}/d.npz"], _fifo_at("d.npz")),
+        ("data inspect npz:/dev/zero", ["data", "inspect", "npz:/dev/zero"], None),
+        ("data inspect session:FIFO manifest", ["data", "inspect", "session:{w}/s"], _fifo_at("s/manifest.json")),
+        ("data inspect session:FIFO samples", ["data", "inspect", "session:{w}/s"],
+         lambda w: (_session(w / "s"), (w / "s" / "samples.bin").unlink(), os.mkfifo(w / "s" / "samples.bin"))),
+        ("data inspect folder: a FIFO .csv", ["data", "inspect", "folder:{w}/f?rate=100"],
+         lambda w: (_csv(w / "f" / "a" / "x.csv", np.random.default_rng(0)), _fifo_at("f/b/y.csv")(w))),
+        ("measure a FIFO .tflite", ["measure", "{w}/m.tflite"], _fifo_at("m.tflite")),
+        ("measure /dev/zero", ["measure", "/dev/zero"], None),
+        ("evaluate a model whose card.json is a FIFO", ["evaluate", "{w}/run", "--data", TINY_DATA],
+         lambda w: ((w / "run" / "card.json").unlink(), os.mkfifo(w / "run" / "card.json"))),
+        ("adapt a model whose model.tflite is a FIFO", ["adapt", "{w}/run", "--data", TINY_DATA, "--out", "{w}/o"],
+         lambda w: ((w / "run" / "model.tflite").unlink(), os.mkfifo(w / "run" / "model.tflite"))),
+    ]
+    return [Case(name, "special files", argv, setup, timeout=30, needs_run="{w}/run" in argv, fresh=("o",),
+                 quick=index < 2) for index, (name, argv, setup) in enumerate(cases)]
+
+
+def huge_number_cases() -> list[Case]:
+    """A 4,001-digit number wherever a number is taken: refused in one line that says it by its size."""
+    search = ["search", "--data", TINY_DATA, "--target", "STM32C011F6P6", "--out", "{w}/run"]
+    cases = [Case(f"search {option} <4001 digits>", "huge numbers", [*search, option, HUGE + suffix],
+                  fresh=("run",), mention=(option,) if option not in ("--ram", "--flash", "--macs") else ())
+             for option, suffix in (("--epochs", ""), ("--seed", ""), ("--batch-size", ""), ("--final-epochs", ""),
+                                    ("--workers", ""), ("--threads", ""), ("--budget", "s"),
+                                    ("--learning-rate", ""), ("--ram", ""), ("--flash", "KiB"), ("--macs", ""))]
+    cases += [Case("search --task anomaly --false-alarm-rate <4001 digits>", "huge numbers",
+                   [*search, "--task", "anomaly", "--false-alarm-rate", HUGE], fresh=("run",))]
+    for option in ("windows_per_class", "length", "seed", "windows_per_recording"):
+        cases.append(Case(f"data inspect synthetic:vibration?{option}=<4001 digits>", "huge numbers",
+                          ["data", "inspect", f"synthetic:vibration?{option}={HUGE}"], mention=(option,)))
+    cases += [
+        Case("data inspect folder:?window=<4001 digits>", "huge numbers",
+             ["data", "inspect", f"folder:{{w}}/f?rate=100&window={HUGE}"],
+             lambda w: _csv(w / "f" / "a" / "x.csv", np.random.default_rng(0)), mention=("window",)),
+        Case("onboard --more <4001 digits>", "huge numbers",
+             ["onboard", "--user", "a", "--more", HUGE, "--config", "{w}/c.toml"], lambda w: _service_config(w),
+             mention=("--more",)),
+        Case("onboard --test --signs <4001 digits>", "huge numbers",
+             ["onboard", "--user", "a", "--test", "--signs", HUGE, "--config", "{w}/c.toml"],
+             lambda w: _service_config(w), mention=("--signs",)),
+        Case("simulate --speed <4001 digits>", "huge numbers", ["simulate", "--port", "{w}/tty", "--speed", HUGE],
+             mention=("--speed",)),
+        Case("replay --trial <4001 digits>", "huge numbers", ["replay", "{w}/run", "--trial", HUGE],
+             needs_run=True, mention=("trial",)),
+        Case("an unknown option with a 4001-digit value", "huge numbers", [*search, "--max-trials", HUGE]),
+    ]
+    for key in ("epochs", "batch_size", "alarm_k", "http_port", "rewear_repetitions", "hop_seconds"):
+        cases.append(Case(f"service config {key} = <4001 digits>", "huge numbers",
+                          ["service", "config", "--config", "{w}/c.toml"],
+                          lambda w, key=key: _service_config(w, extra=f"{key} = {HUGE}\n"), mention=(key,)))
+    cases.append(Case("the page's `more` action with a 4001-digit count", "huge numbers", [], timeout=240,
+                      runner=lambda case, w: _service_scenario(case, w, "", lambda w: None, _page_more,
+                                                               lambda w, status: "")))
+    return cases
+
+
+def _page_request(port: int, kind: str, body: bytes) -> tuple[int, str]:
+    page = _http(port, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").decode(errors="replace")
+    form = page.split('name="tinynas-form" content="', 1)[-1].split('"', 1)[0]
+    answer = _http(port, (f"POST /action/{kind} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Tinynas-Form: {form}\r\n"
+                          f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body)
+    return _status_code(answer), answer.decode(errors="replace").split("\r\n\r\n", 1)[-1]
+
+
+def _port_of(config: str) -> int:
+    return int(next(line for line in Path(config).read_text().splitlines()
+                    if line.startswith("http_port")).split("=")[1])
+
+
+def _page_more(w: Path, config: str):
+    code, body = _page_request(_port_of(config), "more", b'{"user": "alice", "count": ' + HUGE.encode() + b"}")
+    problem = "" if code == 400 and "--more must be" in body and len(body) < 300 else \
+        f"INTERNAL: page answered {code}: {body[:200]}"
+    return f"page: {code} {body[:120]}; ", True, problem
+
+
+# A deployed folder, copied in or restored from a backup, with a card or files no tinynas wrote.
+def _card_edit(change: Callable[[dict], None]) -> Callable[[Path, Path], None]:
+    def damage(folder: Path, w: Path) -> None:
+        card = json.loads((folder / "card.json").read_text())
+        change(card)
+        (folder / "card.json").write_text(json.dumps(card))
+    return damage
+
+
+def _link_out(name: str) -> Callable[[Path, Path], None]:
+    def damage(folder: Path, w: Path) -> None:
+        (folder / name).unlink()
+        (folder / name).symlink_to(w / "secret.txt")
+    return damage
+
+
+def _raw_file(name: str, data: bytes) -> Callable[[Path, Path], None]:
+    return lambda folder, w: (folder / name).write_bytes(data)
+
+
+def _deployment_made(value: str) -> Callable[[Path, Path], None]:
+    def damage(folder: Path, w: Path) -> None:
+        text = (folder / "deployment.json").read_text()
+        (folder / "deployment.json").write_text(text.replace('"made": ', f'"made": {value}, "was": ', 1))
+    return damage
+
+
+def _hostile_folder(damage: Callable[[Path, Path], None]) -> Callable[[Path], None]:
+    """alice's served model: the fixture search's files in a deployed folder, a secret file beside the data folder,
+    state.json naming it as served (as a restored backup would), then `damage` applied to the folder."""
+    def prepare(w: Path) -> None:
+        from tinynas.folders import MODEL_FILES
+        from tinynas.service.models import write_deployment
+        from tinynas.service.state import Deployed, ServiceState, save_state
+
+        folder = w / "data" / "profiles" / "alice" / "deployed" / "20261206-090000"
+        folder.mkdir(parents=True)
+        for name in MODEL_FILES:
+            if (FIXTURES / "run" / name).is_file():
+                shutil.copyfile(FIXTURES / "run" / name, folder / name)
+        card = json.loads((folder / "card.json").read_text())
+        deployed = Deployed(user="alice", model=str(folder / "model.tflite"), card=str(folder / "card.json"),
+                            accuracy=card.get("int8_test_accuracy"), classes=card.get("classes"), made=time.time())
+        write_deployment(folder, deployed)
+        save_state(w / "data" / "state.json", ServiceState(state="SERVING", user="alice", deployed=deployed))
+        (w / "secret.txt").write_bytes(SECRET + b"\n")
+        damage(folder, w)
+    return prepare
+
+
+def _probe_folder(w: Path, config: str):
+    """Every page request that reads the model folder, and `service models`: each must be answered (200, or 404
+    with one error line), never with a byte of the secret, never 500 or silence."""
+    port = _port_of(config)
+    problems, leaks = [], []
+    for path in ("/status.json", "/download/firmware.zip", "/download/model_compiled.h", "/download/model_compiled.c",
+                 "/download/model_prepare.c", "/download/card.json", "/download/model.tflite", "/download/model.h"):
+        answer = _http(port, f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        code = _status_code(answer)
+        if SECRET in answer:
+            leaks.append(path)
+        if code not in (200, 404):
+            problems.append(f"{path}: {'no answer' if code == -1 else code}")
+    code, stdout, stderr, _ = _run(["service", "models", "--config", config], w, 60)
+    if code != 0 or "Traceback" in stderr or SECRET.decode() in stdout:
+        problems.append(f"service models exit {code}: {_last_line(stderr)}")
+    listed = next((line for line in stdout.splitlines() if "20261206-090000" in line), "")
+    if leaks:
+        return f"{listed[:100]}; ", True, f"LEAK: the secret beside the data folder was served at {', '.join(leaks)}"
+    return f"{listed[:140]}; ", True, ("INTERNAL: " + "; ".join(problems)) if problems else ""
+
+
+def untrusted_folder_cases() -> list[Case]:
+    names = {"../../../secret.txt": "../ to the secret", "{w}/secret.txt": "an absolute path",
+             "sub/../../../../../secret.txt": "a folder part", "..": "'..'"}
+    damages: dict[str, Callable[[Path, Path], None]] = {}
+    for key in ("source", "header", "prepare_source"):
+        for name, words in names.items():
+            damages[f"c_runtime.{key} is {words}"] = (
+                lambda folder, w, key=key, name=name: _card_edit(
+                    lambda card: card["c_runtime"].__setitem__(key, name.replace("{w}", str(w))))(folder, w))
+    damages.update({
+        "model_compiled.h is a link to the secret": _link_out("model_compiled.h"),
+        "model_compiled.c is a link to the secret": _link_out("model_compiled.c"),
+        "model.tflite is a link to the secret": _link_out("model.tflite"),
+        "card.json is a link to the secret": _link_out("card.json"),
+        "cost_estimate is a string": _card_edit(lambda card: card.__setitem__("cost_estimate", "lots")),
+        "cost_estimate is a list": _card_edit(lambda card: card.__setitem__("cost_estimate", [1, 2])),
+        "card.json nested 100,000 deep": _raw_file("card.json", b"[" * 100_000 + b"]" * 100_000),
+        "card.json holds NaN": lambda folder, w: (folder / "card.json").write_text(
+            (folder / "card.json").read_text().replace('"int8_test_accuracy": ', '"int8_test_accuracy": NaN, "x": ')),
+        "a 401-digit flash size": _card_edit(lambda card: card.__setitem__("flash_bytes", 10**400)),
+        "c_runtime names a missing file": _card_edit(lambda card: card["c_runtime"].__setitem__("source", "gone.c")),
+        "deployment.json made is NaN": _deployment_made("NaN"),
+        "deployment.json made is 1e300": _deployment_made("1e300"),
+        "an anomaly section that is a list": _card_edit(lambda card: card.__setitem__("anomaly", [1, 2])),
+        "a false-alarm rate of -1": _card_edit(lambda card: card.__setitem__("anomaly", {
+            "threshold": 1.0, "threshold_steps": 10, "score_scale": 0.1, "false_alarm_rate": -1})),
+        "card.json is a FIFO": lambda folder, w: ((folder / "card.json").unlink(), os.mkfifo(folder / "card.json")),
+    })
+    return [Case(f"served folder: {name}", "untrusted model folders", [], needs_run=True, timeout=240,
+                 runner=lambda case, w, damage=damage: _leak_verdict(_service_scenario(
+                     case, w, "", _hostile_folder(damage), _probe_folder, lambda w, status: "")))
+            for name, damage in damages.items()]
+
+
+def _leak_verdict(result: Result) -> Result:
+    """The scenario's findings under their own names: a leak, or a request the page failed to answer."""
+    if result.symptom.startswith("LEAK:"):
+        result.verdict = "leaked"
+    elif result.symptom.startswith("INTERNAL:"):
+        result.verdict = "traceback"
+    return result
+
+
 # ---- interrupts + resume ---------------------------------------------------------------------------
 def _interrupt_resume(case: Case, w: Path, sig: signal.Signals) -> Result:
     """Stop a tiny search with `sig` (to its whole process group, as a terminal's Ctrl-C, systemd's stop
@@ -1594,7 +1819,8 @@ def render(command: str, results: list[Result], fuzz: dict | None, fixture: str,
 def all_cases() -> list[Case]:
     return (interrupt_cases() + disk_cases() + journal_cases() + model_cases() + data_file_cases() + spec_cases()
             + option_cases() + config_file_cases() + service_cases() + service_scenario_cases()
-            + model_folder_cases() + range_cases() + lifecycle_cases() + status_server_cases())
+            + model_folder_cases() + range_cases() + lifecycle_cases() + status_server_cases() + special_file_cases()
+            + huge_number_cases() + untrusted_folder_cases())
 
 
 def main(argv: list[str] | None = None) -> int:

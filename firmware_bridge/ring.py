@@ -19,6 +19,11 @@ class SampleRing:
         self.latest_sample = 0  # one past the newest sample received
         self._lock = threading.Lock()
 
+    @property
+    def channels(self) -> int:
+        """Channels of each sample held."""
+        return int(self._data.shape[1])
+
     def add(self, message: Samples) -> None:
         """Store a SAMPLES block (older than the ring or not, in any order)."""
         count = len(message.data)

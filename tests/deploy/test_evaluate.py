@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tinynas.data.preprocess import CardError, Preprocessing
 from tinynas.data.spec import load_windows
+from tinynas.data.windows import DataError
 from tinynas.training.model import build_model
 
 RATE = 200
@@ -105,6 +106,11 @@ def test_keras_float_int8_evaluate_and_serving_agree(searched):
     ring.add(Samples(0, stream))
     served = [card["classes"].index(p.label) for p in live.step()]
     assert served == int8[members].tolist()
+
+    # A device of another channel count (a restored state naming a model of another sensor) is refused when the
+    # classifier is made, in one line: serving it failed on every window, a traceback and a restart a second.
+    with pytest.raises(DataError, match=f"reads {windows.channels} channel.s. and the device sends"):
+        LiveClassifier(out / "model.tflite", card, SampleRing(windows.channels + 7, 100), hop_samples=LENGTH)
 
     # Without the recorded preprocessing the same model would see other numbers: the check can fail.
     raw = Int8Model((out / "model.tflite").read_bytes()).logits(windows.x).argmax(axis=1)

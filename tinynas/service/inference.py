@@ -16,6 +16,7 @@ from typing import IO
 import numpy as np
 
 from tinynas.data.preprocess import Preprocessing
+from tinynas.data.windows import DataError
 from tinynas.deploy.litert import Int8Model
 from tinynas.folders import read_model_file
 from tinynas.service.idle import IdleRule
@@ -56,6 +57,10 @@ class LiveClassifier:
         self.model = Int8Model(read_model_file(path.parent, path.name))  # a regular file of the folder, no link
         self.classes = list(card["classes"])
         self.preprocessing = Preprocessing.from_card(card)
+        channels = ring.channels
+        if self.preprocessing.channels != channels:  # a model restored or served for another sensor
+            raise DataError(f"it reads {self.preprocessing.channels} channel(s) and the device sends {channels} (a "
+                            f"model of another sensor: tinynas service models lists the others)")
         self.length = self.model.window_shape[0]
         self.ring = ring
         self.hop = max(1, hop_samples)

@@ -146,7 +146,8 @@ def open_model(profiles: Path, user: str, model_id: str) -> StoredModel | None:
         except ValueError as exc:  # DamagedState
             raise FolderError(f"{folder / DEPLOYMENT_FILE}: {exc}") from None
     except FolderError as exc:
-        return StoredModel(user, model_id, folder, None, None, damaged=readable(str(exc)))
+        # Said within the folder (the list already names it): "card.json: the card's 'cost_estimate' must be ..."
+        return StoredModel(user, model_id, folder, None, None, damaged=readable(str(exc).replace(f"{folder}/", "")))
     return StoredModel(user, model_id, folder, record, card)
 
 

@@ -24,6 +24,7 @@ from tinynas.study.pool import WorkerPool
 from tinynas.study.settings import StudyError
 from tinynas.training.job import JobResult
 from tinynas.trial import Trial, TrialState
+from tinynas.units import echoed
 
 TOLERANCE = 1e-6
 """Largest difference between recorded and replayed validation losses still called identical."""
@@ -68,7 +69,8 @@ def replay_trial(out_dir: str | Path, number: int) -> Replay:
         trials = {t.number: t for t in journal.trials()}
     trial = trials.get(number)
     if trial is None:
-        raise StudyError(f"no trial {number} in {path} (trials {min(trials, default=0)}..{max(trials, default=0)})")
+        raise StudyError(f"no trial {echoed(number)} in {path} (trials {min(trials, default=0)}.."
+                         f"{max(trials, default=0)})")
     if trial.state not in (TrialState.COMPLETE, TrialState.FAILED):
         raise StudyError(f"trial {number} was never trained to the end (state {trial.state.value}): nothing to replay")
     if split_name is None:
