@@ -844,7 +844,8 @@ def service_scenario_cases() -> list[Case]:
         # A board smaller than any built-in one: gestures4's 400 x 8 windows fit none of its networks (the built-in
         # STM32F030F4P6 holds them since the generated C runtime counts RAM more tightly).
         ("onboarding a plan that cannot fit the target", 'target = "{w}/tiny.toml"\n',
-         lambda w: _write(w / "tiny.toml", 'name = "tiny"\nram_bytes = 1024\nflash_bytes = 8192\nmac_budget = 1000000\n'),
+         lambda w: _write(w / "tiny.toml",
+                          'name = "tiny"\nram_bytes = 1024\nflash_bytes = 8192\nmac_budget = 1000000\n'),
          _onboard("alice"), _has_error),
         ("a hand-written onboarding request for user '..'", "", lambda w: None,
          _raw_request(json.dumps({"kind": "onboard", "user": "..", "plan": "gestures4"}).encode()), _has_error),

@@ -62,6 +62,15 @@ def test_a_pipe_named_like_a_csv_is_refused_without_blocking(tmp_path):
     assert "live.csv is not a regular file" in _one_line(error)
 
 
+def test_a_data_file_beyond_the_size_cap_is_refused_before_it_is_parsed(tmp_path, monkeypatch):
+    import tinynas.data.signal_files as signal_files
+
+    np.savez(tmp_path / "big.npz", x=np.zeros((4, 8, 1), np.float32), y=np.arange(4) % 2)
+    monkeypatch.setattr(signal_files, "MAX_DATA_FILE_BYTES", 64)  # the real cap is 4 GiB: the rule, not the size
+    with pytest.raises(DataError, match="is larger than 64 B, the most a data file may be"):
+        load_windows(f"npz:{tmp_path / 'big.npz'}")
+
+
 def test_a_csv_the_user_cannot_read(shared_tmp):
     _classes(shared_tmp)
     (shared_tmp / "a" / "secret.csv").write_text("1,2\n" * 200)

@@ -459,8 +459,6 @@ ROWS = [
         fresh=True, setup=_fifo("arch.json")),
     Row("target-file-fifo", ("search", "--data", "synthetic:vibration", "--target", "{w}/board.toml", "--out",
                              "{w}/run"), "a named pipe (FIFO)", fresh=True, setup=_fifo("board.toml")),
-    Row("data-npz-too-big", ("data", "inspect", "npz:{w}/big.npz"), "is larger than 4 GiB, the most a data file",
-        setup=_sparse("big.npz", 5 << 30)),
     Row("data-session-manifest-fifo", ("data", "inspect", "session:{w}/s"), "not a regular file", fresh=True,
         setup=_fifo("s/manifest.json")),
     # Numbers of any size (issue 53): refused in one line, never converted to float to be printed.

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from firmware_bridge.safe_read import size_words
 from tinynas.data.windows import DataError, shown
 
 EXTENSIONS = (".csv", ".npy", ".wav", ".mat")
@@ -53,7 +54,7 @@ def check_readable(path: Path, kind: str) -> None:
     if not os.access(path, os.R_OK):
         raise DataError(f"cannot read {shown(path)}: permission denied (check its owner and mode)")
     if info.st_size > MAX_DATA_FILE_BYTES:
-        raise DataError(f"{shown(path)} is larger than {MAX_DATA_FILE_BYTES >> 30} GiB, the most a data file may be "
+        raise DataError(f"{shown(path)} is larger than {size_words(MAX_DATA_FILE_BYTES)}, the most a data file may be "
                         f"(its windows could not be held in memory anyway): split it, or give a part of it")
 
 
