@@ -25,6 +25,21 @@ def test_fit_keeps_best_weights_and_reports_curves():
     assert result.best_val_loss == min(result.val_loss)
 
 
+def test_fit_without_validation_trains_the_recipe_and_keeps_its_last_epoch():
+    """The winner of a cross-validated search trains on every window: no validation curve, all its epochs."""
+    x, y = _data()
+    empty_x, empty_y = np.zeros((0, 64, 2), np.float32), np.zeros(0, np.int64)
+    result = fit(ARCH, x, y, empty_x, empty_y, Fidelity(epochs=4, batch_size=8, learning_rate=0.01,
+                                                       schedule="cosine"))
+    assert result.val_loss == [] and len(result.train_loss) == 4 and result.timings["epochs_run"] == 4
+    from tinynas.space import as_model_input
+
+    logits = result.model(as_model_input(x), training=False).numpy()
+    assert np.isfinite(logits).all()
+    with pytest.raises(SpecError, match="need validation windows"):
+        fit(ARCH, x, y, empty_x, empty_y, Fidelity(epochs=4, patience=2))
+
+
 @pytest.mark.parametrize("mutate, message", [
     (lambda x, y: (x[:, :32], y), "have shape \\(32, 2\\) but the model expects \\(64, 2\\)"),
     (lambda x, y: (np.where(x > 2, np.nan, x), y), "NaN or inf"),

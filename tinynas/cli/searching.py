@@ -33,6 +33,8 @@ log = logging.getLogger("tinynas")
 
 def register(sub) -> None:
     """Add these commands to the `tinynas` parser's subcommands."""
+    from tinynas.study.crossval import CV_BELOW_PER_CLASS, SELECTIONS  # the study package loads on use, not here
+
     search = sub.add_parser("search", help="search architectures for a data set and target, export the winner")
     search.add_argument("--data", required=True, help="data spec, e.g. synthetic:vibration or synthetic:emg")
     add_target_flags(search)
@@ -80,6 +82,10 @@ def register(sub) -> None:
                              "--test-data, to evaluate on)")
     search.add_argument("--false-alarm-rate", type=float, default=None, metavar="RATE",
                         help="with --task anomaly: the share of normal windows the threshold may flag (default 0.01)")
+    search.add_argument("--selection", default="auto", choices=SELECTIONS,
+                        help="how candidates are ranked: on the validation windows, by cross-validation over "
+                             "recordings (each candidate trains once per fold), or auto (default: cross-validation "
+                             f"when a class has fewer than {CV_BELOW_PER_CLASS} validation windows)")
     search.add_argument("--json", action="store_true", help="print the model card as JSON on stdout")
     search.set_defaults(func=_cmd_search)
 
@@ -176,7 +182,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
                   split=args.split, check_data=not args.ignore_data_checks, normalize=args.normalize,
                   test_windows=test_windows, test_spec=args.test_data or "", augment=args.augment,
                   kernels=args.kernels, runtime=args.runtime, accounting=args.accounting, c_prefix=args.c_prefix,
-                  task=args.task, **rate)
+                  task=args.task, selection=args.selection, **rate)
     _print_result(study.run(), args.json)
     return 0
 

@@ -44,13 +44,17 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
     if winner is None:
         raise StudyError("no candidate finished training within the budget: give a longer --budget")
     final = study.final_fidelity
-    if is_final_recipe(winner.fidelity, final):
+    if jobs.folds is not None:
+        study.progress.event(f"final training of {winner.architecture.name()} on all {len(jobs.folds.pool)} "
+                             f"training and validation windows ({final.epochs} epochs, lr {final.learning_rate}; "
+                             f"chosen by cross-validation)")
+    elif is_final_recipe(winner.fidelity, final):
         study.progress.event(f"exporting {winner.architecture.name()}: it was trained with the final recipe")
     else:
         study.progress.event(f"final training of {winner.architecture.name()} "
                              f"({final.epochs} epochs, lr {final.learning_rate})")
     started = time.monotonic()
-    result, fidelity = _final_training(study, winner, jobs, pool)
+    result, fidelity, retrained = _final_training(study, winner, jobs, pool)
     tflite = result.tflite
     if tflite is None:  # a final or export job that succeeded always carries its model
         raise StudyError(f"the final stage of {winner.architecture.name()} returned no model")
@@ -93,7 +97,10 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
                          "kernel_sizes_searched": list(study.space.kernels), "kernels_chosen": study.kernels_note},
         final_training={**fidelity.to_dict(), "seconds": round(time.monotonic() - started, 1),
                         "best_val_loss": min(result.val_loss) if result.val_loss else winner.score,
-                        "retrained": bool(result.val_loss),
+                        "retrained": retrained,
+                        **({"on": f"all {len(jobs.folds.pool)} training and validation windows, the recipe's "
+                                  f"{fidelity.epochs} epochs (no window left to choose another)"}
+                           if jobs.folds is not None else {}),
                         "timings": {key: round(value, 3) for key, value in result.timings.items()}},
         measured_arena_host64=_measured_arena(tflite) if tflite_micro_available() else None,
         runtime=runtime,
@@ -156,21 +163,22 @@ def _search_summary(study, journal: Journal, trials: list[Trial], winner: Trial)
             "peak_worker_memory_bytes": journal.get_meta("peak_worker_memory") or {}}
 
 
-def _final_training(study, winner: Trial, jobs: JobFactory, pool: WorkerPool) -> tuple[JobResult, Fidelity]:
+def _final_training(study, winner: Trial, jobs: JobFactory, pool: WorkerPool) -> tuple[JobResult, Fidelity, bool]:
     """Retrain the winner with the final recipe; if that diverges, fall back to its search recipe, at the
-    learning rate that worked for it (not the one the diagnoser found unstable).
+    learning rate that worked for it (not the one the diagnoser found unstable). Returns the result, the recipe
+    and whether it was retrained.
 
     A winner already trained with the final recipe (saved weights) is exported as it is.
     """
     if is_final_recipe(winner.fidelity, study.final_fidelity) and weights_path(study.out_dir, winner.number).exists():
         result = _run_one(pool, jobs.export(winner))
         if result.ok:
-            return result, trained_fidelity(winner)
+            return result, trained_fidelity(winner), False
         study.progress.event(f"exporting the trained winner failed ({result.error}); retraining it")
     for fidelity in final_recipes(study.final_fidelity, winner):
         result = _run_one(pool, jobs.final(winner, fidelity))
         if result.ok:
-            return result, fidelity
+            return result, fidelity, True
         study.progress.event(f"final training failed ({result.error}); retrying with the search recipe")
     raise StudyError(f"final training of {winner.architecture.name()} failed: {result.error}")
 

@@ -27,6 +27,7 @@ from tinynas.study.outcomes import (
     completed,
     decide,
     incumbent,
+    incumbent_folds,
     incumbent_scores,
     safer_retry,
     trial_key,
@@ -137,8 +138,8 @@ class SearchLoop:
         trial = trial.evolve(state=TrialState.RUNNING, attempts=trial.attempts + 1, details=details)
         self._record(trial)
         self.running[trial.number] = trial
-        self.pool.submit(self.jobs.train(trial, fidelity=fidelity,
-                                       incumbent=incumbent(trial, self.known.values())))
+        self.pool.submit(self.jobs.train(trial, fidelity=fidelity, incumbent=incumbent(trial, self.known.values()),
+                                         incumbent_folds=incumbent_folds(trial, self.known.values())))
 
     # ---- results ------------------------------------------------------------------------
     def _receive(self, result) -> None:
@@ -179,7 +180,13 @@ class SearchLoop:
 
     def _announce(self, trial: Trial, is_best: bool) -> None:
         arch = trial.architecture
-        if trial.state is TrialState.COMPLETE:
+        folds = trial.details.get("cross_validation")
+        if trial.state is TrialState.COMPLETE and folds:
+            raced = "" if folds["trained"] == folds["folds"] else f" (raced out after {folds['trained']} folds)"
+            text = (f"trial {trial.number} {arch.name()}: cross-validated loss {trial.score:.4f}, "
+                    f"{folds['hits']} of {folds['windows']} right{raced}, RAM {kib(trial.costs['peak_ram_bytes'])}, "
+                    f"{trial.seconds:.1f} s" + ("  <- best so far" if is_best else ""))
+        elif trial.state is TrialState.COMPLETE:
             text = (f"trial {trial.number} {arch.name()}: val loss {trial.score:.4f}, "
                     f"val acc {trial.best_val_accuracy:.3f}, RAM {kib(trial.costs['peak_ram_bytes'])}, "
                     f"{trial.seconds:.1f} s" + ("  <- best so far" if is_best else ""))

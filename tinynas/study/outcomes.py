@@ -78,10 +78,15 @@ def completed(trial: Trial, result: JobResult, finished_at: float) -> Trial:
         details["stopped"] = result.stopped
     if result.float_test_accuracy is not None:
         details["float_test_accuracy"] = result.float_test_accuracy
+    if result.cross_validation:
+        details["cross_validation"] = result.cross_validation
     common = dict(val_loss=tuple(result.val_loss), val_accuracy=tuple(result.val_accuracy),
                   seconds=round(result.seconds, 3), details=details)
     if result.ok:
-        return trial.evolve(state=TrialState.COMPLETE, score=min(result.val_loss), error="", **common)
+        # Cross-validated: the mean of the folds' best losses (each fold's own best epoch), not the best of the
+        # mean curve.
+        score = result.cross_validation["score"] if result.cross_validation else min(result.val_loss)
+        return trial.evolve(state=TrialState.COMPLETE, score=score, error="", **common)
     return trial.evolve(state=TrialState.FAILED, score=None, error=result.error, **common)
 
 
@@ -102,11 +107,35 @@ def incumbent(trial: Trial, known: Iterable[Trial]) -> float | None:
     return best if math.isfinite(best) else None
 
 
+def incumbent_folds(trial: Trial, known: Iterable[Trial]) -> tuple[float, ...]:
+    """The cross-validated losses, fold by fold, of the best candidate so far at the trial's fidelity: what the
+    trial must beat on each fold (curve stop); () when there is none."""
+    if not trial.fidelity.curve_stop:
+        return ()
+    best = _best_cross_validated(t for t in known if t.fidelity == trial.fidelity)
+    return tuple(best.details["cross_validation"]["fold_losses"]) if best is not None else ()
+
+
+def _best_cross_validated(trials: Iterable[Trial]) -> Trial | None:
+    done = [t for t in trials if t.state is TrialState.COMPLETE and math.isfinite(t.comparable_score)
+            and len((t.details.get("cross_validation") or {}).get("fold_losses", ())) ==
+            (t.details.get("cross_validation") or {}).get("folds", -1)]
+    return min(done, key=lambda t: t.comparable_score, default=None)
+
+
 def incumbent_scores(known: Iterable[Trial]) -> dict[str, float]:
-    """Best score per fidelity, read by workers whose candidates must beat it (curve stop)."""
+    """Best score per fidelity, read by workers whose candidates must beat it (curve stop); for cross-validated
+    candidates also the best one's loss on each fold (`KEY#foldN`)."""
     best: dict[str, float] = {}
+    by_key: dict[str, list[Trial]] = {}
     for trial in known:
         if trial.state is TrialState.COMPLETE and math.isfinite(trial.comparable_score):
             key = trial_key(trial.architecture, trial.fidelity)[1]
             best[key] = min(best.get(key, math.inf), trial.comparable_score)
+            by_key.setdefault(key, []).append(trial)
+    for key, trials in by_key.items():
+        leader = _best_cross_validated(trials)
+        if leader is not None:
+            for number, loss in enumerate(leader.details["cross_validation"]["fold_losses"]):
+                best[f"{key}#fold{number}"] = loss
     return best

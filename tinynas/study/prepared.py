@@ -17,6 +17,7 @@ from tinynas.data.preprocess import Preprocessing
 from tinynas.data.splits import Split, make_split
 from tinynas.data.windows import Windows
 from tinynas.search import SearchSpace, final_recipe
+from tinynas.study.crossval import Folds, choose_folds
 from tinynas.study.settings import StudySettings
 from tinynas.trial import Fidelity
 
@@ -39,6 +40,8 @@ class Prepared:
     final_fidelity: Fidelity
     """The final recipe (the given one, or the strategy's own) with its augmentation (`--augment`)."""
     augmentation_note: str
+    folds: Folds | None = None
+    """The folds candidates are ranked on (`tinynas.study.crossval`); None: the split's validation side."""
 
 
 def prepare(windows: Windows, settings: StudySettings, test_windows: Windows | None) -> Prepared:
@@ -81,5 +84,7 @@ def prepare(windows: Windows, settings: StudySettings, test_windows: Windows | N
         preprocessing = Preprocessing.fit(windows, split.train, s.normalize)
         if test_windows is not None:
             preprocessing.check(test_windows, "test data")
+    folds = choose_folds(windows, split, s.selection, s.seed) if anomaly is None else None
     return Prepared(windows=windows, anomaly=anomaly, split=split, preprocessing=preprocessing, space=space,
-                    kernels_note=kernels_note, final_fidelity=final_fidelity, augmentation_note=augmentation_note)
+                    kernels_note=kernels_note, final_fidelity=final_fidelity, augmentation_note=augmentation_note,
+                    folds=folds)

@@ -14,10 +14,13 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from tinynas.data.holdout import without_test_side
 from tinynas.data.splits import make_split
 from tinynas.data.windows import Windows
 from tinynas.folders import JOURNAL, TEST_WINDOWS, WINDOWS
+from tinynas.study.crossval import recording_folds
 from tinynas.study.jobs import JobFactory
 from tinynas.study.journal import Journal
 from tinynas.study.pool import WorkerPool
@@ -52,6 +55,18 @@ class Replay:
         return (f"trial {self.trial.number} {self.trial.architecture.name()}: {verdict}. "
                 f"Recorded {len(self.trial.val_loss)} epochs, {recorded}; replayed {len(self.result.val_loss)} "
                 f"epochs, {replayed}; largest validation-loss difference {self.max_difference:.3g}.")
+
+
+def _folds(windows, split, settings: dict, seed: int, path: Path):
+    """The folds the search ranked on (its journal says so), made again and checked against the record."""
+    stored = settings.get("cross_validation")
+    if not isinstance(stored, dict):
+        return None
+    folds = recording_folds(windows, np.concatenate([split.train, split.val]), seed, "")
+    if folds is None or {key: folds.describe()[key] for key in ("folds", "windows", "fold_windows")} != \
+            {key: stored.get(key) for key in ("folds", "windows", "fold_windows")}:
+        raise StudyError(f"{path}: the folds the search cross-validated on cannot be made again from its windows")
+    return folds
 
 
 def replay_trial(out_dir: str | Path, number: int) -> Replay:
@@ -90,19 +105,31 @@ def replay_trial(out_dir: str | Path, number: int) -> Replay:
     fidelity = trial.fidelity
     if trial.retry_learning_rate is not None:
         fidelity = fidelity.with_learning_rate(trial.retry_learning_rate)
-    if trial.val_loss:
+    folds = _folds(windows, split, settings, seed, path)
+    recorded = trial.details.get("cross_validation") or {}
+    if trial.val_loss and folds is None:
         # The trial's plan, stopped where it stopped (with no incumbent the curve stop never fires): the plan
         # also decides from which epoch XLA compiled (`training.epoch.xla_from`), and so the rounding.
         fidelity = replace(fidelity, stop_after=len(trial.val_loss))
     # No out_dir: the replay writes nothing into the search's folder.
-    jobs = JobFactory(seed, data_path, split, preprocessing, trial.fidelity, health=True)
+    jobs = JobFactory(seed, data_path, split, preprocessing, trial.fidelity, health=True, folds=folds)
     job = jobs.train(trial, fidelity)
+    if folds is not None and recorded.get("epochs_run"):
+        job = replace(job, fold_stops=tuple(recorded["epochs_run"]))  # each fold stopped where it stopped
     with WorkerPool(1, 1) as pool:
         pool.submit(job)
         results: list[JobResult] = []
         while not results:
             results = pool.wait(timeout=5.0)
     result = results[0]
+    if folds is not None:  # a cross-validated trial: its fold losses are its score
+        replayed = result.cross_validation.get("fold_losses", [])
+        pairs = list(zip(recorded.get("fold_losses", []), replayed))
+        differences = [abs(a - b) if math.isfinite(a) and math.isfinite(b) else math.inf for a, b in pairs]
+        if len(replayed) != len(recorded.get("fold_losses", [])):
+            differences.append(math.inf)
+        same = result.ok == (trial.state is TrialState.COMPLETE)
+        return Replay(trial, result, max(differences, default=0.0), same)
     pairs = list(zip(trial.val_loss, result.val_loss))
     differences = [abs(a - b) if math.isfinite(a) and math.isfinite(b) else (0.0 if a == b or (
         math.isnan(a) and math.isnan(b)) else math.inf) for a, b in pairs]

@@ -176,7 +176,8 @@ class Study:
                 save_windows(self.test_windows, self.out_dir / TEST_WINDOWS)
             jobs = JobFactory(s.seed, data_path, self.split, self.preprocessing.to_dict(), self.final_fidelity,
                               out_dir=self.out_dir, health=s.health, track_test=s.track_test,
-                              test_data=self.test_windows is not None and self.anomaly is None)
+                              test_data=self.test_windows is not None and self.anomaly is None,
+                              folds=self.prepared.folds)
             # One pool for the search and the final stage: its workers have TensorFlow imported already.
             with nullcontext(self.pool) if self.pool is not None else self._pool() as pool:
                 SearchLoop(strategy, journal, pool, jobs, self.target, budget_seconds=s.budget_seconds,
@@ -236,7 +237,8 @@ class Study:
                            final_fidelity=self.final_fidelity, runtime=self.runtime_choice.runtime,
                            accounting=self.runtime_choice.accounting,
                            anomaly=None if self.anomaly is None else
-                           {"task": "anomaly", "false_alarm_rate": self.settings.false_alarm_rate})
+                           {"task": "anomaly", "false_alarm_rate": self.settings.false_alarm_rate},
+                           folds=None if self.prepared.folds is None else self.prepared.folds.describe())
 
     @property
     def runtime_choice(self) -> RuntimeChoice:

@@ -77,6 +77,9 @@ class StudySettings:
     `tinynas.anomaly`)."""
     false_alarm_rate: float = 0.01
     """`--false-alarm-rate`: the anomaly task's share of normal windows its threshold may flag."""
+    selection: str = "auto"
+    """`--selection`: how candidates are ranked: on the split's validation side, by cross-validation over recordings
+    (`tinynas.study.crossval`), or auto (cross-validation where the validation side is small)."""
 
     def __post_init__(self) -> None:
         check_runtime(self.runtime, allow_auto=True)
@@ -86,6 +89,9 @@ class StudySettings:
 
         check_task(self.task)
         check_rate(self.false_alarm_rate)
+        from tinynas.study.crossval import check_selection
+
+        check_selection(self.selection)
         from tinynas.c_names import check_prefix
 
         check_prefix(self.c_prefix)  # before the search, not after it at the export
@@ -112,7 +118,7 @@ class StudySettings:
 def fingerprint(*, data_digest: str, target: dict, strategy: str, seed: int, fidelity: Fidelity, space: dict,
                 split: str, normalize: str, test_data_digest: str | None, final_fidelity: Fidelity,
                 runtime: str = "tflm", accounting: str = LEGACY_ACCOUNTING,
-                anomaly: dict | None = None) -> dict[str, Any]:
+                anomaly: dict | None = None, folds: dict | None = None) -> dict[str, Any]:
     """What a resumed search must share with the journal's: the resolved settings as JSON."""
     settings: dict[str, Any] = {"data_digest": data_digest, "target": target, "strategy": strategy, "seed": seed,
                                 "fidelity": fidelity.to_dict(),
@@ -131,6 +137,8 @@ def fingerprint(*, data_digest: str, target: dict, strategy: str, seed: int, fid
         settings["accounting"] = accounting
     if anomaly is not None:  # the task and its false-alarm rate (the threshold's calibration)
         settings["anomaly"] = anomaly
+    if folds is not None:  # ranked by cross-validation: other scores, another search
+        settings["cross_validation"] = folds
     # The final recipe decides the winner's losses (fast trains every candidate with it) and its
     # retraining: a resume with another --final-epochs is another search.
     settings["final_fidelity"] = final_fidelity.to_dict()

@@ -87,13 +87,16 @@ class CompiledEpoch:
         self.learning_rate.assign(float(value))
 
     def __call__(self, x, y, x_val, y_val, seed: tuple[int, int], xla: bool = True) -> dict[str, float]:
-        """One epoch on windows `x` (n, 1, T, C) float32 with labels `y` int64; Keras-style logs. The first
-        call with `xla` compiles the program (seconds), the first without traces the graph."""
+        """One epoch on windows `x` (n, 1, T, C) float32 with labels `y` int64; Keras-style logs (without val_* when
+        made with no validation windows). The first call with `xla` compiles the program (seconds), the first
+        without traces the graph."""
         tf = self.tf
         probe = self.probe or (tf.zeros([0]), tf.zeros([0], tf.int64))
         values = self._epochs[xla](x, y, x_val, y_val, tf.constant(seed, dtype=tf.int64), *probe)
         loss, accuracy, val_loss, val_accuracy = (float(v) for v in values[:4])
         logs = {"loss": loss, "accuracy": accuracy, "val_loss": val_loss, "val_accuracy": val_accuracy}
+        if not self._plan[2]:
+            del logs["val_loss"], logs["val_accuracy"]
         if self.probe is not None:
             logs[PROBE_GRADIENT] = values[4].numpy()
             logs[PROBE_DEAD_RELU] = float(values[5])
@@ -149,6 +152,9 @@ class CompiledEpoch:
                                                    tf.slice(kept, [step * batch], [batch]))
             loss_sum += batch_loss
             correct += batch_correct
+        if not n_val:  # no validation side (the winner of a cross-validated search trains on every window)
+            out = (loss_sum / n, correct / n, tf.constant(math.nan), tf.constant(math.nan))
+            return out + self._probe_health(forward, x_probe, y_probe) if self.probe is not None else out
         # Validation in chunks (bounded memory), the last one padded and masked the same way.
         chunks = -(-n_val // chunk)
         padding = chunks * chunk - n_val

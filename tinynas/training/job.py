@@ -13,7 +13,10 @@ import math
 import shutil
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
 
 from tinynas.folders import save_weights
 from tinynas.interrupts import die_with_parent
@@ -54,6 +57,13 @@ class TrainJob:
     """`tinynas.data.preprocess.Preprocessing` as a dict, applied to every window loaded (None: pass-through)."""
     test_data_path: str | None = None
     """Windows of a separate test set (measured instead of `test`), labels mapped by class name."""
+    folds: tuple[tuple[int, ...], ...] = ()
+    """Cross-validation (`tinynas.study.crossval`): the validation windows of each fold, each fold trained on the
+    rest of `train`; empty: validate on `val`."""
+    incumbent_folds: tuple[float, ...] = ()
+    """The best candidate's loss on each fold so far: what this one must beat, fold by fold (curve stop)."""
+    fold_stops: tuple[int, ...] = ()
+    """A replay's: the epoch each fold stopped at in the search (`fidelity.stop_after` fold by fold)."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +135,9 @@ class JobResult:
     """Fault type the diagnoser stopped the candidate for ("" if it ran its course)."""
     failure: str = ""
     """Why a job failed when it was not the candidate's doing (`failure_of`: DISK_FULL), else ""."""
+    cross_validation: dict = field(default_factory=dict)
+    """A cross-validated candidate's folds: the loss and best epoch of each, the windows judged and how many
+    right (each by the fold's model at its best epoch), and its score, the mean of the fold losses."""
 
 
 
@@ -224,6 +237,8 @@ def _run(job: Job, tf, cache: dict) -> JobResult:
     if job.fault in LEARNING_RATE_FAULTS:
         fidelity = fidelity.with_learning_rate(fidelity.learning_rate * LEARNING_RATE_FAULTS[job.fault])
     callbacks = [poison_weights_callback(tf)] if job.fault == "nan" else []
+    if job.folds:
+        return _cross_validate(job, fidelity, windows, callbacks, tf, cache, started)
     train, val = _training_indices(job, fidelity, windows, cache), list(job.val)
     monitor, verdict = (health_monitor(windows, train, job.seed, fidelity.learning_rate, cache)
                         if job.health else (None, {}))
@@ -262,6 +277,94 @@ def _run(job: Job, tf, cache: dict) -> JobResult:
     tf.keras.backend.clear_session()
     out.seconds = time.perf_counter() - started
     return out
+
+
+def _cross_validate(job: TrainJob, fidelity, windows, callbacks: list, tf, cache: dict, started: float) -> JobResult:
+    """Train the candidate once per fold, each validated on its fold (`job.folds`), raced fold by fold against the
+    best candidate's own loss on that fold; the score is the mean of the fold losses."""
+    from tinynas.space import as_model_input
+    from tinynas.training.train import fit
+
+    losses: list[float] = []
+    epochs: list[int] = []
+    curves: list[list[float]] = []
+    accuracies: list[list[float]] = []
+    train_curves: list[list[float]] = []
+    hits = judged = 0
+    stopped = ""
+    timings: dict[str, float] = {}
+    trace: list[dict] = []
+    for number, fold in enumerate(job.folds):
+        if job.fold_stops:
+            if number >= len(job.fold_stops):
+                break  # a replay stops where the search's race stopped
+            fidelity = replace(fidelity, stop_after=job.fold_stops[number])
+        held = set(fold)
+        train = [i for i in job.train if i not in held]
+        extra = list(callbacks)
+        monitor, verdict = (health_monitor(windows, train, job.seed, fidelity.learning_rate, cache)
+                            if job.health and number == 0 else (None, {}))  # the recipe's health, once
+        if monitor is not None:
+            extra.append(monitor)
+        incumbent = job.incumbent_folds[number] if number < len(job.incumbent_folds) else job.incumbent
+        live = (_live_incumbent(job.incumbents_path, f"{job.fidelity_key}#fold{number}")
+                if job.incumbents_path else None)
+        result = fit(job.architecture, windows.x[train], windows.y[train], windows.x[list(fold)],
+                     windows.y[list(fold)], fidelity, seed=job.seed, callbacks=extra, incumbent=incumbent,
+                     live_incumbent=live)
+        if monitor is not None:
+            trace = monitor.trace
+            timings["health"] = monitor.seconds
+        for key, value in result.timings.items():
+            timings[key] = timings.get(key, 0.0) + value
+        if verdict:
+            tf.keras.backend.clear_session()
+            label, probability = verdict["diagnosis"]
+            return JobResult(job.job_id, False, result.val_loss, result.val_accuracy, result.train_loss,
+                             time.perf_counter() - started,
+                             f"stopped at epoch {len(trace)} of fold 1: training {label} (diagnoser "
+                             f"p={probability:.2f})", timings=timings, health=trace, diagnosis=label)
+        if not result.train_loss or not all(math.isfinite(v) for v in result.train_loss + result.val_loss):
+            tf.keras.backend.clear_session()
+            return JobResult(job.job_id, False, result.val_loss, result.val_accuracy, result.train_loss,
+                             time.perf_counter() - started, f"loss became NaN/inf in fold {number + 1}",
+                             timings=timings, health=trace, diagnosis="nonfinite")
+        model: Any = result.model  # Keras, untyped
+        logits = model(as_model_input(windows.x[list(fold)]), training=False).numpy()
+        hits += int((logits.argmax(axis=1) == windows.y[list(fold)]).sum())
+        judged += len(fold)
+        losses.append(result.best_val_loss)
+        epochs.append(int(np.nanargmin(result.val_loss)) + 1)
+        curves.append(result.val_loss)
+        accuracies.append(result.val_accuracy)
+        train_curves.append(result.train_loss)
+        lost = result.stopped == "curve"
+        del result
+        tf.keras.backend.clear_session()
+        if lost:  # it could not beat the best candidate on this fold: the other folds are not trained
+            stopped = "curve"
+            break
+    score = float(np.mean(losses))
+    if stopped:
+        # Raced out on a fold: whatever its other folds would have given, it is not chosen over the incumbent (the
+        # one at launch, or a better one found while it trained).
+        live = _live_incumbent(job.incumbents_path, job.fidelity_key)() if job.incumbents_path else None
+        bounds = [value for value in (job.incumbent, live) if value is not None]
+        if bounds:
+            score = max(score, float(np.nextafter(min(bounds), math.inf)))
+    out = JobResult(job.job_id, True, _mean_curve(curves), _mean_curve(accuracies), _mean_curve(train_curves),
+                    stopped=stopped, timings=timings, health=trace)
+    out.cross_validation = {"folds": len(job.folds), "trained": len(losses), "fold_losses": losses,
+                            "best_epochs": epochs, "epochs_run": [len(curve) for curve in curves],
+                            "windows": judged, "hits": hits, "score": score}
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+def _mean_curve(curves: list[list[float]]) -> list[float]:
+    """Per epoch, the mean over the folds that ran it."""
+    longest = max((len(curve) for curve in curves), default=0)
+    return [float(np.mean([curve[epoch] for curve in curves if len(curve) > epoch])) for epoch in range(longest)]
 
 
 def serve(conn, threads: int, max_jobs: int, private_limit: int) -> None:

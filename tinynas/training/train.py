@@ -48,7 +48,8 @@ def _check(arch: Architecture, x: np.ndarray, y: np.ndarray, what: str) -> None:
 def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray,
         y_val: np.ndarray, fidelity: Fidelity = Fidelity(), seed: int = 0, callbacks=(),
         incumbent: float | None = None, live_incumbent=None, allow_nonfinite: bool = False) -> TrainResult:
-    """Train `arch` from scratch and keep the weights of the epoch with the lowest validation loss.
+    """Train `arch` from scratch and keep the weights of the epoch with the lowest validation loss (with no
+    validation windows, those of the last epoch).
 
     `callbacks` are extra Keras callbacks (health monitoring, fault injection); `incumbent` is
     the score to beat when `fidelity.curve_stop` is on, and `live_incumbent()` a better one found
@@ -70,9 +71,13 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
     x_train, x_val = np.asarray(x_train, np.float32), np.asarray(x_val, np.float32)
     y_train, y_val = np.asarray(y_train, np.int64), np.asarray(y_val, np.int64)
     _check(arch, np.nan_to_num(x_train) if allow_nonfinite else x_train, y_train, "training")
-    _check(arch, x_val, y_val, "validation")
-    if len(x_train) == 0 or len(x_val) == 0:
-        raise SpecError("need at least one training and one validation window")
+    validated = len(x_val) > 0
+    if validated:
+        _check(arch, x_val, y_val, "validation")
+    if len(x_train) == 0:
+        raise SpecError("need at least one training window")
+    if not validated and (fidelity.curve_stop or fidelity.patience):
+        raise SpecError("curve stop and patience need validation windows")
     tf = import_tensorflow()
     started = time.perf_counter()
     model = build_model(arch, seed=seed)
@@ -81,8 +86,10 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
     epoch = CompiledEpoch(tf, model, len(x_train), len(x_val), fidelity.batch_size, fidelity.learning_rate, probe,
                           scheduled=scheduled)
     built = time.perf_counter()
-    best = tf.keras.callbacks.EarlyStopping(monitor="val_loss", patience=fidelity.patience or fidelity.epochs,
-                                            restore_best_weights=True)
+    # Without validation windows (the winner of a cross-validated search, trained on all of them) the recipe's
+    # last epoch is kept: nothing is left to pick another.
+    best = (tf.keras.callbacks.EarlyStopping(monitor="val_loss", patience=fidelity.patience or fidelity.epochs,
+                                             restore_best_weights=True) if validated else tf.keras.callbacks.Callback())
     extra = []
     curve = None
     earliest_stop = first_verdict(fidelity.epochs) if fidelity.curve_stop else 0
@@ -94,7 +101,9 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
     clock = _EpochClock(tf)
     hooks = tf.keras.callbacks.CallbackList([clock, *callbacks, *extra, best], model=model)
     windows = tf.constant(as_model_input(x_train))
-    labels, val = tf.constant(y_train), (tf.constant(as_model_input(x_val)), tf.constant(y_val))
+    labels = tf.constant(y_train)
+    val = ((tf.constant(as_model_input(x_val)), tf.constant(y_val)) if validated else
+           (tf.zeros((0, 1, arch.input_length, arch.input_channels)), tf.zeros((0,), tf.int64)))
     redraw = (None if fidelity.augmentation is None
               else augmented_epochs(x_train, y_train, fidelity.augmentation, seed))
     curves: dict[str, list[float]] = {}
@@ -118,7 +127,7 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
     stopped = ""
     if curve is not None and curve.stopped_epoch is not None:
         stopped = "curve"
-    elif ran < fidelity.epochs and best.stopped_epoch > 0:
+    elif ran < fidelity.epochs and getattr(best, "stopped_epoch", 0) > 0:
         stopped = "patience"
     # "first_epoch": the epochs that traced or compiled a program (the first, and the one that switched
     # to XLA); "later_epochs": all others.
