@@ -9,8 +9,9 @@ the truth, and what the chosen model is worth:
 
 - Data: ISL June sessions (`../shared/data/isl`): 4 letters (A, B, D, L), r recordings per letter drawn at random are
   the session, the other 27 - r are never seen. CWRU 0 hp (`../shared/data/cwru`): 4 states (normal, IR007, B007,
-  OR007@6), each file cut into segments of 12 windows (0.5 s, as the bearing4 plan records): r segments per state
-  are the session, the other segments are never seen (same recording day: a within-session figure).
+  OR007@6), each file cut into segments of 6 windows (0.26 s; the bearing4 plan records 0.5 s segments, but the
+  normal file holds only 5.1 s): r segments per state are the session, the other segments are never seen (same
+  recording day and file: a within-session figure).
 - For every candidate of `fast`'s frontier on the service's default target (STM32C011F6P6, kernel 3), with fast's
   race recipe and no curve stop (every candidate fully scored): (a) the validation rule's score, its best
   validation loss on the service's split (by recording, seed 0); (b) the cross-validation rule's score, the mean of
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shlex
 import sys
 import tempfile
 import time
@@ -79,8 +81,9 @@ def isl_session(reps: int, seed: int) -> tuple[Windows, Windows]:
     return _subset(windows, session, wanted), _subset(windows, unseen, wanted)
 
 
-SEGMENT = 12
-"""CWRU windows per segment (0.5 s at 12 kHz in 512-sample windows): a recording of the bearing4 plan."""
+SEGMENT = 6
+"""CWRU windows per segment (0.26 s at 12 kHz in 512-sample windows): a recording. The 0 hp normal file holds 119
+windows (5.1 s), 19 such segments: 15 of them recorded still leave 4 never seen."""
 
 
 def cwru_session(reps: int, seed: int) -> tuple[Windows, Windows]:
@@ -183,7 +186,7 @@ def one_run(data: str, reps: int, seed: int, scratch: Path, pool: WorkerPool) ->
 
 def render(runs: list[dict], args) -> str:
     lines = ["# Selection on the few windows a person records", "",
-             f"Command: `python benchmarks/selection.py {' '.join(sys.argv[1:])}`".rstrip(), "",
+             f"Command: `python benchmarks/selection.py {shlex.join(sys.argv[1:])}`".rstrip(), "",
              __doc__.split("\n\n", 2)[2].split("\n\nResults:")[0].strip(), "",
              f"Machine: {platform.machine()}, 2 cores, 2 training workers; {args.shared}. Spearman's rho is over the "
              f"frontier's candidates of one run (9-10 of them: a rho of 0.6 is the usual 5 % significance line for "

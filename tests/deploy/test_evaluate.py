@@ -92,7 +92,7 @@ def test_keras_float_int8_evaluate_and_serving_agree(searched):
 
     import_tensorflow()
     model = build_model(Architecture.from_dict(card["architecture"]))
-    model.load_weights(out / "weights" / f"trial-{card['search']['winner_trial']}.weights.h5")
+    model.load_weights(out / "model.weights.h5")  # the exported model's own weights, however it was selected
     inputs = preprocessing.apply(windows.x)
     float_predictions = model(as_model_input(inputs), training=False).numpy().argmax(axis=1)
     assert np.mean(float_predictions == int8) >= 0.9

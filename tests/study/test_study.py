@@ -289,7 +289,9 @@ def test_fast_search_exports_its_winner_without_retraining(tmp_path):
     recipe = Fidelity(4, 16, 3e-3, schedule="cosine")  # as fast's own recipe, shorter
     with WorkerPool(2).warm() as pool:
         warm = sorted(pool.worker_pids())
-        result = _study(tmp_path, strategy="fast", fidelity=recipe, final_fidelity=recipe, pool=pool).run()
+        # Ranked on validation windows: a cross-validated search retrains its winner on every window.
+        result = _study(tmp_path, strategy="fast", fidelity=recipe, final_fidelity=recipe, pool=pool,
+                        selection="validation").run()
         assert len(warm) == 2 and sorted(pool.worker_pids()) == warm and pool.spawned == 2
     raced = [t for t in result.trials if t.state is TrialState.COMPLETE]
     assert len(raced) >= 2 and all(t.fidelity.curve_stop and t.fidelity.subset == 1 for t in raced)
