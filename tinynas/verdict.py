@@ -157,3 +157,48 @@ def deploy_gate(held: HeldOut, minimum: float, classes: int, test_share: float) 
     more = max(1, math.ceil(more_test / max(classes, 1) / max(test_share, 1e-3)))
     return GateVerdict("undecided", f"{said}: too few to tell whether it reaches {minimum:.0%}; "
                                     f"record {more} more per class to tell", more_per_class=more)
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Two models judged on the same windows: where the new one is right and the old wrong (`better`), the other
+    way round (`worse`), out of `windows`. A decision on these is stable: the windows both get right or both get
+    wrong say nothing about which is better, and one window more or less moves it by one, not by a verdict."""
+
+    better: int
+    worse: int
+    windows: int
+
+    def __add__(self, other: Paired) -> Paired:
+        return Paired(self.better + other.better, self.worse + other.worse, self.windows + other.windows)
+
+    @property
+    def p_worse(self) -> float:
+        """One-sided sign test: the chance of at least `worse` of the differing windows going against the new model
+        if both were equally good (small: it is worse, with that confidence)."""
+        return _binomial_tail(self.worse, self.better + self.worse)
+
+    @property
+    def p_better(self) -> float:
+        return _binomial_tail(self.better, self.better + self.worse)
+
+    def describe(self, what: str) -> str:
+        """E.g. 'today's wear: better on 5, worse on 1 of 16 windows'."""
+        return f"{what}: better on {self.better}, worse on {self.worse} of {self.windows} windows"
+
+    def to_dict(self) -> dict:
+        return {"better": self.better, "worse": self.worse, "windows": self.windows,
+                "p_better": round(self.p_better, 4), "p_worse": round(self.p_worse, 4)}
+
+
+def paired(before_right, after_right) -> Paired:
+    """The paired count of an old and a new model's answers (right or not) on the same windows."""
+    before, after = np.asarray(before_right, dtype=bool), np.asarray(after_right, dtype=bool)
+    return Paired(int(np.sum(after & ~before)), int(np.sum(before & ~after)), int(len(before)))
+
+
+def _binomial_tail(k: int, n: int) -> float:
+    """P(X >= k) for X ~ Binomial(n, 1/2), exactly."""
+    if n <= 0 or k <= 0:
+        return 1.0
+    return float(sum(math.comb(n, i) for i in range(k, n + 1)) / 2 ** n)

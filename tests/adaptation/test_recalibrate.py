@@ -4,9 +4,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tinynas.adaptation.recalibrate import Recipe, forgetting, recalibrate
+from tinynas.adaptation.recalibrate import Recipe, decide, recalibrate
 from tinynas.data.spec import load_windows
 from tinynas.data.windows import DataError
+from tinynas.verdict import Paired
 
 from .conftest import NEW_SESSION, shifted
 
@@ -96,7 +97,7 @@ def test_one_repetition_is_fine_tuned_with_nothing_held_out(model_dir, new_sessi
     one = new_session.subset(first)
     result = recalibrate(model_dir, one, tmp_path / "one", recipe=Recipe(epochs=5, max_forgetting=1.0), seed=0)
     assert result.selection is None and result.verify_before is None and result.accepted
-    assert "checked only that the original test windows are not forgotten" in result.reason
+    assert "no held-out windows of the new session" in result.reason
 
 
 def test_a_change_that_is_not_better_is_rejected_and_nothing_is_written(model_dir, new_session, tmp_path):
@@ -152,13 +153,20 @@ def test_recalibrate_cli_bad_input_is_one_line_and_exit_2(model_dir, tmp_path, a
     assert not (tmp_path / "new").exists()
 
 
-def test_forgetting_is_judged_in_windows_the_test_can_tell():
-    # A service onboarding tests on 4 windows: one is 25 points, more than the 10 allowed, yet all a test of 4
-    # can say. One window may be lost; two may not; a test of 50 keeps the 10 % (5 windows).
-    assert forgetting(0.75, 0.50, 4, 0.10) == ""
-    two = forgetting(0.75, 0.25, 4, 0.10)
-    assert two.startswith("forgot the original test windows") and "2 of 4 lost" in two and "or one window" in two
-    assert forgetting(0.90, 0.80, 50, 0.10) == ""
-    assert "6 of 50 lost" in forgetting(0.90, 0.78, 50, 0.10) and "or one window" not in forgetting(0.9, 0.78, 50, 0.1)
-    assert "1 of 4 lost" in forgetting(0.75, 0.50, 4, 0.0)  # none allowed: none
-    assert forgetting(None, None, 0, 0.10) == "" and forgetting(1.0, 0.0, 0, 0.10) == ""
+def test_the_decision_rests_on_paired_windows_not_on_a_few_windows_accuracy():
+    # The new model is taken unless it is worse on more of today's and the onboarding's windows than it is better
+    # on, or the onboarding windows are forgotten beyond the allowance and beyond chance (95 %).
+    assert decide(Paired(1, 0, 8), Paired(0, 1, 4), 1.0, 0.75, 0.10) == []  # 0.75 -> 0.875 today, one old lost
+    worse = decide(Paired(0, 2, 8), Paired(0, 0, 4), 1.0, 1.0, 0.10)
+    assert worse and worse[0].startswith("worse on more windows than better (all: better on 0, worse on 2 of 12")
+    # Six of twelve onboarding windows lost with nothing gained: forgotten, at 95 % confidence.
+    forgot = decide(Paired(8, 0, 16), Paired(0, 6, 12), 1.0, 0.5, 0.10)
+    assert any(problem.startswith("forgot the onboarding test windows") for problem in forgot)
+    # Two of four: within chance on a test of four (the sign test cannot tell), and more gained today.
+    assert decide(Paired(8, 0, 16), Paired(0, 2, 4), 1.0, 0.5, 0.10) == []
+    assert decide(Paired(0, 0, 0), Paired(0, 0, 0), None, None, 0.10) == []
+    assert Paired(0, 5, 12).p_worse < 0.05 < Paired(0, 4, 12).p_worse
+    # Forgetting allowed whole (max_forgetting 1): today's windows alone decide.
+    assert decide(Paired(5, 3, 48), Paired(0, 6, 24), 1.0, 0.75, 1.0) == []
+    assert decide(Paired(3, 5, 48), Paired(6, 0, 24), 0.75, 1.0, 1.0)[0].startswith(
+        "worse on more windows than better (today's wear: better on 3, worse on 5 of 48 windows)")

@@ -290,7 +290,7 @@ def test_accepted_recalibration_is_swapped_in(rewear):
     _, notes = rewear
     flow, deployed = notes["accepted"], notes["deployed_after_acceptance"]
     assert flow["phase"] == "accepted", flow
-    assert "held-out new windows" in flow["text"] and "->" in flow["text"]
+    assert "today's wear" in flow["text"] and "onboarding test" in flow["text"] and "->" in flow["text"]
     before, after = flow["figures"]["verify"]
     assert after >= before
     # What is served says what its accuracy was measured on: the new windows, each held out once by the

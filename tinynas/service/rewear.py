@@ -211,7 +211,9 @@ def _job(job: dict) -> dict:
                 "verify": [result.verify_before, result.verify_after], "test": [result.test_before, result.test_after],
                 # what cross-validation over the repetitions compared, and chose (None: one repetition)
                 "chosen": result.selection["chosen"] if result.selection else None,
-                "compared": result.selection["accuracy"] if result.selection else None}
+                "compared": result.selection["accuracy"] if result.selection else None,
+                # what the decision rests on: paired counts on today's wear and on the onboarding test
+                "paired": result.paired}
     from tinynas.adaptation.adapt import adapt
 
     adapted = adapt(job["source"], windows, job["staging"], spec=job["spec"])
@@ -287,12 +289,15 @@ def _show_progress(service: ServiceContext, flow: RewearFlow, path: Path) -> Rew
 
 
 def _figures(outcome: dict) -> str:
+    """Each figure with what it measured: today's wear (the new repetitions) or the onboarding's test windows."""
     parts = []
     # (adapt's confidence figures are in its reason already)
-    for key, what in (("verify", "held-out new windows"), ("test", "original test windows")):
+    paired = outcome.get("paired") or {}
+    for key, what, side in (("verify", "today's wear", "today"), ("test", "onboarding test", "onboarding")):
         before, after = (outcome.get(key) or [None, None])[:2]
         if before is not None and after is not None:
-            parts.append(f"{what} {before:.3f} -> {after:.3f}")
+            measure = (paired.get(side) or {}).get("measure")
+            parts.append(f"{what} {before:.3f} -> {after:.3f}" + (f" ({measure})" if measure else ""))
     return "; ".join(parts)
 
 
@@ -369,8 +374,8 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
         return _finish(service, flow, "failed", f"recalibration of {flow.user} failed: {outcome['error']}; "
                        f"the old model stays; recordings kept in {flow.session}", error=True)
     figures = _figures(outcome)
-    flow = flow.moved(figures={key: outcome[key] for key in ("verify", "confidence", "test", "chosen", "compared")
-                               if key in outcome})
+    flow = flow.moved(figures={key: outcome[key] for key in ("verify", "confidence", "test", "chosen", "compared",
+                                                             "paired") if key in outcome})
     if not outcome["accepted"]:
         shutil.rmtree(staging, ignore_errors=True)
         return _finish(service, flow, "rejected", f"{outcome['reason']}" + (f" ({figures})" if figures else ""))
