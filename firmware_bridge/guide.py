@@ -25,6 +25,7 @@ import numpy as np
 
 from firmware_bridge import onset
 from firmware_bridge.errors import BridgeError, CollectionPaused
+from firmware_bridge.repeats import REPEATED, RepeatWatch
 from firmware_bridge.safe_read import SETTINGS_FILE_BYTES, read_regular_text
 
 log = logging.getLogger(__name__)
@@ -365,6 +366,8 @@ class GuidedCollection:
         self.on_announce = on_announce  # gets (label, attempt) when a prompt is announced
         self.on_result = on_result  # gets (label, kept) once the attempt's window was cut and checked
         self.confirm = confirm or self._confirm_on_terminal  # returns once the operator says the state is set
+        self.repeats = RepeatWatch()
+        """A continuous plan's kept segments, to notice a recording that repeats itself (a looped file)."""
         self.redon = redon or self._redon_on_terminal  # returns once the person has put the armband on again
         self.max_attempts = max_attempts
         self.timeout_seconds = timeout_seconds
@@ -461,6 +464,9 @@ class GuidedCollection:
             window = self.recorder.window(start, self.length)
             problems = (["samples were lost during the segment (link gap)"] if window is None else
                         check_window(window, self.recorder.hello.sample_format))
+            if window is not None and not problems and self.repeats.repeated_share(window) >= REPEATED:
+                problems = ["it repeats what was recorded before, sample for sample (a short file played in a "
+                            "loop?): record the machine itself, not a replay"]
             if problems:
                 failures += 1
                 self.last_problems = problems
@@ -474,6 +480,7 @@ class GuidedCollection:
                 start = max(start + self.length, self.recorder.latest_sample)
                 continue
             self.recorder.add_window(label, start, self.length, go=go, segment=kept)
+            self.repeats.remember(window)
             kept += 1
             start += self.length
         if self.on_result is not None:
@@ -626,6 +633,8 @@ def advice(problems: list[str], kind: str = "gesture") -> str:
                 else "lower the gain or move the sensor away from the strongest source")
     if "lost" in text:
         return "check the cable and the USB port (samples were lost)"
+    if "repeats what was recorded before" in text:
+        return "record the machine running, not a file played in a loop (a sensor never repeats itself exactly)"
     if kind == "continuous":
         return "check that the machine runs and the sensor is mounted firmly (screw or magnet, cable)"
     return "check the electrodes or sensor (contact, placement, cable)"

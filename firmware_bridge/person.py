@@ -150,9 +150,11 @@ class Machine:
     """A machine running in one state at a time: a `SignalSource` playing each state's recording on.
 
     `states` maps each state to its recording (n, channels). Switching back to a state continues where it
-    stopped; a state played past its end wraps (warned once: blocks of that state then repeat samples). Until
-    it is first set to a state (and after `stop()`), the machine is off: the sensor hears only its own noise, a
-    hundredth of the recordings' level, and no recording is used up while nobody records.
+    stopped; a state played past its end wraps (warned once: blocks of that state then repeat the recording's
+    samples, under fresh sensor noise: a machine's sensor never repeats itself sample for sample, a looped file
+    does, and the guide says so: `firmware_bridge.repeats`). Until it is first set to a state (and after
+    `stop()`), the machine is off: the sensor hears only its own noise, a hundredth of the recordings' level, and no
+    recording is used up while nobody records.
     """
 
     def __init__(self, states: dict[str, np.ndarray], dtype, seed: int = 0) -> None:
@@ -194,7 +196,8 @@ class Machine:
                 log.warning("machine state %s: its recording (%d samples) is used up and starts again: later "
                             "blocks of it repeat earlier samples", self.state, len(stream))
             self.position[self.state] = (first + count) % len(stream)
-            return _as(stream[index % len(stream)], self.dtype)
+            heard = stream[index % len(stream)] + self.rng.normal(0.0, self.noise, size=(count, self.channels))
+            return _as(heard, self.dtype)
 
 
 def _as(values: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -5,7 +5,7 @@ import pytest
 from firmware_bridge.guide import Plan, load_plan
 from tinynas.cost.estimate import estimate, estimate_on
 from tinynas.cost.targets import get_target
-from tinynas.service.fit import PlanDoesNotFit, check_plan_fits, longest_fitting_window
+from tinynas.service.fit import SCORER_WINDOWS, PlanDoesNotFit, check_plan_fits, longest_fitting_window, thinned_hop
 from tinynas.space import Architecture
 
 
@@ -83,8 +83,24 @@ def test_the_c_runtime_budget_holds_longer_windows():
 
 
 def test_the_motor_normal_plan_fits_and_gives_enough_windows_for_its_threshold():
-    fit = check_plan_fits(load_plan("motor-normal"), get_target("STM32C011F6P6"), 1, 12000.0)
-    assert (fit.window, fit.hop) == (512, 256)
+    plan = load_plan("motor-normal")
+    fit = check_plan_fits(plan, get_target("STM32C011F6P6"), 1, 12000.0)
+    assert fit.window == 512 and fit.hop >= 256
+    windows = plan.repetitions * plan.segments * ((fit.recorded - fit.window) // fit.hop + 1)
+    assert windows <= SCORER_WINDOWS  # thinned to what the budget can train on, never cut short
+    closer = plan.repetitions * plan.segments * ((fit.recorded - fit.window) // (fit.hop - 1) + 1)
+    assert closer > SCORER_WINDOWS  # and no more thinned than the cap needs
+
+
+def test_a_thinned_hop_keeps_the_windows_under_the_cap_and_spans_the_recording():
+    assert thinned_hop(1, 4000, 512, 256) == 256  # few windows: the hop is left alone
+    for segments, recorded in ((1, 2_160_000), (3, 720_000), (40, 200_000), (5000, 600)):
+        hop = thinned_hop(segments, recorded, 512, 256)
+        per_segment = (recorded - 512) // hop + 1
+        assert segments * per_segment <= SCORER_WINDOWS or per_segment == 1
+        assert hop >= 256
+        if per_segment > 1:
+            assert segments * ((recorded - 512) // (hop - 1) + 1) > SCORER_WINDOWS
 
 
 def test_an_anomaly_plan_too_short_for_its_false_alarm_rate_is_refused_before_collecting():

@@ -137,7 +137,29 @@ def _continuous_fit(plan, target: Target, recorded: int, channels: int, classes:
         raise PlanDoesNotFit(f"{where}: its {recorded}-sample segments (window_seconds = {plan.window_seconds:g}) "
                              f"are shorter than one {window}-sample window; record longer segments")
     hop = plan.hop_samples or max(1, window // 2)
+    if getattr(plan, "task", "classify") == "anomaly" and not plan.hop_samples:
+        hop = thinned_hop(plan.repetitions * plan.segments, recorded, window, hop)
     return PlanFit(recorded, window, hop)
+
+
+SCORER_WINDOWS = 2048
+"""The most normal windows an anomaly plan's search cuts from its recording (the hop raised to keep under it):
+3 minutes of a motor at 12 kHz in 512-sample windows at half a window's hop are 8,280 windows, and the search of
+the service's default budget then trained one candidate (a scorer learns from them and as many synthetic
+anomalies); `benchmarks/results/scorer-budget.md` measures what the cap costs and gains."""
+
+
+def thinned_hop(segments: int, recorded: int, window: int, hop: int) -> int:
+    """`hop`, raised until `segments` recordings of `recorded` samples give at most SCORER_WINDOWS windows of
+    `window` samples (the windows then overlap less, or not at all: the recording is thinned, not cut short)."""
+    per_segment = (recorded - window) // hop + 1
+    if segments * per_segment <= SCORER_WINDOWS:
+        return hop
+    wanted = SCORER_WINDOWS // max(segments, 1)
+    if wanted <= 1:
+        return max(hop, recorded)
+    # The smallest hop with (recorded - window) // hop + 1 <= wanted windows per segment.
+    return max(hop, (recorded - window) // wanted + 1)
 
 
 def _check_calibration(plan, fit: PlanFit, sample_rate_hz: float, rate: float) -> None:
