@@ -175,7 +175,7 @@ def run(args: argparse.Namespace) -> dict:
             time.sleep(0.5)
         served = status.get("state") == "SERVING" and status.get("deployed")
         result.update(transitions=transitions, pauses=pauses, error=status.get("error", ""),
-                      served=bool(served))
+                      served=bool(served), gate=status.get("gate") or {})
         times = dict(transitions)
         if "SEARCHING" in times:
             result["collection_seconds"] = times["SEARCHING"] - times.get("COLLECTING", 0.0)
@@ -233,6 +233,42 @@ def _fmt(value, digits=1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _why_not(journey: dict) -> str:
+    gate = journey.get("gate") or {}
+    if gate.get("decision") == "undecided":
+        return f"one more step ({gate.get('text', '')}; {gate.get('more_per_class')} more per class asked)"
+    return journey.get("error", "")
+
+
+def seeds_table(rows: list[dict]) -> list[str]:
+    """The 5-seed rows of one plan before and after a change (names `SET-before-sN`, `SET-after-sN`): served at the
+    first search, and the live figures of those served."""
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        name = row.get("name") or ""
+        if "-before-s" in name or "-after-s" in name:
+            groups.setdefault(name.rsplit("-s", 1)[0], []).append(row)
+    if not groups:
+        return []
+    lines = ["", "## The same plan over seeds of the person, before and after a change", "",
+             "| set | journeys | served at the first search | held-out int8 of those served (windows) | "
+             "live signs recognised, pooled | live idle as rest/unknown, pooled |", "|---|---|---|---|---|---|"]
+    for name in sorted(groups):
+        runs = groups[name]
+        served = [r for r in runs if r.get("served")]
+        signs = sum((r.get("live") or {}).get("signs_recognised", 0) for r in served)
+        sign_windows = sum((r.get("live") or {}).get("sign_windows", 0) for r in served)
+        idle = sum((r.get("live") or {}).get("idle_as_rest_or_unknown", 0) for r in served)
+        idle_windows = sum((r.get("live") or {}).get("idle_windows", 0) for r in served)
+        held = ", ".join(f"{r['accuracy']:.3f} ({r.get('test_windows', '?')})" for r in served if "accuracy" in r)
+        lines.append(f"| {name} | {len(runs)} | {len(served)} of {len(runs)} | {held or '-'} | "
+                     + (f"{signs}/{sign_windows} [{wilson(signs, sign_windows)[0]:.2f}, "
+                        f"{wilson(signs, sign_windows)[1]:.2f}]" if sign_windows else "-") + " | "
+                     + (f"{idle}/{idle_windows} [{wilson(idle, idle_windows)[0]:.2f}, "
+                        f"{wilson(idle, idle_windows)[1]:.2f}]" if idle_windows else "-") + " |")
+    return lines
+
+
 def summary() -> None:
     """Rewrite onboarding.md from every journey's JSON."""
     rows = [json.loads(p.read_text()) for p in sorted(JOURNEYS.glob("*.json"))]
@@ -268,7 +304,7 @@ def summary() -> None:
                      f"{_fmt(r.get('deploy_seconds'))} | {r.get('pauses', '-')} | "
                      f"{(r.get('person') or {}).get('unplugs', 0)} / {r.get('changed_windows', '-')} | "
                      f"{accuracy} | {idle} | {signs} | "
-                     f"{'yes' if r.get('served') else 'no: ' + r.get('error', '')[:80]} |")
+                     f"{'yes' if r.get('served') else 'no: ' + _why_not(r)[:80]} |")
     lines += ["", "Journey logs (phase times, what the person or machine did, the service's and the simulator's "
               "lines): `benchmarks/results/journeys/NAME.log`; figures: `NAME.json`. `bearing4-cwru` is "
               "`benchmarks/plans/bearing4-cwru.toml` (each state held once for 4 s, as 0.5 s segments: the 0 hp "
@@ -286,6 +322,7 @@ def summary() -> None:
               "`benchmarks/plans/gestures4-10reps.toml` (10); its \"42 signs\" are 42 chunks of about 12 signs, "
               "which the merge of a sign's chunks (fixed since) did not join: a window across two unjoined chunks "
               "is judged in neither count (86 sign windows were judged, as in the others)."]
+    lines += seeds_table(rows)
     (RESULTS / "onboarding.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

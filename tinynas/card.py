@@ -33,7 +33,7 @@ def is_our_card(data) -> bool:
 
 
 _OPTIONAL = ("measured_arena_host64", "history", "architecture", "name", "digest", "quantization", "tools",
-             "anomaly", "runtime_choice", "int8_test", "c_runtime", "serving")
+             "anomaly", "runtime_choice", "int8_test", "c_runtime", "serving", "selection")
 """Keys written only when known: the TFLite Micro measurement (needs tflite-micro), the adaptation
 history, and what the export adds beside the study's figures."""
 
@@ -96,6 +96,9 @@ class ModelCard:
     (`tinynas.deploy.export.compiled_c_card`)."""
     serving: dict[str, Any] | None = None
     """A deployed model's serving rules (`tinynas.service.idle.IdleRule`, or an anomaly scorer's alarm)."""
+    selection: dict[str, Any] | None = None
+    """How the winner was chosen: by cross-validation (its folds, and the winner's answer on each of their windows
+    by the fold model that never saw it: `tinynas.study.crossval`), or None: on the split's validation windows."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

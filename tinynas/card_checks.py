@@ -191,7 +191,7 @@ def check_quantization(section: dict, where: str = "the card's 'quantization'") 
 
 
 _OBJECTS = ("data", "split", "search", "training_recipe", "final_training", "test_data", "target",
-            "measured_arena_host64", "tools", "runtime_choice", "serving", "input", "preprocessing")
+            "measured_arena_host64", "tools", "runtime_choice", "serving", "input", "preprocessing", "selection")
 
 
 def check_card(card: Any) -> None:
@@ -231,6 +231,12 @@ def check_card(card: Any) -> None:
     findings = card.get("data_findings")
     if findings is not None and not isinstance(findings, list):
         raise _fail("the card's 'data_findings'", "a list", findings)
+    selection = card.get("selection")
+    if isinstance(selection, dict):
+        confidence, correct = selection.get("confidence", []), selection.get("correct", [])
+        if not (isinstance(confidence, list) and isinstance(correct, list) and len(confidence) == len(correct)
+                and all(is_number(v) and 0 <= v <= 1 for v in confidence) and all(v in (0, 1) for v in correct)):
+            raise _fail("the card's 'selection' answers", "as many confidences (0 to 1) as 0/1 answers", correct)
     serving = card.get("serving")
     if isinstance(serving, dict):
         for key in ("unknown_below", "still_rms"):

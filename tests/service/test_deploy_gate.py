@@ -63,13 +63,19 @@ def test_a_four_window_coin_toss_is_not_deployed_and_says_how_much_more_to_recor
     service.config = replace(service.config, source="/etc/tinynas.toml")  # the command given back must reach it
     transition = search_deploy.deploy(service)
     assert transition.phase == Phase.IDLE and "deployed" not in transition.changes
-    error = transition.changes["error"]
-    assert "2 of 4 held-out windows" in error and "95% interval 15%-85%" in error
-    assert "tinynas onboard --user alice --more " in error
-    more = int(error.split("--more ")[1].split()[0].rstrip(")"))
-    assert f"--more {more} --config /etc/tinynas.toml)" in error
-    assert more >= 5  # to tell a model 10 points above the minimum apart from it, not one more window
+    assert transition.changes["error"] == ""  # one more step is not an error
+    gate = transition.changes["gate"]
+    assert gate.decision == "undecided" and "2 of 4 held-out windows" in gate.text and "15%-85%" in gate.text
+    assert gate.command == f"tinynas onboard --user alice --more {gate.more_per_class} --config /etc/tinynas.toml"
+    # Bounded (one step, then the gate decides again), in whole held-out recordings: here the split chosen by the
+    # fixture holds 4 of the windows out, so a step is the repetitions that add one held-out window per class.
+    assert gate.bounded and gate.adds_held_out >= 4 and gate.minutes > 0
+    assert len(gate.recall) == 4 and sum(value is not None for value in gate.recall.values()) >= 1  # per class
     assert stored_models(service.paths.root / "profiles") == []  # nothing was published
+    service.apply(transition)
+    from tinynas.service.state import load_state
+
+    assert load_state(service.paths.state).gate == gate  # kept for the page until the next step
 
 
 def test_a_model_right_on_every_held_out_window_is_served_with_its_count(deploying):
@@ -91,6 +97,45 @@ def test_a_model_right_on_every_held_out_window_is_served_with_its_count(deployi
 def test_a_model_wrong_even_at_the_top_of_its_interval_is_refused_with_record_again(deploying):
     service, hold_out = deploying
     hold_out(right=1, wrong=11)
-    error = search_deploy.deploy(service).changes["error"]
+    transition = search_deploy.deploy(service)
+    error = transition.changes["error"]
     assert "below 50% even at the interval's top" in error and "--more" not in error
     assert "tinynas onboard --user alice" in error
+    assert transition.changes["gate"].decision == "refuse" and transition.changes["gate"].recall
+
+
+def _scorer_study(tmp_path, exported_tiny, vibration_split, auroc):
+    _, _, paths = exported_tiny
+    data, _, _, _ = vibration_split
+    service = ServiceContext(ServiceConfig(data_dir=str(tmp_path / "data"))).open()
+    study = tmp_path / "data" / "profiles" / "motor" / "studies" / "20261206-120000"
+    study.mkdir(parents=True)
+    shutil.copy(paths.tflite_path, study / "model.tflite")
+    (study / "card.json").write_text(json.dumps({
+        "classes": ["normal", "anomaly"], "input": {"shape": [data.window_length, data.channels],
+                                                    "sample_rate_hz": data.sample_rate_hz},
+        "anomaly": {"threshold": 0.5, "threshold_steps": 5, "score_scale": 0.1, "false_alarm_rate": 0.01,
+                    "calibration": {"calibration_windows": 120}, "synthetic_test": {"auroc": auroc}}}))
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"classes": ["normal"], "kind": "continuous", "task": "anomaly", "repetitions": 3,
+                                "window_seconds": 2.0, "hold_seconds": 60.0}))
+    service.state.state, service.state.user, service.state.plan = "DEPLOYING", "motor", str(plan)
+    service.state.study, service.state.session = str(study), str(tmp_path / "session")
+    return service
+
+
+def test_a_scorer_below_the_quality_bar_is_not_served_and_says_what_to_record(tmp_path, exported_tiny,
+                                                                              vibration_split):
+    service = _scorer_study(tmp_path, exported_tiny, vibration_split, auroc=0.69)
+    transition = search_deploy.deploy(service)
+    assert transition.phase == Phase.IDLE and "deployed" not in transition.changes
+    error = transition.changes["error"]
+    assert "AUROC 0.69, below 0.75" in error and "record longer normal running (180 s were recorded" in error
+    assert transition.changes["gate"].decision == "refuse"
+    assert stored_models(service.paths.root / "profiles") == []
+
+
+def test_a_scorer_above_the_bar_is_served(tmp_path, exported_tiny, vibration_split):
+    service = _scorer_study(tmp_path, exported_tiny, vibration_split, auroc=0.81)
+    transition = search_deploy.deploy(service)
+    assert transition.phase == Phase.SERVING and transition.changes["deployed"].task == "anomaly"

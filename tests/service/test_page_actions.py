@@ -99,18 +99,24 @@ def test_each_button_asks_through_the_page_behind_the_token(page):
     said = _result(browser, said)
     browser.click("#cancel")
     said = _result(browser, said)
-    # The deploy gate asked for more: one button records it.
-    status.update(state="IDLE", paused="", collection={}, error="new model for dan not deployed: ... (record 7 more "
-                  "per class (the windows recorded are kept): tinynas onboard --user dan --more 7)")
+    # The deploy gate asked for one more step (a normal state, amber, with the model's recall per class): one button.
+    status.update(state="IDLE", paused="", collection={}, error="", gate={
+        "user": "dan", "decision": "undecided", "text": "75% (9 of 12 held-out windows; 95% interval 47%-91%): too "
+        "few to tell whether it reaches 50%", "more_per_class": 5, "minutes": 2.3, "adds_held_out": 4,
+        "needed_per_class": 20, "advice": "", "recall": {"rest": 1.0, "fist": 0.67, "open": 0.33, "point": None},
+        "command": "tinynas onboard --user dan --more 5"})
     browser.wait_for("!document.getElementById('more-box').hidden")
-    assert browser.text("#more") == "Record 7 more per class for dan"
+    assert browser.text("#more") == "Record 5 more per class for dan"
+    assert "about 2 min; 4 more held-out windows), then the gate decides again" in browser.text("#gate-text")
+    assert "point: no held-out window" in browser.text("#gate-recall")
+    assert browser.evaluate("document.getElementById('error').hidden")  # not shown as an error
     browser.click("#more")
     _result(browser, said)
     assert asked == [("onboard", {"user": "carol", "plan": "isl26"}),
                      ("serve", {"user": "bob", "model": "20261203-090000"}),
                      ("recalibrate", {"user": "alice", "unlabelled": True}), ("redo", {"user": "alice"}),
                      ("continue", {"user": "alice"}), ("cancel", {"user": "alice"}),
-                     ("more", {"user": "dan", "count": 7})]
+                     ("more", {"user": "dan", "count": 5})]
 
 
 def test_a_refusal_is_shown_in_one_line_and_nothing_is_asked(page):

@@ -86,6 +86,17 @@ def test_a_small_recording_is_searched_by_cross_validation_and_the_test_side_sta
     assert card.final_training["retrained"] is True
     assert f"all {len(split.train) + len(split.val)} training and validation windows" in card.final_training["on"]
     assert card.int8_test["windows"] == len(split.test)  # the gate's windows: never selected on nor trained on
+    chosen = card.selection
+    pool = len(split.train) + len(split.val)
+    assert chosen["rule"] == "cross-validation" and chosen["judged"] == pool == len(chosen["confidence"])
+    assert chosen["hits"] == sum(chosen["correct"])
+    # Serving's "unknown" threshold is calibrated on those answers (4 validation windows could not set one).
+    from firmware_bridge.guide import Plan
+    from tinynas.service.idle import MIN_CALIBRATION, idle_rule
+
+    rule = idle_rule(Plan("m", windows.class_names, kind="continuous", window_seconds=1.0), "",
+                     np.asarray(chosen["confidence"]), np.asarray(chosen["correct"], dtype=bool), "out of fold")
+    assert (rule.unknown_below > 0) == (chosen["hits"] >= MIN_CALIBRATION)
 
 
 @pytest.mark.slow

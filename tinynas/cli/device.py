@@ -153,10 +153,15 @@ def status_lines(status: dict) -> list[str]:
     power cut, an older tinynas or a hand edit can leave in any shape."""
     lines = [f"service {'running' if status.get('running') else 'not running'}; state {status.get('state', '?')}"
              + (f", user {status['user']}" if status.get("user") else "")]
+    from tinynas.service.gate import GateOutcome
+
+    gate = GateOutcome.from_dict(status.get("gate"))
     if status.get("paused"):
         lines.append(f"  {status['paused']}")
     elif status.get("error"):
         lines.append(f"  last error: {status['error']}")
+    elif gate is not None:
+        lines.append(f"  {gate.words()}")
     device, link = _part(status, "device"), _part(status, "link")
     if device.get("waiting"):
         lines.append(f"  {device['waiting']}")
@@ -316,8 +321,11 @@ def _cmd_service_models(args: argparse.Namespace) -> int:
         if row.get("damaged"):
             print(f"! {row['user']:<12} {row['id']:<24} damaged, never served: {row['damaged']}")
             continue
+        measure = row["held_out"].get("measure") if row["held_out"] else None
+        # Every figure says what it measured: the onboarding's held-out windows, or a re-wear's new windows.
         quality = ("anomaly scorer" if row["task"] == "anomaly" else
-                   describe(row["held_out"]) if row["held_out"] else
+                   describe(row["held_out"], f"windows of today's wear, {measure}" if measure else
+                            "held-out windows of the onboarding") if row["held_out"] else
                    f"accuracy {_figure(row['accuracy'], '.0%', 'not measured')}")
         print(f"{'*' if row['served'] else ' '} {row['user']:<12} {row['id']:<24} made {made}  {quality}; "
               f"{row['architecture'] or '?'}, {row['runtime']}, RAM {_figure(row['ram_bytes'], ',')} B"

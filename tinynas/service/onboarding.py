@@ -53,7 +53,7 @@ def take_request(service: ServiceContext) -> Transition | None:
             service.refuse(f"onboarding of {user} refused: {exc}")
             continue
         session = service.paths.profile(user) / "sessions" / _stamp()
-        return to(Phase.COLLECTING, user=user, plan=str(plan), session=str(session), study="", error="",
+        return to(Phase.COLLECTING, user=user, plan=str(plan), session=str(session), study="", error="", gate=None,
                   paused="", rewear=None)
     rewear = _take_rewear(service)
     if rewear is not None:
@@ -99,7 +99,7 @@ def _more(service: ServiceContext, user: str, more) -> Transition | None:
         service.refuse(f"more recordings for {user} refused: {user_message(exc) or exc}")
         return None
     log.info("extending %s by %d repetitions per class", session, more)
-    return to(Phase.COLLECTING, user=user, plan=str(extended), session=str(session), study="", error="",
+    return to(Phase.COLLECTING, user=user, plan=str(extended), session=str(session), study="", error="", gate=None,
               paused="", rewear=None)
 
 

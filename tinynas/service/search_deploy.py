@@ -93,17 +93,26 @@ def session_windows(service: ServiceContext):
     return load_windows(spec), spec
 
 
-def serving_rule(plan, session: str, tflite: bytes, preprocessing, windows, split) -> tuple[IdleRule, dict]:
-    """Serving's idle / unknown rule for a model (idle.py), its threshold calibrated on the validation windows
-    (never trained on), and what the rule does to the held-out test windows: the share answered, and the
-    accuracy of those answers with every "unknown" counted as wrong."""
+def serving_rule(plan, session: str, tflite: bytes, preprocessing, windows, split,
+                 selection: dict | None = None) -> tuple[IdleRule, dict]:
+    """Serving's idle / unknown rule for a model (idle.py), its threshold calibrated on answers to windows the
+    answering model never trained on: a cross-validated search's out-of-fold answers (`selection`, every training
+    and validation window once, by the fold models), else the int8 model's on the validation windows; and what the
+    rule does to the held-out test windows: the share answered, and the accuracy of those answers with every
+    "unknown" counted as wrong."""
     from tinynas.deploy.measure import run_int8
 
-    side, where = (split.val, "validation") if len(split.val) else (split.test, "test")
-    held = run_int8(tflite, preprocessing.apply(windows.x[side])) if len(side) else None
-    confidences = softmax(held.logits).max(axis=1) if held is not None else np.zeros(0)
-    correct = held.predictions == windows.y[side] if held is not None else np.zeros(0, dtype=bool)
-    rule = idle_rule(plan, session, confidences, correct, f"{len(side)} {where} windows")
+    if selection and selection.get("confidence"):
+        confidences = np.asarray(selection["confidence"], dtype=np.float64)
+        correct = np.asarray(selection["correct"], dtype=bool)
+        where = f"{len(confidences)} out-of-fold answers (float models of the {selection.get('folds')} folds)"
+    else:
+        side, name = (split.val, "validation") if len(split.val) else (split.test, "test")
+        held = run_int8(tflite, preprocessing.apply(windows.x[side])) if len(side) else None
+        confidences = softmax(held.logits).max(axis=1) if held is not None else np.zeros(0)
+        correct = held.predictions == windows.y[side] if held is not None else np.zeros(0, dtype=bool)
+        where = f"{len(side)} {name} windows"
+    rule = idle_rule(plan, session, confidences, correct, where)
     if not len(split.test):
         return rule, {}
     result = run_int8(tflite, preprocessing.apply(windows.x[split.test]))
@@ -141,19 +150,18 @@ def deploy(service: ServiceContext) -> Transition:
     verdict = deploy_gate(held, config.min_accuracy, classes, len(test) / max(len(windows), 1))
     plan = load_plan(state.plan)
     if verdict.decision != "deploy":
-        hint = config_hint(config)
-        if verdict.decision == "undecided" and verdict.more_per_class:
-            again = (f"record {verdict.more_per_class} more per class (the windows recorded are kept): tinynas "
-                     f"onboard --user {state.user} --more {verdict.more_per_class}{hint}")
-        else:
-            place = ("with the sensor mounted firmly and each state held steady while it is recorded"
-                     if plan.kind == "continuous" else "with the sensor placed as during the recording")
-            again = f"record again {place}: tinynas onboard --user {state.user}{hint}"
-        error = f"new model for {state.user} not deployed: {verdict.text} ({again})"
-        log.warning("%s", error)
-        return to(service.idle_phase(), error=error)
+        from tinynas.service.gate import outcome
+
+        counts = {**held.to_dict(), **per_class(result.predictions if result is not None else [], windows.y[test],
+                                                classes)}
+        gate = outcome(verdict, counts, windows.class_names, plan, state.user, len(test) / max(len(windows), 1),
+                       config_hint(config))
+        log.warning("%s", gate.words())
+        # One more step is a normal state, not an error: the page shows it as such, with the button for it.
+        return to(service.idle_phase(), error=gate.words() if gate.decision == "refuse" else "", gate=gate)
     assert result is not None  # a model deployed was checked on held-out windows
-    rule, answered = serving_rule(plan, state.session, tflite, preprocessing, windows, split)
+    rule, answered = serving_rule(plan, state.session, tflite, preprocessing, windows, split,
+                                  card.get("selection"))
     target = service.paths.profile(state.user) / "deployed" / study.name
     deployed = Deployed(user=state.user, model=str(target / MODEL), card=str(target / CARD),
                         accuracy=held.accuracy,
@@ -162,7 +170,7 @@ def deploy(service: ServiceContext) -> Transition:
                         study=str(study), session=state.session, plan=plan.to_dict(),
                         serving={**rule.to_dict(), **answered}, made=time.time())
     _publish(service, study, target, {**card, "serving": rule.to_dict()}, deployed)
-    return to(Phase.SERVING, deployed=deployed, error="")
+    return to(Phase.SERVING, deployed=deployed, error="", gate=None)
 
 
 def _publish(service: ServiceContext, study: Path, target: Path, card: dict, deployed: Deployed) -> None:
@@ -196,6 +204,20 @@ def _deploy_scorer(service: ServiceContext, study: Path, card: dict) -> Transiti
     section = read_section(card)
     assert section is not None  # the caller saw the anomaly section
     Int8Model(read_model_file(study, MODEL))  # a model LiteRT cannot load is not served
+    quality = (section.get("synthetic_test") or {}).get("auroc")
+    if not isinstance(quality, (int, float)) or quality < config.min_auroc:
+        from tinynas.service.config import config_hint
+        from tinynas.service.gate import GateOutcome
+
+        plan = load_plan(state.plan)
+        gate = GateOutcome(state.user, "refuse", f"the scorer tells its held-out synthetic anomalies from normal "
+                           f"running at AUROC {quality if quality is not None else 'not measured'}, below "
+                           f"{config.min_auroc:g}",
+                           command=f"record longer normal running ({plan.repetitions * plan.block_seconds:.0f} s "
+                                   f"were recorded; twice that gives the search more to learn from), with the sensor "
+                                   f"mounted firmly: tinynas onboard --user {state.user}{config_hint(config)}")
+        log.warning("%s", gate.words())
+        return to(service.idle_phase(), error=gate.words(), gate=gate)
     alarm = Alarm(config.alarm_k, config.alarm_n).describe(section["false_alarm_rate"])
     target = service.paths.profile(state.user) / "deployed" / study.name
     synthetic = section.get("synthetic_test", {})

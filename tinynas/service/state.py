@@ -19,6 +19,7 @@ from pathlib import Path
 
 from tinynas.atomic import atomic_write_text
 from tinynas.errors import TinynasError, UsageError
+from tinynas.service.gate import GateOutcome
 
 log = logging.getLogger(__name__)
 
@@ -226,11 +227,14 @@ class ServiceState:
     paused: str = ""      # why a collection waits for the user (COLLECTING only); empty when running
     rewear: RewearFlow | None = None  # the re-wear / new-condition flow (rewear.py): current or last
     history: list = field(default_factory=list)  # models served, newest last: {user, id, at} (models.remember)
+    gate: GateOutcome | None = None  # what the deploy gate said of a model it did not serve (gate.py), until the next
 
     def to_dict(self) -> dict:
-        """JSON-ready dict (no re-wear flow, no deployed model: `{}`, as state files have always held them)."""
+        """JSON-ready dict (no re-wear flow, no deployed model, no gate outcome: `{}`, as state files have always held
+        them)."""
         return {**asdict(self), "rewear": self.rewear.to_dict() if self.rewear else {},
-                "deployed": self.deployed.to_dict() if self.deployed else {}}
+                "deployed": self.deployed.to_dict() if self.deployed else {},
+                "gate": self.gate.to_dict() if self.gate else {}}
 
 
 def _flow(data, phase) -> RewearFlow | None:
@@ -267,7 +271,9 @@ def _parse(text: str) -> ServiceState:
         raise DamagedState("updated is not a number")
     flow = _flow(values.pop("rewear", {}), values.get("state"))
     deployed = values.pop("deployed", {})
-    state = ServiceState(**values, rewear=flow, deployed=Deployed.from_dict(deployed) if deployed != {} else None)
+    gate = GateOutcome.from_dict(values.pop("gate", {}))  # only shown: a damaged one is dropped
+    state = ServiceState(**values, rewear=flow, deployed=Deployed.from_dict(deployed) if deployed != {} else None,
+                         gate=gate)
     if state.state not in STATES:
         raise DamagedState(f"unknown state {state.state!r}")
     if state.user and user_name_problem(state.user):

@@ -29,6 +29,7 @@ def snapshot(service: ServiceContext) -> dict:
               "link": device.health() if device is not None else {},
               "memory": memory_bytes(), "pid": os.getpid(), "paused": state.paused,
               "rewear": state.rewear.to_dict() if state.rewear else {},
+              "gate": state.gate.to_dict() if state.gate else {},
               "device": ({"connected": device.link.connected.is_set(), "port": service.config.port,
                           "channels": device.hello.channels, "sample_rate_hz": device.hello.sample_rate_hz,
                           "device_id": device.hello.device_id}

@@ -107,6 +107,7 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
         runtime_choice=choice.to_dict(),
         anomaly=anomaly,
         int8_test=int8_test,
+        selection=_selection(jobs, winner),
     )
     exported = write_export(study.out_dir, winner.architecture, tflite, card.to_dict(),
                             c_prefix=study.settings.c_prefix)
@@ -122,6 +123,19 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
                          f"(float {result.float_test_accuracy:.3f}) on {len(y_test)} held-out windows; "
                          f"{RUNTIME_NAMES[runtime]}: {cost.summary(len(tflite))}")
     return StudyResult(winner, card, study.out_dir, trials)
+
+
+def _selection(jobs: JobFactory, winner: Trial) -> dict | None:
+    """The card's record of a cross-validated choice: the folds, the winner's out-of-fold count and answers."""
+    if jobs.folds is None:
+        return None
+    folds = winner.details.get("cross_validation") or {}
+    return {"rule": "cross-validation", **jobs.folds.describe(),
+            **{key: folds[key] for key in ("hits", "fold_losses", "best_epochs", "confidence", "correct")
+               if key in folds},
+            "judged": folds.get("windows"),
+            "why": "every training and validation window judged once by a model that never saw its recording; "
+                   "the deploy gate decides on the test windows, which no candidate saw"}
 
 
 def _say_anomaly(study, anomaly: dict) -> None:

@@ -291,6 +291,8 @@ def _cross_validate(job: TrainJob, fidelity, windows, callbacks: list, tf, cache
     accuracies: list[list[float]] = []
     train_curves: list[list[float]] = []
     hits = judged = 0
+    confidence: list[float] = []
+    correct: list[int] = []
     stopped = ""
     timings: dict[str, float] = {}
     trace: list[dict] = []
@@ -331,8 +333,12 @@ def _cross_validate(job: TrainJob, fidelity, windows, callbacks: list, tf, cache
                              timings=timings, health=trace, diagnosis="nonfinite")
         model: Any = result.model  # Keras, untyped
         logits = model(as_model_input(windows.x[list(fold)]), training=False).numpy()
-        hits += int((logits.argmax(axis=1) == windows.y[list(fold)]).sum())
+        right = logits.argmax(axis=1) == windows.y[list(fold)]
+        hits += int(right.sum())
         judged += len(fold)
+        shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+        confidence += [round(float(v), 4) for v in (shifted.max(axis=1) / shifted.sum(axis=1))]
+        correct += [int(v) for v in right]
         losses.append(result.best_val_loss)
         epochs.append(int(np.nanargmin(result.val_loss)) + 1)
         curves.append(result.val_loss)
@@ -356,7 +362,10 @@ def _cross_validate(job: TrainJob, fidelity, windows, callbacks: list, tf, cache
                     stopped=stopped, timings=timings, health=trace)
     out.cross_validation = {"folds": len(job.folds), "trained": len(losses), "fold_losses": losses,
                             "best_epochs": epochs, "epochs_run": [len(curve) for curve in curves],
-                            "windows": judged, "hits": hits, "score": score}
+                            "windows": judged, "hits": hits, "score": score,
+                            # Every window's answer by the fold model that never saw it: serving's "unknown" threshold
+                            # is calibrated on these (tinynas.service.idle).
+                            "confidence": confidence, "correct": correct}
     out.seconds = time.perf_counter() - started
     return out
 

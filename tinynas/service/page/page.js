@@ -285,12 +285,27 @@ function drawActions(s, now) {
          ` (${m.architecture || "?"}, ${held || (m.task === "anomaly" ? "anomaly scorer" : "accuracy not recorded")})` }, choice);
     });
   }
-  const asked = /tinynas onboard --user (\S+) --more (\d+)/.exec(s.error || "");
-  show("more-box", idle && !!asked);
-  if (asked) {
-    $("more").textContent = `Record ${asked[2]} more per class for ${asked[1]}`;
-    $("more").dataset.user = asked[1];
-    $("more").dataset.count = asked[2];
+  // What the deploy gate said of a model it did not serve (tinynas.service.gate): one more step is a normal state.
+  const g = s.gate || {};
+  const step = idle && g.decision === "undecided" && g.more_per_class > 0;
+  show("gate-box", idle && !!g.decision);
+  if (g.decision) {
+    text("gate-title", g.decision === "undecided" ? `One more step for ${g.user}` : `${g.user}'s new model was not served`);
+    text("gate-text", g.decision === "undecided" ?
+      `${g.text}. Record ${g.more_per_class} more per class (about ${Math.max(1, Math.round(g.minutes))} min; ` +
+      `${g.adds_held_out} more held-out windows)` + (g.needed_per_class > g.more_per_class ? ", then the gate decides again." : ".") :
+      `${g.text}. ${g.command}`);
+    const list = $("gate-recall");
+    list.innerHTML = "";
+    Object.entries(g.recall || {}).forEach(([name, value]) =>
+      el("li", { text: `${name}: ${value == null ? "no held-out window" : pct(value)}` }, list));
+    text("gate-advice", g.advice || "");
+  }
+  show("more-box", step);
+  if (step) {
+    $("more").textContent = `Record ${g.more_per_class} more per class for ${g.user}`;
+    $("more").dataset.user = g.user;
+    $("more").dataset.count = String(g.more_per_class);
   }
   const d = s.deployed || {};
   const box = $("downloads");
