@@ -76,9 +76,9 @@ def _timed(call, epochs: int) -> list[float]:
 def measure(data: str, target: str, mode: str, epochs: int) -> list[dict]:
     """One process: every candidate of the setting alone in `mode` (xla / plain), or four side by side."""
     from tinynas.cost.estimate import macs
+    from tinynas.deploy.network import build_model
     from tinynas.quiet import import_tensorflow
     from tinynas.training.epoch import CompiledEpoch
-    from tinynas.training.model import build_model
 
     tf = import_tensorflow()
     x, y, xv, yv = _data(tf, data)

@@ -158,9 +158,9 @@ def _loop_many(tf, models, data, epochs: int) -> list[float]:
 
 
 def measure(name: str, variant: str, epochs: int) -> dict:
+    from tinynas.deploy.network import build_model
     from tinynas.quiet import import_tensorflow
     from tinynas.space import Architecture
-    from tinynas.training.model import build_model
 
     tf = import_tensorflow()
     spec = CANDIDATES[name]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinynas.deploy.network import build_model
 from tinynas.space import Architecture, max_cells
-from tinynas.training.model import build_model
 
 CALIBRATION_SHAPES = ((400, 8), (512, 1))
 """The two published input shapes: ISL sEMG (400 x 8) and CWRU vibration (512 x 1)."""

@@ -218,3 +218,78 @@ def test_no_module_reaches_into_anothers_private_members():
                         and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
                     found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
     assert not found, found
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Every tinynas module and the tinynas modules it imports anywhere (module level and inside functions)."""
+    modules = {}
+    for name in _modules():
+        path = PACKAGE.joinpath(*name.split(".")[1:])
+        modules[name] = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    return {name: {m for m in _all_imports(path, name) if m in modules and m != name}
+            for name, path in modules.items()}
+
+
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    from tinynas.layers import upward
+
+    return sorted(f"{a} -> {b}" for a, imported in graph.items() for b in imported if upward(a, b))
+
+
+def test_every_room_has_its_place_in_the_layers():
+    from tinynas.layers import LAYERS, layer_of, room_of
+
+    rooms = {room_of(name) for name in _modules()}
+    assert not sorted(room for room in rooms if layer_of(room) is None), "place it in tinynas/layers.py"
+    listed = [room for layer in LAYERS for room in layer.rooms]
+    assert len(listed) == len(set(listed)) and set(listed) == rooms  # each room once, none that is gone
+
+
+def test_no_import_goes_up_the_declared_layers():
+    """Module level or inside a function: a function-level import is a dependency all the same (it runs later)."""
+    assert not _upward(_import_graph())
+
+
+def test_the_layer_check_catches_a_planted_upward_import_inside_a_function():
+    planted = "def load():\n    from tinynas.study.run import Study\n    return Study\n"
+    graph = _import_graph()
+    name = "tinynas.data.planted"
+    graph[name] = {m for m in _imported(ast.walk(ast.parse(planted)), PACKAGE / "data" / "planted.py", name)
+                   if m in graph}
+    assert _upward(graph) == ["tinynas.data.planted -> tinynas.study.run"]
+    sideways = "from tinynas.adaptation.adapt import adapt\n"  # one layer, two rooms: not allowed either
+    graph = _import_graph()
+    graph["tinynas.study.planted"] = _imported(ast.walk(ast.parse(sideways)), PACKAGE / "study" / "p.py",
+                                               "tinynas.study.planted") & set(graph)
+    assert _upward(graph) == ["tinynas.study.planted -> tinynas.adaptation.adapt"]
+
+
+def test_firmware_bridge_stands_alone():
+    """The bridge is copied to a sensor's host as it is: it never imports tinynas."""
+    bridge = PACKAGE.parent / "firmware_bridge"
+    found = [f"{path.name}: {module}" for path in sorted(bridge.rglob("*.py"))
+             for module in _imported(ast.walk(ast.parse(path.read_text())), path, "firmware_bridge." + path.stem)]
+    assert not found, found
+
+
+FUNCTION_LEVEL_IMPORTS = 128
+"""Function-level imports of tinynas's own modules (234 when issue 55 was filed). The ones left keep TensorFlow
+and LiteRT out of processes that never train or convert (the search's own process, serving), keep `tinynas --help`
+and the page fast to start (the CLI imports a command's modules when that command runs), or load an optional
+strategy's or format's dependency only when asked for. The count may go down, never up unnoticed."""
+
+
+def test_function_level_imports_do_not_grow():
+    graph, count = _import_graph(), 0
+    for name in graph:
+        path = PACKAGE.joinpath(*name.split(".")[1:])
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        count += len({m for m in graph[name] - _module_level_imports(path, name)})
+    assert count <= FUNCTION_LEVEL_IMPORTS, f"{count} function-level imports of tinynas modules: say why, or lower it"
+
+
+def test_the_architecture_page_draws_the_declared_layers():
+    from tinynas.layers import render
+
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    assert render() in page, "docs/architecture.md: paste `python -c 'import tinynas.layers as l; print(l.render())'`"

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
+from tinynas.deploy.network import build_model
 from tinynas.space import Architecture, SpecError, as_model_input, max_cells
-from tinynas.training.model import build_model
 
 
 def test_filters_grow_by_half_rounded_up():

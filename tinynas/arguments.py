@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from tinynas.errors import UsageError
+from tinynas.options import RANGES
 
 
 def _given(value: Any) -> str:
@@ -38,18 +39,8 @@ def text_or_path(value: Any, argument: str, what: str) -> str:
     return value
 
 
-def windows_argument(value: Any, argument: str = "windows") -> None:
-    """Windows, not a spec naming them."""
-    from tinynas.data.windows import Windows
-
-    hint = " (load a data spec first: tinynas.load_windows(spec))" if isinstance(value, (str, os.PathLike)) else ""
-    require(value, Windows, argument, f"Windows{hint}")
-
-
 def seed_argument(seed: Any) -> int:
     """A seed NumPy and TensorFlow accept (0 .. 2**32 - 1)."""
-    from tinynas.options import RANGES
-
     require(seed, int, "seed", "a whole number")
     RANGES["seed"].check("seed", seed)
     return seed

@@ -15,7 +15,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from tinynas.card_checks import DamagedCard, check_card
 from tinynas.cost.runtime import recorded_accounting
+from tinynas.data.preprocess import CardError, Preprocessing
+from tinynas.folders import CARD
+from tinynas.space import Architecture, SpecError
 
 CARD_SCHEMA = 1
 """Version of card.json's layout, written as `card_schema`: the marker that a folder is a model tinynas wrote."""
@@ -137,9 +141,6 @@ def _no_constant(name: str) -> Any:
 
 def parse_card(raw: bytes | str, path: str | os.PathLike) -> ModelCard:
     """A card's bytes as a checked `ModelCard` (DamagedCard in one line naming `path` and what is wrong)."""
-    from tinynas.card_checks import DamagedCard, check_card
-    from tinynas.data.preprocess import CardError, Preprocessing
-    from tinynas.space import Architecture, SpecError
 
     try:
         data = json.loads(raw, parse_constant=_no_constant)
@@ -166,8 +167,6 @@ def read_card(folder: str | os.PathLike) -> ModelCard:
     or a device is refused, never opened to block), at most MAX_CARD_BYTES, every section checked for type and
     range (`tinynas.card_checks`). The one reader of card.json: DamagedCard in one line when anything is wrong."""
     from firmware_bridge.safe_read import read_regular
-    from tinynas.card_checks import DamagedCard
-    from tinynas.folders import CARD
 
     path = Path(folder) / CARD
     try:

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from tinynas.atomic import atomic_write_bytes
+from tinynas.data.windows import is_zip_archive
 from tinynas.errors import StorageError, TinynasError, UsageError
 
 # A search's working files.
@@ -139,7 +140,6 @@ def save_split(path: str | os.PathLike, split) -> None:
 
 def load_split(path: str | os.PathLike, windows: int) -> dict[str, np.ndarray]:
     """The split's indices, checked against the number of windows they index."""
-    from tinynas.data.windows import is_zip_archive
 
     if not is_zip_archive(path):
         raise FolderError(f"{path}: not a split file tinynas wrote (not a NumPy .npz archive; damaged?)")

@@ -12,6 +12,7 @@ import math
 import os
 from dataclasses import dataclass
 
+from tinynas.c_names import CNameError, check_prefix
 from tinynas.errors import UsageError
 from tinynas.units import UnitError, echoed, parse_duration
 
@@ -188,7 +189,6 @@ def check_training(epochs: int | None, batch_size: int | None, learning_rate: fl
 
 def check_c_prefix(prefix: str) -> None:
     """--c-prefix: a name the generated C can start its identifiers with."""
-    from tinynas.c_names import CNameError, check_prefix
 
     try:
         check_prefix(prefix)

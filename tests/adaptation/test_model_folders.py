@@ -158,7 +158,7 @@ def test_a_folder_whose_parts_disagree_is_refused_before_any_work(model_dir, new
 def test_weights_of_another_architecture_are_one_line(model_dir, new, tmp_path, capfd):
     from dataclasses import replace
 
-    from tinynas.training.model import build_model
+    from tinynas.deploy.network import build_model
 
     copy, _ = _copy(model_dir, tmp_path)
     source = ModelDir.open(copy)

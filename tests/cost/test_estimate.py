@@ -5,8 +5,8 @@ import pytest
 
 from tinynas.cost.estimate import ILP32, LP64, BudgetError, check_space_fits, estimate, estimate_arena, macs, params
 from tinynas.cost.targets import Target, get_target
+from tinynas.deploy.network import build_model
 from tinynas.space import Architecture
-from tinynas.training.model import build_model
 
 
 def test_macs_follow_the_method_formula():

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tinynas.data.preprocess import CardError, Preprocessing
 from tinynas.data.spec import load_windows
 from tinynas.data.windows import DataError
-from tinynas.training.model import build_model
+from tinynas.deploy.network import build_model
 
 RATE = 200
 LENGTH = 64

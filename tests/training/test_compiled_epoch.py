@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
+from tinynas.deploy.network import build_model
 from tinynas.quiet import import_tensorflow
 from tinynas.space import Architecture, as_model_input
 from tinynas.training.epoch import PROBE_DEAD_RELU, PROBE_GRADIENT, CompiledEpoch
 from tinynas.training.health import health_callback
-from tinynas.training.model import build_model
 
 ARCH = Architecture(48, 2, 3, k=3, c=2)
 

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
+from tinynas.deploy.network import build_model
 from tinynas.quiet import import_tensorflow
 from tinynas.space import Architecture, as_model_input
 from tinynas.training.forward import forward_of
-from tinynas.training.model import build_model
 
 ARCHS = [
     Architecture(64, 2, 3, k=2, c=1),

@@ -25,7 +25,9 @@ from tinynas.adaptation.common import (
     original_test,
     rounded_int8_accuracy,
 )
-from tinynas.data.windows import Windows
+from tinynas.anomaly.task import NORMAL, normal_only
+from tinynas.anomaly.threshold import check_enough, windows_needed
+from tinynas.data.windows import Windows, windows_argument
 from tinynas.deploy.modeldir import ModelDir, check_new_folder, write_model_dir
 from tinynas.folders import MODEL, read_model_file
 
@@ -72,8 +74,6 @@ def _scorer_halves(source: ModelDir, windows: Windows) -> tuple[Windows, Windows
     data labelled with faults beside a normal class is refused: a fault window must never set the threshold.
     In time order, the earlier half re-estimates batch norm and the later half (never seen by it) sets the
     threshold again for the card's rate, so it must hold enough windows for that rate."""
-    from tinynas.anomaly.task import NORMAL, normal_only
-    from tinynas.anomaly.threshold import check_enough, windows_needed
 
     if NORMAL in windows.class_names and windows.classes > 1:
         normal_only(windows, "the new data")  # refuses, naming the fault classes
@@ -93,7 +93,6 @@ def _scorer_halves(source: ModelDir, windows: Windows) -> tuple[Windows, Windows
 def adapt(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec: str = "",
           parts: tuple[str, ...] = PARTS, progress=None) -> AdaptResult:
     """Adapt the model in `model_path` to `windows` (labels ignored) and write it to `out_dir`."""
-    from tinynas.arguments import windows_argument
 
     windows_argument(windows)
     if isinstance(parts, str):  # "batchnorm" would otherwise read as its letters

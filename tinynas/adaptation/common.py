@@ -8,6 +8,10 @@ import math
 
 import numpy as np
 
+from tinynas.card import ModelCard
+from tinynas.cost.estimate import estimate
+from tinynas.cost.runtime import check_accounting, check_runtime
+from tinynas.data.checks import check_windows
 from tinynas.data.windows import DataError, Windows
 from tinynas.deploy.modeldir import ModelDir
 from tinynas.errors import TinynasError
@@ -32,7 +36,6 @@ come from another unit, gain or sensor: refused, not adapted to."""
 def check_new_data(model_dir: ModelDir, windows: Windows, what: str) -> None:
     """The data checks a search runs (a flat or saturated channel), and the level against the training
     windows': data a model cannot be adapted to is refused in one line before any work."""
-    from tinynas.data.checks import check_windows
 
     errors = [finding.message for finding in check_windows(windows)
               if finding.severity == "error" and finding.kind in ("flat_channel", "saturated_channel")]
@@ -67,7 +70,6 @@ def rounded_int8_accuracy(tflite: bytes, x: np.ndarray, y: np.ndarray) -> float 
 
 def export_within_budget(model_dir: ModelDir, model, calibration: np.ndarray, seed: int = 0) -> bytes:
     """Full-int8 export calibrated on `calibration` (model input); the budget re-checked on the result."""
-    from tinynas.cost.estimate import estimate
     from tinynas.deploy.export import convert_int8
 
     tflite = convert_int8(model, calibration, seed=seed)
@@ -87,8 +89,6 @@ def export_within_budget(model_dir: ModelDir, model, calibration: np.ndarray, se
 
 def card_accounting(card: dict) -> str:
     """How a model's budget was counted (`ModelCard.accounting`: older cards, TFLite Micro's arena alone)."""
-    from tinynas.card import ModelCard
-    from tinynas.cost.runtime import check_accounting
 
     try:
         return check_accounting(ModelCard.from_dict(card).accounting, card_runtime(card))
@@ -98,7 +98,6 @@ def card_accounting(card: dict) -> str:
 
 def card_runtime(card: dict) -> str:
     """The runtime a model's budget was counted for; cards written before `--runtime` say none: TFLite Micro."""
-    from tinynas.cost.runtime import check_runtime
 
     try:
         return check_runtime(card.get("runtime", "tflm"))

@@ -28,10 +28,14 @@ from tinynas.adaptation.common import (
     export_within_budget,
     original_test,
 )
+from tinynas.arguments import require, seed_argument
 from tinynas.augment import Augmentation
-from tinynas.data.windows import DataError, Windows
+from tinynas.data.windows import DataError, Windows, windows_argument
 from tinynas.deploy.modeldir import ModelDir, check_new_folder, write_model_dir
 from tinynas.folders import MODEL, read_model_file
+from tinynas.options import RANGES
+from tinynas.space import as_model_input
+from tinynas.trial import Fidelity
 from tinynas.verdict import Paired, paired
 
 STATISTICS = ("mixed", "new")
@@ -65,7 +69,6 @@ class Recipe:
     """The weights fine-tuned: "all", or "head" (the classifier only; the features stay the model's)."""
 
     def __post_init__(self) -> None:
-        from tinynas.options import RANGES
 
         for name in ("epochs", "batch_size", "repeat", "learning_rate", "replay", "max_forgetting"):
             value = getattr(self, name)
@@ -199,7 +202,6 @@ def _fine_tune(model, x: np.ndarray, y: np.ndarray, recipe: Recipe, seed: int) -
     """Train `model` (made and compiled for `recipe` by `_Models`) on `x`, `y`."""
     from tinynas.quiet import import_tensorflow
     from tinynas.training.train import augmented_batches
-    from tinynas.trial import Fidelity
 
     tf = import_tensorflow()
     # The same recording gives the same decision: seeded, and with deterministic kernels (the multi-threaded
@@ -296,7 +298,6 @@ def _train(models: _Models, x_new: np.ndarray, y_new: np.ndarray, recipe: Recipe
 
 def _float_right(model, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Which windows the float model gets right."""
-    from tinynas.space import as_model_input
 
     # A direct call, not `predict`: a model per fold and candidate would make `predict` retrace (and warn) each time.
     logits = np.concatenate([np.asarray(model(as_model_input(np.asarray(x[start:start + 256], np.float32)),
@@ -343,8 +344,9 @@ def decide(today: Paired, onboarding: Paired, test_before: float | None, test_af
            max_forgetting: float) -> list[str]:
     """Why the new model is not taken ([] when it is): worse on more of today's and the onboarding's windows
     together (today's alone where `max_forgetting` is 1) than it is better on; or the onboarding test windows
-    forgotten, beyond `max_forgetting` and beyond chance (a one-sided sign test at CONFIDENCE). Paired counts decide: a window both models get right, or both
-    wrong, says nothing, and one window moves a count by one, never the whole verdict of an 8-window accuracy."""
+    forgotten, beyond `max_forgetting` and beyond chance (a one-sided sign test at CONFIDENCE). Paired counts
+    decide: a window both models get right, or both wrong, says nothing, and one window moves a count by one,
+    never the whole verdict of an 8-window accuracy."""
     problems = []
     if max_forgetting >= 1.0:  # forgetting allowed whole: the old windows no longer say what is right
         if today.worse > today.better:
@@ -372,7 +374,6 @@ def recalibrate(model_path: str | Path, windows: Windows, out_dir: str | Path, *
     """Fine-tune the model in `model_path` on labelled `windows`; write it to `out_dir` if accepted.
 
     `recipe` is a `Recipe` or a dict of its fields (`{"epochs": 10}`)."""
-    from tinynas.arguments import require, seed_argument, windows_argument
 
     windows_argument(windows)
     if verify is not None:

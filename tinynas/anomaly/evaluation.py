@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from tinynas.anomaly.metrics import report_lines, score_report
+from tinynas.atomic import atomic_write_bytes
+from tinynas.data.preprocess import Preprocessing
 
 
 class AnomalyEvaluation:
@@ -35,7 +37,6 @@ def evaluate_scorer(tflite, card: dict, windows) -> AnomalyEvaluation:
     import time
 
     from tinynas.anomaly.card import AnomalyCardError, read_section, steps
-    from tinynas.data.preprocess import Preprocessing
     from tinynas.deploy.evaluate import load_model
 
     section = read_section(card)
@@ -66,7 +67,6 @@ def plot_scores(evaluation: AnomalyEvaluation, path, maker: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from tinynas.atomic import atomic_write_bytes
 
     scale = evaluation.section["score_scale"]
     figure, axes = plt.subplots(figsize=(10, 4))

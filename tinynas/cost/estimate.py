@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
 
+from tinynas.arguments import require
 from tinynas.cost.c_runtime import estimate_c
 from tinynas.cost.graph import Graph, lower
 from tinynas.cost.memory_planner import ARENA_ALIGNMENT, Buffer, align_up, planned_size
@@ -321,7 +322,6 @@ def estimate(arch: Architecture, abi: Abi | str = ILP32, runtime: str = "tflm",
     exists for 32-bit microcontrollers only: asking for it on the 64-bit host ABI is a UsageError rather than
     a figure silently computed for another machine. On the host ABI, TFLite Micro is its arena alone.
     """
-    from tinynas.arguments import require
 
     require(arch, Architecture, "the architecture", "an Architecture, e.g. Architecture(512, 1, 4, k=3, c=2)")
     runtime = check_runtime(runtime)

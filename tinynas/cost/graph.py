@@ -1,6 +1,6 @@
 """The int8 operator graph an `Architecture` lowers to, computed without TensorFlow.
 
-This is the graph the TFLite converter emits for `tinynas.training.model.build_model` after batch-norm
+This is the graph the TFLite converter emits for `tinynas.deploy.network.build_model` after batch-norm
 folding and ReLU fusion: CONV_2D (stem), then per cell MAX_POOL_2D and CONV_2D, then MEAN
 (global average pooling) and FULLY_CONNECTED. The cost model plans memory and counts bytes
 over it; tests check it against the converter's real output.

@@ -10,6 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 from firmware_bridge.safe_read import SETTINGS_FILE_BYTES, read_regular_text
+from tinynas.arguments import text_or_path
 from tinynas.errors import TinynasError
 from tinynas.units import MAX_COUNT, MAX_SIZE_BYTES, UnitError, parse_count, parse_size
 
@@ -127,7 +128,6 @@ def _normalise(name: str) -> str:
 
 def get_target(name: str) -> Target:
     """A built-in target by name (case and punctuation ignored) or a path to a TOML file."""
-    from tinynas.arguments import text_or_path
 
     name = text_or_path(name, "the target", "a built-in target's name (see `tinynas targets`) or a .toml file")
     if name.endswith(".toml") or Path(name).is_file():

@@ -18,6 +18,7 @@ import inspect
 import math
 from urllib.parse import parse_qsl
 
+from tinynas.arguments import text_or_path
 from tinynas.data import synthetic
 from tinynas.data.windows import DataError, Windows
 
@@ -83,7 +84,6 @@ def _options(query: str, allowed: dict[str, type]) -> dict:
 
 def load_windows(spec: str) -> Windows:
     """Load the windows a data spec names (see the module docstring); a path object reads as its text."""
-    from tinynas.arguments import text_or_path
 
     spec = text_or_path(spec, "the data spec", "a string, e.g. 'folder:recordings?window=400'")
     source, _, rest = spec.partition(":")

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tinynas.arguments import require
+from tinynas.atomic import atomic_write_bytes
 from tinynas.errors import TinynasError
 
 
@@ -198,7 +200,6 @@ class Windows:
         import io
         import json
 
-        from tinynas.atomic import atomic_write_bytes
 
         buffer = io.BytesIO()
         optional = {name: getattr(self, name) for name in ("sessions", "time_index")
@@ -232,3 +233,9 @@ class Windows:
         except Exception as exc:  # noqa: BLE001
             raise DataError(f"cannot read windows from {shown(path)}: {type(exc).__name__}: {exc} "
                             f"(damaged? write it again)") from None
+
+
+def windows_argument(value, argument: str = "windows") -> None:
+    """Windows, not a spec naming them (the public API's check; `tinynas.arguments` holds the others)."""
+    hint = " (load a data spec first: tinynas.load_windows(spec))" if isinstance(value, (str, os.PathLike)) else ""
+    require(value, Windows, argument, f"Windows{hint}")

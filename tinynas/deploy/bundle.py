@@ -16,8 +16,9 @@ from pathlib import Path
 
 from firmware_bridge.safe_read import plain_name
 from tinynas.c_names import c_string
+from tinynas.card import read_card
 from tinynas.errors import TinynasError
-from tinynas.folders import CARD
+from tinynas.folders import CARD, FolderError, read_model_file
 
 
 class BundleError(TinynasError, ValueError):
@@ -80,8 +81,6 @@ def firmware_zip(model_dir: Path) -> bytes:
     The card is read and checked whole (`tinynas.card.read_card`) and every file is read as a model folder's own
     (`tinynas.folders.read_model_file`: a plain name, a regular file, no link): a damaged or hostile folder is
     BundleError in one line, and nothing outside the folder is ever put in the bundle."""
-    from tinynas.card import read_card
-    from tinynas.folders import FolderError, read_model_file
 
     model_dir = Path(model_dir)
     try:

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
+from tinynas.atomic import atomic_write_bytes
 from tinynas.card import read_card
 from tinynas.data.preprocess import Preprocessing
-from tinynas.data.windows import DataError, Windows
+from tinynas.data.windows import DataError, Windows, windows_argument
 from tinynas.errors import TinynasError
 from tinynas.folders import CARD, MODEL, FolderError
 
@@ -90,7 +91,6 @@ def load_model(tflite: Path):
 
 def evaluate(path: str | Path, windows: Windows) -> Evaluation:
     """Run the exported int8 model on every window; refuse data the model was not made for."""
-    from tinynas.arguments import windows_argument
 
     windows_argument(windows)
     tflite, card = model_files(path)
@@ -141,7 +141,6 @@ def plot_confusion(evaluation: Evaluation, path: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from tinynas.atomic import atomic_write_bytes
 
     confusion = np.asarray(evaluation.confusion, dtype=float)
     shares = confusion / np.maximum(confusion.sum(axis=1, keepdims=True), 1)

@@ -13,6 +13,7 @@ import numpy as np
 
 from tinynas.atomic import atomic_write_bytes, atomic_write_text
 from tinynas.card import CARD_SCHEMA
+from tinynas.data.preprocess import Preprocessing
 from tinynas.deploy.flatbuffer_strip import strip_names
 from tinynas.folders import CARD
 from tinynas.space import Architecture, SpecError, as_model_input
@@ -141,7 +142,6 @@ def compiled_c_card(tflite: bytes, symbol: str, prefix: str = "tinynas", anomaly
     A model the generator cannot compile exactly (not an int8 A(k, c) graph) still exports for TFLite
     Micro: the card says why there is no C runtime instead of failing the export.
     """
-    from tinynas.data.preprocess import Preprocessing
     from tinynas.deploy.c_codegen import CodegenError, entry_point, generate_c, read_integer_model
     from tinynas.deploy.c_prepare import generate_prepare
 

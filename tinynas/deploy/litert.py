@@ -6,6 +6,7 @@ import numpy as np
 
 from tinynas.errors import TinynasError
 from tinynas.quiet import captured_fd, quiet_environment
+from tinynas.space import SpecError
 
 TFLITE_IDENTIFIER = b"TFL3"
 """FlatBuffer file identifier of a .tflite (bytes 4-8)."""
@@ -61,7 +62,6 @@ class Int8Model:
     """A full-integer .tflite ready to classify float windows (n, T, C); reuses one interpreter."""
 
     def __init__(self, tflite: bytes) -> None:
-        from tinynas.space import SpecError
 
         self._interpreter = litert_interpreter(tflite)
         inputs, outputs = self._interpreter.get_input_details(), self._interpreter.get_output_details()
@@ -80,7 +80,6 @@ class Int8Model:
 
     def quantize(self, windows: np.ndarray) -> np.ndarray:
         """Float windows (n, T, C) as the model's int8 input (what a device's front end hands the C runtime)."""
-        from tinynas.space import SpecError
 
         windows = np.asarray(windows, dtype=np.float32)
         if windows.ndim != 3 or windows.shape[1:] != self.window_shape:

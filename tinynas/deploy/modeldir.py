@@ -18,8 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from tinynas.atomic import discard_folder, publish_folder, stage_folder, storage_error
+from tinynas.card import MAX_CARD_BYTES, is_our_card
+from tinynas.cost.targets import Target
 from tinynas.data.preprocess import Preprocessing
 from tinynas.data.windows import DataError, Windows
+from tinynas.deploy.network import build_model
 from tinynas.errors import StorageError, TinynasError
 from tinynas.folders import (
     CARD,
@@ -30,11 +33,11 @@ from tinynas.folders import (
     TRAINING_DATA,
     WINDOWS,
     FolderError,
+    check_out_dir,
     load_split,
     save_weights,
 )
 from tinynas.space import Architecture, SpecError
-from tinynas.training.model import build_model
 
 
 class ModelDirError(FolderError):
@@ -152,7 +155,6 @@ class ModelDir:
 
     def target(self):
         """The target whose budget the model was made for."""
-        from tinynas.cost.targets import Target
 
         stored = self.card.get("target")
         if not isinstance(stored, dict):
@@ -167,7 +169,6 @@ def is_model_folder(folder: Path) -> bool:
     """Whether `folder` holds a model card tinynas wrote (its schema marker, or an older card's exported
     architecture and quantization): what makes a folder ours, never its file names alone."""
     from firmware_bridge.safe_read import read_regular
-    from tinynas.card import MAX_CARD_BYTES, is_our_card
 
     try:
         return is_our_card(json.loads(read_regular(folder / CARD, MAX_CARD_BYTES, "model card", follow_links=False)))
@@ -193,7 +194,6 @@ def check_new_folder(out: str | os.PathLike, source: Path) -> Path:
     checked), and never a folder holding anything that is not ours: the new model replaces the whole
     folder in one rename (`write_model_dir`), so whatever else it held would go with it.
     """
-    from tinynas.folders import check_out_dir
 
     out = check_out_dir(Path(out))
     mine, theirs = out.resolve(), Path(source).resolve()

@@ -9,9 +9,12 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from firmware_bridge.safe_read import SETTINGS_FILE_BYTES, read_regular
+from tinynas.cost.runtime import RUNTIME_CHOICES
+from tinynas.cost.targets import resolve_target
+from tinynas.data.preprocess import NORMALIZATIONS
 from tinynas.errors import TinynasError
 from tinynas.options import RANGES, check_budget
-from tinynas.units import echoed
+from tinynas.units import echoed, parse_duration
 
 DEFAULT_CONFIG = '''# tinynas service configuration (TOML). Every key is optional; the values below are the defaults.
 
@@ -193,11 +196,7 @@ def _check_value(origin: str, key: str, value) -> None:
 
 def _check_choices(origin: str, data: dict) -> None:
     """Values whose meaning lives in other modules: the same parsers as the search uses."""
-    from tinynas.cost.runtime import RUNTIME_CHOICES
-    from tinynas.cost.targets import resolve_target
-    from tinynas.data.preprocess import NORMALIZATIONS
     from tinynas.search import STRATEGIES
-    from tinynas.units import parse_duration
 
     if "normalize" in data and data["normalize"] not in NORMALIZATIONS:
         raise ConfigError(f"{origin}: normalize must be one of {', '.join(NORMALIZATIONS)}, not {data['normalize']!r}")

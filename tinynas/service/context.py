@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from firmware_bridge.recorder import Recorder
+from tinynas.cost.targets import resolve_target
 from tinynas.errors import TinynasError, user_message
 from tinynas.service.collection import Collection
 from tinynas.service.config import ServiceConfig
@@ -167,7 +168,6 @@ class ServiceContext:
 
     def plan_fit(self, plan):
         """How the plan's windows fit the target on this device (PlanDoesNotFit if they cannot)."""
-        from tinynas.cost.targets import resolve_target
         from tinynas.service.fit import check_plan_fits
 
         hello = self.require_device().hello

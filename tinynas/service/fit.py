@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tinynas.anomaly.task import SPLIT_FRACTIONS
+from tinynas.anomaly.threshold import windows_needed
 from tinynas.cost.estimate import estimate_on, tflm_fits
 from tinynas.cost.runtime import resolve_runtime
 from tinynas.cost.targets import Target
@@ -165,8 +167,6 @@ def thinned_hop(segments: int, recorded: int, window: int, hop: int) -> int:
 def _check_calibration(plan, fit: PlanFit, sample_rate_hz: float, rate: float) -> None:
     """PlanDoesNotFit unless the plan's normal running gives enough held-out windows for the threshold: the
     anomaly split holds out its latest 30 % (tinynas.anomaly.task.SPLIT_FRACTIONS)."""
-    from tinynas.anomaly.task import SPLIT_FRACTIONS
-    from tinynas.anomaly.threshold import windows_needed
 
     per_segment = (fit.recorded - fit.window) // fit.hop + 1
     held_out = int(plan.repetitions * plan.segments * per_segment * SPLIT_FRACTIONS[2])

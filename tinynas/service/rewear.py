@@ -29,8 +29,10 @@ from pathlib import Path
 import numpy as np
 
 from firmware_bridge.guide import Plan
-from tinynas.atomic import publish_folder
+from tinynas.atomic import atomic_write_text, publish_folder
 from tinynas.card import read_card
+from tinynas.data.preprocess import Preprocessing
+from tinynas.data.spec import load_windows
 from tinynas.errors import TinynasError, user_message
 from tinynas.folders import CARD, MODEL, read_model_file
 from tinynas.interrupts import die_with_parent
@@ -38,6 +40,7 @@ from tinynas.service.collection import Collection
 from tinynas.service.context import Phase, ServiceContext, Transition, to
 from tinynas.service.state import Deployed, RewearFlow
 from tinynas.training import scratch
+from tinynas.verdict import HeldOut
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +183,6 @@ def record_unlabelled(service: ServiceContext, flow: RewearFlow, recorder) -> No
 
 
 def _confidence(tflite: bytes, card: dict, windows) -> float:
-    from tinynas.data.preprocess import Preprocessing
     from tinynas.deploy.litert import Int8Model
 
     logits = Int8Model(tflite).logits(Preprocessing.from_card(card).apply(windows.x)).astype(np.float64)
@@ -191,14 +193,12 @@ def _confidence(tflite: bytes, card: dict, windows) -> float:
 
 def _job(job: dict) -> dict:
     """Run in the child: recalibrate or adapt into the staging folder; the decision as a dict."""
-    from tinynas.data.spec import load_windows
 
     windows = load_windows(job["spec"])
     if job["mode"] == "labelled":
         from tinynas.adaptation.recalibrate import Recipe, recalibrate
 
         def progress(text: str) -> None:  # what the service shows while the child works (fold by fold)
-            from tinynas.atomic import atomic_write_text
 
             if job.get("progress"):
                 atomic_write_text(Path(job["progress"]), text)
@@ -236,7 +236,6 @@ def _scorer_outcome(source: Path, adapted, windows) -> dict:
     """An adapted anomaly scorer is accepted: its threshold was set again, for its rate, on new normal windows it
     did not see; what the old one did on the new windows is said, so the user sees why it was needed."""
     from tinynas.anomaly.card import steps
-    from tinynas.data.preprocess import Preprocessing
     from tinynas.deploy.litert import Int8Model
 
     old_card = read_card(source).to_dict()
@@ -260,7 +259,6 @@ def _child_main(job_path: str) -> int:
     except Exception as exc:  # noqa: BLE001 - reported to the service as one line, never a traceback
         outcome = {"error": user_message(exc) or f"internal error {type(exc).__name__}: {exc} (a bug: please "
                                                   f"report it with the log)"}
-    from tinynas.atomic import atomic_write_text
 
     atomic_write_text(Path(job["result"]), json.dumps(outcome))
     return 0
@@ -417,7 +415,6 @@ def _checked_on(outcome: dict) -> dict | None:
     no verification data, so a recalibration is checked by cross-validation over the repetitions (`chosen` is then
     the recipe it chose) or, with one repetition, on no new window; adapt is judged by confidence. Cross-validation's
     figures are the float model's: said so, never shown as int8."""
-    from tinynas.verdict import HeldOut
 
     windows = outcome.get("verify_windows")
     after = (outcome.get("verify") or [None, None])[1]

@@ -20,25 +20,28 @@ import numpy as np
 from firmware_bridge.guide import load_plan
 from tinynas.atomic import atomic_write_text, discard_folder, publish_folder, stage_folder
 from tinynas.card import read_card
+from tinynas.cost.targets import resolve_target
+from tinynas.data.checks import check_windows
+from tinynas.data.preprocess import Preprocessing
+from tinynas.data.spec import load_windows
 from tinynas.folders import CARD, JOURNAL, MODEL, MODEL_FILES, REPORT, TRAINING_DATA, read_model_file
+from tinynas.progress import Progress
 from tinynas.service.context import Phase, ServiceContext, Transition, to
 from tinynas.service.idle import UNKNOWN, IdleRule, idle_rule, softmax
 from tinynas.service.models import write_deployment
 from tinynas.service.state import Deployed
+from tinynas.trial import Fidelity
+from tinynas.units import parse_duration
+from tinynas.verdict import deploy_gate, held_out, per_class
 
 log = logging.getLogger(__name__)
 
 
 def search(service: ServiceContext) -> Transition:
     """Run (or resume) the study on the recorded session, then move on to DEPLOYING."""
-    from tinynas.cost.targets import resolve_target
-    from tinynas.data.checks import check_windows
-    from tinynas.progress import Progress
     from tinynas.search import final_recipe
     from tinynas.study import Study
     from tinynas.study.journal import Journal
-    from tinynas.trial import Fidelity
-    from tinynas.units import parse_duration
 
     config = service.config
     study = Path(service.state.study)
@@ -82,7 +85,6 @@ def session_windows(service: ServiceContext):
     When the plan's window is too long for the target (a continuous recording such as bearing4 on a
     small MCU), the recordings are cut into the longest windows the target can hold.
     """
-    from tinynas.data.spec import load_windows
 
     spec = f"session:{service.state.session}"
     fit = service.plan_fit(load_plan(service.state.plan))
@@ -128,11 +130,9 @@ def serving_rule(plan, session: str, tflite: bytes, preprocessing, windows, spli
 def deploy(service: ServiceContext) -> Transition:
     """Serve the study's int8 model if its held-out windows show it reaches `min_accuracy` (the 95 % interval's lower
     bound, `tinynas.verdict`); else keep the old, and say whether to record again or how much more."""
-    from tinynas.data.preprocess import Preprocessing
     from tinynas.data.splits import make_split
     from tinynas.deploy.measure import run_int8
     from tinynas.service.config import config_hint
-    from tinynas.verdict import deploy_gate, held_out, per_class
 
     state, config = service.state, service.config
     study = Path(state.study)

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from tinynas.atomic import atomic_write_text
+from tinynas.card_checks import DamagedCard, check_held_out, is_number, walk_numbers
 from tinynas.errors import TinynasError, UsageError
 from tinynas.service.gate import GateOutcome
 
@@ -171,7 +172,6 @@ class Deployed:
         for key in ("user", "model", "card"):
             if not isinstance(data.get(key), str) or not data.get(key):
                 raise DamagedState(f"the deployed model has no {key}")
-        from tinynas.card_checks import DamagedCard, check_held_out, is_number, walk_numbers
 
         try:
             walk_numbers(data, "the deployed model")

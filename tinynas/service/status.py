@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from tinynas.atomic import atomic_write_text
+from tinynas.cost.targets import resolve_target
+from tinynas.errors import TinynasError
 from tinynas.folders import BEST, JOURNAL
 from tinynas.process_memory import memory_bytes
 from tinynas.service.config import config_hint, page_plans
@@ -125,8 +127,6 @@ def _models(service: ServiceContext) -> list[dict]:
 
 
 def _ram_budget(service: ServiceContext) -> int | None:
-    from tinynas.cost.targets import resolve_target
-    from tinynas.errors import TinynasError
 
     try:
         return resolve_target(service.config.target).ram_bytes

@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 from firmware_bridge.guide import FULL_SCALE
+from tinynas.card import read_card
 from tinynas.cost.runtime import RUNTIME_NAMES
-from tinynas.folders import JOURNAL
+from tinynas.folders import JOURNAL, FolderError
 from tinynas.service.models import download_names
 from tinynas.service.state import Deployed
 
@@ -103,8 +104,6 @@ _MODEL_CACHE: dict[str, tuple[float, dict]] = {}
 def served_model(deployed: Deployed) -> dict[str, Any]:
     """The served model's architecture, RAM and flash on the chip for its runtime, accuracy and when it was made
     (from its card, read and checked whole: a damaged card gives {"damaged": why}, never a dead page)."""
-    from tinynas.card import read_card
-    from tinynas.folders import FolderError
 
     card_path = deployed.card
     try:

@@ -20,6 +20,7 @@ import numpy as np
 
 from tinynas.data.splits import Split
 from tinynas.data.windows import Windows
+from tinynas.errors import UsageError
 
 SELECTIONS = ("auto", "validation", "cross-validation")
 """`--selection`: auto (cross-validation where the validation side is small), or either rule."""
@@ -48,7 +49,6 @@ class Folds:
 
 
 def check_selection(selection: object) -> str:
-    from tinynas.errors import UsageError
 
     if selection not in SELECTIONS:
         raise UsageError(f"--selection must be one of {', '.join(SELECTIONS)}, got {str(selection)[:40]!r}")

@@ -20,6 +20,7 @@ from tinynas.study.pool import WorkerPool
 from tinynas.study.settings import StudyError
 from tinynas.training.job import JobResult
 from tinynas.trial import Fidelity, Trial, TrialState
+from tinynas.verdict import held_out, per_class
 
 
 @dataclass
@@ -37,7 +38,6 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
     from tinynas.deploy.export import write_export
     from tinynas.deploy.measure import run_int8, tflite_micro_available
     from tinynas.study.report import write_report
-    from tinynas.verdict import held_out, per_class
 
     trials = journal.trials()
     winner = best_trial(strategy, trials)

@@ -22,12 +22,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tinynas.arguments import require, seed_argument
 from tinynas.cost.estimate import check_space_fits, estimate
 from tinynas.cost.runtime import RuntimeChoice, resolve_runtime
-from tinynas.cost.targets import Target
+from tinynas.cost.targets import Target, get_target
+from tinynas.data.checks import check_windows
 from tinynas.data.preprocess import Preprocessing
 from tinynas.data.splits import Split
-from tinynas.data.windows import Windows
+from tinynas.data.windows import Windows, windows_argument
 from tinynas.errors import StorageError, UsageError, user_message
 from tinynas.folders import TEST_WINDOWS, WINDOWS, check_out_dir
 from tinynas.machine import auto_workers
@@ -66,8 +68,6 @@ class Study:
                  test_windows: Windows | None = None, pool: WorkerPool | None = None, **options) -> None:
         if settings is not None and options:
             raise TypeError("give the settings or their fields as keywords, not both")
-        from tinynas.arguments import require, seed_argument, windows_argument
-        from tinynas.cost.targets import get_target
 
         windows_argument(windows)
         if test_windows is not None:
@@ -255,7 +255,6 @@ class Study:
                              final_fidelity=self.final_fidelity)
 
     def _check_data(self) -> list[dict]:
-        from tinynas.data.checks import check_windows
 
         findings = check_windows(self.source_windows) if self.settings.check_data else []
         for finding in findings:

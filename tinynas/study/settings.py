@@ -13,6 +13,9 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
+from tinynas.anomaly.task import check_task
+from tinynas.anomaly.threshold import check_rate
+from tinynas.c_names import check_prefix
 from tinynas.cost.runtime import (
     DEFAULT_ACCOUNTING,
     DEFAULT_RUNTIME,
@@ -84,15 +87,12 @@ class StudySettings:
     def __post_init__(self) -> None:
         check_runtime(self.runtime, allow_auto=True)
         check_accounting(self.accounting, None if self.runtime == "auto" else self.runtime)
-        from tinynas.anomaly.task import check_task
-        from tinynas.anomaly.threshold import check_rate
 
         check_task(self.task)
         check_rate(self.false_alarm_rate)
         from tinynas.study.crossval import check_selection
 
         check_selection(self.selection)
-        from tinynas.c_names import check_prefix
 
         check_prefix(self.c_prefix)  # before the search, not after it at the export
         if self.workers != "auto":

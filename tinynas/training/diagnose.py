@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tinynas.space import as_model_input
+
 INSTABILITIES = ("diverging", "nonfinite", "stalled")
 """Fault types a search acts on (stop the candidate, maybe retry with a safer learning rate)."""
 MIN_DIAGNOSIS_EPOCHS = 3
@@ -199,7 +201,6 @@ def shipped_diagnoser() -> Diagnoser | None:
 
 def health_monitor(windows, train: list[int], seed: int, learning_rate: float, cache: dict):
     """The health callback, and the dict it fills with the diagnosis when it stops training."""
-    from tinynas.space import as_model_input
     from tinynas.training.health import health_callback, probe_batch
 
     if "diagnoser" not in cache:

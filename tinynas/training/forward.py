@@ -9,7 +9,7 @@ variables, so the model that is exported, saved and restored is the one trained;
 - max-pooling is a reshape and a max (XLA refuses MaxPool's gradient under op determinism, which workers need);
 - batch normalization is written out (batch moments, biased variance, momentum update), as Keras does it.
 
-`tinynas.training.model` builds the layers; keep the two in step (tests/training/test_forward.py checks
+`tinynas.deploy.network` builds the layers; keep the two in step (tests/training/test_forward.py checks
 that both give the same outputs).
 """
 
@@ -87,7 +87,7 @@ class Forward:
 
 
 def forward_of(model, im2col: bool = True) -> Forward:
-    """The op-level forward pass of a model made by `tinynas.training.model.build_model`."""
+    """The op-level forward pass of a model made by `tinynas.deploy.network.build_model`."""
     from tinynas.quiet import import_tensorflow
 
     tf = import_tensorflow()

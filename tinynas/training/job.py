@@ -18,14 +18,17 @@ from typing import Any
 
 import numpy as np
 
+from tinynas.data.preprocess import Preprocessing
+from tinynas.data.windows import Windows
+from tinynas.deploy.network import build_model
+from tinynas.errors import is_disk_full
 from tinynas.folders import save_weights
 from tinynas.interrupts import die_with_parent
 from tinynas.process_memory import memory_bytes
-from tinynas.space import Architecture
+from tinynas.space import Architecture, as_model_input
 from tinynas.training import scratch
 from tinynas.training.diagnose import health_monitor
 from tinynas.training.faults import INJECTED_FAULTS, LEARNING_RATE_FAULTS, poison_weights_callback
-from tinynas.training.model import build_model
 from tinynas.trial import Fidelity
 
 
@@ -103,7 +106,6 @@ _DISK_FULL_WORDS = ("No space left on device", "[Errno 28]", "errno = 28", "Disk
 
 def failure_of(exc: BaseException) -> str:
     """What failed, as a value the study reads (DISK_FULL, or "" for the candidate's own failure)."""
-    from tinynas.errors import is_disk_full
 
     seen: BaseException | None = exc
     while seen is not None:
@@ -192,7 +194,6 @@ def _test_set(job: Job, windows, cache: dict):
 
 
 def _float_accuracy(model, x, y) -> float:
-    from tinynas.space import as_model_input
 
     logits = model(as_model_input(x), training=False).numpy()
     return float((logits.argmax(axis=1) == y).mean())
@@ -210,8 +211,6 @@ def _export(job: FinalJob | ExportJob, model, windows, train: list[int], out: Jo
 
 
 def _run(job: Job, tf, cache: dict) -> JobResult:
-    from tinynas.data.preprocess import Preprocessing
-    from tinynas.data.windows import Windows
     from tinynas.training.train import fit
 
     started = time.perf_counter()
@@ -282,7 +281,6 @@ def _run(job: Job, tf, cache: dict) -> JobResult:
 def _cross_validate(job: TrainJob, fidelity, windows, callbacks: list, tf, cache: dict, started: float) -> JobResult:
     """Train the candidate once per fold, each validated on its fold (`job.folds`), raced fold by fold against the
     best candidate's own loss on that fold; the score is the mean of the fold losses."""
-    from tinynas.space import as_model_input
     from tinynas.training.train import fit
 
     losses: list[float] = []

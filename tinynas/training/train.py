@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from tinynas.augment import Augmentation
+from tinynas.deploy.network import build_model
 from tinynas.space import Architecture, SpecError, as_model_input
 from tinynas.training.epoch import CompiledEpoch, finite, xla_from
-from tinynas.training.model import build_model
 from tinynas.trial import Fidelity
 
 

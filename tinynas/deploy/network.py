@@ -1,5 +1,8 @@
 """The Keras model of an `Architecture`: the one place an A(k, c) becomes layers.
 
+What training trains, the converter converts and a model folder rebuilds: it lives at the bottom of the
+TensorFlow side (`tinynas.layers`), below both the export chain and training.
+
 `tinynas.cost.graph` mirrors the graph the TFLite converter emits for this model; keep the two in step.
 """
 
