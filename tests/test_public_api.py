@@ -1,5 +1,5 @@
 """The public API (`tinynas/__init__.py`): every exported name resolves, importing it leaves TensorFlow out,
-and the README's "Python API" example runs as written, on tiny settings."""
+and the example of docs/python-api.md runs as written, on tiny settings."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 
 import tinynas
 
-# The README's example with only its sizes made tiny: 32 windows of 64 samples instead of 240 of 512,
-# 2 epochs per candidate and for the winner, one worker, a 30 s search. The rest is as the README has it,
+# docs/python-api.md's example with only its sizes made tiny: 32 windows of 64 samples instead of 240 of 512,
+# 2 epochs per candidate and for the winner, one worker, a 30 s search. The rest is as that page has it,
 # the `__main__` guard included (the study's workers are spawned and import the script again).
-README_EXAMPLE_TINY = textwrap.dedent('''
+DOCS_EXAMPLE_TINY = textwrap.dedent('''
     import sys
 
     import tinynas
@@ -57,9 +57,9 @@ def test_importing_tinynas_does_not_import_tensorflow():
 
 
 @pytest.mark.slow
-def test_readme_example_runs_on_tiny_settings(tmp_path):
+def test_the_docs_example_runs_on_tiny_settings(tmp_path):
     script = tmp_path / "example.py"
-    script.write_text(README_EXAMPLE_TINY)
+    script.write_text(DOCS_EXAMPLE_TINY)
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

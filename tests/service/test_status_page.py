@@ -2,7 +2,7 @@
 
 Each state is a status.json as the service writes it (the views come from `tinynas.service.status_views`,
 checked on their own in test_status_views.py). Set TINYNAS_SCREENSHOTS=docs/status-page to refresh the
-README's screenshots.
+screenshots of docs/pi.md.
 """
 
 import json
