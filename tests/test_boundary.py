@@ -293,3 +293,16 @@ def test_the_architecture_page_draws_the_declared_layers():
 
     page = (PACKAGE.parent / "docs" / "architecture.md").read_text()
     assert render() in page, "docs/architecture.md: paste `python -c 'import tinynas.layers as l; print(l.render())'`"
+
+
+def test_tests_share_helpers_through_tests_support():
+    """A test module never imports another test module or a conftest: what tests share lives in tests/support/."""
+    tests = PACKAGE.parent / "tests"
+    found = []
+    for path in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [("." * node.level) + (node.module or "")] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.relative_to(tests)}:{node.lineno} {name}" for name in names
+                      if name.split(".")[-1].startswith(("test_", "conftest")) or name.startswith(".")]
+    assert not found, found

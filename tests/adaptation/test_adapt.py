@@ -3,6 +3,7 @@ import json
 import numpy as np
 import pytest
 
+from tests.support.armband import NEW_SESSION, shifted
 from tinynas.adaptation.adapt import adapt
 from tinynas.adaptation.common import AdaptationError
 from tinynas.cost.estimate import estimate
@@ -10,8 +11,6 @@ from tinynas.data.spec import load_windows
 from tinynas.data.windows import DataError
 from tinynas.deploy.modeldir import ModelDir, ModelDirError
 from tinynas.options import UsageError
-
-from .conftest import NEW_SESSION, shifted
 
 
 def _weights(model_dir_path):

@@ -6,9 +6,8 @@ import json
 import subprocess
 import sys
 
+from tests.support.armband import NEW_SESSION, shifted
 from tinynas.data.spec import load_windows
-
-from .conftest import NEW_SESSION, shifted
 
 
 def test_the_same_recording_is_decided_the_same_way_five_times(model_dir, tmp_path):

@@ -14,6 +14,7 @@ import shutil
 import numpy as np
 import pytest
 
+from tests.support.armband import NEW_SESSION, shifted
 from tinynas.adaptation.adapt import adapt
 from tinynas.adaptation.common import AdaptationError
 from tinynas.atomic import stage_folder
@@ -21,8 +22,6 @@ from tinynas.data.spec import load_windows
 from tinynas.data.windows import DataError
 from tinynas.deploy.modeldir import ModelDir, ModelDirError
 from tinynas.errors import StorageError
-
-from .conftest import NEW_SESSION, shifted
 
 
 def _digests(folder):

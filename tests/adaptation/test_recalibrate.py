@@ -4,12 +4,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from tests.support.armband import NEW_SESSION, shifted
 from tinynas.adaptation.recalibrate import Recipe, decide, recalibrate
 from tinynas.data.spec import load_windows
 from tinynas.data.windows import DataError
 from tinynas.verdict import Paired
-
-from .conftest import NEW_SESSION, shifted
 
 
 @pytest.fixture(scope="module")

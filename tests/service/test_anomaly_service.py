@@ -15,12 +15,12 @@ import time
 
 import numpy as np
 import pytest
-from test_service import _free_port
 
 from devtools.machine_speed import slowdown as measured_slowdown
 from firmware_bridge.person import Machine
 from firmware_bridge.protocol import Hello
 from firmware_bridge.simulator import Simulator
+from tests.support.net import free_port
 from tinynas.cli.simulate import Follower
 from tinynas.data.synthetic import vibration
 from tinynas.service.runner import request
@@ -49,7 +49,7 @@ def motor(tmp_path_factory):
     plan.write_text(json.dumps({"classes": ["normal"], "task": "anomaly", "kind": "continuous", "repetitions": 3,
                                 "window_seconds": 1.0, "hold_seconds": 6.0, "rest_seconds": 0.0, "countdown": 1,
                                 "confirm": True, "verb": "Run the machine normally"}))
-    http_port, slowdown = _free_port(), measured_slowdown()
+    http_port, slowdown = free_port(), measured_slowdown()
     config = root / "tinynas.toml"
     # min_auroc at its floor: a 15 s search on 18 s of running finds a scorer of AUROC ~0.6, and this fixture is
     # about serving, alarms and restarts (the quality bar has its own test: tests/service/test_deploy_gate.py).

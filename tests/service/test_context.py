@@ -4,26 +4,14 @@ import json
 
 import pytest
 
-from firmware_bridge.protocol import Hello
+from tests.support.service_context import service_context
 from tinynas.service import onboarding
-from tinynas.service.config import ServiceConfig
-from tinynas.service.context import Phase, ServiceContext, to
+from tinynas.service.context import Phase, to
 from tinynas.service.paths import request
 
 
-def _context(tmp_path, kind=ServiceContext):
-    from firmware_bridge.link import Link
-    from firmware_bridge.ring import SampleRing
-    from tinynas.service.device import Device
-
-    context = kind(ServiceConfig(data_dir=str(tmp_path / "data"), target="STM32C011F6P6")).open()
-    hello = Hello("sim", "1", 8, 200.0, "int8")
-    context.device = Device(Link("loop://"), hello, SampleRing(8, 100))  # never opened: steps only read hello
-    return context
-
-
 def test_an_onboarding_request_is_a_transition_that_only_apply_saves(tmp_path):
-    context = _context(tmp_path)
+    context = service_context(tmp_path)
     request(context.paths.root, "onboard", user="alice", plan="gestures4")
     transition = onboarding.take_request(context)
     assert transition.phase == Phase.COLLECTING and transition.changes["user"] == "alice"
@@ -36,7 +24,7 @@ def test_an_onboarding_request_is_a_transition_that_only_apply_saves(tmp_path):
 
 
 def test_a_step_cannot_change_the_phase_with_update(tmp_path):
-    context = _context(tmp_path)
+    context = service_context(tmp_path)
     with pytest.raises(ValueError, match="returning a Transition"):
         context.update(state="SERVING")
     context.update(error="something")
@@ -44,7 +32,7 @@ def test_a_step_cannot_change_the_phase_with_update(tmp_path):
 
 
 def test_a_paused_collection_continues_or_ends_by_its_transition(tmp_path):
-    context = _context(tmp_path)
+    context = service_context(tmp_path)
     context.apply(to(Phase.COLLECTING, user="bob", plan="gestures4", session=str(tmp_path / "s"), paused="why"))
     assert onboarding.while_paused(context) is None
     request(context.paths.root, "continue", user="eve")
@@ -65,7 +53,7 @@ def test_status_json_shows_each_saved_phase_and_error_at_once(tmp_path):
     # status: status reads the context, never the reverse).
     from tinynas.service.runner import Service
 
-    context = _context(tmp_path, Service)
+    context = service_context(tmp_path, Service)
     context.apply(to(Phase.SEARCHING, user="alice"))
     assert json.loads(context.paths.status.read_text())["state"] == "SEARCHING"
     context.apply(to(Phase.IDLE, error="searching for alice failed: too big"))

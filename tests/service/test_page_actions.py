@@ -4,7 +4,6 @@ served model's files and firmware bundle download, and the bundle's C compiles a
 import io
 import json
 import shutil
-import socket
 import subprocess
 import threading
 import urllib.error
@@ -15,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from browser import Browser
 
+from tests.support.net import free_port
 from tinynas.errors import UsageError
 from tinynas.service.models import served_download
 from tinynas.service.state import Deployed
@@ -23,12 +23,6 @@ from tinynas.service.status_views import served_model
 
 TOKEN = "s3cret"
 CLASSES = ["rest", "fist", "open", "point"]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture
@@ -53,7 +47,7 @@ def page(tmp_path, exported_tiny):
         asked.append((kind, fields))
         return f"{kind} of {fields.get('user')} requested"
 
-    server = StatusServer(lambda: {**status, "time": __import__("time").time()}, host="0.0.0.0", port=_free_port(),
+    server = StatusServer(lambda: {**status, "time": __import__("time").time()}, host="0.0.0.0", port=free_port(),
                           token=TOKEN, actions=actions, downloads=lambda name: served_download(deployed, name)).start()
     browser = Browser(tmp_path / "chromium")
     try:

@@ -19,8 +19,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_service import CLASSES, PLAN_CLASSES, Scenario, worker_processes
 
+from tests.support.service_scenario import CLASSES, PLAN_CLASSES, Scenario, worker_processes
 from tinynas.service.runner import request
 from tinynas.training import scratch
 
@@ -406,14 +406,14 @@ def _record_unlabelled(tmp_path, chunks, slow_first_chunk=False, started_by=None
     import threading
 
     import numpy as np
-    from test_context import _context
 
     from firmware_bridge.protocol import Samples
     from firmware_bridge.recorder import Recorder
+    from tests.support.service_context import service_context
     from tinynas.service.rewear import record_unlabelled
     from tinynas.service.state import RewearFlow
 
-    context = _context(tmp_path)
+    context = service_context(tmp_path)
     hello = context.require_device().hello
     session = tmp_path / "session"
     recorder = Recorder(session, hello)

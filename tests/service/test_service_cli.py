@@ -7,6 +7,7 @@ import tomllib
 import numpy as np
 import pytest
 
+from tests.support.net import free_port
 from tinynas.service.config import CONFIG_KEYS, DEFAULT_CONFIG, ConfigError, ServiceConfig, load_config
 from tinynas.service.state import ServiceState, load_state, save_state
 
@@ -119,7 +120,7 @@ def test_a_second_service_on_the_same_data_dir_is_refused_in_one_line(tmp_path):
 
     config = tmp_path / "tinynas.toml"
     config.write_text(f'data_dir = "{tmp_path / "data"}"\nport = "{tmp_path / "nope"}"\n'
-                      f'http_port = {_free_port()}\n')
+                      f'http_port = {free_port()}\n')
     paths = ServicePaths(tmp_path / "data")
     paths.root.mkdir()
     # The running service's state, caught mid-write (say): repairing it is that service's business, not the refused
@@ -145,14 +146,6 @@ def test_a_context_reads_the_disk_only_when_opened(tmp_path):
     assert context.open() is context and (tmp_path / "data").is_dir()
 
 
-def _free_port():
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _wait(condition, seconds, what, process):
     import time
 
@@ -175,7 +168,7 @@ def test_service_without_a_device_waits_serving_the_page_then_connects(tmp_path)
     from firmware_bridge.protocol import Hello
     from firmware_bridge.simulator import ArraySource, Simulator
 
-    port, http = tmp_path / "dev" / "ttyTINYNAS0", _free_port()
+    port, http = tmp_path / "dev" / "ttyTINYNAS0", free_port()
     port.parent.mkdir()
     config = tmp_path / "tinynas.toml"
     config.write_text(f'port = "{port}"\ndata_dir = "{tmp_path / "data"}"\nhttp_port = {http}\n')

@@ -24,6 +24,7 @@ import pytest
 
 from firmware_bridge.protocol import Hello
 from firmware_bridge.simulator import PerformingSource, Simulator
+from tests.support.net import free_port
 from tinynas.service.runner import request
 from tinynas.service.state import Deployed, ServiceState, save_state
 
@@ -39,14 +40,6 @@ def _gestures(channels=4, seed=0):
         gain[number] = 35
         windows[label] = (rng.normal(size=(6, 100, channels)) * gain).clip(-127, 127).astype(np.int8)
     return windows, (rng.normal(size=(4000, channels)) * 2).astype(np.int8)
-
-
-def _free_port():
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def tinynas(*args):
@@ -68,7 +61,7 @@ class Device:
         for path, seconds in ((self.long_plan, 2.0), (self.short_plan, 0.5)):
             path.write_text(json.dumps({"classes": list(CLASSES), "repetitions": 3, "window_seconds": seconds,
                                         "rest_seconds": 2.0, "countdown": 0}))
-        self.http_port = _free_port()
+        self.http_port = free_port()
         self.config = root / "tinynas.toml"
         self.config.write_text(f'port = "{self.simulator.port}"\ndata_dir = "{self.data}"\ntarget = "{target}"\n'
                                f'budget = "20s"\nworkers = 1\nplan = "{self.short_plan}"\n'

@@ -15,17 +15,12 @@ import urllib.request
 
 import pytest
 
+from tests.support.net import free_port
 from tinynas.service.status_server import CLIENT_TIMEOUT_SECONDS
 
 TOKEN = "flood-test-token-0123456789"
 LIMIT = 40
 """Descriptors the service may hold: about 10 of its own at rest, so 300 connections would exhaust them."""
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _get(url: str, token: str | None) -> tuple[int, bytes]:
@@ -43,7 +38,7 @@ def _low_limit() -> None:  # in the child, before exec: as systemd's LimitNOFILE
 
 @pytest.mark.slow
 def test_the_service_outlives_a_flood_beyond_its_cap_and_its_descriptors(tmp_path):
-    http = _free_port()
+    http = free_port()
     (tmp_path / "dev").mkdir()
     config = tmp_path / "tinynas.toml"
     config.write_text(f'port = "{tmp_path / "dev" / "tty0"}"\ndata_dir = "{tmp_path / "data"}"\n'

@@ -9,13 +9,13 @@ import json
 import math
 import os
 import re
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 from browser import Browser, chromium_path
 
+from tests.support.net import free_port
 from tinynas.service.status_server import StatusServer
 
 CLASSES = ["rest", "fist", "open", "point"]
@@ -127,12 +127,6 @@ EXPECTED = {  # what each state must show: texts, and elements by CSS-like marke
 _browser = chromium_path  # one finder of the headless browser (browser.py), skipping or failing as CI needs
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _chromium(browser: str, url: str, profile: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                            "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -144,7 +138,7 @@ def _chromium(browser: str, url: str, profile: Path, *extra: str) -> subprocess.
 def _page_dom(status: dict, tmp_path: Path) -> str:
     """The page's DOM after it has drawn `status` (served as the service would, read by headless Chromium)."""
     browser = _browser()
-    server = StatusServer(lambda: status, port=_free_port()).start()
+    server = StatusServer(lambda: status, port=free_port()).start()
     try:
         return _chromium(browser, f"http://127.0.0.1:{server.address[1]}/", tmp_path / "dom", "--dump-dom").stdout
     finally:
@@ -154,7 +148,7 @@ def _page_dom(status: dict, tmp_path: Path) -> str:
 @pytest.mark.parametrize("name", list(STATES))
 def test_each_state_renders_what_the_user_needs(name, tmp_path):
     browser = _browser()
-    server = StatusServer(lambda: STATES[name], port=_free_port()).start()
+    server = StatusServer(lambda: STATES[name], port=free_port()).start()
     try:
         url = f"http://127.0.0.1:{server.address[1]}/"
         dom = _chromium(browser, url, tmp_path / "dom", "--dump-dom").stdout
@@ -194,7 +188,7 @@ def test_the_page_updates_without_reloading(tmp_path):
         order = ["idle", "collecting", "serving"]
         return STATES[order[min(served["requests"] - 1, len(order) - 1)]]
 
-    server = StatusServer(status, port=_free_port(), on_page=lambda: page_loads.__setitem__(
+    server = StatusServer(status, port=free_port(), on_page=lambda: page_loads.__setitem__(
         "count", page_loads["count"] + 1)).start()
     try:
         dom = _chromium(browser, f"http://127.0.0.1:{server.address[1]}/", tmp_path / "dom", "--dump-dom").stdout
@@ -205,7 +199,7 @@ def test_the_page_updates_without_reloading(tmp_path):
 
 
 def test_the_page_is_small_and_self_contained(tmp_path):
-    server = StatusServer(lambda: STATES["collecting"], port=_free_port()).start()
+    server = StatusServer(lambda: STATES["collecting"], port=free_port()).start()
     try:
         import urllib.request
 
@@ -226,7 +220,7 @@ def test_the_page_is_small_and_self_contained(tmp_path):
 def test_the_page_works_behind_a_token(tmp_path):
     # Beyond loopback every request needs the token: the page passes it on to its script, style and status.json.
     browser = _browser()
-    server = StatusServer(lambda: STATES["serving"], host="0.0.0.0", port=_free_port(), token="s3cret").start()
+    server = StatusServer(lambda: STATES["serving"], host="0.0.0.0", port=free_port(), token="s3cret").start()
     try:
         base = f"http://127.0.0.1:{server.address[1]}/"
         dom = _chromium(browser, base + "?token=s3cret", tmp_path / "dom", "--dump-dom").stdout
@@ -283,7 +277,7 @@ def test_a_long_path_wraps_on_a_phone_instead_of_widening_the_page(tmp_path):
     status = {**STATES["serving"], "rewear": {"user": "alice", "phase": "cancelled", "mode": "labelled",
                                               "text": f"recalibration of alice cancelled; the old model stays; "
                                                       f"recordings kept in {session}"}}
-    server = StatusServer(lambda: status, port=_free_port()).start()
+    server = StatusServer(lambda: status, port=free_port()).start()
     browser = Browser(tmp_path / "chromium")
     try:
         browser.call("Emulation.setDeviceMetricsOverride", width=400, height=900, deviceScaleFactor=1, mobile=True)

@@ -9,6 +9,7 @@ import urllib.request
 
 import pytest
 
+from tests.support.net import free_port
 from tinynas.service.status_server import StatusServer, StatusServerError
 
 STATUS = {"state": "SERVING", "user": "alice", "error": "", "time": 1.0e9, "deployed":
@@ -16,14 +17,8 @@ STATUS = {"state": "SERVING", "user": "alice", "error": "", "time": 1.0e9, "depl
           "predictions": [{"end_sample": 400, "label": "fist", "confidence": 0.93, "smoothed": "fist"}]}
 
 
-def _free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_serves_json_and_page_on_loopback():
-    server = StatusServer(lambda: STATUS, port=_free_port()).start()
+    server = StatusServer(lambda: STATUS, port=free_port()).start()
     try:
         base = f"http://127.0.0.1:{server.address[1]}"
         assert json.loads(urllib.request.urlopen(base + "/status.json", timeout=5).read()) == STATUS
@@ -39,11 +34,11 @@ def test_serves_json_and_page_on_loopback():
 
 def test_refuses_non_loopback_binding_without_a_token():
     with pytest.raises(StatusServerError, match="requires http_token"):
-        StatusServer(lambda: STATUS, host="0.0.0.0", port=_free_port())
+        StatusServer(lambda: STATUS, host="0.0.0.0", port=free_port())
 
 
 def test_token_is_required_when_set():
-    server = StatusServer(lambda: STATUS, host="0.0.0.0", port=_free_port(), token="s3cret").start()
+    server = StatusServer(lambda: STATUS, host="0.0.0.0", port=free_port(), token="s3cret").start()
     try:
         base = f"http://127.0.0.1:{server.address[1]}/status.json"
         with pytest.raises(urllib.error.HTTPError) as refused:
@@ -75,7 +70,7 @@ def test_page_renders_in_a_headless_browser(tmp_path):
         if os.environ.get("CI"):  # .ci/run installs it: a skip in CI would check nothing
             pytest.fail("no Chromium in CI: .ci/run should have installed it (apt-get install chromium)")
         pytest.skip("no Chromium on this machine (apt-get install chromium)")
-    server = StatusServer(lambda: STATUS, port=_free_port()).start()
+    server = StatusServer(lambda: STATUS, port=free_port()).start()
     try:
         shot = tmp_path / "status.png"
         subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -95,7 +90,7 @@ def test_page_renders_in_a_headless_browser(tmp_path):
 
 
 def test_odd_tokens_and_a_lower_case_scheme_get_an_answer_not_a_traceback(caplog):
-    server = StatusServer(lambda: STATUS, host="0.0.0.0", port=_free_port(), token="s3cret-token-1234").start()
+    server = StatusServer(lambda: STATUS, host="0.0.0.0", port=free_port(), token="s3cret-token-1234").start()
     base = f"http://127.0.0.1:{server.address[1]}/status.json"
     try:
         for url, headers in ((base + "?token=%C3%A9", {}), (base, {"Authorization": "Bearer \u00e9"}),
@@ -120,7 +115,7 @@ def test_a_flood_of_idle_connections_does_not_shut_out_an_authenticated_client(m
     from tinynas.service import status_server
 
     monkeypatch.setattr(status_server, "CLIENT_TIMEOUT_SECONDS", 1.0)
-    server = StatusServer(lambda: STATUS, host="0.0.0.0", port=_free_port(), token="s3cret-token-1234").start()
+    server = StatusServer(lambda: STATUS, host="0.0.0.0", port=free_port(), token="s3cret-token-1234").start()
     port = server.address[1]
     idle = []
     try:
@@ -145,7 +140,7 @@ def test_a_flood_of_idle_connections_does_not_shut_out_an_authenticated_client(m
 
 def test_a_loopback_page_answers_only_requests_that_name_loopback():
     """DNS rebinding: a site's own name resolving to 127.0.0.1 must not read the tokenless loopback page."""
-    server = StatusServer(lambda: STATUS, port=_free_port()).start()
+    server = StatusServer(lambda: STATUS, port=free_port()).start()
     port = server.address[1]
     try:
         for host, code in (("evil.example", 421), (f"evil.example:{port}", 421), (f"localhost:{port}", 200),
@@ -168,7 +163,7 @@ def test_a_client_that_goes_away_mid_answer_leaves_no_traceback(caplog, capfd):
     import struct
 
     big = {**STATUS, "padding": "x" * 2_000_000}  # an answer longer than the socket buffers
-    server = StatusServer(lambda: big, port=_free_port()).start()
+    server = StatusServer(lambda: big, port=free_port()).start()
     try:
         with caplog.at_level(logging.DEBUG, logger="tinynas"):
             for _ in range(5):
@@ -197,7 +192,7 @@ def test_a_request_that_fails_inside_is_answered_with_one_line_and_logged(caplog
     def broken_download(name):
         raise TypeError("unexpected")
 
-    server = StatusServer(broken, port=_free_port(), downloads=broken_download).start()
+    server = StatusServer(broken, port=free_port(), downloads=broken_download).start()
     try:
         base = f"http://127.0.0.1:{server.address[1]}"
         for path in ("/status.json", "/download/card.json"):

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_service import Scenario
 
+from tests.support.service_scenario import Scenario
 from tinynas.service.runner import request
 
 
