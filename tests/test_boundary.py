@@ -306,3 +306,18 @@ def test_tests_share_helpers_through_tests_support():
             found += [f"{path.relative_to(tests)}:{node.lineno} {name}" for name in names
                       if name.split(".")[-1].startswith(("test_", "conftest")) or name.startswith(".")]
     assert not found, found
+
+
+def test_a_card_is_parsed_only_by_its_own_module():
+    """card.json is untrusted input with one checked reader (`tinynas.card.read_card`): no other module parses it
+    (a `json.load(s)` whose argument names the card file or a card path)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == PACKAGE / "card.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in ("json.loads", "json.load"):
+                argument = " ".join(ast.unparse(a) for a in node.args).lower()
+                if "card" in argument:
+                    found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {ast.unparse(node)[:80]}")
+    assert not found, found

@@ -139,6 +139,18 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number a card holds")
 
 
+def holds_our_card(folder: str | os.PathLike) -> bool:
+    """Whether `folder` holds a card tinynas wrote (`is_our_card`), read as `read_card` reads one: what makes a
+    folder ours, never its file names alone. Its sections are not checked here: a damaged card of ours is ours."""
+    from firmware_bridge.safe_read import read_regular
+
+    try:
+        raw = read_regular(Path(folder) / CARD, MAX_CARD_BYTES, "model card", follow_links=False)
+        return is_our_card(json.loads(raw, parse_constant=_no_constant))
+    except (OSError, ValueError, RecursionError):
+        return False
+
+
 def parse_card(raw: bytes | str, path: str | os.PathLike) -> ModelCard:
     """A card's bytes as a checked `ModelCard` (DamagedCard in one line naming `path` and what is wrong)."""
 

@@ -9,7 +9,6 @@ windows and checks the result on the same test windows the card's accuracy was m
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from tinynas.atomic import discard_folder, publish_folder, stage_folder, storage_error
-from tinynas.card import MAX_CARD_BYTES, is_our_card
+from tinynas.card import holds_our_card
 from tinynas.cost.targets import Target
 from tinynas.data.preprocess import Preprocessing
 from tinynas.data.windows import DataError, Windows
@@ -168,12 +167,7 @@ class ModelDir:
 def is_model_folder(folder: Path) -> bool:
     """Whether `folder` holds a model card tinynas wrote (its schema marker, or an older card's exported
     architecture and quantization): what makes a folder ours, never its file names alone."""
-    from firmware_bridge.safe_read import read_regular
-
-    try:
-        return is_our_card(json.loads(read_regular(folder / CARD, MAX_CARD_BYTES, "model card", follow_links=False)))
-    except (OSError, ValueError, RecursionError):
-        return False
+    return holds_our_card(folder)
 
 
 def _within(inner: Path, outer: Path) -> bool:

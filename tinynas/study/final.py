@@ -3,12 +3,11 @@ converted to int8, measured on the held-out windows and written with its card an
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinynas.card import ModelCard
+from tinynas.card import ModelCard, read_card
 from tinynas.cost.estimate import estimate
 from tinynas.cost.runtime import RUNTIME_NAMES
 from tinynas.data.windows import Windows
@@ -111,7 +110,7 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
     )
     exported = write_export(study.out_dir, winner.architecture, tflite, card.to_dict(),
                             c_prefix=study.settings.c_prefix)
-    card = ModelCard.from_dict(json.loads(exported.card_path.read_text()))
+    card = read_card(exported.card_path.parent)  # as every reader will read it: checked
     save_split(study.out_dir / SPLIT, study.split)
     journal.set_meta("finished", True)
     write_report(study.out_dir, trials, winner, card, study.target)
