@@ -59,3 +59,13 @@ def test_status_json_shows_each_saved_phase_and_error_at_once(tmp_path):
     context.apply(to(Phase.IDLE, error="searching for alice failed: too big"))
     shown = json.loads(context.paths.status.read_text())
     assert shown["state"] == "IDLE" and shown["error"] == "searching for alice failed: too big"
+
+
+def test_a_misspelled_state_field_is_an_error_not_a_change_dropped_at_save(tmp_path):
+    context = service_context(tmp_path)
+    with pytest.raises(ValueError, match="ServiceState has no field 'eror'"):
+        to(Phase.IDLE, eror="typo")
+    with pytest.raises(ValueError, match="no field 'colection'"):
+        context.update(colection=None)
+    context.apply(to(Phase.IDLE, error="spelled right"))
+    assert json.loads(context.paths.state.read_text())["error"] == "spelled right"

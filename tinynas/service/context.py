@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +46,16 @@ class Transition:
 
     phase: Phase
     changes: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_fields(self.changes)
+
+
+def check_fields(changes: dict[str, Any]) -> None:
+    """A change names a field of ServiceState, or it is a bug said at once (not a key dropped at save)."""
+    unknown = sorted(set(changes) - {f.name for f in fields(ServiceState)})
+    if unknown:
+        raise ValueError(f"ServiceState has no field {', '.join(map(repr, unknown))}")
 
 
 def to(phase: Phase, **changes: Any) -> Transition:
@@ -115,6 +125,7 @@ class ServiceContext:
         self._store(**changes)
 
     def _store(self, **changes: Any) -> None:
+        check_fields(changes)
         with self._lock:
             for key, value in changes.items():
                 setattr(self.state, key, value)
