@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from firmware_bridge.errors import CollectionPaused
-from firmware_bridge.guide import GuidedCollection, Plan, PlanError, Prompter, check_window, load_plan
+from firmware_bridge.guide import GuidedCollection, Prompter, check_window
 from firmware_bridge.link import Link
+from firmware_bridge.plan import Plan, PlanError, load_plan
 from firmware_bridge.protocol import Hello
 from firmware_bridge.recorder import Recorder, RecordingThread
 from firmware_bridge.simulator import PerformingSource, Simulator

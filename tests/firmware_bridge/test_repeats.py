@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from firmware_bridge.errors import CollectionPaused
-from firmware_bridge.guide import GuidedCollection, Plan, Prompter
+from firmware_bridge.guide import GuidedCollection, Prompter
 from firmware_bridge.link import Link
 from firmware_bridge.person import Machine
+from firmware_bridge.plan import Plan
 from firmware_bridge.protocol import Hello
 from firmware_bridge.recorder import Recorder, RecordingThread
 from firmware_bridge.repeats import REPEATED, RepeatWatch

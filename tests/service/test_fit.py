@@ -2,7 +2,7 @@
 
 import pytest
 
-from firmware_bridge.guide import Plan, load_plan
+from firmware_bridge.plan import Plan, load_plan
 from tinynas.cost.estimate import estimate, estimate_on
 from tinynas.cost.targets import get_target
 from tinynas.service.fit import SCORER_WINDOWS, PlanDoesNotFit, check_plan_fits, longest_fitting_window, thinned_hop

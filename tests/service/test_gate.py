@@ -6,7 +6,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from firmware_bridge.guide import PRESETS, Plan
+from firmware_bridge.plan import PRESETS, Plan
 from tinynas.service.gate import GateOutcome, ask, outcome
 from tinynas.verdict import HeldOut, deploy_gate
 

@@ -4,7 +4,8 @@ import json
 
 import numpy as np
 
-from firmware_bridge.guide import STILL_FACTOR, Plan, load_plan
+from firmware_bridge.guide import STILL_FACTOR
+from firmware_bridge.plan import Plan, load_plan
 from tinynas.service.idle import UNKNOWN, IdleRule, confidence_threshold, idle_rule, session_rest_level
 
 

@@ -4,7 +4,7 @@ is dropped, and the search runs again in a study folder of its own."""
 import json
 from types import SimpleNamespace
 
-from firmware_bridge.guide import Plan, load_plan
+from firmware_bridge.plan import Plan, load_plan
 from firmware_bridge.protocol import Hello
 from tinynas.service import onboarding
 from tinynas.service.collect import _new_study

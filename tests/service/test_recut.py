@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 
-from firmware_bridge.guide import load_plan
+from firmware_bridge.plan import load_plan
 from firmware_bridge.protocol import Hello, Samples
 from firmware_bridge.recorder import Recorder
 from tinynas.cost.targets import get_target

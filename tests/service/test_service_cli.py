@@ -283,7 +283,7 @@ def test_onboarding_checks_the_plan_against_the_target_of_the_running_device(tmp
     run = tinynas("onboard", "--user", "pump", "--plan", "bearing4", "--config", str(config))
     assert run.returncode == 0, run.stderr
     # The window the search will use is the cost model's (it moves when the model's figures are corrected).
-    from firmware_bridge.guide import load_plan
+    from firmware_bridge.plan import load_plan
     from tinynas.cost.targets import get_target
     from tinynas.service.fit import check_plan_fits, longest_fitting_window
 

@@ -91,7 +91,7 @@ def test_a_small_recording_is_searched_by_cross_validation_and_the_test_side_sta
     assert chosen["rule"] == "cross-validation" and chosen["judged"] == pool == len(chosen["confidence"])
     assert chosen["hits"] == sum(chosen["correct"])
     # Serving's "unknown" threshold is calibrated on those answers (4 validation windows could not set one).
-    from firmware_bridge.guide import Plan
+    from firmware_bridge.plan import Plan
     from tinynas.service.idle import MIN_CALIBRATION, idle_rule
 
     rule = idle_rule(Plan("m", windows.class_names, kind="continuous", window_seconds=1.0), "",

@@ -79,8 +79,9 @@ def register(sub) -> None:
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
-    from firmware_bridge.guide import GuidedCollection, Prompter, TerminalPrompter, load_plan
+    from firmware_bridge.guide import GuidedCollection, Prompter, TerminalPrompter
     from firmware_bridge.link import Link
+    from firmware_bridge.plan import load_plan
     from firmware_bridge.recorder import Recorder, RecordingThread
 
     check_range("--baud", args.baud, 1, hint=" (e.g. 1000000)")

@@ -25,7 +25,7 @@ def _follow(config: ServiceConfig) -> str:
 
 def onboard(config: ServiceConfig, user: str, plan_name: str | None = None) -> str:
     """Ask for a new user's (or machine's) collection, search and deployment with a plan (default: the config's)."""
-    from firmware_bridge.guide import load_plan
+    from firmware_bridge.plan import load_plan
 
     check_user_name(user)  # it names a folder under data_dir: refused here, before any request is left
     name = plan_name or config.plan

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from firmware_bridge import onset
 from firmware_bridge.errors import BridgeError
-from firmware_bridge.guide import GuidedCollection, Prompter, advice, load_plan
+from firmware_bridge.guide import GuidedCollection, Prompter, advice
+from firmware_bridge.plan import load_plan
 from firmware_bridge.recorder import Recorder
 from tinynas.errors import TinynasError
 from tinynas.service.collection import Collection
@@ -72,7 +73,7 @@ def wait_for_confirmation(service: ServiceContext, label: str, countdown: int) -
 
 def wait_for_redon(service: ServiceContext, countdown: int) -> None:
     """Halfway through a two-donning plan: hold until the person has put the armband on again and continues."""
-    from firmware_bridge.guide import REDON_TEXT
+    from firmware_bridge.plan import REDON_TEXT
 
     _wait_for_continue(service, REDON_TEXT, countdown, redon=True)
 

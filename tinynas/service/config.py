@@ -245,7 +245,7 @@ def _check_choices(origin: str, data: dict) -> None:
                               f"(every request must then carry it), or keep http_host = \"127.0.0.1\"")
     if "plan" in data:
         from firmware_bridge.errors import BridgeError
-        from firmware_bridge.guide import load_plan
+        from firmware_bridge.plan import load_plan
 
         try:
             load_plan(data["plan"])
@@ -342,6 +342,6 @@ def config_hint(config: ServiceConfig) -> str:
 
 def page_plans(config: ServiceConfig) -> list[str]:
     """The plans the page offers: the config's, then the presets."""
-    from firmware_bridge.guide import PRESETS
+    from firmware_bridge.plan import PRESETS
 
     return list(dict.fromkeys([config.plan, *PRESETS]))

@@ -11,7 +11,7 @@ import logging
 import time
 
 from firmware_bridge.errors import BridgeError
-from firmware_bridge.guide import load_plan
+from firmware_bridge.plan import load_plan
 from tinynas.atomic import atomic_write_text
 from tinynas.errors import TinynasError, user_message
 from tinynas.service.collection import Collection
@@ -77,7 +77,7 @@ def _more(service: ServiceContext, user: str, more) -> Transition | None:
     recorded are kept and used), then search again on all of them."""
     import json
 
-    from firmware_bridge.guide import Plan
+    from firmware_bridge.plan import Plan
 
     if not isinstance(more, int) or isinstance(more, bool) or not 1 <= more <= MAX_MORE:
         service.refuse(f"onboarding request of {user} ignored: --more must be a whole number in 1..{MAX_MORE}")

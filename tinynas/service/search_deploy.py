@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from firmware_bridge.guide import load_plan
+from firmware_bridge.plan import load_plan
 from tinynas.atomic import atomic_write_text, discard_folder, publish_folder, stage_folder
 from tinynas.card import read_card
 from tinynas.cost.targets import resolve_target
