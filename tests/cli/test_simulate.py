@@ -33,7 +33,7 @@ def test_cwru_fault_classes_answer_to_bearing_states_in_recording_order():
 
 def test_the_follower_reacts_once_per_go_and_says_what_it_cannot_do(caplog):
     from firmware_bridge.person import Behaviour, Person
-    from tinynas.cli.simulate import Follower
+    from tinynas.service.follower import Follower
 
     person = Person({"fist": np.ones((1, 40, 2)) * 30}, 2, 200.0, np.int8, behaviour=Behaviour(seed=0))
     follower = Follower("http://127.0.0.1:9/status.json", "", person, None, None)
@@ -78,7 +78,7 @@ def test_the_follower_looks_again_when_the_service_dies_mid_answer(answer):
     import threading
 
     from firmware_bridge.person import Person
-    from tinynas.cli.simulate import Follower
+    from tinynas.service.follower import Follower
 
     server = socket.create_server(("127.0.0.1", 0))
 
@@ -124,7 +124,7 @@ def test_the_follower_says_why_it_cannot_read_the_status_and_follows_once_it_can
     import threading
 
     from firmware_bridge.person import Person
-    from tinynas.cli.simulate import Follower
+    from tinynas.service.follower import Follower
     from tinynas.service.status_server import StatusServer
 
     caplog.set_level(logging.INFO, logger="tinynas")

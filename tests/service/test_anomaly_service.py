@@ -2,7 +2,7 @@
 alarm raised once the simulated machine starts to fail.
 
 The real service process, a simulated front-end on a real pseudo-terminal, and the product's simulated machine
-(`tinynas simulate --machine --serve-state normal --fault inner_race`: tinynas/cli/simulate.py's Follower): it
+(`tinynas simulate --machine --serve-state normal --fault inner_race`: tinynas/service/follower.py's Follower): it
 runs in the prompted state, confirms each block as an operator would, keeps running normally while the model is
 served, then fails. Every figure is checked in device samples, not seconds, so a slow machine changes nothing.
 """
@@ -21,8 +21,8 @@ from firmware_bridge.person import Machine
 from firmware_bridge.protocol import Hello
 from firmware_bridge.simulator import Simulator
 from tests.support.net import free_port
-from tinynas.cli.simulate import Follower
 from tinynas.data.synthetic import vibration
+from tinynas.service.follower import Follower
 from tinynas.service.runner import request
 
 RATE = 4000.0

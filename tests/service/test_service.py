@@ -2,7 +2,7 @@
 
 A simulated front-end streams over a real pseudo-terminal; the product's simulated person
 (`tinynas simulate --person`: firmware_bridge/person.py, followed through the status endpoint by
-tinynas/cli/simulate.py) reacts to each GO as people do: late now and then, sometimes with the wrong
+tinynas/service/follower.py) reacts to each GO as people do: late now and then, sometimes with the wrong
 sign or none, resting still with sensor noise. Scenario: onboard -> (the stream reader killed once;
 the device replugged, restarting its counter) -> (kill while collecting, restart) -> (kill while
 searching, restart) -> deploy -> serve -> (kill while serving, restart) -> serve; then the person

@@ -20,7 +20,7 @@ from firmware_bridge.person import Behaviour, Person
 from firmware_bridge.protocol import Hello
 from firmware_bridge.simulator import Simulator
 from tests.support.net import free_port
-from tinynas.cli.simulate import POLL_SECONDS, Follower
+from tinynas.service.follower import POLL_SECONDS, Follower
 from tinynas.service.runner import request
 
 CLASSES = ("fist", "open", "point")

@@ -107,7 +107,8 @@ class _BoundedServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, owner: StatusServer, **kwargs) -> None:
+        self.owner = owner  # what its requests answer from (_Handler.owner)
         self.max_connections = connection_cap()
         self._slots = threading.BoundedSemaphore(self.max_connections)
         super().__init__(*args, **kwargs)
@@ -143,8 +144,172 @@ class _BoundedServer(ThreadingHTTPServer):
         log.debug("status client %s: %s", client_address, sys.exc_info()[1])
 
 
+class _Handler(BaseHTTPRequestHandler):
+    """One request to a StatusServer: the checks (length, Host, token; for an action also origin, anti-forgery value
+    and body size), then the status, the page, an action or a download."""
+
+    # http.server makes a handler per request and hands it the listening server as `self.server`; the state it
+    # needs (status, token, actions, downloads, the page) is the StatusServer's own, so the listening server
+    # carries one reference to it (`owner`) instead of a copy of each field, and the handler reads it there.
+    server: _BoundedServer
+
+    @property
+    def owner(self) -> StatusServer:
+        """The StatusServer this request is for."""
+        return self.server.owner
+
+    def setup(self) -> None:
+        # Every read and write times out: a client that connects and says nothing (or sends its headers one
+        # byte a minute) loses its connection instead of holding a thread forever. Set here rather than as a
+        # `timeout` class attribute (read once, at import): each server uses the CLIENT_TIMEOUT_SECONDS it was
+        # made with, as when the handler class was built in StatusServer.__init__ (a test lowers it).
+        self.request.settimeout(self.owner.client_timeout)
+        super().setup()
+
+    def log_message(self, *args) -> None:  # the service log is not for HTTP noise
+        return
+
+    def _authorised(self, query: dict) -> bool:
+        if not self.owner.token:
+            return True
+        scheme, _, credentials = self.headers.get("Authorization", "").strip().partition(" ")
+        offered = credentials.strip() if scheme.lower() == "bearer" else ""
+        offered = offered or (query.get("token") or [""])[0]
+        # Bytes, compared in constant time: a non-ASCII token is just a wrong one, never a traceback.
+        return hmac.compare_digest(offered.encode("utf-8", "surrogateescape"), self.owner.token.encode())
+
+    def _send(self, code: int, body: bytes, kind: str, headers: dict | None = None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, code: int, value: dict, headers: dict | None = None) -> None:
+        self._send(code, json.dumps(value).encode(), "application/json", headers)
+
+    def _admitted(self) -> dict | None:
+        """The query of a request that may be answered, or None once it was refused (too long, not to
+        loopback on a loopback binding, without the token)."""
+        if len(self.path) > MAX_PATH_BYTES:
+            self._json(414, {"error": "request path too long"})
+            return None
+        if self.owner.loopback and not loopback_host_header(self.headers.get("Host", "")):
+            self._json(421, {"error": "this status page answers only requests to localhost"})
+            return None
+        query = parse_qs(urlparse(self.path).query)
+        if not self._authorised(query):
+            self._json(401, {"error": "token required"})
+            return None
+        return query
+
+    def _same_origin(self) -> bool:
+        """A browser's request from the page itself: its Origin (when sent) names the host asked, and no
+        fetch metadata says it came from another site."""
+        origin = self.headers.get("Origin")
+        host = self.headers.get("Host", "")
+        if origin is not None and urlparse(origin).netloc.lower() != host.lower():
+            return False
+        return self.headers.get("Sec-Fetch-Site", "same-origin") in ("same-origin", "none")
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        if self._admitted() is None:
+            return
+        path = urlparse(self.path).path
+        if not path.startswith("/action/") or self.owner.actions is None:
+            self._json(404, {"error": "not found"})
+            return
+        if not self._same_origin():
+            self._json(403, {"error": "actions are taken only from this device's own page"})
+            return
+        offered = self.headers.get(FORM_HEADER)
+        if offered is None:
+            self._json(403, {"error": f"an action needs the {FORM_HEADER} header: the value of the page's "
+                                      f"<meta name=\"tinynas-form\"> (it changes when the service restarts)"})
+            return
+        if not hmac.compare_digest(offered.encode("utf-8", "surrogateescape"), self.owner.form_key.encode()):
+            self._json(403, {"error": "this page is out of date (the service restarted): reload it"})
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if not 0 <= length <= MAX_BODY_BYTES:
+            self._json(413, {"error": f"an action's body is at most {MAX_BODY_BYTES} bytes"})
+            return
+        try:
+            fields = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            fields = None
+        if not isinstance(fields, dict):
+            self._json(400, {"error": "an action's body is a JSON object"})
+            return
+        kind = path.removeprefix("/action/")
+        try:
+            said = self.owner.actions(kind, fields)
+        except TinynasError as exc:
+            self._json(400, {"error": user_message(exc) or str(exc)})
+            return
+        except Exception as exc:  # noqa: BLE001 - a bug in an action must not end the page's thread silently
+            log.error("page action %s failed with an internal error", kind, exc_info=exc)
+            self._json(500, {"error": f"internal error {type(exc).__name__} (a bug: see the service log)"})
+            return
+        log.info("page: %s", said.splitlines()[-1] if said else kind)
+        self._json(200, {"message": said})
+
+    def _download(self, name: str) -> None:
+        try:
+            found = self.owner.downloads(name) if self.owner.downloads is not None else None
+        except TinynasError as exc:
+            self._json(404, {"error": user_message(exc) or str(exc)})
+            return
+        if found is None:
+            self._json(404, {"error": f"no {name} to download (is a model served?)"})
+            return
+        body, kind, filename = found
+        self._send(200, body, kind, {"Content-Disposition": f'attachment; filename="{filename}"'})
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        try:
+            self._get()
+        except (ConnectionError, TimeoutError):
+            raise  # the client went away: nothing to answer (handle_error logs it at debug)
+        except Exception as exc:  # noqa: BLE001 - whatever a model folder holds, the page answers
+            log.error("status page GET %s failed with an internal error", self.path[:200], exc_info=exc)
+            self._json(500, {"error": f"internal error {type(exc).__name__} (a bug: see the service log)"})
+
+    def _get(self) -> None:
+        query = self._admitted()
+        if query is None:
+            return
+        parsed = urlparse(self.path)
+        if parsed.path.startswith("/action/"):
+            self._json(405, {"error": "actions are POSTed by the page's buttons"}, {"Allow": "POST"})
+        elif parsed.path.startswith("/download/"):
+            self._download(parsed.path.removeprefix("/download/"))
+        elif parsed.path == "/status.json":
+            self._send(200, json.dumps(self.owner.status()).encode(), "application/json")
+        elif parsed.path in self.owner.assets:
+            body, kind = self.owner.assets[parsed.path]
+            if parsed.path in ("/", "/index.html"):
+                if self.owner.on_page is not None:
+                    self.owner.on_page()
+                if self.owner.token:  # the page's own script and style must carry the token too
+                    suffix = b"?token=" + quote(self.owner.token).encode()
+                    body = body.replace(b'src="page.js"', b'src="page.js' + suffix + b'"').replace(
+                        b'href="page.css"', b'href="page.css' + suffix + b'"')
+                body = body.replace(FORM_MARKER, FORM_MARKER.replace(
+                    b'content=""', b'content="' + self.owner.form_key.encode() + b'"'))
+            self._send(200, body, kind)
+        else:
+            self._send(404, b'{"error": "not found"}', "application/json")
+
+
 class StatusServer:
-    """Serves `status()` as JSON at /status.json and the page at /."""
+    """Serves `status()` as JSON at /status.json and the page at /, once started."""
 
     def __init__(self, status: Callable[[], dict], host: str = "127.0.0.1", port: int = 8765, token: str = "",
                  on_page: Callable[[], None] | None = None, actions: Callable[[str, dict], str] | None = None,
@@ -152,6 +317,7 @@ class StatusServer:
         if not is_loopback(host) and not token:
             raise StatusServerError(f"refusing to serve status on {host}: binding beyond loopback requires "
                                     f"http_token in the config")
+        self.host, self.port = host, port
         self.status = status
         self.token = token
         self.loopback = is_loopback(host)  # no token: the Host header must name loopback (DNS rebinding)
@@ -159,169 +325,28 @@ class StatusServer:
         self.actions = actions  # (kind, fields) -> what was asked, in words; TinynasError: refused in one line
         self.downloads = downloads  # name -> (body, content type, file name), None: no such file
         self.form_key = secrets.token_urlsafe(24)
-        assets = _page_assets()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            # Every read and write times out: a client that connects and says nothing (or sends its headers one
-            # byte a minute) loses its connection instead of holding a thread forever.
-            timeout = CLIENT_TIMEOUT_SECONDS
-
-            def log_message(self, *args) -> None:  # the service log is not for HTTP noise
-                return
-
-            def _authorised(self, query: dict) -> bool:
-                if not server.token:
-                    return True
-                scheme, _, credentials = self.headers.get("Authorization", "").strip().partition(" ")
-                offered = credentials.strip() if scheme.lower() == "bearer" else ""
-                offered = offered or (query.get("token") or [""])[0]
-                # Bytes, compared in constant time: a non-ASCII token is just a wrong one, never a traceback.
-                return hmac.compare_digest(offered.encode("utf-8", "surrogateescape"), server.token.encode())
-
-            def _send(self, code: int, body: bytes, kind: str, headers: dict | None = None) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.send_header("Cache-Control", "no-store")
-                for key, value in (headers or {}).items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(body)
-
-            def _json(self, code: int, value: dict, headers: dict | None = None) -> None:
-                self._send(code, json.dumps(value).encode(), "application/json", headers)
-
-            def _admitted(self) -> dict | None:
-                """The query of a request that may be answered, or None once it was refused (too long, not to
-                loopback on a loopback binding, without the token)."""
-                if len(self.path) > MAX_PATH_BYTES:
-                    self._json(414, {"error": "request path too long"})
-                    return None
-                if server.loopback and not loopback_host_header(self.headers.get("Host", "")):
-                    self._json(421, {"error": "this status page answers only requests to localhost"})
-                    return None
-                query = parse_qs(urlparse(self.path).query)
-                if not self._authorised(query):
-                    self._json(401, {"error": "token required"})
-                    return None
-                return query
-
-            def _same_origin(self) -> bool:
-                """A browser's request from the page itself: its Origin (when sent) names the host asked, and no
-                fetch metadata says it came from another site."""
-                origin = self.headers.get("Origin")
-                host = self.headers.get("Host", "")
-                if origin is not None and urlparse(origin).netloc.lower() != host.lower():
-                    return False
-                return self.headers.get("Sec-Fetch-Site", "same-origin") in ("same-origin", "none")
-
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                if self._admitted() is None:
-                    return
-                path = urlparse(self.path).path
-                if not path.startswith("/action/") or server.actions is None:
-                    self._json(404, {"error": "not found"})
-                    return
-                if not self._same_origin():
-                    self._json(403, {"error": "actions are taken only from this device's own page"})
-                    return
-                offered = self.headers.get(FORM_HEADER)
-                if offered is None:
-                    self._json(403, {"error": f"an action needs the {FORM_HEADER} header: the value of the page's "
-                                              f"<meta name=\"tinynas-form\"> (it changes when the service restarts)"})
-                    return
-                if not hmac.compare_digest(offered.encode("utf-8", "surrogateescape"), server.form_key.encode()):
-                    self._json(403, {"error": "this page is out of date (the service restarted): reload it"})
-                    return
-                try:
-                    length = int(self.headers.get("Content-Length") or 0)
-                except ValueError:
-                    length = -1
-                if not 0 <= length <= MAX_BODY_BYTES:
-                    self._json(413, {"error": f"an action's body is at most {MAX_BODY_BYTES} bytes"})
-                    return
-                try:
-                    fields = json.loads(self.rfile.read(length) or b"{}")
-                except ValueError:
-                    fields = None
-                if not isinstance(fields, dict):
-                    self._json(400, {"error": "an action's body is a JSON object"})
-                    return
-                kind = path.removeprefix("/action/")
-                try:
-                    said = server.actions(kind, fields)
-                except TinynasError as exc:
-                    self._json(400, {"error": user_message(exc) or str(exc)})
-                    return
-                except Exception as exc:  # noqa: BLE001 - a bug in an action must not end the page's thread silently
-                    log.error("page action %s failed with an internal error", kind, exc_info=exc)
-                    self._json(500, {"error": f"internal error {type(exc).__name__} (a bug: see the service log)"})
-                    return
-                log.info("page: %s", said.splitlines()[-1] if said else kind)
-                self._json(200, {"message": said})
-
-            def _download(self, name: str) -> None:
-                try:
-                    found = server.downloads(name) if server.downloads is not None else None
-                except TinynasError as exc:
-                    self._json(404, {"error": user_message(exc) or str(exc)})
-                    return
-                if found is None:
-                    self._json(404, {"error": f"no {name} to download (is a model served?)"})
-                    return
-                body, kind, filename = found
-                self._send(200, body, kind, {"Content-Disposition": f'attachment; filename="{filename}"'})
-
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-                try:
-                    self._get()
-                except (ConnectionError, TimeoutError):
-                    raise  # the client went away: nothing to answer (handle_error logs it at debug)
-                except Exception as exc:  # noqa: BLE001 - whatever a model folder holds, the page answers
-                    log.error("status page GET %s failed with an internal error", self.path[:200], exc_info=exc)
-                    self._json(500, {"error": f"internal error {type(exc).__name__} (a bug: see the service log)"})
-
-            def _get(self) -> None:
-                query = self._admitted()
-                if query is None:
-                    return
-                parsed = urlparse(self.path)
-                if parsed.path.startswith("/action/"):
-                    self._json(405, {"error": "actions are POSTed by the page's buttons"}, {"Allow": "POST"})
-                elif parsed.path.startswith("/download/"):
-                    self._download(parsed.path.removeprefix("/download/"))
-                elif parsed.path == "/status.json":
-                    self._send(200, json.dumps(server.status()).encode(), "application/json")
-                elif parsed.path in assets:
-                    body, kind = assets[parsed.path]
-                    if parsed.path in ("/", "/index.html"):
-                        if server.on_page is not None:
-                            server.on_page()
-                        if server.token:  # the page's own script and style must carry the token too
-                            suffix = b"?token=" + quote(server.token).encode()
-                            body = body.replace(b'src="page.js"', b'src="page.js' + suffix + b'"').replace(
-                                b'href="page.css"', b'href="page.css' + suffix + b'"')
-                        body = body.replace(FORM_MARKER, FORM_MARKER.replace(
-                            b'content=""', b'content="' + server.form_key.encode() + b'"'))
-                    self._send(200, body, kind)
-                else:
-                    self._send(404, b'{"error": "not found"}', "application/json")
-
-        try:
-            self._httpd = _BoundedServer((host, port), Handler)
-        except OSError as exc:
-            raise StatusServerError(f"cannot serve status on {host}:{port}: {exc.strerror}") from None
-        self._httpd.daemon_threads = True
-        self.address = self._httpd.server_address
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="status http", daemon=True)
+        self.assets = _page_assets()
+        self.client_timeout = CLIENT_TIMEOUT_SECONDS
+        self._httpd: _BoundedServer | None = None
+        self._thread: threading.Thread | None = None
 
     def start(self) -> StatusServer:
-        """Serve in a background thread."""
+        """Bind the socket and serve in a background thread (StatusServerError: the address cannot be bound)."""
+        if self._httpd is not None:
+            raise RuntimeError("the status server is already started")
+        try:
+            self._httpd = _BoundedServer((self.host, self.port), _Handler, owner=self)
+        except OSError as exc:
+            raise StatusServerError(f"cannot serve status on {self.host}:{self.port}: {exc.strerror}") from None
+        self._httpd.daemon_threads = True
+        self.address = self._httpd.server_address  # where it listens (port 0 asked: the port given)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="status http", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        """Stop serving."""
+        """Stop serving (nothing to stop if it was never started)."""
+        if self._httpd is None:
+            return
         self._httpd.shutdown()
         self._httpd.server_close()
