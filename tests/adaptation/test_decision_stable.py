@@ -1,6 +1,6 @@
 """The same re-wear recording is decided the same way every time (issue 54): a recalibration's verdict followed
 TensorFlow's multi-threaded reductions, and on 8 windows one flipped window flipped it. Each run here is the
-service's own re-wear child (`python -m tinynas.service.rewear`), a fresh process, on the same recording."""
+service's own re-wear child (`python -m tinynas.service.rewear_child`), a fresh process, on the same recording."""
 
 import json
 import subprocess
@@ -19,7 +19,7 @@ def test_the_same_recording_is_decided_the_same_way_five_times(model_dir, tmp_pa
                "staging": str(tmp_path / f"staging-{run}"), "result": str(tmp_path / f"result-{run}.json"),
                "epochs": 3, "learning_rate": 1e-3}
         (tmp_path / f"job-{run}.json").write_text(json.dumps(job))
-        done = subprocess.run([sys.executable, "-m", "tinynas.service.rewear", str(tmp_path / f"job-{run}.json")],
+        done = subprocess.run([sys.executable, "-m", "tinynas.service.rewear_child", str(tmp_path / f"job-{run}.json")],
                               capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stderr[-2000:]
         outcome = json.loads((tmp_path / f"result-{run}.json").read_text())

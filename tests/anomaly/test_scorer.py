@@ -240,7 +240,8 @@ def test_recalibrate_points_a_scorer_to_adapt(scorer, tmp_path):
 
 
 def test_the_service_re_wear_of_a_scorer_adapts_it_and_says_what_the_old_threshold_did(scorer, tmp_path):
-    from tinynas.service.rewear import _job
+    from tinynas.adaptation.rewear_job import RewearJob
+    from tinynas.service.rewear_child import _job
 
     out, _ = scorer
     path = tmp_path / "new-load.npz"
@@ -251,9 +252,8 @@ def test_the_service_re_wear_of_a_scorer_adapts_it_and_says_what_the_old_thresho
                      ("first", "second"), normal.sample_rate_hz, normal.channel_names, normal.provenance,
                      time_index=np.arange(len(normal)))
     halves.save(path)
-    outcome = _job({"mode": "unlabelled", "source": str(out), "spec": f"npz:{path}",
-                    "staging": str(tmp_path / "staging")})
-    assert outcome["accepted"] is True and "set the threshold again" in outcome["reason"]
-    assert 0.0 <= outcome["old_threshold_flagged"] <= 1.0
+    outcome = _job(RewearJob(mode="unlabelled", source=str(out), spec=f"npz:{path}", staging=str(tmp_path / "staging")))
+    assert outcome.accepted is True and "set the threshold again" in outcome.reason
+    assert outcome.old_threshold_flagged is not None and 0.0 <= outcome.old_threshold_flagged <= 1.0
     card = json.loads((tmp_path / "staging" / "card.json").read_text())
     assert card["anomaly"]["calibration"]["calibration_windows"] == 150

@@ -371,7 +371,7 @@ def test_state_with_a_recalibration_is_checked(tmp_path):
 
 
 def test_onboarding_plan_of_an_older_deployment_comes_from_its_session(tmp_path):
-    from tinynas.service.rewear import RewearRefused, onboarding_plan
+    from tinynas.service.rewear_request import RewearRefused, onboarding_plan
     from tinynas.service.state import Deployed
 
     session = tmp_path / "profiles" / "alice" / "sessions" / "20260101-000000"
@@ -410,7 +410,7 @@ def _record_unlabelled(tmp_path, chunks, slow_first_chunk=False, started_by=None
     from firmware_bridge.protocol import Samples
     from firmware_bridge.recorder import Recorder
     from tests.support.service_context import service_context
-    from tinynas.service.rewear import record_unlabelled
+    from tinynas.service.rewear_recording import record_unlabelled
     from tinynas.service.state import RewearFlow
 
     context = service_context(tmp_path)
@@ -486,7 +486,7 @@ def test_unlabelled_recording_on_a_link_that_keeps_dropping_ends(tmp_path):
     # A chunk lost in every four: no attempt is whole. After its attempts the recording is left to the
     # adaptation as it is (which uses the windows that are whole, or fails in one line), never recorded again
     # without end.
-    from tinynas.service.rewear import UNLABELLED_ATTEMPTS
+    from tinynas.service.rewear_recording import UNLABELLED_ATTEMPTS
 
     chunks = [51_728 + 16 * number for number in range(5000) if number < 3 or number % 4]
     windows, gaps = _record_unlabelled(tmp_path, chunks, started_by=3, whole=False)

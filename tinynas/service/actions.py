@@ -82,7 +82,7 @@ def answer(config: ServiceConfig, kind: str, user: str) -> str:
 
 def recalibrate(config: ServiceConfig, user: str, unlabelled: bool = False) -> str:
     """Ask for the re-wear / new-condition flow of the user whose model is served."""
-    from tinynas.service.rewear import served_model_problem
+    from tinynas.service.rewear_request import served_model_problem
 
     check_user_name(user)
     problem = served_model_problem(load_state(ServicePaths(config.data_dir).state).deployed, user)

@@ -98,23 +98,24 @@ def _wait_for_continue(service: ServiceContext, what: str, countdown: int, redon
 
 def collect(service: ServiceContext) -> Transition:
     """Record the session, then move on: SEARCHING after an onboarding, RECALIBRATING after a re-wear."""
-    from tinynas.service import rewear
+    from tinynas.service.rewear_recording import UNLABELLED, record_unlabelled
+    from tinynas.service.rewear_request import flow_plan
 
     state = service.state
     flow = state.rewear if service.rewear_running() else None
     if flow and flow.mode == "unlabelled":
-        recorder = Recorder(state.session, service.require_device().hello, user=state.user, labels=rewear.UNLABELLED,
+        recorder = Recorder(state.session, service.require_device().hello, user=state.user, labels=UNLABELLED,
                             plan={"name": "unlabelled", "seconds": flow.seconds})
         service.recorder = recorder
         try:
-            rewear.record_unlabelled(service, flow, recorder)
+            record_unlabelled(service, flow, recorder)
         finally:
             service.recorder = None
             recorder.close()
         service.collection = Collection()
         return to(Phase.RECALIBRATING)
     try:
-        plan = rewear.flow_plan(flow) if flow else load_plan(state.plan)
+        plan = flow_plan(flow) if flow else load_plan(state.plan)
         service.plan_fit(plan)
     except (TinynasError, BridgeError) as exc:
         # The plan or the target changed since the request: nothing to resume until that is fixed.

@@ -140,7 +140,7 @@ def _take_serve(service: ServiceContext) -> Transition | None:
 
 def _take_rewear(service: ServiceContext) -> Transition | None:
     """Start the re-wear / new-condition flow of the first acceptable `recalibrate` request."""
-    from tinynas.service import rewear
+    from tinynas.service.rewear_request import flow_plan, new_flow
 
     for path, wanted in service.requests("recalibrate"):
         path.unlink(missing_ok=True)
@@ -151,9 +151,9 @@ def _take_rewear(service: ServiceContext) -> Transition | None:
             service.refuse(f"recalibration request ignored: {problem}")
             continue
         try:
-            flow = rewear.new_flow(service, user, bool(wanted.get("unlabelled")))
+            flow = new_flow(service, user, bool(wanted.get("unlabelled")))
             if flow.mode == "labelled":
-                service.plan_fit(rewear.flow_plan(flow))
+                service.plan_fit(flow_plan(flow))
         except (TinynasError, BridgeError) as exc:
             service.refuse(f"recalibration of {user} refused: {exc}")
             continue
