@@ -58,7 +58,7 @@ def test_a_bug_is_one_line_with_a_log_of_its_traceback(monkeypatch, capsys, tmp_
 def test_every_project_error_derives_from_a_package_base():
     import inspect
 
-    import firmware_bridge.guide
+    import firmware_bridge.plan
     import firmware_bridge.link
     import firmware_bridge.protocol
     import firmware_bridge.session_format
@@ -73,7 +73,7 @@ def test_every_project_error_derives_from_a_package_base():
     import tinynas.study.journal
     import tinynas.study.settings
 
-    modules = [firmware_bridge.guide, firmware_bridge.link, firmware_bridge.protocol,
+    modules = [firmware_bridge.plan, firmware_bridge.link, firmware_bridge.protocol,
                firmware_bridge.session_format, tinynas.cost.estimate, tinynas.deploy.evaluate, tinynas.study.journal,
                tinynas.deploy.measure, tinynas.service.config, tinynas.service.runner, tinynas.service.status_server,
                tinynas.space, tinynas.study.settings, tinynas.cost.targets]

@@ -23,9 +23,10 @@ class Layer(NamedTuple):
 LAYERS: tuple[Layer, ...] = (
     Layer("base", ("errors", "layers"), "the one error base and the crash log; this map"),
     Layer("words", ("units", "atomic", "c_names", "quiet", "interrupts", "process_memory", "machine", "progress",
-                    "augment", "space", "verdict"),
+                    "augment", "space", "verdict", "modes"),
           "sizes and durations as people write them, crash-safe writes, C names, the door to TensorFlow, signals, "
-          "memory and cores, the progress line, augmentation, the A(k, c) family, verdicts with intervals"),
+          "memory and cores, the progress line, augmentation, the A(k, c) family, verdicts with intervals, the modes "
+          "(runtime, accounting, task)"),
     Layer("records", ("options", "trial"), "option ranges; a trial and its fidelity"),
     Layer("arguments", ("arguments",), "the public API's argument checks"),
     Layer("data", ("data",), "Windows, the --data spec, loaders, splits, checks, preprocessing"),

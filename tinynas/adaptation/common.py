@@ -15,6 +15,7 @@ from tinynas.data.checks import check_windows
 from tinynas.data.windows import DataError, Windows
 from tinynas.deploy.modeldir import ModelDir
 from tinynas.errors import TinynasError
+from tinynas.modes import Runtime
 
 
 class AdaptationError(TinynasError, ValueError):
@@ -79,7 +80,7 @@ def export_within_budget(model_dir: ModelDir, model, calibration: np.ndarray, se
     violations = list(cost.violations(target))
     # The .tflite is what TFLite Micro flashes (with its code, under the chip accounting); the C runtime
     # flashes its own tables and code instead, which the estimate above already counts.
-    if runtime == "tflm" and len(tflite) + cost.code_bytes > target.flash_bytes:
+    if runtime == Runtime.TFLM and len(tflite) + cost.code_bytes > target.flash_bytes:
         violations.append(f"flash {len(tflite) + cost.code_bytes:,} B > {target.flash_bytes:,} B")
     if violations:
         raise AdaptationError(f"the changed model does not fit {target.name}: {'; '.join(violations)} "

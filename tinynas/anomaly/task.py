@@ -25,8 +25,9 @@ from tinynas.anomaly.threshold import check_enough, check_rate
 from tinynas.data.splits import Split, group_split, make_split, temporal_split
 from tinynas.data.windows import DataError, Windows
 from tinynas.errors import UsageError
+from tinynas.modes import Task
 
-TASKS = ("classify", "anomaly")
+TASKS = tuple(Task)
 NORMAL = "normal"
 SYNTHETIC = "synthetic"
 CLASSES = (NORMAL, SYNTHETIC)

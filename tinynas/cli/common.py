@@ -27,4 +27,5 @@ def add_runtime_flag(parser: argparse.ArgumentParser) -> None:
     from tinynas.cost.runtime import ACCOUNTINGS, DEFAULT_ACCOUNTING, DEFAULT_RUNTIME, RUNTIME_CHOICES
 
     parser.add_argument("--runtime", default=DEFAULT_RUNTIME, choices=list(RUNTIME_CHOICES), help=RUNTIME_HELP)
-    parser.add_argument("--accounting", default=DEFAULT_ACCOUNTING, choices=list(ACCOUNTINGS), help=ACCOUNTING_HELP)
+    parser.add_argument("--accounting", default=DEFAULT_ACCOUNTING, choices=[str(a) for a in ACCOUNTINGS],
+                        help=ACCOUNTING_HELP)

@@ -15,6 +15,7 @@ from tinynas.cost.estimate import estimate, estimate_arena, method_ram_bytes, tf
 from tinynas.cost.runtime import ACCOUNTING_NAMES, RUNTIME_NAMES, resolve_runtime
 from tinynas.cost.targets import builtin_targets, resolve_target
 from tinynas.errors import UsageError
+from tinynas.modes import Accounting, Runtime
 from tinynas.options import (
     check_seed,
 )
@@ -149,7 +150,7 @@ def _cmd_cost(args: argparse.Namespace) -> int:
     target = _optional_target(args)
     choice = resolve_runtime(args.runtime, target, args.accounting)
     core = target.core if target is not None else ""
-    if choice.runtime == "c" and args.abi != "ilp32":
+    if choice.runtime == Runtime.C and args.abi != "ilp32":
         raise UsageError(f"the C runtime is budgeted for 32-bit microcontrollers (abi ilp32) only, not {args.abi}"
                          + (" (--runtime auto picked it: give --runtime tflm for the host arena)"
                             if args.runtime == "auto" else ""))
@@ -159,7 +160,7 @@ def _cmd_cost(args: argparse.Namespace) -> int:
               "runtime_choice": choice.to_dict(), "filters": list(arch.filters), "host64": {
                   "arena_head_bytes": host.arena_head_bytes, "arena_tail_bytes": host.arena_tail_bytes,
                   "arena_bytes": host.arena_bytes}, "method_ram_bytes": method_ram_bytes(arch)}
-    if choice.runtime == "c":
+    if choice.runtime == Runtime.C:
         result["c_runtime"] = estimate_c(arch).to_dict()
     if target is not None:
         result["target"] = target.to_dict()
@@ -174,7 +175,7 @@ def _cmd_cost(args: argparse.Namespace) -> int:
           f"{ACCOUNTING_NAMES[cost.accounting]}")
     print(f"  MACs        {cost.macs:,}")
     print(f"  params      {cost.params:,}")
-    if choice.runtime == "c":
+    if choice.runtime == Runtime.C:
         c = estimate_c(arch)
         print(f"  flash       {cost.flash_bytes:,} B ({kib(cost.flash_bytes)}) C runtime: "
               f"tables {c.tables_bytes:,} + code {c.code_bytes:,}")
@@ -185,13 +186,13 @@ def _cmd_cost(args: argparse.Namespace) -> int:
               f"flash {tflm.flash_bytes:,} B)")
     else:
         print(f"  flash       {cost.flash_bytes:,} B ({kib(cost.flash_bytes)}) {cost.flash_words()}")
-        where = "" if cost.accounting == "method" else f" on {cost.abi},"  # the method's figure is the host's
+        where = "" if cost.accounting == Accounting.METHOD else f" on {cost.abi},"  # the method's figure is the host's
         print(f"  peak RAM    {cost.peak_ram_bytes:,} B ({kib(cost.peak_ram_bytes)}){where} "
               f"{ACCOUNTING_NAMES[cost.accounting]}")
         reserved = estimate_arena(arch).required_bytes if args.abi == "ilp32" else cost.arena_bytes
         print(f"    arena       {reserved:,} B: head {cost.arena_head_bytes:,} + tail {cost.arena_tail_bytes:,} "
               f"(TFLite Micro, {cost.abi})")
-        if cost.accounting == "chip" and cost.abi == "ilp32":
+        if cost.accounting == Accounting.CHIP and cost.abi == "ilp32":
             print(f"    interpreter {cost.interpreter_ram_bytes:,} B of static RAM (.data + .bss: interpreter, "
                   f"resolver, kernels)")
             print(f"    stack       {cost.stack_bytes:,} B (AllocateTensors and Invoke); {cost.basis}")

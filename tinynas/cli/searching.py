@@ -16,6 +16,7 @@ from tinynas.data.preprocess import NORMALIZATIONS
 from tinynas.data.splits import PROTOCOLS
 from tinynas.errors import UsageError
 from tinynas.folders import check_out_dir
+from tinynas.modes import Task
 from tinynas.options import (
     check_budget,
     check_c_prefix,
@@ -76,7 +77,7 @@ def register(sub) -> None:
     search.add_argument("--c-prefix", default="tinynas", metavar="NAME",
                         help="start of the generated C runtime's names (NAME_infer, NAME_INPUT_SIZE; default "
                              "tinynas): give each model of one firmware its own")
-    search.add_argument("--task", default="classify", choices=("classify", "anomaly"),
+    search.add_argument("--task", default=str(Task.CLASSIFY), choices=[str(t) for t in Task],
                         help="classify (default: one class per state) or anomaly: a scorer learnt from normal "
                              "windows only, its threshold set for --false-alarm-rate (give fault windows only with "
                              "--test-data, to evaluate on)")
@@ -157,7 +158,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     parse_augmentation(args.augment)  # its syntax; which preset "auto" means needs the data
     parse_kernels(args.kernels)
     if args.false_alarm_rate is not None:
-        if args.task != "anomaly":
+        if args.task != Task.ANOMALY:
             raise UsageError("--false-alarm-rate sets an anomaly scorer's threshold: add --task anomaly (a classifier "
                              "has no threshold to set)")
         check_rate(args.false_alarm_rate)

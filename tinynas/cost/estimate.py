@@ -41,6 +41,7 @@ from tinynas.cost.runtime import (
 from tinynas.cost.targets import Target
 from tinynas.cost.tflm_footprint import footprint
 from tinynas.errors import TinynasError, UsageError
+from tinynas.modes import Accounting, Runtime
 from tinynas.space import Architecture
 from tinynas.units import kib
 
@@ -287,29 +288,29 @@ class Cost:
 
     def ram_words(self) -> str:
         """What the RAM figure holds, in words: 'arena 2,656 + interpreter 512 + stack 1,024'."""
-        if self.runtime == "c":
+        if self.runtime == Runtime.C:
             io = self.peak_ram_bytes - self.arena_bytes - self.stack_bytes
             return f"C runtime arena {self.arena_bytes:,} + input/output {io:,} + stack {self.stack_bytes:,}"
-        if self.accounting == "method":
+        if self.accounting == Accounting.METHOD:
             return "the method's accounting: 64-bit host arena rounded up to 512 B"
         arena = self.peak_ram_bytes - self.interpreter_ram_bytes - self.stack_bytes
-        if self.accounting == "arena":
+        if self.accounting == Accounting.ARENA:
             return f"TFLite Micro arena alone: head {self.arena_head_bytes:,} + tail {self.arena_tail_bytes:,}"
         return (f"TFLite Micro arena {arena:,} + interpreter {self.interpreter_ram_bytes:,} "
                 f"+ stack {self.stack_bytes:,}")
 
     def flash_words(self, model_bytes: int | None = None) -> str:
         """What the flash figure holds, in words; `model_bytes` the real .tflite's size where it is known."""
-        if self.runtime == "c":
+        if self.runtime == Runtime.C:
             return f"C runtime tables {self.flash_bytes - self.code_bytes:,} + code {self.code_bytes:,}"
         model = self.model_bytes if model_bytes is None else model_bytes
-        if self.accounting != "chip":
+        if self.accounting != Accounting.CHIP:
             return f"the .tflite alone ({model:,})"
         return f"model {model:,} + TFLite Micro code {self.code_bytes:,}"
 
     def summary(self, model_bytes: int | None = None) -> str:
         """'flash 45.1 KiB (model ... + code ...), RAM 5.6 KiB (arena ... + interpreter ... + stack ...)'."""
-        flash = self.flash_bytes if model_bytes is None or self.runtime == "c" else model_bytes + self.code_bytes
+        flash = self.flash_bytes if model_bytes is None or self.runtime == Runtime.C else model_bytes + self.code_bytes
         return (f"flash {kib(flash)} ({self.flash_words(model_bytes)}), "
                 f"RAM {kib(self.peak_ram_bytes)} ({self.ram_words()})")
 
@@ -332,7 +333,7 @@ def estimate(arch: Architecture, abi: Abi | str = ILP32, runtime: str = "tflm",
                              f"{abi[:40]!r}")
         abi = ABIS[abi]
     require(abi, Abi, "abi", "ilp32, lp64 or an Abi")
-    if runtime == "c":
+    if runtime == Runtime.C:
         if abi.name != ILP32.name:
             raise UsageError(f"the C runtime is budgeted for 32-bit microcontrollers (abi ilp32) only, not {abi.name}")
         c = estimate_c(arch)
@@ -346,10 +347,10 @@ def estimate(arch: Architecture, abi: Abi | str = ILP32, runtime: str = "tflm",
                 arena_tail_bytes=arena.tail_bytes, arena_bytes=arena.total_bytes,
                 peak_ram_bytes=arena.required_bytes, abi=abi.name, runtime=runtime, accounting="arena",
                 model_bytes=model, basis=ACCOUNTING_BASIS["arena"])
-    if accounting == "method":
+    if accounting == Accounting.METHOD:
         return replace(cost, peak_ram_bytes=method_ram_bytes(arch), accounting=accounting,
                        basis=ACCOUNTING_BASIS["method"])
-    if accounting == "arena" or abi.name != ILP32.name:
+    if accounting == Accounting.ARENA or abi.name != ILP32.name:
         return cost
     tflm = footprint(arch.c, core)
     return replace(cost, flash_bytes=model + tflm.code_bytes,
@@ -398,13 +399,13 @@ def check_space_fits(target: Target, input_length: int, input_channels: int, cla
     problems = cost.violations(target)
     if not problems:
         return
-    if runtime == "tflm" and cost.code_bytes + cost.interpreter_ram_bytes:
+    if runtime == Runtime.TFLM and cost.code_bytes + cost.interpreter_ram_bytes:
         interpreter = tflm_overhead_violations(cost, target)
         if interpreter:
             raise BudgetError(f"target {target.name} cannot hold TFLite Micro: {'; '.join(interpreter)}, "
                               f"before any model; use --runtime c (or auto), tinynas's C runtime")
     # Said only for the C runtime, so that the TFLite Micro message reads as it always has.
-    where = " with the C runtime" if runtime == "c" else ""
+    where = " with the C runtime" if runtime == Runtime.C else ""
     raise BudgetError(
         f"target {target.name} cannot hold even the smallest network A(1,0) for "
         f"{input_length}x{input_channels} input and {classes} classes{where}: {'; '.join(problems)}")

@@ -24,16 +24,16 @@ from dataclasses import dataclass
 
 from tinynas.cost.targets import RUNTIMES, Target
 from tinynas.errors import UsageError
+from tinynas.modes import Accounting, Runtime
 
 RUNTIME_CHOICES = ("auto", "c", "tflm")
 """What a user may ask for (`--runtime`, the service's `runtime`): auto picks one of RUNTIMES per target."""
 DEFAULT_RUNTIME = "auto"
 RUNTIME_NAMES = {"tflm": "TFLite Micro", "c": "tinynas's generated C runtime"}
 
-ACCOUNTINGS = ("chip", "arena", "method")
-"""How RAM and flash are counted (`--accounting`); see the module docstring."""
-DEFAULT_ACCOUNTING = "chip"
-LEGACY_ACCOUNTING = "arena"
+ACCOUNTINGS = tuple(Accounting)
+DEFAULT_ACCOUNTING = Accounting.CHIP
+LEGACY_ACCOUNTING = Accounting.ARENA
 """What a journal or card written before accountings existed was budgeted with (for TFLite Micro)."""
 ACCOUNTING_NAMES = {
     "chip": "the whole footprint on the chip",
@@ -45,7 +45,7 @@ ACCOUNTING_NAMES = {
 def recorded_accounting(runtime: str, recorded: object = None) -> str:
     """The accounting a card or cost recorded, or (written before accountings existed) the rule it was made
     under: TFLite Micro's arena alone, or the C runtime's whole footprint (it has only ever had that one)."""
-    if runtime == "c":
+    if runtime == Runtime.C:
         return "chip"
     return recorded if isinstance(recorded, str) else LEGACY_ACCOUNTING
 
@@ -62,7 +62,7 @@ def check_accounting(accounting: object, runtime: str | None = None) -> str:
     """`accounting` if it is one of ACCOUNTINGS and means something for `runtime`, else a one-line UsageError."""
     if not isinstance(accounting, str) or accounting not in ACCOUNTINGS:
         raise UsageError(f"unknown accounting {accounting!r}; choose one of: {', '.join(ACCOUNTINGS)}")
-    if runtime == "c" and accounting != "chip":
+    if runtime == Runtime.C and accounting != Accounting.CHIP:
         raise UsageError(f"the {accounting} accounting counts TFLite Micro's arena; the C runtime is counted "
                          f"whole (accounting chip): use --runtime tflm with it")
     return accounting
@@ -102,7 +102,7 @@ def resolve_runtime(requested: str, target: Target | None, accounting: str = DEF
             raise UsageError(f"target {name} cannot run {RUNTIME_NAMES[requested]} (its file lists runtimes "
                              f"{', '.join(possible)})")
         return RuntimeChoice(requested, accounting, f"--runtime {requested}")
-    if accounting != "chip":
+    if accounting != Accounting.CHIP:
         if "tflm" not in possible:
             raise UsageError(f"the {accounting} accounting counts TFLite Micro, which target {name} cannot run")
         return RuntimeChoice("tflm", accounting, f"auto with the {accounting} accounting, which counts TFLite "

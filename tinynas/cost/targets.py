@@ -12,9 +12,10 @@ from pathlib import Path
 from firmware_bridge.safe_read import SETTINGS_FILE_BYTES, read_regular_text
 from tinynas.arguments import text_or_path
 from tinynas.errors import TinynasError
+from tinynas.modes import Runtime
 from tinynas.units import MAX_COUNT, MAX_SIZE_BYTES, UnitError, parse_count, parse_size
 
-RUNTIMES = ("tflm", "c")
+RUNTIMES = tuple(Runtime)
 """What can run a model on a chip: TFLite Micro's interpreter, or tinynas's generated C. A board file lists the
 ones its chip runs; which one a search uses is decided in `tinynas.cost.runtime`."""
 MACS_PER_COREMARK = 10_000

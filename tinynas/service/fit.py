@@ -19,6 +19,7 @@ from tinynas.cost.estimate import estimate_on, tflm_fits
 from tinynas.cost.runtime import resolve_runtime
 from tinynas.cost.targets import Target
 from tinynas.errors import UsageError
+from tinynas.modes import Runtime
 from tinynas.space import Architecture
 from tinynas.units import kib
 
@@ -92,7 +93,7 @@ def check_plan_fits(plan, target: Target, channels: int, sample_rate_hz: float, 
     recorded = int(round(plan.window_seconds * sample_rate_hz))
     anomaly = getattr(plan, "task", "classify") == "anomaly"
     classes = 2 if anomaly else len(plan.classes)  # a scorer has two outputs: normal and synthetic anomalies
-    if resolve_runtime(runtime, target).runtime == "tflm" and (why := tflm_fits(target)) is not None:
+    if resolve_runtime(runtime, target).runtime == Runtime.TFLM and (why := tflm_fits(target)) is not None:
         # No window fits a chip that cannot hold TFLite Micro itself: say that, not "no window fits".
         raise PlanDoesNotFit(f"target {target.name} cannot hold TFLite Micro: {why}, before any model; set "
                              f'runtime = "auto" (or "c", tinynas\'s C runtime) in the config')

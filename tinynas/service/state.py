@@ -20,6 +20,7 @@ from pathlib import Path
 from tinynas.atomic import atomic_write_text
 from tinynas.card_checks import DamagedCard, check_held_out, is_number, walk_numbers
 from tinynas.errors import TinynasError, UsageError
+from tinynas.modes import Task
 from tinynas.service.gate import GateOutcome
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,7 @@ class Deployed:
     @property
     def scorer(self) -> bool:
         """An anomaly scorer (no classes to prompt; an alarm instead of an answer)."""
-        return self.task == "anomaly"
+        return self.task == Task.ANOMALY
 
     @property
     def id(self) -> str:

@@ -14,6 +14,7 @@ from firmware_bridge.guide import FULL_SCALE
 from tinynas.card import read_card
 from tinynas.cost.runtime import RUNTIME_NAMES
 from tinynas.folders import JOURNAL, FolderError
+from tinynas.modes import Runtime
 from tinynas.service.models import download_names
 from tinynas.service.state import Deployed
 
@@ -124,7 +125,7 @@ def served_model(deployed: Deployed) -> dict[str, Any]:
         summary = {"name": card.name, "ram_bytes": cost.get("peak_ram_bytes"),
                    # What the chip flashes: for TFLite Micro under the chip accounting the .tflite and the
                    # interpreter's code; for the C runtime its tables and code (the .tflite is not flashed).
-                   "flash_bytes": (cost.get("flash_bytes") if runtime == "c" else
+                   "flash_bytes": (cost.get("flash_bytes") if runtime == Runtime.C else
                                    (card.flash_bytes or 0) + (cost.get("code_bytes") or 0)),
                    "runtime": RUNTIME_NAMES.get(runtime, str(runtime)), "runtime_reason": choice.get("reason"),
                    "int8_test_accuracy": card.int8_test_accuracy, "classes": card.classes,

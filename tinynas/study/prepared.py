@@ -16,6 +16,7 @@ from tinynas.data.holdout import without_test_side
 from tinynas.data.preprocess import Preprocessing
 from tinynas.data.splits import Split, make_split
 from tinynas.data.windows import Windows
+from tinynas.modes import Task
 from tinynas.search import SearchSpace, final_recipe
 from tinynas.study.crossval import Folds, choose_folds
 from tinynas.study.settings import StudySettings
@@ -48,7 +49,7 @@ def prepare(windows: Windows, settings: StudySettings, test_windows: Windows | N
     """The split, preprocessing, space and final recipe of a study of `windows` under `settings`."""
     s = settings
     anomaly = None
-    if s.task == "anomaly":
+    if s.task == Task.ANOMALY:
         from tinynas.anomaly.task import prepare as prepare_anomaly
 
         anomaly = prepare_anomaly(windows, s.split, s.seed, s.false_alarm_rate)

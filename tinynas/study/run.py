@@ -33,6 +33,7 @@ from tinynas.data.windows import Windows, windows_argument
 from tinynas.errors import StorageError, UsageError, user_message
 from tinynas.folders import TEST_WINDOWS, WINDOWS, check_out_dir
 from tinynas.machine import auto_workers
+from tinynas.modes import Task
 from tinynas.progress import Progress
 from tinynas.search import FINAL_FIDELITY, SearchSpace, make_strategy
 from tinynas.space import Architecture
@@ -87,7 +88,7 @@ class Study:
         self.data_findings: list[dict] = []
         self.source_windows = windows
         """The user's windows (`windows` is what the candidates train on: for the anomaly task, not the same)."""
-        if s.task != "anomaly" and windows.classes < 2:
+        if s.task != Task.ANOMALY and windows.classes < 2:
             raise StudyError(f"classification needs at least 2 classes; the data holds one "
                              f"({windows.class_names[0]}): record another state, or search with --task anomaly "
                              f"to learn its normal running only")

@@ -24,6 +24,7 @@ from tinynas.cost.runtime import (
     check_runtime,
 )
 from tinynas.errors import TinynasError, UsageError
+from tinynas.modes import Runtime
 from tinynas.options import RANGES
 from tinynas.search.base import FINAL_FIDELITY
 from tinynas.trial import Fidelity
@@ -131,7 +132,7 @@ def fingerprint(*, data_digest: str, target: dict, strategy: str, seed: int, fid
         settings["normalize"] = normalize
     if test_data_digest is not None:
         settings["test_data_digest"] = test_data_digest
-    if runtime != "tflm":  # another runtime budgets other candidates as feasible: another search
+    if runtime != Runtime.TFLM:  # another runtime budgets other candidates as feasible: another search
         settings["runtime"] = runtime
     elif accounting != LEGACY_ACCOUNTING:  # so is another rule for TFLite Micro (the C runtime has only one)
         settings["accounting"] = accounting
@@ -165,7 +166,7 @@ def check_resumable(stored: dict, current: dict, final_fidelity: Fidelity) -> No
         hint = "it was started without augmentation at kernel 3: resume with --augment none --kernels 3"
     elif set(changed) <= {"runtime", "accounting"}:
         runtime = stored.get("runtime", "tflm")
-        accounting = "" if runtime != "tflm" else f" --accounting {stored.get('accounting', LEGACY_ACCOUNTING)}"
+        accounting = "" if runtime != Runtime.TFLM else f" --accounting {stored.get('accounting', LEGACY_ACCOUNTING)}"
         hint = f"it was searched with --runtime {runtime}{accounting}: resume with that, or another --out"
     raise StudyError(f"cannot resume: {', '.join(changed)} differ from the journal's search ({hint})")
 

@@ -1,0 +1,32 @@
+"""The modes a search and a model are made in, as enums (like the service's `Phase`): one owner of each name.
+
+Each is a StrEnum: a member is its own name in JSON, cards, journals and messages, and compares equal to it, so a
+card or a flag that says "c" is `Runtime.C`. A misspelled member is an AttributeError where a misspelled string
+literal was a comparison that is silently never true.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Runtime(StrEnum):
+    """What runs a model on a chip: TFLite Micro's interpreter, or tinynas's generated C (`tinynas.cost.runtime`)."""
+
+    TFLM = "tflm"
+    C = "c"
+
+
+class Accounting(StrEnum):
+    """How RAM and flash are counted for the budget (`--accounting`; `tinynas.cost.runtime` says each rule)."""
+
+    CHIP = "chip"
+    ARENA = "arena"
+    METHOD = "method"
+
+
+class Task(StrEnum):
+    """What a search makes: a classifier of labelled windows, or a scorer of normal running (`--task`)."""
+
+    CLASSIFY = "classify"
+    ANOMALY = "anomaly"
