@@ -46,7 +46,7 @@ from tinynas.verdict import HeldOut, deploy_gate, wilson  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SECONDS_PER_PROMPT = {4: 7.0, 26: 5.5}
-"""countdown + window + rest of gestures4 (3 + 2 + 2 s) and isl26 (2 + 2 + 1.5 s), firmware_bridge.guide.PRESETS."""
+"""countdown + window + rest of gestures4 (3 + 2 + 2 s) and isl26 (2 + 2 + 1.5 s), firmware_bridge.plan.PRESETS."""
 ISL = Path(__file__).resolve().parents[2] / "shared" / "data" / "isl"
 
 

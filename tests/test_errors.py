@@ -58,8 +58,8 @@ def test_a_bug_is_one_line_with_a_log_of_its_traceback(monkeypatch, capsys, tmp_
 def test_every_project_error_derives_from_a_package_base():
     import inspect
 
-    import firmware_bridge.plan
     import firmware_bridge.link
+    import firmware_bridge.plan
     import firmware_bridge.protocol
     import firmware_bridge.session_format
     import tinynas.cost.estimate

@@ -90,7 +90,7 @@ class RewearFlow:
     started: float
     text: str = ""        # what status shows
     seconds: float | None = None   # unlabelled: how long to record
-    plan: dict | None = None       # labelled: the plan recorded (firmware_bridge.guide.Plan's fields)
+    plan: dict | None = None       # labelled: the plan recorded (firmware_bridge.plan.Plan's fields)
     phase_started: float | None = None
     figures: dict = field(default_factory=dict)  # what was compared (verify, test, confidence, chosen, compared)
     finished: float | None = None
@@ -140,7 +140,7 @@ class Deployed:
     card_int8_test_accuracy: float | None = None
     study: str | None = None       # the study it came from
     session: str | None = None     # the recording it was trained on
-    plan: dict | None = None       # that recording's plan (firmware_bridge.guide.Plan's fields): re-wear reuses it
+    plan: dict | None = None       # that recording's plan (firmware_bridge.plan.Plan's fields): re-wear reuses it
     serving: dict | None = None    # serving's rules (idle.ServingRule, or an anomaly scorer's alarm)
     anomaly: dict | None = None    # a scorer's threshold, its false-alarm rate and alarm
     made: float | None = None
