@@ -10,6 +10,9 @@ or two (tests/anomaly/test_scorer.py).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import TypeGuard
+
 import numpy as np
 
 from tinynas.anomaly.alarm import Alarm
@@ -73,7 +76,26 @@ def _normal_of(windows) -> str:
     return windows.class_names[0]
 
 
-def read_section(card: dict) -> dict | None:
+@dataclass(frozen=True)
+class AnomalySection:
+    """A card's anomaly section as its readers use it (serving, the deploy step, `evaluate`): typed and checked
+    (`read_section`). The card keeps the whole section (`raw`: calibration, selection, history) as written."""
+
+    threshold_steps: int
+    """The threshold in int8 output steps: a window is anomalous above it."""
+    score_scale: float
+    """One output step, in score units."""
+    false_alarm_rate: float
+    threshold: float
+    """The threshold in score units (threshold_steps x score_scale)."""
+    normal_class: str
+    synthetic_auroc: float | None
+    """AUROC on the held-out synthetic anomalies (None: not measured)."""
+    calibration_windows: int | None
+    raw: dict = field(repr=False, compare=False)
+
+
+def read_section(card: dict) -> AnomalySection | None:
     """The card's anomaly section, checked enough to score with (None for a classifier's card)."""
     section = card.get("anomaly")
     if section is None:
@@ -87,7 +109,22 @@ def read_section(card: dict) -> dict | None:
             raise AnomalyCardError(f"card.json: anomaly.{key} must be a number, got {value!r}")
     if section["score_scale"] <= 0:
         raise AnomalyCardError("card.json: anomaly.score_scale must be positive")
-    return section
+    steps_, scale = int(section["threshold_steps"]), float(section["score_scale"])
+    threshold = section.get("threshold")
+    auroc = (section.get("synthetic_test") or {}).get("auroc") if isinstance(section.get("synthetic_test"), dict) \
+        else None
+    windows = (section.get("calibration") or {}).get("calibration_windows") \
+        if isinstance(section.get("calibration"), dict) else None
+    return AnomalySection(
+        threshold_steps=steps_, score_scale=scale, false_alarm_rate=float(section["false_alarm_rate"]),
+        threshold=float(threshold) if _number(threshold) else steps_ * scale,
+        normal_class=str(section.get("normal_class") or NORMAL),
+        synthetic_auroc=float(auroc) if _number(auroc) else None,
+        calibration_windows=int(windows) if _number(windows) else None, raw=section)
+
+
+def _number(value: object) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and bool(np.isfinite(value))
 
 
 def recalibrated_section(section: dict, tflite: bytes, held_out_inputs: np.ndarray, sessions: np.ndarray | None,

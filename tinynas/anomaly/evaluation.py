@@ -48,13 +48,13 @@ def evaluate_scorer(tflite, card: dict, windows) -> AnomalyEvaluation:
     started = time.perf_counter()
     logits = model.logits(preprocessing.apply(windows.x))
     latency = (time.perf_counter() - started) / len(windows) * 1e6
-    normal = section.get("normal_class", "normal")
+    normal = section.normal_class
     if normal not in windows.class_names:
         normal = "normal" if "normal" in windows.class_names else normal
     order = np.lexsort((windows.time_index if windows.time_index is not None else np.arange(len(windows)),
                         windows.groups))
-    scores = steps(logits, section["score_scale"])
-    return AnomalyEvaluation(str(tflite), scores[order], windows.y[order], windows.class_names, normal, section,
+    scores = steps(logits, section.score_scale)
+    return AnomalyEvaluation(str(tflite), scores[order], windows.y[order], windows.class_names, normal, section.raw,
                              float(latency))
 
 

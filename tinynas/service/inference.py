@@ -109,7 +109,7 @@ class LiveScorer(LiveClassifier):
         super().__init__(model_path, card, ring, hop_samples, 1)
         section = read_section(card)
         assert section is not None  # the service serves a LiveScorer for an anomaly card only
-        self.scale, self.threshold = float(section["score_scale"]), int(section["threshold_steps"])
+        self.scale, self.threshold = section.score_scale, section.threshold_steps
         self.alarm = Alarm(k, n)
 
     def step(self) -> list[Prediction]:

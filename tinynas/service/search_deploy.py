@@ -204,8 +204,8 @@ def _deploy_scorer(service: ServiceContext, study: Path, card: dict) -> Transiti
     section = read_section(card)
     assert section is not None  # the caller saw the anomaly section
     Int8Model(read_model_file(study, MODEL))  # a model LiteRT cannot load is not served
-    quality = (section.get("synthetic_test") or {}).get("auroc")
-    if not isinstance(quality, (int, float)) or quality < config.min_auroc:
+    quality = section.synthetic_auroc
+    if quality is None or quality < config.min_auroc:
         from tinynas.service.config import config_hint
         from tinynas.service.gate import GateOutcome
 
@@ -218,18 +218,17 @@ def _deploy_scorer(service: ServiceContext, study: Path, card: dict) -> Transiti
                                    f"mounted firmly: tinynas onboard --user {state.user}{config_hint(config)}")
         log.warning("%s", gate.words())
         return to(service.idle_phase(), error=gate.words(), gate=gate)
-    alarm = Alarm(config.alarm_k, config.alarm_n).describe(section["false_alarm_rate"])
+    alarm = Alarm(config.alarm_k, config.alarm_n).describe(section.false_alarm_rate)
     target = service.paths.profile(state.user) / "deployed" / study.name
-    synthetic = section.get("synthetic_test", {})
     deployed = Deployed(user=state.user, model=str(target / MODEL), card=str(target / CARD), task="anomaly",
                         accuracy=None, classes=card.get("classes"), study=str(study), session=state.session,
                         plan=load_plan(state.plan).to_dict(),
-                        anomaly={"threshold": section["threshold"], "threshold_steps": section["threshold_steps"],
-                                 "false_alarm_rate": section["false_alarm_rate"],
-                                 "calibration_windows": section["calibration"]["calibration_windows"],
-                                 "synthetic_auroc": synthetic.get("auroc"), "alarm": alarm},
+                        anomaly={"threshold": section.threshold, "threshold_steps": section.threshold_steps,
+                                 "false_alarm_rate": section.false_alarm_rate,
+                                 "calibration_windows": section.calibration_windows,
+                                 "synthetic_auroc": section.synthetic_auroc, "alarm": alarm},
                         serving={"alarm": alarm}, made=time.time())
     _publish(service, study, target, {**card, "serving": {"alarm": alarm}}, deployed)
     log.info("serving the anomaly scorer of %s: threshold %.3g for %.2g false alarms, alarm at %d of %d windows",
-             state.user, section["threshold"], section["false_alarm_rate"], config.alarm_k, config.alarm_n)
+             state.user, section.threshold, section.false_alarm_rate, config.alarm_k, config.alarm_n)
     return to(Phase.SERVING, deployed=deployed, error="")
