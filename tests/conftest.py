@@ -101,12 +101,13 @@ def c_compiler() -> str:
 
 @pytest.fixture(scope="session")
 def arm_toolchain() -> None:
-    """The Arm cross-compiler, picolibc and QEMU: skip without them, but fail in CI, where .ci/run installs them."""
+    """The Arm cross-compiler, picolibc and QEMU: skip without them, but fail in CI, where devtools/test.sh installs
+    them."""
     from devtools.emulate import missing_tools
 
     missing = missing_tools()
     if missing:
-        message = f"{', '.join(missing)} missing (.ci/run installs them with apt-get)"
+        message = f"{', '.join(missing)} missing (devtools/test.sh installs them with apt-get as root)"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)

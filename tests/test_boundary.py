@@ -298,13 +298,16 @@ def test_the_architecture_page_draws_the_declared_layers():
 def test_tests_share_helpers_through_tests_support():
     """A test module never imports another test module or a conftest: what tests share lives in tests/support/."""
     tests = PACKAGE.parent / "tests"
+    # A helper beside the tests (imported by its bare name, through pytest's rootdir on sys.path) is one too.
+    beside = {path.stem for path in tests.rglob("*.py") if "support" not in path.parts}
     found = []
     for path in sorted(tests.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
                      else [("." * node.level) + (node.module or "")] if isinstance(node, ast.ImportFrom) else [])
             found += [f"{path.relative_to(tests)}:{node.lineno} {name}" for name in names
-                      if name.split(".")[-1].startswith(("test_", "conftest")) or name.startswith(".")]
+                      if name.split(".")[-1].startswith(("test_", "conftest")) or name.startswith(".")
+                      or name.split(".")[0] in beside]
     assert not found, found
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from data_files import write_isl_recording
+
+from tests.support.data_files import write_isl_recording
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 

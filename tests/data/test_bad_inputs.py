@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from data_files import as_other_user
 from scipy.io import savemat, wavfile
 
+from tests.support.data_files import as_other_user
 from tinynas.data.inspect import describe_windows
 from tinynas.data.spec import load_windows
 from tinynas.data.windows import DataError, Windows

@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-from data_files import linked_mat_folder
 
+from tests.support.data_files import linked_mat_folder
 from tinynas.data.cwru import CATALOGUE, FILE_SETS, load_cwru, number_of
 from tinynas.data.spec import load_windows
 from tinynas.data.splits import make_split

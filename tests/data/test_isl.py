@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
-from data_files import write_isl_recording
 
+from tests.support.data_files import write_isl_recording
 from tinynas.data.isl import load_isl
 from tinynas.data.windows import DataError
 

@@ -147,8 +147,7 @@ def test_too_small_held_out_session_falls_back():
 
 
 def test_real_cwru_0_and_1_hp_validate_on_1_hp(tmp_path, real_cwru, real_cwru_1hp):
-    from data_files import linked_mat_folder
-
+    from tests.support.data_files import linked_mat_folder
     from tinynas.data.cwru import load_cwru
 
     folder = linked_mat_folder(tmp_path / "both", real_cwru, real_cwru_1hp)

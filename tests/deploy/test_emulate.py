@@ -22,7 +22,7 @@ LENGTH, CHANNELS, OUTPUTS = 48, 2, 5
 INPUTS = LENGTH * CHANNELS
 BOARDS = sorted(emulate.BOARDS)
 
-# Skips without the toolchain locally; fails in CI, where .ci/run installs it (tests/conftest.py).
+# Skips without the toolchain locally; fails in CI, where devtools/test.sh installs it (tests/conftest.py).
 pytestmark = pytest.mark.usefixtures("arm_toolchain")
 
 HEADER = f"""#ifndef MODEL_COMPILED_H

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from damage import damaged
 from hypothesis import HealthCheck, given, settings
 
 from firmware_bridge.errors import BridgeError
+from tests.support.damage import damaged
 from tinynas.data.spec import load_windows
 from tinynas.data.windows import Windows
 from tinynas.errors import TinynasError

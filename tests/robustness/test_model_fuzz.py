@@ -12,9 +12,9 @@ import os
 import sys
 
 import numpy as np
-from damage import damaged
 from hypothesis import HealthCheck, given, settings
 
+from tests.support.damage import damaged
 from tinynas.deploy.litert import Int8Model
 from tinynas.errors import TinynasError
 

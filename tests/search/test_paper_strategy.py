@@ -4,8 +4,8 @@ import math
 
 import numpy as np
 import pytest
-from scripted_study import ScriptedStudy
 
+from tests.support.scripted_study import ScriptedStudy
 from tinynas.search import make_strategy
 
 

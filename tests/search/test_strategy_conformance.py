@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-from scripted_study import ScriptedStudy
 
+from tests.support.scripted_study import ScriptedStudy
 from tinynas.search import STRATEGIES, SearchSpace, make_strategy
 from tinynas.search.tpe import optuna_available
 from tinynas.space import SpecError

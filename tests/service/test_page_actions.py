@@ -12,8 +12,8 @@ import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from browser import Browser
 
+from tests.support.browser import Browser
 from tests.support.net import free_port
 from tinynas.errors import UsageError
 from tinynas.service.models import served_download

@@ -13,8 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from browser import Browser, chromium_path
 
+from tests.support.browser import Browser, chromium_path
 from tests.support.net import free_port
 from tinynas.service.status_server import StatusServer
 

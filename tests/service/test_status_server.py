@@ -67,8 +67,8 @@ def test_token_is_required_when_set():
 def test_page_renders_in_a_headless_browser(tmp_path):
     browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     if browser is None:
-        if os.environ.get("CI"):  # .ci/run installs it: a skip in CI would check nothing
-            pytest.fail("no Chromium in CI: .ci/run should have installed it (apt-get install chromium)")
+        if os.environ.get("CI"):  # devtools/test.sh installs it: a skip in CI would check nothing
+            pytest.fail("no Chromium in CI: devtools/test.sh should have installed it (apt-get install chromium)")
         pytest.skip("no Chromium on this machine (apt-get install chromium)")
     server = StatusServer(lambda: STATUS, port=free_port()).start()
     try:

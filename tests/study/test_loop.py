@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from scripted_pool import ScriptedPool
 
+from tests.support.scripted_pool import ScriptedPool
 from tinynas.cost.estimate import estimate
 from tinynas.cost.targets import resolve_target
 from tinynas.data.spec import load_windows

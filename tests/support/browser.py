@@ -1,7 +1,7 @@
 """A real headless Chromium driven over the DevTools protocol: load a page, click, type, read the DOM.
 
 Kept to what the status-page tests need (no Selenium driver binary, no Playwright download): Chromium is the
-apt package `.ci/run` installs, and the protocol is spoken over one WebSocket (websocket-client).
+apt package `devtools/test.sh` installs, and the protocol is spoken over one WebSocket (websocket-client).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def chromium_path() -> str:
     browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     if browser is None:
         if os.environ.get("CI"):
-            pytest.fail("no Chromium in CI: .ci/run should have installed it (apt-get install chromium)")
+            pytest.fail("no Chromium in CI: devtools/test.sh should have installed it (apt-get install chromium)")
         pytest.skip("no Chromium on this machine (apt-get install chromium)")
     return browser
 
