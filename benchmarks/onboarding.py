@@ -86,7 +86,7 @@ def live_figures(predictions: list[dict], person: list[dict], window: int, since
     if not played:
         return {}
     begin, end = played[0][1], played[-1][1] + played[-1][2]
-    idle = signs = idle_right = signs_right = 0
+    idle = signs = idle_right = signs_right = signs_unknown = 0
     for prediction in predictions:
         last = prediction["end_sample"]
         first = last - window
@@ -97,11 +97,14 @@ def live_figures(predictions: list[dict], person: list[dict], window: int, since
         if inside:
             signs += 1
             signs_right += prediction["label"] == inside[0][0]
+            signs_unknown += prediction["label"] == "unknown"
         elif not touching:
             idle += 1
             idle_right += prediction["label"] in ("rest", "unknown")
     return {"idle_windows": idle, "idle_as_rest_or_unknown": idle_right, "sign_windows": signs,
-            "signs_recognised": signs_right, "signs_performed": len(played)}
+            "signs_recognised": signs_right, "signs_unknown": signs_unknown,
+            "signs_wrong": signs - signs_right - signs_unknown, "signs_performed": len(played),
+            "since_sample": since_sample, "window": window}
 
 
 def person_lines(events: list[dict]) -> list[str]:
@@ -240,6 +243,19 @@ def _why_not(journey: dict) -> str:
     return journey.get("error", "")
 
 
+SETS = {
+    "g4r15-before": "5bc0912, before issue 54 (candidates ranked on the split's 4 validation windows; the gate's ask "
+                    "unbounded; no unknown threshold below 20 correct validation answers)",
+    "g4r15-after": "1a3b0b1, issue 54 (cross-validated selection, the winner trained on training and validation "
+                   "windows, the unknown threshold set on out-of-fold answers, the gate's ask bounded)",
+}
+"""What code each set of seeds ran."""
+SETS_SHARED = ("What shared the machine during the g4r15 sets (2026-12-06): the two journeys of a seed side by side; "
+               "targeted unit tests and the slow test tier once (`nice -n 19`), two `tinynas demo` runs (`nice -n 19`) "
+               "during seeds 1-3; the live figures were judged again after the runs from the journeys' kept working "
+               "folders (`--rejudge`), which splits the signs not recognised into unknown and wrong answers.")
+
+
 def seeds_table(rows: list[dict]) -> list[str]:
     """The 5-seed rows of one plan before and after a change (names `SET-before-sN`, `SET-after-sN`): served at the
     first search, and the live figures of those served."""
@@ -251,8 +267,14 @@ def seeds_table(rows: list[dict]) -> list[str]:
     if not groups:
         return []
     lines = ["", "## The same plan over seeds of the person, before and after a change", "",
+             "Each set: `onboarding.py --plan gestures4 --strategy fast --budget 10m --seed N` for the person's seeds "
+             "1-5 (`--name SET-sN`), the two sets of a change run side by side, seed by seed, each with the code "
+             "named below on PYTHONPATH (from a folder outside the repository: `python -m` puts the working folder "
+             "first on sys.path). " + " ".join(f"`{name}`: {text}." for name, text in SETS.items()
+                                                 if name in groups) + " " + SETS_SHARED, "",
              "| set | journeys | served at the first search | held-out int8 of those served (windows) | "
-             "live signs recognised, pooled | live idle as rest/unknown, pooled |", "|---|---|---|---|---|---|"]
+             "live signs recognised, pooled | of the others: unknown / a wrong sign | live idle as rest/unknown, "
+             "pooled | search s, mean | onboarding to served s, mean |", "|---|---|---|---|---|---|---|---|---|"]
     for name in sorted(groups):
         runs = groups[name]
         served = [r for r in runs if r.get("served")]
@@ -264,9 +286,23 @@ def seeds_table(rows: list[dict]) -> list[str]:
         lines.append(f"| {name} | {len(runs)} | {len(served)} of {len(runs)} | {held or '-'} | "
                      + (f"{signs}/{sign_windows} [{wilson(signs, sign_windows)[0]:.2f}, "
                         f"{wilson(signs, sign_windows)[1]:.2f}]" if sign_windows else "-") + " | "
+                     + (f"{_total(served, 'signs_unknown')} / {_total(served, 'signs_wrong')}") + " | "
                      + (f"{idle}/{idle_windows} [{wilson(idle, idle_windows)[0]:.2f}, "
-                        f"{wilson(idle, idle_windows)[1]:.2f}]" if idle_windows else "-") + " |")
+                        f"{wilson(idle, idle_windows)[1]:.2f}]" if idle_windows else "-") + " | "
+                     + f"{_mean([r.get('search_seconds') for r in runs])} | "
+                     + f"{_mean([dict(r.get('transitions') or []).get('SERVING') for r in served])} |")
     return lines
+
+
+def _total(runs: list[dict], key: str) -> str:
+    """A live count summed over `runs`, or "-" when a run was judged before the count existed."""
+    values = [(r.get("live") or {}).get(key) for r in runs]
+    return str(sum(values)) if values and all(isinstance(v, int) for v in values) else "-"
+
+
+def _mean(values: list) -> str:
+    known = [v for v in values if isinstance(v, (int, float))]
+    return f"{sum(known) / len(known):.0f}" if known else "-"
 
 
 def summary() -> None:
@@ -327,6 +363,28 @@ def summary() -> None:
     print("\n".join(lines))
 
 
+def rejudge(name: str, work: str) -> int:
+    """Judge journey `name`'s live predictions again from its working folder `work` (kept in /tmp), with the
+    judge of today: the serving check's first sample is the one, among the predictions' ends, that reproduces the
+    counts recorded then (exit 1 when none does: another journey's folder)."""
+    path = JOURNEYS / f"{name}.json"
+    result = json.loads(path.read_text())
+    live, folder = result.get("live") or {}, Path(work)
+    predictions, person = _lines(folder / "data" / "predictions.jsonl"), _lines(folder / "person.jsonl")
+    window = int((result.get("model") or {}).get("input_length") or 0)
+    recorded = {key: live.get(key) for key in ("idle_windows", "idle_as_rest_or_unknown", "sign_windows",
+                                               "signs_recognised")}
+    for since in sorted({p["end_sample"] for p in predictions}):
+        judged = live_figures(predictions, person, window, since, margin=16)
+        if {key: judged.get(key) for key in recorded} == recorded:
+            result["live"] = judged
+            path.write_text(json.dumps(result, indent=2) + "\n")
+            print(f"{name}: {judged}")
+            return 0
+    print(f"{name}: no start in {work} reproduces its recorded counts {recorded}", file=sys.stderr)
+    return 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--plan", default="gestures4")
@@ -343,7 +401,12 @@ def main() -> int:
     parser.add_argument("--work", help="working folder (default: a new temporary one)")
     parser.add_argument("--name", help="journey name (default: PLAN-STRATEGY)")
     parser.add_argument("--summary", action="store_true", help="only rewrite onboarding.md from the journeys")
+    parser.add_argument("--rejudge", nargs=2, metavar=("JOURNEY", "WORK"),
+                        help="judge a finished journey's live predictions again from its working folder (the "
+                             "serving check's start found as the one that reproduces its recorded counts)")
     args = parser.parse_args()
+    if args.rejudge:
+        return rejudge(*args.rejudge)
     if not args.summary:
         args.name = args.name or f"{Path(args.plan).stem}-{args.strategy}"
         result = run(args)
