@@ -58,9 +58,11 @@ min_accuracy = 0.5
 false_alarm_rate = 0.01
 alarm_k = 3
 alarm_n = 5
-# A scorer is served only if it tells its held-out synthetic anomalies from normal running at this AUROC or above
-# (the anomaly benchmark's scorers reached 0.77-0.81 on CWRU; networks without the vibration kernel 0.65-0.72).
-min_auroc = 0.75
+# A scorer is served only if it tells its held-out synthetic anomalies from normal running at this AUROC or above.
+# The synthetic anomalies run from faint to strong, so a good scorer stays well under 1: those that then detected
+# real or held-out faults reached 0.77-0.81 on CWRU (benchmarks/results/anomaly.md) and 0.68-0.69 on the synthetic
+# motor, detecting 98.5-100 % of its faults (scorer-budget.md); 0.6 refuses a scorer that learnt little.
+min_auroc = 0.6
 # Re-wear / new condition (`tinynas onboard --user U --recalibrate`): repetitions per class of the short
 # collection (with 2 or more, cross-validation over them chooses the recipe, adapt among them, and checks it; the
 # model is then trained on all; with 1 only "nothing forgotten" can be checked),
@@ -108,7 +110,7 @@ class ServiceConfig:
     false_alarm_rate: float = 0.01
     alarm_k: int = 3
     alarm_n: int = 5
-    min_auroc: float = 0.75
+    min_auroc: float = 0.6
     rewear_repetitions: int = 2
     rewear_epochs: int = 30
     rewear_learning_rate: float = 0.001

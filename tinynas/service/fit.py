@@ -146,10 +146,11 @@ def _continuous_fit(plan, target: Target, recorded: int, channels: int, classes:
 
 
 SCORER_WINDOWS = 2048
-"""The most normal windows an anomaly plan's search cuts from its recording (the hop raised to keep under it):
-3 minutes of a motor at 12 kHz in 512-sample windows at half a window's hop are 8,280 windows, and the search of
-the service's default budget then trained one candidate (a scorer learns from them and as many synthetic
-anomalies); `benchmarks/results/scorer-budget.md` measures what the cap costs and gains."""
+"""The most normal windows an anomaly plan's search cuts from its recording (the hop raised to keep under it).
+3 minutes of a motor at 12 kHz in 512-sample windows at half a window's hop are 8,280 windows: the service's
+search (fast, 10 minutes) took 329 s here for its 10 candidates, which on a Pi 3-6x slower leaves 3-6 of them in
+the budget; thinned to 1,980 windows, 150 s here (6.7-10 on a Pi), and the winner detected the held-out faults as
+well (`benchmarks/results/scorer-budget.md`). A scorer learns from these and as many synthetic anomalies."""
 
 
 def thinned_hop(segments: int, recorded: int, window: int, hop: int) -> int:
