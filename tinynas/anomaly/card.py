@@ -11,7 +11,6 @@ or two (tests/anomaly/test_scorer.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypeGuard
 
 import numpy as np
 
@@ -19,6 +18,7 @@ from tinynas.anomaly.alarm import Alarm
 from tinynas.anomaly.metrics import above, auroc, score_report
 from tinynas.anomaly.task import NORMAL, score_of
 from tinynas.anomaly.threshold import calibrate
+from tinynas.card_checks import is_number
 from tinynas.errors import TinynasError
 
 SELECTION = ("validation loss of the scorer on held-out normal windows and synthetic anomalies made from them "
@@ -117,14 +117,11 @@ def read_section(card: dict) -> AnomalySection | None:
         if isinstance(section.get("calibration"), dict) else None
     return AnomalySection(
         threshold_steps=steps_, score_scale=scale, false_alarm_rate=float(section["false_alarm_rate"]),
-        threshold=float(threshold) if _number(threshold) else steps_ * scale,
+        threshold=float(threshold) if is_number(threshold) else steps_ * scale,
         normal_class=str(section.get("normal_class") or NORMAL),
-        synthetic_auroc=float(auroc) if _number(auroc) else None,
-        calibration_windows=int(windows) if _number(windows) else None, raw=section)
+        synthetic_auroc=float(auroc) if is_number(auroc) else None,
+        calibration_windows=int(windows) if is_number(windows) else None, raw=section)
 
-
-def _number(value: object) -> TypeGuard[float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and bool(np.isfinite(value))
 
 
 def recalibrated_section(section: dict, tflite: bytes, held_out_inputs: np.ndarray, sessions: np.ndarray | None,
