@@ -110,7 +110,7 @@ class GateVerdict:
     """"deploy", "refuse" (the model is below the minimum whatever more data says) or "undecided"."""
     text: str
     more_per_class: int = 0
-    """With "undecided": how many more windows per class to record (at the observed accuracy) to decide."""
+    """With "undecided": how many more recordings per class the held-out count alone would need to decide."""
 
 
 RESOLUTION = 0.1
@@ -155,8 +155,10 @@ def deploy_gate(held: HeldOut, minimum: float, classes: int, test_share: float) 
         return GateVerdict("refuse", f"{said}: not above {minimum:.0%}")
     more_test = max(1, needed - held.windows)
     more = max(1, math.ceil(more_test / max(classes, 1) / max(test_share, 1e-3)))
-    return GateVerdict("undecided", f"{said}: too few to tell whether it reaches {minimum:.0%}; "
-                                    f"record {more} more per class to tell", more_per_class=more)
+    # The words say what the count shows; what to record is the caller's to say (`tinynas.service.gate`: in
+    # whole recordings, bounded by the plan, with the minutes it takes).
+    return GateVerdict("undecided", f"{said}: too few to tell whether it reaches {minimum:.0%}",
+                       more_per_class=more)
 
 
 @dataclass(frozen=True)

@@ -100,7 +100,7 @@ def outcome(verdict, held: dict, class_names, plan, user: str, test_share: float
         advice = (f"a plan of {RECOMMENDED_REPETITIONS} repetitions (gestures4's) gives the gate enough held-out "
                   f"windows from the first recording" if plan.kind == "gesture"
                   and plan.repetitions < RECOMMENDED_REPETITIONS else "")
-        return GateOutcome(user, "undecided", verdict.text.split("; record ")[0], per_class, round(minutes, 1),
+        return GateOutcome(user, "undecided", verdict.text, per_class, round(minutes, 1),
                            adds, verdict.more_per_class, advice, recall,
                            f"tinynas onboard --user {user} --more {per_class}{hint}")
     place = ("with the sensor mounted firmly and each state held steady while it is recorded"
