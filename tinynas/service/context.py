@@ -51,9 +51,13 @@ class Transition:
         check_fields(self.changes)
 
 
+STATE_FIELDS = frozenset(f.name for f in fields(ServiceState))
+"""What a transition or an update may change (read once: every progress update of a collection checks it)."""
+
+
 def check_fields(changes: dict[str, Any]) -> None:
     """A change names a field of ServiceState, or it is a bug said at once (not a key dropped at save)."""
-    unknown = sorted(set(changes) - {f.name for f in fields(ServiceState)})
+    unknown = sorted(changes.keys() - STATE_FIELDS)
     if unknown:
         raise ValueError(f"ServiceState has no field {', '.join(map(repr, unknown))}")
 
