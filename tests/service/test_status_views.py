@@ -90,6 +90,17 @@ def test_trials_come_from_the_journal_with_why_a_candidate_was_stopped(tmp_path)
     assert "health monitor" in rows[1]["note"] and "diverging" in rows[1]["note"]
     assert rows[2]["note"] == "RAM 8.8 KiB > 6.0 KiB"
     assert trials(tmp_path / "nowhere") == []
+    assert rows[0]["measure"] == "validation"
+
+
+def test_a_cross_validated_candidate_shows_its_out_of_fold_count(tmp_path):
+    """Not the best epoch of its mean fold curve (1.000 on the page while the search said 45 of 48 right)."""
+    with Journal(tmp_path / "journal.sqlite") as journal:
+        journal.put(Trial(1, Architecture(64, 1, 4, k=2, c=1), Fidelity(epochs=2), TrialState.COMPLETE, score=0.3,
+                          val_accuracy=(0.9, 1.0), costs={"peak_ram_bytes": 2048},
+                          details={"cross_validation": {"hits": 45, "windows": 48, "folds": 4}}))
+    (row,) = trials(tmp_path)
+    assert row["val_accuracy"] == round(45 / 48, 4) and row["measure"] == "out-of-fold"
 
 
 def test_the_served_model_is_read_from_its_card(tmp_path):

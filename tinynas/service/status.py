@@ -94,6 +94,7 @@ def page_snapshot(service: ServiceContext) -> dict:
         if complete:
             search["best_val_accuracy"] = complete[-1]["val_accuracy"]
             search["best_ram_bytes"] = complete[-1]["ram_bytes"]
+            search["best_measure"] = complete[-1]["measure"]
         for trial in search["trials_list"]:
             trial["best"] = trial["name"] == search.get("best")
         search["ram_budget_bytes"] = _ram_budget(service)

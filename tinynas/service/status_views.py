@@ -92,9 +92,14 @@ def trials(study: Path) -> list[dict[str, Any]]:
                 f", retried at lr {trial.retry_learning_rate:g}" if trial.retry_learning_rate is not None else "")
         elif trial.details.get("stopped") == "curve":
             note = "stopped early: its learning curve could not beat the best"
-        accuracy = trial.best_val_accuracy
+        # A cross-validated candidate is ranked on every window, each judged by a fold model that never saw it:
+        # that count is its accuracy, not the best epoch of its mean fold curve.
+        folds = trial.details.get("cross_validation") or {}
+        accuracy = (folds["hits"] / folds["windows"] if trial.state.value == "complete" and folds.get("windows")
+                    else trial.best_val_accuracy)
         out.append({"number": trial.number, "name": trial.architecture.name(), "state": trial.state.value,
                     "val_accuracy": None if accuracy is None else round(accuracy, 4),
+                    "measure": "out-of-fold" if folds else "validation",
                     "ram_bytes": int(trial.costs.get("peak_ram_bytes", 0)), "note": note})
     return out
 

@@ -105,7 +105,9 @@ function drawTrials(q) {
   el("line", { x1: 50, y1: 270, x2: 580, y2: 270, stroke: "#999" }, svg, true);
   el("line", { x1: 50, y1: 20, x2: 50, y2: 270, stroke: "#999" }, svg, true);
   el("text", { x: 300, y: 295, "text-anchor": "middle", text: "RAM (KiB)" }, svg, true);
-  el("text", { x: 12, y: 150, transform: "rotate(-90 12 150)", "text-anchor": "middle", text: "val accuracy" }, svg, true);
+  // What the accuracy is: on the validation side, or out of fold where the search cross-validated.
+  const measure = trials.some((t) => t.measure === "out-of-fold") ? "out-of-fold accuracy" : "val accuracy";
+  el("text", { x: 12, y: 150, transform: "rotate(-90 12 150)", "text-anchor": "middle", text: measure }, svg, true);
   [0, 0.5, 1].forEach((a) => el("text", { x: 44, y: Y(a) + 4, "text-anchor": "end", text: a.toFixed(1) }, svg, true));
   if (budget) {
     el("line", { x1: X(budget), y1: 20, x2: X(budget), y2: 270, stroke: "#b00020", "stroke-dasharray": "5 4",
@@ -123,7 +125,7 @@ function drawTrials(q) {
     const colour = t.state === "infeasible" ? "#bbb" : (t.state === "failed" ? "#b00020" : (t.best ? "#0a7d28" : "#2f6fdf"));
     const dot = el("circle", { cx: X(t.ram_bytes), cy: Y(acc), r: t.best ? 7 : 4, fill: colour, class: "trial " + t.state },
                    svg, true);
-    el("title", { text: `${t.name}: ${t.state}` + (trained ? `, val acc ${t.val_accuracy.toFixed(3)}` : "") +
+    el("title", { text: `${t.name}: ${t.state}` + (trained ? `, ${measure} ${t.val_accuracy.toFixed(3)}` : "") +
                         `, RAM ${kib(t.ram_bytes)}` + (t.note ? ` - ${t.note}` : "") }, dot, true);
   });
 }
@@ -134,7 +136,8 @@ function drawSearching(q) {
   text("search-count", `${q.trials || 0} candidates` + (q.seconds_left !== undefined ?
        `, ${Math.round(q.seconds_left)} s of ${Math.round(q.budget_seconds || 0)} s left` : ""));
   text("incumbent", q.best ? `Best so far: ${q.best}` + (q.best_val_accuracy != null ?
-       ` (val accuracy ${q.best_val_accuracy.toFixed(3)}, RAM ${kib(q.best_ram_bytes || 0)})` : "") : "No result yet");
+       ` (${q.best_measure === "out-of-fold" ? "out-of-fold accuracy" : "val accuracy"} ` +
+       `${q.best_val_accuracy.toFixed(3)}, RAM ${kib(q.best_ram_bytes || 0)})` : "") : "No result yet");
   drawTrials(q);
   const stopped = $("stopped");
   stopped.innerHTML = "";
