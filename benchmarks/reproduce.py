@@ -15,7 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tinynas.cost.estimate import BudgetError, estimate
+from tinynas.cost.budget import BudgetError
+from tinynas.cost.estimate import estimate
 from tinynas.cost.targets import get_target
 from tinynas.data.spec import load_windows
 from tinynas.progress import Progress

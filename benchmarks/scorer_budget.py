@@ -114,7 +114,7 @@ def main() -> int:
     args = parser.parse_args()
     config = ServiceConfig()
     plan = PRESETS["motor-normal"]
-    thinned = check_plan_fits(plan, resolve_target(config.target), 1, RATE)
+    thinned = check_plan_fits(plan, config.chip_budget(), 1, RATE)
     window, default_hop = thinned.window, max(1, thinned.window // 2)
     segments = plan.repetitions * plan.segments
     normal = recordings(0, segments + 10, seed=1)  # the last 10 (20 s) are held back to evaluate on

@@ -62,7 +62,7 @@ def test_every_project_error_derives_from_a_package_base():
     import firmware_bridge.plan
     import firmware_bridge.protocol
     import firmware_bridge.session_format
-    import tinynas.cost.estimate
+    import tinynas.cost.budget
     import tinynas.cost.targets
     import tinynas.deploy.evaluate
     import tinynas.deploy.measure
@@ -74,7 +74,7 @@ def test_every_project_error_derives_from_a_package_base():
     import tinynas.study.settings
 
     modules = [firmware_bridge.plan, firmware_bridge.link, firmware_bridge.protocol,
-               firmware_bridge.session_format, tinynas.cost.estimate, tinynas.deploy.evaluate, tinynas.study.journal,
+               firmware_bridge.session_format, tinynas.cost.budget, tinynas.deploy.evaluate, tinynas.study.journal,
                tinynas.deploy.measure, tinynas.service.config, tinynas.service.runner, tinynas.service.status_server,
                tinynas.space, tinynas.study.settings, tinynas.cost.targets]
     found = [cls for module in modules for _, cls in inspect.getmembers(module, inspect.isclass)

@@ -3,7 +3,8 @@ import sys
 
 import pytest
 
-from tinynas.cost.estimate import ILP32, LP64, BudgetError, check_space_fits, estimate, estimate_arena, macs, params
+from tinynas.cost.budget import Budget, BudgetError
+from tinynas.cost.estimate import ILP32, LP64, estimate, estimate_arena, macs, params
 from tinynas.cost.targets import Target, get_target
 from tinynas.deploy.network import build_model
 from tinynas.space import Architecture
@@ -61,9 +62,9 @@ def test_violations_name_each_budget():
 def test_impossible_budget_is_one_line_error():
     for runtime, accounting in (("c", "chip"), ("tflm", "arena")):
         with pytest.raises(BudgetError, match="cannot hold even the smallest network A\\(1,0\\)") as info:
-            check_space_fits(get_target("STM32F030F4P6"), 4000, 8, 26, runtime, accounting)
+            Budget.resolve(get_target("STM32F030F4P6"), runtime, accounting).check_space_fits(4000, 8, 26)
         assert "\n" not in str(info.value)
-        check_space_fits(get_target("STM32F030F4P6"), 512, 1, 10, runtime, accounting)
+        Budget.resolve(get_target("STM32F030F4P6"), runtime, accounting).check_space_fits(512, 1, 10)
 
 
 def test_cost_model_runs_without_tensorflow():
@@ -97,7 +98,7 @@ def test_c_runtime_budgets_its_arena_io_and_stack_and_its_tables_and_code():
     assert (c.macs, c.params) == (tflm.macs, tflm.params)
     assert c.peak_ram_bytes == plan.ram_bytes == plan.arena_bytes + plan.io_bytes + plan.stack_bytes
     assert c.flash_bytes == plan.flash_bytes == plan.tables_bytes + plan.code_bytes
-    assert (c.arena_bytes, c.arena_head_bytes, c.arena_tail_bytes) == (plan.arena_bytes, plan.arena_bytes, 0)
+    assert c.c_arena_bytes == plan.arena_bytes and (c.arena_bytes, c.arena_head_bytes, c.arena_tail_bytes) == (0, 0, 0)
     assert c.peak_ram_bytes < tflm.peak_ram_bytes and c.flash_bytes < tflm.flash_bytes
 
 
@@ -109,10 +110,10 @@ def test_the_c_runtime_places_bigger_networks_on_the_same_chip():
     assert estimate(bigger, runtime="c").fits(chip)
     # And a space whose smallest network TFLite Micro's arena cannot hold at all.
     with pytest.raises(BudgetError, match="cannot hold even the smallest network"):
-        check_space_fits(chip, 2000, 1, 10, accounting="arena")
-    check_space_fits(chip, 2000, 1, 10, runtime="c")
+        Budget.resolve(chip, "tflm", "arena").check_space_fits(2000, 1, 10)
+    Budget.resolve(chip, "c").check_space_fits(2000, 1, 10)
     with pytest.raises(BudgetError, match="classes with the C runtime: RAM"):
-        check_space_fits(chip, 20000, 1, 10, runtime="c")
+        Budget.resolve(chip, "c").check_space_fits(20000, 1, 10)
 
 
 def test_an_unknown_runtime_or_the_c_runtime_on_a_64_bit_host_is_one_line():

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tinynas.cost.estimate import check_space_fits, estimate, tflm_fits
+from tinynas.cost.budget import Budget, tflm_fits
+from tinynas.cost.estimate import estimate
 from tinynas.cost.targets import builtin_targets
 from tinynas.cost.tflm_footprint import STACK_MARGIN_BYTES, build_for
 from tinynas.space import Architecture
@@ -93,7 +94,7 @@ def test_tflite_micro_is_refused_in_one_line_where_its_code_cannot_fit():
     for key in cannot:
         with pytest.raises(Exception, match=f"target {targets[key].name} cannot hold TFLite Micro: its code takes "
                                             r".* KiB of .* KiB flash, before any model; use --runtime c") as info:
-            check_space_fits(targets[key], 512, 1, 10, runtime="tflm")
+            Budget.resolve(targets[key], "tflm").check_space_fits(512, 1, 10)
         assert "\n" not in str(info.value)
-        check_space_fits(targets[key], 512, 1, 10, runtime="tflm", accounting="method")  # the method's rule
-        check_space_fits(targets[key], 512, 1, 10, runtime="c")
+        Budget.resolve(targets[key], "tflm", "method").check_space_fits(512, 1, 10)  # the method's rule
+        Budget.resolve(targets[key], "c").check_space_fits(512, 1, 10)

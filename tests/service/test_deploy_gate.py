@@ -12,7 +12,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-import tinynas.data.splits
 from tinynas.data.splits import Split
 from tinynas.deploy.measure import run_int8
 from tinynas.service import search_deploy
@@ -51,7 +50,7 @@ def deploying(tmp_path, exported_tiny, vibration_split, monkeypatch):
         test = np.array(chosen)
         rest = np.setdiff1d(np.arange(len(y)), test)
         monkeypatch.setattr(search_deploy, "session_windows", lambda _service: (windows, "test"))
-        monkeypatch.setattr(tinynas.data.splits, "make_split",
+        monkeypatch.setattr(search_deploy, "make_split",
                             lambda *_a, **_k: Split(rest[:-8], rest[-8:], test, "chosen here"))
 
     return service, hold_out

@@ -14,7 +14,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-import tinynas.data.splits
 from firmware_bridge.protocol import Hello
 from firmware_bridge.simulator import ArraySource, Simulator
 from tinynas.cli import main
@@ -55,7 +54,7 @@ def two_users(tmp_path, exported_tiny, vibration_split, monkeypatch):
     test = np.arange(0, len(data.y), 4)
     rest = np.setdiff1d(np.arange(len(data.y)), test)
     monkeypatch.setattr(search_deploy, "session_windows", lambda _service: (windows, "test"))
-    monkeypatch.setattr(tinynas.data.splits, "make_split", lambda *_a, **_k: Split(rest[:-8], rest[-8:], test, "t"))
+    monkeypatch.setattr(search_deploy, "make_split", lambda *_a, **_k: Split(rest[:-8], rest[-8:], test, "t"))
     (tmp_path / "model.tflite").write_bytes(tflite)
     service = ServiceContext(ServiceConfig(data_dir=str(tmp_path / "data"))).open()
     for study, user in (("20261201-090000", "alice"), ("20261202-090000", "alice"), ("20261203-090000", "bob")):

@@ -7,6 +7,7 @@ import numpy as np
 from firmware_bridge.plan import load_plan
 from firmware_bridge.protocol import Hello, Samples
 from firmware_bridge.recorder import Recorder
+from tinynas.cost.budget import Budget
 from tinynas.cost.targets import get_target
 from tinynas.service.config import ServiceConfig
 from tinynas.service.fit import check_plan_fits
@@ -30,7 +31,7 @@ def test_a_too_long_vibration_window_is_searched_on_target_sized_windows(tmp_pat
     service.device = _device(hello)
     service.state.session, service.state.plan, service.state.user = str(session), "bearing4", "pump"
     windows, spec = service._windows()
-    fit = check_plan_fits(plan, get_target("STM32C011F6P6"), 1, 12000.0)
+    fit = check_plan_fits(plan, Budget.resolve(get_target("STM32C011F6P6")), 1, 12000.0)
     assert spec == f"session:{session}?window={fit.window}&hop={fit.hop}"
     assert windows.x.shape[1:] == (fit.window, 1) and fit.window == 512
     # Cut windows stay in their recording's group (8 recordings), so a split cannot leak between them.

@@ -4,7 +4,6 @@ from types import SimpleNamespace
 
 import pytest
 
-import tinynas.study
 from tinynas.data.spec import load_windows
 from tinynas.service import search_deploy
 from tinynas.service.config import ServiceConfig
@@ -24,7 +23,7 @@ def test_the_search_budgets_for_the_configured_runtime(tmp_path, monkeypatch, ru
         def run(self):
             started["ran"] = True
 
-    monkeypatch.setattr(tinynas.study, "Study", RecordedStudy)
+    monkeypatch.setattr(search_deploy, "Study", RecordedStudy)
     monkeypatch.setattr(search_deploy, "session_windows", lambda service: (load_windows(DATA), DATA))
     service = SimpleNamespace(config=ServiceConfig(runtime=runtime, data_dir=str(tmp_path)), workers=None,
                               state=SimpleNamespace(study=str(tmp_path / "study"), user="u", deployed=None,

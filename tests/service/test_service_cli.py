@@ -284,10 +284,11 @@ def test_onboarding_checks_the_plan_against_the_target_of_the_running_device(tmp
     assert run.returncode == 0, run.stderr
     # The window the search will use is the cost model's (it moves when the model's figures are corrected).
     from firmware_bridge.plan import load_plan
+    from tinynas.cost.budget import Budget
     from tinynas.cost.targets import get_target
     from tinynas.service.fit import check_plan_fits, longest_fitting_window
 
-    cut = check_plan_fits(load_plan("bearing4"), get_target("STM32C011F6P6"), 1, 12000.0)
+    cut = check_plan_fits(load_plan("bearing4"), Budget.resolve(get_target("STM32C011F6P6")), 1, 12000.0)
     assert cut.cut and cut.window == 512
     assert f"will use {cut.window}-sample windows every {cut.hop} samples" in run.stdout
     # A 16-channel armband: 400 x 16 input bytes alone miss the 4 KiB chip.
@@ -295,7 +296,7 @@ def test_onboarding_checks_the_plan_against_the_target_of_the_running_device(tmp
     config.write_text(f'data_dir = "{data}"\ntarget = "STM32F030F4P6"\n')
     run = tinynas("onboard", "--user", "eve", "--plan", "gestures4", "--config", str(config))
     gestures = load_plan("gestures4")
-    longest = longest_fitting_window(get_target("STM32F030F4P6"), 400, 16, len(gestures.classes))
+    longest = longest_fitting_window(Budget.resolve(get_target("STM32F030F4P6")), 400, 16, len(gestures.classes))
     assert 0 < longest < 400
     assert run.returncode == 2 and f"use windows of at most {longest} samples" in run.stderr
     assert len(list((data / "requests").glob("*-onboard.json"))) == 1  # only the plan that fits was requested

@@ -14,7 +14,6 @@ import json
 import pytest
 
 from tests.support.scripted_pool import ScriptedPool
-from tinynas.cost.estimate import estimate
 from tinynas.cost.targets import resolve_target
 from tinynas.data.spec import load_windows
 from tinynas.errors import StorageError
@@ -55,12 +54,11 @@ class Clock:
 def _loop(out, pool, clock, *, budget=1000.0, resume=False, strategy="random", progress=None):
     study = Study(out, load_windows(DATA), resolve_target(ram="64k", flash="64k", macs="1M"), strategy=strategy,
                   fidelity=RECIPE, final_fidelity=RECIPE, runtime="tflm", accounting="arena")
-    target = study.target
     search = make_strategy(strategy, study.space, seed=0, fidelity=RECIPE, final_fidelity=RECIPE,
-                           is_feasible=lambda arch: estimate(arch, runtime="tflm", accounting="arena").fits(target))
+                           is_feasible=study.budget.fits)
     journal = open_journal(out, resume)
     jobs = JobFactory(0, out / "windows.npz", study.split, study.preprocessing.to_dict(), RECIPE, out_dir=out)
-    loop = SearchLoop(search, journal, pool, jobs, target, budget_seconds=budget, out_dir=out,
+    loop = SearchLoop(search, journal, pool, jobs, study.budget, budget_seconds=budget, out_dir=out,
                       progress=progress or Events(), clock=clock, resume=resume, retry_unstable=False)
     return loop, journal
 

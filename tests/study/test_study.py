@@ -427,15 +427,16 @@ def test_a_tflm_fingerprint_is_what_journals_from_before_runtime_hold(tmp_path):
 
 
 def test_the_runtime_decides_which_candidates_are_feasible():
+    from tinynas.cost.budget import Budget
     from tinynas.cost.targets import get_target
     from tinynas.space import Architecture
     from tinynas.study.outcomes import decide
 
     chip, bigger = get_target("STM32F030F4P6"), Architecture(512, 1, 10, k=4, c=2)
-    as_tflm = decide(1, bigger, FAST, chip)
+    as_tflm = decide(1, bigger, FAST, Budget.resolve(chip, "tflm"))
     assert as_tflm.state is TrialState.INFEASIBLE and as_tflm.violations[0].startswith("RAM")
     assert as_tflm.costs["runtime"] == "tflm"
-    as_c = decide(1, bigger, FAST, chip, "c")
+    as_c = decide(1, bigger, FAST, Budget.resolve(chip, "c"))
     assert as_c.state is TrialState.FEASIBLE and as_c.costs["runtime"] == "c"
     assert as_c.costs["peak_ram_bytes"] < as_tflm.costs["peak_ram_bytes"]
 

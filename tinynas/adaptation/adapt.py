@@ -25,6 +25,7 @@ from tinynas.adaptation.common import (
     original_test,
     rounded_int8_accuracy,
 )
+from tinynas.anomaly.card import recalibrated_section
 from tinynas.anomaly.task import NORMAL, normal_only
 from tinynas.anomaly.threshold import check_enough, windows_needed
 from tinynas.data.windows import Windows, windows_argument
@@ -156,8 +157,6 @@ def adapt(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec
              "original_test_int8_accuracy": {"before": test_before, "after": test_after}}
     card = changed_card(source, tflite, pre, entry, test_after)
     if held_out is not None:
-        from tinynas.anomaly.card import recalibrated_section
-
         say(f"setting the threshold again on {len(held_out)} later normal windows")
         card["anomaly"] = recalibrated_section(
             card["anomaly"], tflite, pre.apply(held_out.x), None,

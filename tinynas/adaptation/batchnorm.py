@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinynas.quiet import import_tensorflow
 from tinynas.space import as_model_input
 
 BATCH = 256
@@ -17,7 +18,6 @@ BATCH = 256
 
 def batchnorm_layers(model) -> list:
     """The model's BatchNormalization layers, in graph order."""
-    from tinynas.quiet import import_tensorflow
 
     tf = import_tensorflow()
     return [layer for layer in model.layers if isinstance(layer, tf.keras.layers.BatchNormalization)]
@@ -29,7 +29,6 @@ def reestimate_batchnorm(model, x: np.ndarray) -> list[dict]:
     Returns, per layer, how far the statistics moved (mean shift in old standard deviations and the
     ratio of new to old standard deviation, averaged over channels): what the card records.
     """
-    from tinynas.quiet import import_tensorflow
 
     tf = import_tensorflow()
     inputs = as_model_input(np.asarray(x, np.float32))

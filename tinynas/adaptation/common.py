@@ -9,13 +9,15 @@ import math
 import numpy as np
 
 from tinynas.card import ModelCard
-from tinynas.cost.estimate import estimate
+from tinynas.cost.budget import Budget
 from tinynas.cost.runtime import check_accounting, check_runtime
 from tinynas.data.checks import check_windows
 from tinynas.data.windows import DataError, Windows
+from tinynas.deploy.export import convert_int8
+from tinynas.deploy.measure import int8_accuracy, measure_arena, tflite_micro_available
 from tinynas.deploy.modeldir import ModelDir
 from tinynas.errors import TinynasError
-from tinynas.modes import Runtime
+from tinynas.modes import Accounting, Runtime
 
 
 class AdaptationError(TinynasError, ValueError):
@@ -63,7 +65,6 @@ def _rms(x: np.ndarray) -> np.ndarray:
 
 def rounded_int8_accuracy(tflite: bytes, x: np.ndarray, y: np.ndarray) -> float | None:
     """`int8_accuracy` to 4 digits, as the card's history records it; None when there are no windows."""
-    from tinynas.deploy.measure import int8_accuracy
 
     accuracy = int8_accuracy(tflite, x, y)
     return None if accuracy is None else round(accuracy, 4)
@@ -71,12 +72,12 @@ def rounded_int8_accuracy(tflite: bytes, x: np.ndarray, y: np.ndarray) -> float 
 
 def export_within_budget(model_dir: ModelDir, model, calibration: np.ndarray, seed: int = 0) -> bytes:
     """Full-int8 export calibrated on `calibration` (model input); the budget re-checked on the result."""
-    from tinynas.deploy.export import convert_int8
 
     tflite = convert_int8(model, calibration, seed=seed)
-    target = model_dir.target()
-    runtime, accounting = card_runtime(model_dir.card), card_accounting(model_dir.card)
-    cost = estimate(model_dir.architecture, runtime=runtime, accounting=accounting, core=target.core)
+    card = model_dir.card
+    budget = Budget(model_dir.target(), Runtime(card_runtime(card)), Accounting(card_accounting(card)))
+    target, runtime = budget.target, budget.runtime
+    cost = budget.estimate(model_dir.architecture)
     violations = list(cost.violations(target))
     # The .tflite is what TFLite Micro flashes (with its code, under the chip accounting); the C runtime
     # flashes its own tables and code instead, which the estimate above already counts.
@@ -126,7 +127,6 @@ def describe_data(spec: str, windows: Windows) -> dict:
 def changed_card(model_dir: ModelDir, tflite: bytes, preprocessing, entry: dict,
                  test_accuracy: float | None) -> dict:
     """The source card with the new model's figures and `entry` appended to its history."""
-    from tinynas.deploy.measure import measure_arena, tflite_micro_available
 
     card = {key: value for key, value in model_dir.card.items()
             if key not in ("architecture", "name", "digest", "quantization", "tools")}

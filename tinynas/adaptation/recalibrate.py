@@ -31,10 +31,13 @@ from tinynas.adaptation.common import (
 from tinynas.arguments import require, seed_argument
 from tinynas.augment import Augmentation
 from tinynas.data.windows import DataError, Windows, windows_argument
+from tinynas.deploy.measure import run_int8
 from tinynas.deploy.modeldir import ModelDir, check_new_folder, write_model_dir
 from tinynas.folders import MODEL, read_model_file
 from tinynas.options import RANGES
+from tinynas.quiet import import_tensorflow
 from tinynas.space import as_model_input
+from tinynas.training.train import augmented_batches
 from tinynas.trial import Fidelity
 from tinynas.verdict import Paired, paired
 
@@ -69,7 +72,6 @@ class Recipe:
     """The weights fine-tuned: "all", or "head" (the classifier only; the features stay the model's)."""
 
     def __post_init__(self) -> None:
-
         for name in ("epochs", "batch_size", "repeat", "learning_rate", "replay", "max_forgetting"):
             value = getattr(self, name)
             limit = RANGES[f"recalibrate_{name}" if f"recalibrate_{name}" in RANGES else name]
@@ -183,7 +185,6 @@ class _Models:
 
 def _compile(model, recipe: Recipe) -> list:
     """Make `model` trainable as `recipe` says and compile it; the optimizer's state before any step."""
-    from tinynas.quiet import import_tensorflow
 
     tf = import_tensorflow()
     for layer in model.layers:
@@ -200,8 +201,6 @@ def _compile(model, recipe: Recipe) -> list:
 
 def _fine_tune(model, x: np.ndarray, y: np.ndarray, recipe: Recipe, seed: int) -> None:
     """Train `model` (made and compiled for `recipe` by `_Models`) on `x`, `y`."""
-    from tinynas.quiet import import_tensorflow
-    from tinynas.training.train import augmented_batches
 
     tf = import_tensorflow()
     # The same recording gives the same decision: seeded, and with deterministic kernels (the multi-threaded
@@ -363,8 +362,6 @@ def decide(today: Paired, onboarding: Paired, test_before: float | None, test_af
 
 
 def _int8_right(tflite: bytes, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    from tinynas.deploy.measure import run_int8
-
     return run_int8(tflite, x).predictions == y if len(y) else np.zeros(0, dtype=bool)
 
 

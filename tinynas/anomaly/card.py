@@ -19,6 +19,8 @@ from tinynas.anomaly.metrics import above, auroc, score_report
 from tinynas.anomaly.task import NORMAL, score_of
 from tinynas.anomaly.threshold import calibrate
 from tinynas.card_checks import is_number
+from tinynas.deploy.export import io_quantization
+from tinynas.deploy.measure import run_int8
 from tinynas.errors import TinynasError
 
 SELECTION = ("validation loss of the scorer on held-out normal windows and synthetic anomalies made from them "
@@ -40,8 +42,6 @@ def steps(logits: np.ndarray, scale: float) -> np.ndarray:
 def anomaly_section(study, tflite: bytes, test_logits: np.ndarray) -> dict:
     """The card's anomaly section for a finished anomaly study: threshold from the normal test side (int8
     scores), the synthetic test side's figures, and the --test-data evaluation when given."""
-    from tinynas.deploy.export import io_quantization
-    from tinynas.deploy.measure import run_int8
 
     data, settings = study.anomaly, study.settings
     scale = float(io_quantization(tflite)["output"]["scale"])
@@ -128,8 +128,6 @@ def recalibrated_section(section: dict, tflite: bytes, held_out_inputs: np.ndarr
                          why: str) -> dict:
     """The anomaly section of a changed model (`adapt` on a new condition's normal windows): its threshold set
     again, for the same rate, on int8 scores of normal windows the change did not see; the old one is kept."""
-    from tinynas.deploy.export import io_quantization
-    from tinynas.deploy.measure import run_int8
 
     scale = float(io_quantization(tflite)["output"]["scale"])
     scores = steps(run_int8(tflite, held_out_inputs).logits, scale)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinynas.anomaly.card import AnomalyCardError, read_section, steps
 from tinynas.anomaly.metrics import report_lines, score_report
 from tinynas.atomic import atomic_write_bytes
 from tinynas.data.preprocess import Preprocessing
+from tinynas.deploy.evaluate import load_model
 
 
 class AnomalyEvaluation:
@@ -36,8 +38,6 @@ def evaluate_scorer(tflite, card: dict, windows) -> AnomalyEvaluation:
     "normal"; every other class counts as an anomaly."""
     import time
 
-    from tinynas.anomaly.card import AnomalyCardError, read_section, steps
-    from tinynas.deploy.evaluate import load_model
 
     section = read_section(card)
     if section is None:

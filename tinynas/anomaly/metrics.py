@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import rankdata
 
 from tinynas.anomaly.threshold import rate_interval
 
@@ -14,6 +13,8 @@ def auroc(normal: np.ndarray, anomalous: np.ndarray) -> float:
     normal, anomalous = np.asarray(normal, np.float64), np.asarray(anomalous, np.float64)
     if not len(normal) or not len(anomalous):
         return float("nan")
+    from scipy.stats import rankdata  # scipy.stats takes half a second to import: only here, not for every command
+
     ranks = rankdata(np.concatenate([normal, anomalous]))
     u = ranks[len(normal):].sum() - len(anomalous) * (len(anomalous) + 1) / 2
     return float(u / (len(normal) * len(anomalous)))

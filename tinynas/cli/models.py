@@ -10,8 +10,9 @@ from pathlib import Path
 
 from firmware_bridge.safe_read import SETTINGS_FILE_BYTES, read_regular_text
 from tinynas.cli.common import add_runtime_flag, add_target_flags
+from tinynas.cost.budget import tflm_fits
 from tinynas.cost.c_runtime import estimate_c
-from tinynas.cost.estimate import estimate, estimate_arena, method_ram_bytes, tflm_fits
+from tinynas.cost.estimate import estimate, estimate_arena, method_ram_bytes
 from tinynas.cost.runtime import ACCOUNTING_NAMES, RUNTIME_NAMES, resolve_runtime
 from tinynas.cost.targets import builtin_targets, resolve_target
 from tinynas.errors import UsageError

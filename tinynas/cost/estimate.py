@@ -32,15 +32,13 @@ from tinynas.cost.graph import Graph, lower
 from tinynas.cost.memory_planner import ARENA_ALIGNMENT, Buffer, align_up, planned_size
 from tinynas.cost.runtime import (
     DEFAULT_ACCOUNTING,
-    DEFAULT_RUNTIME,
     check_accounting,
     check_runtime,
     recorded_accounting,
-    resolve_runtime,
 )
 from tinynas.cost.targets import Target
 from tinynas.cost.tflm_footprint import footprint
-from tinynas.errors import TinynasError, UsageError
+from tinynas.errors import UsageError
 from tinynas.modes import Accounting, Runtime
 from tinynas.space import Architecture
 from tinynas.units import kib
@@ -102,10 +100,6 @@ ABIS = {abi.name: abi for abi in (LP64, ILP32)}
 FLASH_FIXED_BYTES = 1513
 FLASH_PER_CELL_BYTES = 503
 FLASH_PER_QUANT_CHANNEL_BYTES = 12
-
-
-class BudgetError(TinynasError, ValueError):
-    """A target budget that no architecture of the space can meet."""
 
 
 class _Tail:
@@ -235,10 +229,10 @@ class Cost:
     """Everything the budget check needs about one architecture, on one ABI, for one runtime.
 
     `peak_ram_bytes` and `flash_bytes` are what the budget check compares, under `accounting`. For TFLite
-    Micro on the chip they are the arena + `interpreter_ram_bytes` + `stack_bytes`, and the .tflite
-    (`model_bytes`) + `code_bytes`. For runtime "c", `arena_*` is the C runtime's static arena (no tail),
-    `peak_ram_bytes` adds the caller's input/output buffers and the stack, and `flash_bytes` is its tables +
-    code (`code_bytes` the code alone).
+    Micro on the chip they are the arena (`arena_*`: TFLite Micro's, head and tail) + `interpreter_ram_bytes` +
+    `stack_bytes`, and the .tflite (`model_bytes`) + `code_bytes`. For runtime "c", `c_arena_bytes` is the C
+    runtime's static arena (`arena_*` are 0: there is no TFLite Micro arena), `peak_ram_bytes` adds the caller's
+    input/output buffers and the stack, and `flash_bytes` is its tables + code (`code_bytes` the code alone).
     """
 
     macs: int
@@ -257,6 +251,8 @@ class Cost:
     model_bytes: int = 0
     basis: str = ""
     """Where the figures beyond the model come from (which measured build stands for the core)."""
+    c_arena_bytes: int = 0
+    """The C runtime's static arena (runtime "c" only)."""
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
@@ -269,6 +265,10 @@ class Cost:
         known = {f.name for f in fields(cls)}
         values = {key: value for key, value in data.items() if key in known}
         values["accounting"] = recorded_accounting(values.get("runtime", "tflm"), values.get("accounting"))
+        if values.get("runtime") == Runtime.C and "c_arena_bytes" not in values:
+            # Written before the C arena had a field of its own: it was held in TFLite Micro's arena fields.
+            values["c_arena_bytes"] = values.get("arena_bytes", 0)
+            values.update(arena_head_bytes=0, arena_tail_bytes=0, arena_bytes=0)
         return cls(**values)
 
     def violations(self, target: Target) -> list[str]:
@@ -289,8 +289,8 @@ class Cost:
     def ram_words(self) -> str:
         """What the RAM figure holds, in words: 'arena 2,656 + interpreter 512 + stack 1,024'."""
         if self.runtime == Runtime.C:
-            io = self.peak_ram_bytes - self.arena_bytes - self.stack_bytes
-            return f"C runtime arena {self.arena_bytes:,} + input/output {io:,} + stack {self.stack_bytes:,}"
+            io = self.peak_ram_bytes - self.c_arena_bytes - self.stack_bytes
+            return f"C runtime arena {self.c_arena_bytes:,} + input/output {io:,} + stack {self.stack_bytes:,}"
         if self.accounting == Accounting.METHOD:
             return "the method's accounting: 64-bit host arena rounded up to 512 B"
         arena = self.peak_ram_bytes - self.interpreter_ram_bytes - self.stack_bytes
@@ -338,7 +338,7 @@ def estimate(arch: Architecture, abi: Abi | str = ILP32, runtime: str = "tflm",
             raise UsageError(f"the C runtime is budgeted for 32-bit microcontrollers (abi ilp32) only, not {abi.name}")
         c = estimate_c(arch)
         return Cost(macs=macs(arch), params=params(arch), flash_bytes=c.flash_bytes,
-                    arena_head_bytes=c.arena_bytes, arena_tail_bytes=0, arena_bytes=c.arena_bytes,
+                    arena_head_bytes=0, arena_tail_bytes=0, arena_bytes=0, c_arena_bytes=c.arena_bytes,
                     peak_ram_bytes=c.ram_bytes, abi=abi.name, runtime=runtime, accounting=accounting,
                     stack_bytes=c.stack_bytes, code_bytes=c.code_bytes, basis="measured on Cortex-M0 and M4 builds")
     arena = estimate_arena(arch, abi)
@@ -357,13 +357,6 @@ def estimate(arch: Architecture, abi: Abi | str = ILP32, runtime: str = "tflm",
                    peak_ram_bytes=arena.required_bytes + tflm.interpreter_ram_bytes + tflm.stack_bytes,
                    accounting=accounting, interpreter_ram_bytes=tflm.interpreter_ram_bytes,
                    stack_bytes=tflm.stack_bytes, code_bytes=tflm.code_bytes, basis=tflm.basis)
-
-
-def estimate_on(arch: Architecture, target: Target, runtime: str = DEFAULT_RUNTIME,
-                accounting: str = DEFAULT_ACCOUNTING) -> Cost:
-    """`estimate` for what runs on `target`: `runtime` (auto too) resolved against it, with its core's figures."""
-    choice = resolve_runtime(runtime, target, accounting)
-    return estimate(arch, runtime=choice.runtime, accounting=choice.accounting, core=target.core)
 
 
 ACCOUNTING_BASIS = {"arena": "TFLite Micro's 32-bit arena alone",
@@ -385,46 +378,3 @@ def method_ram_bytes(arch: Architecture) -> int:
 def method_rounding(arena_bytes: int) -> int:
     """The method's tool's figure for a 64-bit host arena of `arena_bytes` (measured or estimated)."""
     return -(-arena_bytes // METHOD_ROUNDING) * METHOD_ROUNDING
-
-
-def check_space_fits(target: Target, input_length: int, input_channels: int, classes: int,
-                     runtime: str = "tflm", accounting: str = DEFAULT_ACCOUNTING) -> None:
-    """Raise BudgetError in one line if even the smallest architecture, A(1, 0), misses `target`.
-
-    When TFLite Micro's own code, static RAM and stack leave no room for any model, the message says so and
-    points to the C runtime: the chip cannot hold TFLite Micro at all.
-    """
-    smallest = Architecture(input_length, input_channels, classes, k=1, c=0)
-    cost = estimate(smallest, runtime=runtime, accounting=accounting, core=target.core)
-    problems = cost.violations(target)
-    if not problems:
-        return
-    if runtime == Runtime.TFLM and cost.code_bytes + cost.interpreter_ram_bytes:
-        interpreter = tflm_overhead_violations(cost, target)
-        if interpreter:
-            raise BudgetError(f"target {target.name} cannot hold TFLite Micro: {'; '.join(interpreter)}, "
-                              f"before any model; use --runtime c (or auto), tinynas's C runtime")
-    # Said only for the C runtime, so that the TFLite Micro message reads as it always has.
-    where = " with the C runtime" if runtime == Runtime.C else ""
-    raise BudgetError(
-        f"target {target.name} cannot hold even the smallest network A(1,0) for "
-        f"{input_length}x{input_channels} input and {classes} classes{where}: {'; '.join(problems)}")
-
-
-def tflm_overhead_violations(cost: Cost, target: Target) -> list[str]:
-    """Why TFLite Micro itself (its code; its static RAM and stack) does not fit `target`, or []."""
-    found = []
-    ram = cost.interpreter_ram_bytes + cost.stack_bytes
-    if ram >= target.ram_bytes:
-        found.append(f"its static RAM and stack take {kib(ram)} of {kib(target.ram_bytes)} RAM")
-    if cost.code_bytes >= target.flash_bytes:
-        found.append(f"its code takes {kib(cost.code_bytes)} of {kib(target.flash_bytes)} flash")
-    return found
-
-
-def tflm_fits(target: Target, accounting: str = DEFAULT_ACCOUNTING) -> str | None:
-    """None if `target` can hold TFLite Micro and a model; else why not, in words."""
-    cost = estimate(Architecture(1, 1, 2, k=1, c=0), runtime="tflm", accounting=accounting, core=target.core)
-    problems = tflm_overhead_violations(cost, target)
-    return "; ".join(problems) if problems else None
-

@@ -20,6 +20,11 @@ from urllib.parse import parse_qsl
 
 from tinynas.arguments import text_or_path
 from tinynas.data import synthetic
+from tinynas.data.cwru import load_cwru
+from tinynas.data.folder import load_folder
+from tinynas.data.isl import load_isl
+from tinynas.data.npz import load_npz
+from tinynas.data.session import load_session
 from tinynas.data.windows import DataError, Windows
 
 _SYNTHETIC = {"vibration": synthetic.vibration, "emg": synthetic.emg}
@@ -99,28 +104,18 @@ def load_windows(spec: str) -> Windows:
     if source in ("isl", "cwru", "session", "folder", "npz") and not argument:
         raise DataError(f"{source}: needs a path, e.g. {source}:/data/{source}")
     if source == "isl":
-        from tinynas.data.isl import load_isl
-
         return load_isl(argument, **_options(query, {"imu": bool}))
     if source == "cwru":
-        from tinynas.data.cwru import load_cwru
-
         options = _options(query, {"files": tuple, "channel": str, "window": int, "hop": int,
                                    "windows_per_file": int, "resample": bool, "load": tuple})
         if "resample" in options:
             options["resample_normal"] = options.pop("resample")
         return load_cwru(argument, **options)
     if source == "session":
-        from tinynas.data.session import load_session
-
         return load_session(argument, **_options(query, {"window": int, "hop": int}))
     if source == "folder":
-        from tinynas.data.folder import load_folder
-
         return load_folder(argument, **_options(query, {"window": int, "hop": int, "rate": float,
                                                         "channels": tuple, "key": str}))
     if source == "npz":
-        from tinynas.data.npz import load_npz
-
         return load_npz(argument, **_options(query, {"rate": float}))
     raise DataError(f"unknown data source {spec!r}; known: {', '.join(SOURCES)}")

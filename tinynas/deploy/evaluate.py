@@ -17,6 +17,7 @@ from tinynas.atomic import atomic_write_bytes
 from tinynas.card import read_card
 from tinynas.data.preprocess import Preprocessing
 from tinynas.data.windows import DataError, Windows, windows_argument
+from tinynas.deploy.litert import Int8Model, ModelFileError, read_model
 from tinynas.errors import TinynasError
 from tinynas.folders import CARD, MODEL, FolderError
 
@@ -81,7 +82,6 @@ def model_files(path: str | Path) -> tuple[Path, dict]:
 
 def load_model(tflite: Path):
     """The LiteRT model in `tflite`; a damaged or foreign file is one line naming it."""
-    from tinynas.deploy.litert import Int8Model, ModelFileError, read_model
 
     try:
         return Int8Model(read_model(tflite))

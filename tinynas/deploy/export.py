@@ -14,8 +14,12 @@ import numpy as np
 from tinynas.atomic import atomic_write_bytes, atomic_write_text
 from tinynas.card import CARD_SCHEMA
 from tinynas.data.preprocess import Preprocessing
+from tinynas.deploy.c_codegen import CodegenError, entry_point, generate_c, read_integer_model
+from tinynas.deploy.c_prepare import generate_prepare
 from tinynas.deploy.flatbuffer_strip import strip_names
+from tinynas.deploy.litert import litert_interpreter
 from tinynas.folders import CARD
+from tinynas.quiet import captured_fd, import_tensorflow
 from tinynas.space import Architecture, SpecError, as_model_input
 
 REPRESENTATIVE_WINDOWS = 200
@@ -31,7 +35,6 @@ def convert_int8(model, representative_windows: np.ndarray, *,
     at random with `seed`, calibrate the activation ranges. Tensor names are stripped
     (see `flatbuffer_strip`) unless `keep_names`.
     """
-    from tinynas.quiet import captured_fd, import_tensorflow
 
     windows = np.asarray(representative_windows, dtype=np.float32)
     expected = tuple(model.input_shape[2:])
@@ -95,7 +98,6 @@ def c_array_source(tflite: bytes, symbol: str = "tinynas_model") -> tuple[str, s
 
 def io_quantization(tflite: bytes) -> dict[str, dict]:
     """Shape, dtype, scale and zero point of the model's input and output, read by LiteRT."""
-    from tinynas.deploy.litert import litert_interpreter
 
     interpreter = litert_interpreter(tflite)
     described = {}
@@ -142,8 +144,6 @@ def compiled_c_card(tflite: bytes, symbol: str, prefix: str = "tinynas", anomaly
     A model the generator cannot compile exactly (not an int8 A(k, c) graph) still exports for TFLite
     Micro: the card says why there is no C runtime instead of failing the export.
     """
-    from tinynas.deploy.c_codegen import CodegenError, entry_point, generate_c, read_integer_model
-    from tinynas.deploy.c_prepare import generate_prepare
 
     function = entry_point(prefix)  # a bad prefix is the caller's error, not a model the generator cannot compile
     try:

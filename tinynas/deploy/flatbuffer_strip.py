@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import functools
 
+from tinynas.quiet import quiet_environment
+
 BUFFER_ALIGNMENT = 16
 
 
 def strip_names(tflite: bytes) -> bytes:
     """Return `tflite` without tensor/subgraph names, description and signature defs."""
-    from tinynas.quiet import quiet_environment
 
     quiet_environment()
     import flatbuffers

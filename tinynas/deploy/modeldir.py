@@ -21,6 +21,8 @@ from tinynas.card import holds_our_card
 from tinynas.cost.targets import Target
 from tinynas.data.preprocess import Preprocessing
 from tinynas.data.windows import DataError, Windows
+from tinynas.deploy.evaluate import load_model, model_files
+from tinynas.deploy.export import write_export
 from tinynas.deploy.network import build_model
 from tinynas.errors import StorageError, TinynasError
 from tinynas.folders import (
@@ -57,7 +59,6 @@ class ModelDir:
     @classmethod
     def open(cls, path: str | os.PathLike) -> ModelDir:
         """Read and check a model folder; every missing piece is one line saying what to do."""
-        from tinynas.deploy.evaluate import model_files
 
         folder = Path(path)
         if folder.is_file():
@@ -78,7 +79,6 @@ class ModelDir:
     def check(self) -> None:
         """The folder's parts agree (card, architecture, preprocessing, int8 model, training windows),
         checked before any work: the first disagreement is one line naming the file at fault."""
-        from tinynas.deploy.evaluate import load_model
 
         card_path, arch, pre = self.path / CARD, self.architecture, self.preprocessing
         if (arch.input_length, arch.input_channels) != (pre.window_length, pre.channels):
@@ -224,7 +224,6 @@ def write_model_dir(out: Path, source: ModelDir, model, tflite: bytes, card: dic
     full disk, a kill -9 or a power cut leaves the previous folder as it was (or no folder), never new
     weights beside an old card, and no partial file in `out`.
     """
-    from tinynas.deploy.export import write_export
 
     staging = stage_folder(out)
     try:

@@ -8,6 +8,7 @@ TensorFlow side (`tinynas.layers`), below both the export chain and training.
 
 from __future__ import annotations
 
+from tinynas.quiet import import_tensorflow
 from tinynas.space import Architecture
 
 BN_MOMENTUM = 0.9
@@ -15,7 +16,6 @@ BN_MOMENTUM = 0.9
 
 def build_model(arch: Architecture, seed: int | None = None):
     """The float Keras model of `arch` (logits output; input shape (1, T, C)); `seed` seeds its initial weights."""
-    from tinynas.quiet import import_tensorflow
 
     tf = import_tensorflow()
     keras = tf.keras

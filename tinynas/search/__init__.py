@@ -8,7 +8,7 @@ from tinynas.search.fast import FastStrategy
 from tinynas.search.greedy import GreedyStrategy
 from tinynas.search.paper import PaperStrategy
 from tinynas.search.random_search import RandomStrategy
-from tinynas.search.tpe import TPEStrategy
+from tinynas.search.tpe import TPEStrategy, optuna_available
 from tinynas.trial import Fidelity
 
 STRATEGIES: dict[str, type[Strategy]] = {
@@ -26,8 +26,6 @@ def strategy_class(name: str) -> type[Strategy]:
 
 def check_strategy(name: str) -> None:
     """`--strategy`: a known strategy whose optional dependency is installed (one line if not)."""
-    from tinynas.search.tpe import optuna_available
-
     strategy_class(name)
     if name == "tpe" and not optuna_available():
         raise MissingDependencyError("--strategy tpe needs optuna, which is not installed: "

@@ -11,7 +11,11 @@ import json
 from tinynas.errors import UsageError
 from tinynas.options import check_range
 from tinynas.service.config import ServiceConfig, config_hint, page_plans
+from tinynas.service.fit import check_plan_fits
+from tinynas.service.models import choose
+from tinynas.service.onboarding import MAX_MORE
 from tinynas.service.paths import ServicePaths, request, running_pid
+from tinynas.service.rewear_request import served_model_problem
 from tinynas.service.state import check_user_name, load_state
 
 PAGE_ACTIONS = ("onboard", "more", "continue", "cancel", "redo", "recalibrate", "serve")
@@ -37,11 +41,7 @@ def onboard(config: ServiceConfig, user: str, plan_name: str | None = None) -> s
     except (OSError, ValueError, AttributeError):
         device = {}
     if device.get("channels") and device.get("sample_rate_hz"):
-        from tinynas.cost.targets import resolve_target
-        from tinynas.service.fit import check_plan_fits
-
-        fit = check_plan_fits(plan, resolve_target(config.target), device["channels"], device["sample_rate_hz"],
-                              config.runtime)
+        fit = check_plan_fits(plan, config.chip_budget(), device["channels"], device["sample_rate_hz"])
         if plan.kind == "continuous":
             said = (f"plan {plan.name}: {len(plan.prompts())} blocks of {plan.block_seconds:g} s; the search on "
                     f"{config.target} will use {fit.window}-sample windows every {fit.hop} samples cut from them\n")
@@ -54,7 +54,6 @@ def onboard(config: ServiceConfig, user: str, plan_name: str | None = None) -> s
 
 def more(config: ServiceConfig, user: str, count: object) -> str:
     """Ask for `count` more repetitions per class in the user's last session, and a search on all of it."""
-    from tinynas.service.onboarding import MAX_MORE
 
     check_user_name(user)
     if isinstance(count, bool) or not isinstance(count, int):
@@ -82,7 +81,6 @@ def answer(config: ServiceConfig, kind: str, user: str) -> str:
 
 def recalibrate(config: ServiceConfig, user: str, unlabelled: bool = False) -> str:
     """Ask for the re-wear / new-condition flow of the user whose model is served."""
-    from tinynas.service.rewear_request import served_model_problem
 
     check_user_name(user)
     problem = served_model_problem(load_state(ServicePaths(config.data_dir).state).deployed, user)
@@ -95,7 +93,6 @@ def recalibrate(config: ServiceConfig, user: str, unlabelled: bool = False) -> s
 
 def serve(config: ServiceConfig, user: str, model_id: str | None = None, previous: bool = False) -> str:
     """Ask for another of the deployed models to be served: `model_id`, the user's previous one, or their newest."""
-    from tinynas.service.models import choose
 
     check_user_name(user)
     paths = ServicePaths(config.data_dir)

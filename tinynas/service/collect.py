@@ -20,6 +20,8 @@ from tinynas.errors import TinynasError
 from tinynas.service.collection import Collection
 from tinynas.service.config import config_hint
 from tinynas.service.context import Phase, ServiceContext, Transition, to
+from tinynas.service.rewear_recording import UNLABELLED, record_unlabelled
+from tinynas.service.rewear_request import flow_plan
 from tinynas.service.status_views import channel_levels
 
 log = logging.getLogger(__name__)
@@ -98,8 +100,6 @@ def _wait_for_continue(service: ServiceContext, what: str, countdown: int, redon
 
 def collect(service: ServiceContext) -> Transition:
     """Record the session, then move on: SEARCHING after an onboarding, RECALIBRATING after a re-wear."""
-    from tinynas.service.rewear_recording import UNLABELLED, record_unlabelled
-    from tinynas.service.rewear_request import flow_plan
 
     state = service.state
     flow = state.rewear if service.rewear_running() else None

@@ -9,11 +9,14 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from firmware_bridge.safe_read import SETTINGS_FILE_BYTES, read_regular
+from tinynas.cost.budget import Budget
 from tinynas.cost.runtime import RUNTIME_CHOICES
 from tinynas.cost.targets import resolve_target
 from tinynas.data.preprocess import NORMALIZATIONS
 from tinynas.errors import TinynasError
 from tinynas.options import RANGES, check_budget
+from tinynas.search import STRATEGIES
+from tinynas.service.status_server import is_loopback
 from tinynas.units import echoed, parse_duration
 
 DEFAULT_CONFIG = '''# tinynas service configuration (TOML). Every key is optional; the values below are the defaults.
@@ -128,6 +131,10 @@ class ServiceConfig:
         del values["source"]
         return values
 
+    def chip_budget(self) -> Budget:
+        """What a model must fit: `target`, counted for `runtime` (auto resolved against it) on the whole chip."""
+        return Budget.resolve(resolve_target(self.target), self.runtime)
+
 
 CONFIG_KEYS = tuple(f.name for f in fields(ServiceConfig) if f.name != "source")
 """The keys a config file may hold (every field but where it was read from)."""
@@ -198,7 +205,6 @@ def _check_value(origin: str, key: str, value) -> None:
 
 def _check_choices(origin: str, data: dict) -> None:
     """Values whose meaning lives in other modules: the same parsers as the search uses."""
-    from tinynas.search import STRATEGIES
 
     if "normalize" in data and data["normalize"] not in NORMALIZATIONS:
         raise ConfigError(f"{origin}: normalize must be one of {', '.join(NORMALIZATIONS)}, not {data['normalize']!r}")
@@ -240,8 +246,6 @@ def _check_choices(origin: str, data: dict) -> None:
         raise ConfigError(f"{origin}: http_token must be at least {MIN_TOKEN_LENGTH} characters (e.g. the output "
                           f"of `python -c \"import secrets; print(secrets.token_urlsafe(16))\"`)")
     if "http_host" in data and not data.get("http_token"):
-        from tinynas.service.status_server import is_loopback
-
         if not is_loopback(data["http_host"]):
             raise ConfigError(f"{origin}: http_host {data['http_host']!r} is beyond loopback: set http_token too "
                               f"(every request must then carry it), or keep http_host = \"127.0.0.1\"")

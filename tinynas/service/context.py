@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from firmware_bridge.recorder import Recorder
-from tinynas.cost.targets import resolve_target
 from tinynas.errors import TinynasError, user_message
 from tinynas.service.collection import Collection
 from tinynas.service.config import ServiceConfig
 from tinynas.service.device import Device
+from tinynas.service.fit import check_plan_fits
 from tinynas.service.inference import LiveClassifier, PredictionLog
+from tinynas.service.models import remember
 from tinynas.service.paths import ServicePaths, pending_requests
 from tinynas.service.state import Phase, RewearFlow, ServiceState, load_state, save_state
 
@@ -117,7 +118,6 @@ class ServiceContext:
         """Enter the transition's phase with its changes, saved (the runner's alone to call)."""
         changes = dict(transition.changes)
         if "deployed" in changes:  # every model served is remembered: `tinynas serve --previous` rolls back to it
-            from tinynas.service.models import remember
 
             changes["history"] = remember(self.state.history, changes["deployed"])
         self._store(state=str(transition.phase), **changes)
@@ -183,11 +183,10 @@ class ServiceContext:
 
     def plan_fit(self, plan):
         """How the plan's windows fit the target on this device (PlanDoesNotFit if they cannot)."""
-        from tinynas.service.fit import check_plan_fits
 
         hello = self.require_device().hello
-        return check_plan_fits(plan, resolve_target(self.config.target), hello.channels,
-                               hello.sample_rate_hz, self.config.runtime, self.config.false_alarm_rate)
+        return check_plan_fits(plan, self.config.chip_budget(), hello.channels, hello.sample_rate_hz,
+                               self.config.false_alarm_rate)
 
     def failed(self, phase: str, exc: BaseException) -> Transition:
         """Where a step that failed ends: IDLE (or SERVING the previous model), the reason in `error`.

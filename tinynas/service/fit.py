@@ -15,9 +15,7 @@ from dataclasses import dataclass
 
 from tinynas.anomaly.task import SPLIT_FRACTIONS
 from tinynas.anomaly.threshold import windows_needed
-from tinynas.cost.estimate import estimate_on, tflm_fits
-from tinynas.cost.runtime import resolve_runtime
-from tinynas.cost.targets import Target
+from tinynas.cost.budget import Budget, tflm_fits
 from tinynas.errors import UsageError
 from tinynas.modes import Runtime
 from tinynas.space import Architecture
@@ -31,23 +29,23 @@ class PlanDoesNotFit(UsageError):
     """A plan whose windows no network of the space can take on the target."""
 
 
-def _smallest_fits(target: Target, length: int, channels: int, classes: int, runtime: str = "auto") -> bool:
-    return estimate_on(Architecture(length, channels, classes, k=1, c=0), target, runtime).fits(target)
+def _smallest_fits(budget: Budget, length: int, channels: int, classes: int) -> bool:
+    return budget.fits(Architecture(length, channels, classes, k=1, c=0))
 
 
-def longest_fitting_window(target: Target, length: int, channels: int, classes: int, runtime: str = "auto") -> int:
-    """The longest window <= `length` samples on which A(1,0) fits `target`; 0 if none does.
+def longest_fitting_window(budget: Budget, length: int, channels: int, classes: int) -> int:
+    """The longest window <= `length` samples on which A(1,0) fits `budget`; 0 if none does.
 
     RAM and MACs grow with the window, so the fitting lengths are a prefix: a bisection finds its end.
     """
-    if _smallest_fits(target, length, channels, classes, runtime):
+    if _smallest_fits(budget, length, channels, classes):
         return length
-    if not _smallest_fits(target, 1, channels, classes, runtime):
+    if not _smallest_fits(budget, 1, channels, classes):
         return 0
     low, high = 1, length  # fits at low, not at high
     while high - low > 1:
         middle = (low + high) // 2
-        if _smallest_fits(target, middle, channels, classes, runtime):
+        if _smallest_fits(budget, middle, channels, classes):
             low = middle
         else:
             high = middle
@@ -73,39 +71,39 @@ VIBRATION_WINDOW_SECONDS = 512 / 12000
 shaft speeds of 1,000-3,600 rpm."""
 
 
-def continuous_window(target: Target, channels: int, classes: int, sample_rate_hz: float,
-                      runtime: str = "auto") -> int:
+def continuous_window(budget: Budget, channels: int, classes: int, sample_rate_hz: float) -> int:
     """The window a continuous plan is searched on when it names none: VIBRATION_WINDOW_SECONDS of signal at
     the sensor's rate as a power of two, halved until it leaves the search room on the target (the longest
     window A(1,0) fits, halved, so that networks larger than the smallest fit too); 0 if none fits."""
     wanted = max(MIN_WINDOW, VIBRATION_WINDOW_SECONDS * sample_rate_hz)
     window = 1 << int(math.log2(wanted) + 1e-9)
-    longest = longest_fitting_window(target, 2 * window, channels, classes, runtime)
+    longest = longest_fitting_window(budget, 2 * window, channels, classes)
     while window > MIN_WINDOW and window > max(MIN_WINDOW, longest // 2):
         window //= 2
     return window if window <= longest else 0
 
 
-def check_plan_fits(plan, target: Target, channels: int, sample_rate_hz: float, runtime: str = "auto",
+def check_plan_fits(plan, budget: Budget, channels: int, sample_rate_hz: float,
                     false_alarm_rate: float = 0.01) -> PlanFit:
-    """How a plan's windows fit `target` with `runtime`'s budget, or PlanDoesNotFit in one line saying which
+    """How a plan's windows fit `budget`, or PlanDoesNotFit in one line saying which
     window would. An anomaly plan must also record enough windows to set its threshold for `false_alarm_rate`."""
     recorded = int(round(plan.window_seconds * sample_rate_hz))
     anomaly = getattr(plan, "task", "classify") == "anomaly"
     classes = 2 if anomaly else len(plan.classes)  # a scorer has two outputs: normal and synthetic anomalies
-    if resolve_runtime(runtime, target).runtime == Runtime.TFLM and (why := tflm_fits(target)) is not None:
+    target = budget.target
+    if budget.runtime == Runtime.TFLM and (why := tflm_fits(target)) is not None:
         # No window fits a chip that cannot hold TFLite Micro itself: say that, not "no window fits".
         raise PlanDoesNotFit(f"target {target.name} cannot hold TFLite Micro: {why}, before any model; set "
                              f'runtime = "auto" (or "c", tinynas\'s C runtime) in the config')
     if plan.kind == "continuous":
-        fit = _continuous_fit(plan, target, recorded, channels, classes, sample_rate_hz, runtime)
+        fit = _continuous_fit(plan, budget, recorded, channels, classes, sample_rate_hz)
         if anomaly:
             _check_calibration(plan, fit, sample_rate_hz, false_alarm_rate)
         return fit
-    window = longest_fitting_window(target, recorded, channels, classes, runtime)
+    window = longest_fitting_window(budget, recorded, channels, classes)
     if window == recorded:
         return PlanFit(recorded, recorded, recorded)
-    need = estimate_on(Architecture(recorded, channels, classes, k=1, c=0), target, runtime)
+    need = budget.estimate(Architecture(recorded, channels, classes, k=1, c=0))
     what = (f"plan {plan.name} records {recorded}-sample windows ({plan.window_seconds:g} s at "
             f"{sample_rate_hz:g} Hz) x {channels} channel(s); on {target.name} even the smallest network A(1,0) "
             f"needs {kib(need.peak_ram_bytes)} RAM, {kib(need.flash_bytes)} flash, {need.macs:,} MACs "
@@ -117,22 +115,22 @@ def check_plan_fits(plan, target: Target, channels: int, sample_rate_hz: float, 
                          f"(window_seconds = {window / sample_rate_hz:.3g} in a plan file) or a larger target")
 
 
-def _continuous_fit(plan, target: Target, recorded: int, channels: int, classes: int, sample_rate_hz: float,
-                    runtime: str) -> PlanFit:
+def _continuous_fit(plan, budget: Budget, recorded: int, channels: int, classes: int,
+                    sample_rate_hz: float) -> PlanFit:
     """A continuous plan's segments cut into target-sized windows: the plan's window_samples, else the one
     chosen for the target and the sensor; the hop is the plan's, else half a window (the split keeps the
     windows of one segment together, so the overlap cannot leak into the test set)."""
-    where = f"plan {plan.name} on {target.name} ({channels} channel(s) at {sample_rate_hz:g} Hz)"
+    where = f"plan {plan.name} on {budget.target.name} ({channels} channel(s) at {sample_rate_hz:g} Hz)"
     if plan.window_samples:
         window = plan.window_samples
         if window < MIN_WINDOW:
             raise PlanDoesNotFit(f"{where}: window_samples = {window}, at least {MIN_WINDOW} samples")
-        if not _smallest_fits(target, window, channels, classes, runtime):
-            longest = longest_fitting_window(target, window, channels, classes, runtime)
+        if not _smallest_fits(budget, window, channels, classes):
+            longest = longest_fitting_window(budget, window, channels, classes)
             raise PlanDoesNotFit(f"{where}: even the smallest network does not fit {window}-sample windows; "
                                  f"use window_samples <= {longest} or a larger target")
     else:
-        window = continuous_window(target, channels, classes, sample_rate_hz, runtime)
+        window = continuous_window(budget, channels, classes, sample_rate_hz)
         if window < MIN_WINDOW:
             raise PlanDoesNotFit(f"{where}: no window of {MIN_WINDOW} samples or more fits; choose a larger target "
                                  f"or fewer channels")

@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 from firmware_bridge.person import Machine, Person
+from tinynas.service.runner import request
 from tinynas.service.state import Phase
 
 log = logging.getLogger("tinynas")
@@ -190,7 +191,6 @@ class Follower:
             return False
         self.answered_more = str(status.get("error"))
         user, more = match.group(1), int(match.group(2))
-        from tinynas.service.runner import request
 
         request(self.data_dir, "onboard", user=user, more=more)
         self.note({"more": more, "user": user})
@@ -225,8 +225,6 @@ class Follower:
         self.note({"continued": paused})
 
     def _request(self, kind: str, user) -> None:
-        from tinynas.service.runner import request
-
         if self.data_dir is None:
             log.warning("cannot %s the collection of %s: give --config (the service's data_dir)", kind, user)
             return

@@ -15,6 +15,8 @@ from typing import IO
 
 import numpy as np
 
+from tinynas.anomaly.alarm import Alarm
+from tinynas.anomaly.card import read_section
 from tinynas.data.preprocess import Preprocessing
 from tinynas.data.windows import DataError
 from tinynas.deploy.litert import Int8Model
@@ -103,9 +105,6 @@ class LiveScorer(LiveClassifier):
     k-of-n alarm (tinynas.anomaly.alarm) over the verdicts."""
 
     def __init__(self, model_path: str | Path, card: dict, ring, hop_samples: int, k: int, n: int) -> None:
-        from tinynas.anomaly.alarm import Alarm
-        from tinynas.anomaly.card import read_section
-
         super().__init__(model_path, card, ring, hop_samples, 1)
         section = read_section(card)
         assert section is not None  # the service serves a LiveScorer for an anomaly card only

@@ -18,6 +18,7 @@ from firmware_bridge.safe_read import plain_name, read_regular
 from tinynas.atomic import atomic_write_text
 from tinynas.card import ModelCard, read_card
 from tinynas.data.windows import readable
+from tinynas.deploy.bundle import firmware_zip
 from tinynas.errors import UsageError
 from tinynas.folders import (
     CARD,
@@ -245,8 +246,6 @@ def served_download(deployed: Deployed | None, name: str) -> tuple[bytes, str, s
     folder = Path(deployed.model).parent
     filename = f"{deployed.user}-{folder.name}-{name}"
     if name == FIRMWARE_ZIP:
-        from tinynas.deploy.bundle import firmware_zip
-
         return firmware_zip(folder), DOWNLOADS[name], filename
     if not (folder / name).is_file() and not (folder / name).is_symlink():
         return None

@@ -15,7 +15,10 @@ from firmware_bridge.plan import load_plan
 from tinynas.atomic import atomic_write_text
 from tinynas.errors import TinynasError, user_message
 from tinynas.service.collection import Collection
+from tinynas.service.config import config_hint
 from tinynas.service.context import Phase, ServiceContext, Transition, to
+from tinynas.service.models import choose
+from tinynas.service.rewear_request import flow_plan, new_flow
 from tinynas.service.state import user_name_problem
 
 log = logging.getLogger(__name__)
@@ -112,7 +115,6 @@ def _plan_fields(data) -> dict:
 
 def _take_serve(service: ServiceContext) -> Transition | None:
     """Serve the model the first acceptable `serve` request names (`tinynas serve`); nothing is deleted."""
-    from tinynas.service.models import choose
 
     for path, wanted in service.requests("serve"):
         path.unlink(missing_ok=True)
@@ -140,7 +142,6 @@ def _take_serve(service: ServiceContext) -> Transition | None:
 
 def _take_rewear(service: ServiceContext) -> Transition | None:
     """Start the re-wear / new-condition flow of the first acceptable `recalibrate` request."""
-    from tinynas.service.rewear_request import flow_plan, new_flow
 
     for path, wanted in service.requests("recalibrate"):
         path.unlink(missing_ok=True)
@@ -190,7 +191,6 @@ def pause(service: ServiceContext, exc: BaseException) -> Transition:
     message = user_message(exc) or f"{type(exc).__name__}: {exc}"
     for path, _ in service.requests("continue"):  # a continue sent before this pause does not answer it
         path.unlink(missing_ok=True)
-    from tinynas.service.config import config_hint
 
     advice = (f"{message}; then `tinynas onboard --user {service.state.user} --continue{config_hint(service.config)}`"
               f" (or --cancel to stop this collection)")

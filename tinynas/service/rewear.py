@@ -25,6 +25,7 @@ from tinynas.folders import CARD, MODEL
 from tinynas.service import rewear_child
 from tinynas.service.collection import Collection
 from tinynas.service.context import Phase, ServiceContext, Transition, to
+from tinynas.service.models import write_deployment
 from tinynas.service.rewear_request import RewearRefused, flow_plan
 from tinynas.service.state import RewearFlow
 from tinynas.training import scratch
@@ -139,7 +140,6 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
 
 def _swap(service: ServiceContext, flow: RewearFlow, staging: Path, final: Path, outcome: RewearOutcome,
           figures: str) -> Transition:
-    from tinynas.service.models import write_deployment
 
     old = service.state.deployed
     assert old is not None  # a flow starts only from a served model, and only a flow swaps

@@ -12,11 +12,15 @@ from pathlib import Path
 
 import numpy as np
 
+from tinynas.adaptation.adapt import adapt
+from tinynas.adaptation.recalibrate import Recipe, recalibrate
 from tinynas.adaptation.rewear_job import RewearJob, RewearOutcome
+from tinynas.anomaly.card import steps
 from tinynas.atomic import atomic_write_text
 from tinynas.card import read_card
 from tinynas.data.preprocess import Preprocessing
 from tinynas.data.spec import load_windows
+from tinynas.deploy.litert import Int8Model
 from tinynas.errors import user_message
 from tinynas.folders import MODEL, read_model_file
 from tinynas.interrupts import die_with_parent
@@ -49,8 +53,6 @@ def answer(job: RewearJob, returncode: int | None, log_path: Path) -> RewearOutc
 
 # ---- in the child ------------------------------------------------------------------------------------------
 def _confidence(tflite: bytes, card: dict, windows) -> float:
-    from tinynas.deploy.litert import Int8Model
-
     logits = Int8Model(tflite).logits(Preprocessing.from_card(card).apply(windows.x)).astype(np.float64)
     probabilities = np.exp(logits - logits.max(axis=1, keepdims=True))
     probabilities /= probabilities.sum(axis=1, keepdims=True)
@@ -62,8 +64,6 @@ def _job(job: RewearJob) -> RewearOutcome:
 
     windows = load_windows(job.spec)
     if job.mode == "labelled":
-        from tinynas.adaptation.recalibrate import Recipe, recalibrate
-
         def progress(text: str) -> None:  # what the service shows while the child works (fold by fold)
 
             if job.progress:
@@ -81,7 +81,6 @@ def _job(job: RewearJob) -> RewearOutcome:
                              compared=result.selection["accuracy"] if result.selection else None,
                              # what the decision rests on: paired counts on today's wear and on the onboarding test
                              paired=result.paired)
-    from tinynas.adaptation.adapt import adapt
 
     adapted = adapt(job.source, windows, job.staging, spec=job.spec)
     source = Path(job.source)
@@ -102,8 +101,6 @@ def _job(job: RewearJob) -> RewearOutcome:
 def _scorer_outcome(source: Path, adapted, windows) -> RewearOutcome:
     """An adapted anomaly scorer is accepted: its threshold was set again, for its rate, on new normal windows it
     did not see; what the old one did on the new windows is said, so the user sees why it was needed."""
-    from tinynas.anomaly.card import steps
-    from tinynas.deploy.litert import Int8Model
 
     old_card = read_card(source).to_dict()
     old = old_card["anomaly"]

@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 
 from firmware_bridge.plan import Plan
+from tinynas.anomaly.threshold import windows_needed
+from tinynas.deploy.modeldir import ModelDir
 from tinynas.errors import TinynasError
 from tinynas.service.context import ServiceContext
 from tinynas.service.state import Deployed, RewearFlow
@@ -52,7 +54,6 @@ def onboarding_plan(deployed: Deployed, repetitions: int) -> Plan:
 
 def new_flow(service: ServiceContext, user: str, unlabelled: bool) -> RewearFlow:
     """The `state.rewear` of a new flow for `user` (RewearRefused in one line if it cannot start)."""
-    from tinynas.deploy.modeldir import ModelDir
 
     deployed = service.state.deployed
     problem = served_model_problem(deployed, user)
@@ -75,7 +76,6 @@ def new_flow(service: ServiceContext, user: str, unlabelled: bool) -> RewearFlow
         rate = service.require_device().hello.sample_rate_hz
         least = 6 * window / rate
         if scorer:  # the later half of the windows (hop half a window) sets the threshold again for its rate
-            from tinynas.anomaly.threshold import windows_needed
 
             need = windows_needed(float((deployed.anomaly or {})["false_alarm_rate"]))
             least = max(least, 2 * ((need + 2) * (window // 2) + window) / rate)

@@ -26,13 +26,16 @@ import os
 import time
 
 from tinynas.interrupts import sigterm_as_interrupt
+from tinynas.machine import auto_workers
 from tinynas.service import actions, collect, onboarding, search_deploy, threads
 from tinynas.service.context import Phase, ServiceContext, ServiceError, Transition
 from tinynas.service.device import connect
 from tinynas.service.models import served_download
 from tinynas.service.paths import REQUESTS, ServicePaths, request, running_pid
+from tinynas.service.rewear import recalibrate_step
 from tinynas.service.status import page_snapshot, snapshot, write_status_file
 from tinynas.service.status_server import StatusServer
+from tinynas.study.pool import WorkerPool, stop_launcher
 from tinynas.training import scratch
 
 # REQUESTS, ServicePaths and request live in paths.py, ServiceError in context.py; the CLI and the tests import
@@ -134,8 +137,6 @@ class Service(ServiceContext):
         estimated 15-45 s on a Pi 4) is done by the time the search needs them, not after."""
         if self.workers is not None:
             return
-        from tinynas.machine import auto_workers
-        from tinynas.study.pool import WorkerPool
 
         if self.config.workers != "auto":
             self.workers = WorkerPool(int(self.config.workers)).warm()
@@ -147,8 +148,6 @@ class Service(ServiceContext):
     def _cool_workers(self) -> None:
         """Stop the workers and their launcher: serving and re-wear need their memory, not them."""
         if self.workers is not None:
-            from tinynas.study.pool import stop_launcher
-
             self.workers.close()
             self.workers = None
             stop_launcher()
@@ -186,8 +185,6 @@ class Service(ServiceContext):
         if phase == Phase.DEPLOYING:
             return search_deploy.deploy(self)
         if phase == Phase.RECALIBRATING:
-            from tinynas.service.rewear import recalibrate_step
-
             return recalibrate_step(self)
         # load_state accepts only known states; kept as a guard
         return self.failed(phase, ServiceError(f"unknown state {phase!r}"))

@@ -18,18 +18,28 @@ from pathlib import Path
 import numpy as np
 
 from firmware_bridge.plan import load_plan
+from tinynas.anomaly.alarm import Alarm
+from tinynas.anomaly.card import read_section
 from tinynas.atomic import atomic_write_text, discard_folder, publish_folder, stage_folder
 from tinynas.card import read_card
 from tinynas.cost.targets import resolve_target
 from tinynas.data.checks import check_windows
 from tinynas.data.preprocess import Preprocessing
 from tinynas.data.spec import load_windows
+from tinynas.data.splits import make_split
+from tinynas.deploy.litert import Int8Model
+from tinynas.deploy.measure import run_int8
 from tinynas.folders import CARD, JOURNAL, MODEL, MODEL_FILES, REPORT, TRAINING_DATA, read_model_file
 from tinynas.progress import Progress
+from tinynas.search import final_recipe
+from tinynas.service.config import config_hint
 from tinynas.service.context import Phase, ServiceContext, Transition, to
+from tinynas.service.gate import GateOutcome, outcome
 from tinynas.service.idle import UNKNOWN, IdleRule, idle_rule, softmax
 from tinynas.service.models import write_deployment
 from tinynas.service.state import Deployed
+from tinynas.study import Study
+from tinynas.study.journal import Journal
 from tinynas.trial import Fidelity
 from tinynas.units import parse_duration
 from tinynas.verdict import deploy_gate, held_out, per_class
@@ -39,9 +49,6 @@ log = logging.getLogger(__name__)
 
 def search(service: ServiceContext) -> Transition:
     """Run (or resume) the study on the recorded session, then move on to DEPLOYING."""
-    from tinynas.search import final_recipe
-    from tinynas.study import Study
-    from tinynas.study.journal import Journal
 
     config = service.config
     study = Path(service.state.study)
@@ -102,7 +109,6 @@ def serving_rule(plan, session: str, tflite: bytes, preprocessing, windows, spli
     and validation window once, by the fold models), else the int8 model's on the validation windows; and what the
     rule does to the held-out test windows: the share answered, and the accuracy of those answers with every
     "unknown" counted as wrong."""
-    from tinynas.deploy.measure import run_int8
 
     if selection and selection.get("confidence"):
         confidences = np.asarray(selection["confidence"], dtype=np.float64)
@@ -130,9 +136,6 @@ def serving_rule(plan, session: str, tflite: bytes, preprocessing, windows, spli
 def deploy(service: ServiceContext) -> Transition:
     """Serve the study's int8 model if its held-out windows show it reaches `min_accuracy` (the 95 % interval's lower
     bound, `tinynas.verdict`); else keep the old, and say whether to record again or how much more."""
-    from tinynas.data.splits import make_split
-    from tinynas.deploy.measure import run_int8
-    from tinynas.service.config import config_hint
 
     state, config = service.state, service.config
     study = Path(state.study)
@@ -150,8 +153,6 @@ def deploy(service: ServiceContext) -> Transition:
     verdict = deploy_gate(held, config.min_accuracy, classes, len(test) / max(len(windows), 1))
     plan = load_plan(state.plan)
     if verdict.decision != "deploy":
-        from tinynas.service.gate import outcome
-
         counts = {**held.to_dict(), **per_class(result.predictions if result is not None else [], windows.y[test],
                                                 classes)}
         gate = outcome(verdict, counts, windows.class_names, plan, state.user, len(test) / max(len(windows), 1),
@@ -196,9 +197,6 @@ def _publish(service: ServiceContext, study: Path, target: Path, card: dict, dep
 def _deploy_scorer(service: ServiceContext, study: Path, card: dict) -> Transition:
     """Serve an anomaly scorer: verified when LiteRT runs it and its card holds a calibrated threshold; the
     served card carries the alarm's debounce (the service's alarm_k of alarm_n)."""
-    from tinynas.anomaly.alarm import Alarm
-    from tinynas.anomaly.card import read_section
-    from tinynas.deploy.litert import Int8Model
 
     state, config = service.state, service.config
     section = read_section(card)
@@ -206,9 +204,6 @@ def _deploy_scorer(service: ServiceContext, study: Path, card: dict) -> Transiti
     Int8Model(read_model_file(study, MODEL))  # a model LiteRT cannot load is not served
     quality = section.synthetic_auroc
     if quality is None or quality < config.min_auroc:
-        from tinynas.service.config import config_hint
-        from tinynas.service.gate import GateOutcome
-
         plan = load_plan(state.plan)
         gate = GateOutcome(state.user, "refuse", f"the scorer tells its held-out synthetic anomalies from normal "
                            f"running at AUROC {quality if quality is not None else 'not measured'}, below "

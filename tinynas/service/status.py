@@ -15,9 +15,13 @@ from tinynas.cost.targets import resolve_target
 from tinynas.errors import TinynasError
 from tinynas.folders import BEST, JOURNAL
 from tinynas.process_memory import memory_bytes
+from tinynas.service import status_views
 from tinynas.service.config import config_hint, page_plans
 from tinynas.service.context import ServiceContext
+from tinynas.service.models import stored_models
 from tinynas.service.state import Phase
+from tinynas.study.journal import progress
+from tinynas.units import parse_duration
 
 
 def snapshot(service: ServiceContext) -> dict:
@@ -79,7 +83,6 @@ def page_snapshot(service: ServiceContext) -> dict:
     """`snapshot` plus what only the status page draws: the live signal while recording, the search's trials,
     the served model and its classes, predictions per minute. Computed per request (the status file
     `tinynas service status` reads, written twice a second, stays small)."""
-    from tinynas.service import status_views
 
     status = snapshot(service)
     device = service.device
@@ -116,7 +119,6 @@ MODELS_SECONDS = 5.0
 
 def _models(service: ServiceContext) -> list[dict]:
     """Every user's deployed models as the page's switch lists them (cached for MODELS_SECONDS)."""
-    from tinynas.service.models import stored_models
 
     key = str(service.paths.root)
     served = (service.state.deployed.model if service.state.deployed else None,)
@@ -128,7 +130,6 @@ def _models(service: ServiceContext) -> list[dict]:
 
 
 def _ram_budget(service: ServiceContext) -> int | None:
-
     try:
         return resolve_target(service.config.target).ram_bytes
     except TinynasError:
@@ -145,12 +146,9 @@ def search_progress(service: ServiceContext) -> dict:
         return {}
     study = Path(service.state.study)
     result: dict = {"trials": 0}
-    from tinynas.study.journal import progress
 
     seen = progress(study / JOURNAL)
     if seen is not None:
-        from tinynas.units import parse_duration
-
         result["trials"], spent = seen
         result["budget_seconds"] = parse_duration(service.config.budget)
         clock = service.search_clock

@@ -17,6 +17,7 @@ from tinynas.folders import JOURNAL, FolderError
 from tinynas.modes import Runtime
 from tinynas.service.models import download_names
 from tinynas.service.state import Deployed
+from tinynas.study.journal import peek
 
 TRACE_SECONDS = 4.0
 """How much signal the page shows per channel."""
@@ -80,7 +81,6 @@ def trace(ring, rate_hz: float, sample_format: str, rest: list[float] | None = N
 
 def trials(study: Path) -> list[dict[str, Any]]:
     """Every candidate of a running search as the page's chart needs it (read-only; a locked journal: [])."""
-    from tinynas.study.journal import peek
 
     seen = peek(study / JOURNAL)
     out: list[dict[str, Any]] = []

@@ -27,6 +27,7 @@ from tinynas.service.context import ServiceContext
 from tinynas.service.inference import LiveClassifier, LiveScorer
 from tinynas.service.paths import request_time_ns
 from tinynas.service.status import write_status_file
+from tinynas.verdict import served_accuracy
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +129,6 @@ def serve(service: ServiceContext) -> None:
                     log.info("serving %s (anomaly scorer, threshold set for %.2g false alarms)", loaded,
                              (deployed.anomaly or {})["false_alarm_rate"])
                 else:
-                    from tinynas.verdict import served_accuracy
-
                     log.info("serving %s (%s)", loaded, served_accuracy(deployed.held_out, deployed.accuracy))
         if service.classifier is not None:
             service.predictions.write(service.classifier.step())

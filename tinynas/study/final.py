@@ -7,10 +7,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinynas.anomaly.card import anomaly_section
+from tinynas.anomaly.metrics import report_lines
 from tinynas.card import ModelCard, read_card
 from tinynas.cost.estimate import estimate
 from tinynas.cost.runtime import RUNTIME_NAMES
 from tinynas.data.windows import Windows
+from tinynas.deploy.export import write_export
+from tinynas.deploy.measure import measure_arena, run_int8, tflite_micro_available
 from tinynas.folders import SPLIT, save_split, weights_path
 from tinynas.study.jobs import JobFactory
 from tinynas.study.journal import Journal
@@ -34,9 +38,7 @@ class StudyResult:
 
 def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: WorkerPool) -> StudyResult:
     """Train (or export) the winner of `journal`'s search and write every output file into the study's folder."""
-    from tinynas.deploy.export import write_export
-    from tinynas.deploy.measure import run_int8, tflite_micro_available
-    from tinynas.study.report import write_report
+    from tinynas.study.report import write_report  # study/__init__ imports this module: at module level, a circle
 
     trials = journal.trials()
     winner = best_trial(strategy, trials)
@@ -62,13 +64,10 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
     int8_accuracy = int8.accuracy(y_test)
     int8_test = {**held_out(int8.predictions, y_test).to_dict(),
                  **per_class(int8.predictions, y_test, len(study.windows.class_names))}
-    choice = study.runtime_choice
-    runtime = choice.runtime
-    cost = estimate(winner.architecture, runtime=runtime, accounting=choice.accounting, core=study.target.core)
+    budget = study.budget
+    cost = budget.estimate(winner.architecture)
     anomaly = None
     if study.anomaly is not None:
-        from tinynas.anomaly.card import anomaly_section
-
         anomaly = anomaly_section(study, tflite, int8.logits)
     card = ModelCard(
         classes=list(study.windows.class_names),
@@ -102,8 +101,8 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
                            if jobs.folds is not None else {}),
                         "timings": {key: round(value, 3) for key, value in result.timings.items()}},
         measured_arena_host64=_measured_arena(tflite) if tflite_micro_available() else None,
-        runtime=runtime,
-        runtime_choice=choice.to_dict(),
+        runtime=str(budget.runtime),
+        runtime_choice=budget.choice().to_dict(),
         anomaly=anomaly,
         int8_test=int8_test,
         selection=_selection(jobs, winner),
@@ -113,14 +112,14 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
     card = read_card(exported.card_path.parent)  # as every reader will read it: checked
     save_split(study.out_dir / SPLIT, study.split)
     journal.set_meta("finished", True)
-    write_report(study.out_dir, trials, winner, card, study.target)
+    write_report(study.out_dir, trials, winner, card, budget)
     if anomaly is not None:
         _say_anomaly(study, anomaly)
     measured = ("int8 test accuracy" if anomaly is None else
                 "int8 accuracy telling normal from synthetic anomalies")
     study.progress.event(f"winner {winner.architecture.name()}: {measured} {int8_accuracy:.3f} "
                          f"(float {result.float_test_accuracy:.3f}) on {len(y_test)} held-out windows; "
-                         f"{RUNTIME_NAMES[runtime]}: {cost.summary(len(tflite))}")
+                         f"{RUNTIME_NAMES[budget.runtime]}: {cost.summary(len(tflite))}")
     return StudyResult(winner, card, study.out_dir, trials)
 
 
@@ -144,15 +143,11 @@ def _say_anomaly(study, anomaly: dict) -> None:
                          f"alarms, set on {calibration['calibration_windows']} held-out normal windows; synthetic "
                          f"anomalies: AUROC {synthetic['auroc']:.3f}, {synthetic['detected']['rate']:.1%} detected")
     if "evaluation" in anomaly:
-        from tinynas.anomaly.metrics import report_lines
-
         for line in report_lines(anomaly["evaluation"]):
             study.progress.event(f"test data: {line}")
 
 
 def _measured_arena(tflite: bytes) -> dict:
-    from tinynas.deploy.measure import measure_arena
-
     arena = measure_arena(tflite)
     return {"arena_bytes": arena.arena_bytes, "arena_head_bytes": arena.arena_head_bytes,
             "arena_tail_bytes": arena.arena_tail_bytes}

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tinynas.atomic import atomic_write_text
-from tinynas.cost.targets import Target
+from tinynas.cost.budget import Budget
 from tinynas.errors import StorageError, TinynasError
 from tinynas.folders import BEST, INCUMBENTS
 from tinynas.progress import Progress
@@ -42,13 +42,11 @@ from tinynas.units import kib
 class SearchLoop:
     """One search until the strategy finishes or the time budget runs out; `run` returns when it stops."""
 
-    def __init__(self, strategy, journal: Journal, pool: WorkerPool, jobs: JobFactory, target: Target, *,
+    def __init__(self, strategy, journal: Journal, pool: WorkerPool, jobs: JobFactory, budget: Budget, *,
                  budget_seconds: float, out_dir: Path, progress: Progress, clock: Callable[[], float],
                  resume: bool, retry_unstable: bool,
-                 fault_for: Callable[[Architecture], str | None] | None = None, runtime: str = "tflm",
-                 accounting: str = "chip") -> None:
-        self.strategy, self.journal, self.pool, self.jobs, self.target = strategy, journal, pool, jobs, target
-        self.runtime, self.accounting = runtime, accounting
+                 fault_for: Callable[[Architecture], str | None] | None = None) -> None:
+        self.strategy, self.journal, self.pool, self.jobs, self.budget = strategy, journal, pool, jobs, budget
         self.out_dir, self.progress, self.clock = out_dir, progress, clock
         self.budget_seconds, self.resume, self.retry_unstable = budget_seconds, resume, retry_unstable
         self.fault_for = fault_for
@@ -116,8 +114,7 @@ class SearchLoop:
                 self.progress.event(f"retrying interrupted trial {previous.number} {previous.architecture.name()}")
                 self._launch(previous)
             else:
-                trial = decide(next(self.numbers), proposal.architecture, proposal.fidelity, self.target,
-                               self.runtime, self.accounting)
+                trial = decide(next(self.numbers), proposal.architecture, proposal.fidelity, self.budget)
                 self._record(trial)
                 if trial.state is TrialState.INFEASIBLE:
                     self.strategy.tell(trial)

@@ -11,8 +11,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from tinynas.cost.estimate import estimate
-from tinynas.cost.targets import Target
+from tinynas.cost.budget import Budget
 from tinynas.space import Architecture
 from tinynas.training.job import JobResult
 from tinynas.trial import Fidelity, Trial, TrialState
@@ -30,12 +29,10 @@ def trial_key(arch: Architecture, fidelity: Fidelity) -> TrialKey:
     return arch.digest(), json.dumps(fidelity.to_dict(), sort_keys=True)
 
 
-def decide(number: int, architecture: Architecture, fidelity: Fidelity, target: Target,
-           runtime: str = "tflm", accounting: str = "chip") -> Trial:
-    """A proposal judged by the cost model for `runtime` on `target`'s core, counted by `accounting`: feasible
-    (to train) or infeasible (never trained)."""
-    cost = estimate(architecture, runtime=runtime, accounting=accounting, core=target.core)
-    violations = tuple(cost.violations(target))
+def decide(number: int, architecture: Architecture, fidelity: Fidelity, budget: Budget) -> Trial:
+    """A proposal judged by the cost model against `budget`: feasible (to train) or infeasible (never trained)."""
+    cost = budget.estimate(architecture)
+    violations = tuple(cost.violations(budget.target))
     state = TrialState.INFEASIBLE if violations else TrialState.FEASIBLE
     return Trial(number, architecture, fidelity, state, costs=cost.to_dict(), violations=violations)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from tinynas.anomaly.task import prepare as prepare_anomaly
 from tinynas.augment import parse_augmentation, parse_kernels
 from tinynas.data.holdout import without_test_side
 from tinynas.data.preprocess import Preprocessing
@@ -50,8 +51,6 @@ def prepare(windows: Windows, settings: StudySettings, test_windows: Windows | N
     s = settings
     anomaly = None
     if s.task == Task.ANOMALY:
-        from tinynas.anomaly.task import prepare as prepare_anomaly
-
         anomaly = prepare_anomaly(windows, s.split, s.seed, s.false_alarm_rate)
         windows = anomaly.windows
     recipe = s.final_fidelity or final_recipe(s.strategy)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from tinynas.atomic import atomic_write_bytes, atomic_write_text
 from tinynas.card import ModelCard
+from tinynas.cost.budget import Budget
 from tinynas.cost.estimate import Cost
 from tinynas.cost.runtime import ACCOUNTING_NAMES, RUNTIME_NAMES
-from tinynas.cost.targets import Target
 from tinynas.folders import REPORT, TRIALS_PLOT
 from tinynas.trial import Trial, TrialState
 from tinynas.units import kib
@@ -19,9 +19,9 @@ RAM_BASIS = {("tflm", "chip"): "TFLite Micro: 32-bit arena + interpreter + stack
 """What a trial's estimated RAM counts, per runtime and accounting (`--runtime`, `--accounting`)."""
 
 
-def plot_trials(path: Path, trials: list[Trial], winner: Trial, target: Target, runtime: str = "tflm",
-                accounting: str = "chip") -> None:
-    """Validation accuracy vs estimated peak RAM of every trial; budget line; winner marked."""
+def plot_trials(path: Path, trials: list[Trial], winner: Trial, budget: Budget) -> None:
+    """Validation accuracy vs estimated peak RAM of every trial (as `budget` counts it); budget line; winner marked."""
+    target = budget.target
     import io
 
     import matplotlib
@@ -47,7 +47,7 @@ def plot_trials(path: Path, trials: list[Trial], winner: Trial, target: Target, 
     if winner.best_val_accuracy is not None:
         axes.scatter([ram(winner)], [winner.best_val_accuracy], marker="*", s=260, color="orange",
                      edgecolor="black", zorder=5, label=f"winner {winner.architecture.name()}")
-    axes.set_xlabel(f"estimated peak RAM, {RAM_BASIS[runtime, accounting]} (KiB)")
+    axes.set_xlabel(f"estimated peak RAM, {RAM_BASIS[budget.runtime, budget.accounting]} (KiB)")
     axes.set_ylabel("best validation accuracy")
     axes.set_ylim(-0.05, 1.05)
     axes.grid(alpha=0.3)
@@ -108,11 +108,11 @@ def time_line(trials: list[Trial]) -> str:
             f"({epochs:.0f} epochs{xla}{rate}), health monitor {totals.get('health', 0.0):.1f} s")
 
 
-def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: ModelCard, target: Target) -> None:
+def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: ModelCard, budget: Budget) -> None:
     """Write report.md and trials.png into `out_dir`."""
     out_dir = Path(out_dir)
-    runtime = card.runtime
-    plot_trials(out_dir / TRIALS_PLOT, trials, winner, target, runtime, card.accounting)
+    target, runtime = budget.target, budget.runtime
+    plot_trials(out_dir / TRIALS_PLOT, trials, winner, budget)
     cost = Cost.from_dict(card.cost_estimate)
     why = (card.runtime_choice or {}).get("reason")
     search = card.search

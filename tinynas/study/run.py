@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tinynas.arguments import require, seed_argument
-from tinynas.cost.estimate import check_space_fits, estimate
-from tinynas.cost.runtime import RuntimeChoice, resolve_runtime
+from tinynas.cost.budget import Budget
 from tinynas.cost.targets import Target, get_target
 from tinynas.data.checks import check_windows
 from tinynas.data.preprocess import Preprocessing
@@ -153,9 +152,7 @@ class Study:
         # The user's windows are checked before anything is derived from them: a flat channel is said as one, not
         # as what it then does to the anomaly task's split ("record longer" for identical windows).
         self.data_findings = self._check_data()
-        choice = self.runtime_choice
-        check_space_fits(self.target, self.windows.window_length, self.windows.channels, self.windows.classes,
-                         choice.runtime, choice.accounting)
+        self.budget.check_space_fits(self.windows.window_length, self.windows.channels, self.windows.classes)
         strategy = self._strategy()
         journal = open_journal(self.out_dir, self.resume)
         try:
@@ -181,10 +178,9 @@ class Study:
                               folds=self.prepared.folds)
             # One pool for the search and the final stage: its workers have TensorFlow imported already.
             with nullcontext(self.pool) if self.pool is not None else self._pool() as pool:
-                SearchLoop(strategy, journal, pool, jobs, self.target, budget_seconds=s.budget_seconds,
+                SearchLoop(strategy, journal, pool, jobs, self.budget, budget_seconds=s.budget_seconds,
                            out_dir=self.out_dir, progress=self.progress, clock=self.clock, resume=self.resume,
-                           retry_unstable=s.retry_unstable, fault_for=self.fault_for, runtime=choice.runtime,
-                           accounting=choice.accounting).run()
+                           retry_unstable=s.retry_unstable, fault_for=self.fault_for).run()
                 return final_stage(self, strategy, journal, jobs, pool)
         except StorageError as exc:
             # Any write of the run (best.json, the windows, the export) failing on a full disk: the journal
@@ -235,24 +231,21 @@ class Study:
                            space=asdict(self.space), split=self.split.protocol,
                            normalize=self.preprocessing.normalize,
                            test_data_digest=self.test_windows.digest() if self.test_windows is not None else None,
-                           final_fidelity=self.final_fidelity, runtime=self.runtime_choice.runtime,
-                           accounting=self.runtime_choice.accounting,
+                           final_fidelity=self.final_fidelity, runtime=str(self.budget.runtime),
+                           accounting=str(self.budget.accounting),
                            anomaly=None if self.anomaly is None else
                            {"task": "anomaly", "false_alarm_rate": self.settings.false_alarm_rate},
                            folds=None if self.prepared.folds is None else self.prepared.folds.describe())
 
     @property
-    def runtime_choice(self) -> RuntimeChoice:
-        """The runtime the search budgets for (auto resolved against the target), its accounting and why."""
-        return resolve_runtime(self.settings.runtime, self.target, self.settings.accounting)
+    def budget(self) -> Budget:
+        """What the search budgets for: the target, counted for the runtime (auto resolved against the target) by
+        the accounting, and why that runtime."""
+        return Budget.resolve(self.target, self.settings.runtime, self.settings.accounting)
 
     def _strategy(self):
         s = self.settings
-        choice = self.runtime_choice
-        return make_strategy(s.strategy, self.space, seed=s.seed, fidelity=s.fidelity,
-                             is_feasible=lambda arch: estimate(arch, runtime=choice.runtime,
-                                                               accounting=choice.accounting,
-                                                               core=self.target.core).fits(self.target),
+        return make_strategy(s.strategy, self.space, seed=s.seed, fidelity=s.fidelity, is_feasible=self.budget.fits,
                              final_fidelity=self.final_fidelity)
 
     def _check_data(self) -> list[dict]:

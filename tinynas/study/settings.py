@@ -27,6 +27,7 @@ from tinynas.errors import TinynasError, UsageError
 from tinynas.modes import Runtime
 from tinynas.options import RANGES
 from tinynas.search.base import FINAL_FIDELITY
+from tinynas.study.crossval import check_selection
 from tinynas.trial import Fidelity
 
 __all__ = ["FINAL_FIDELITY", "StudyError", "StudySettings", "check_resumable", "fingerprint"]
@@ -91,7 +92,6 @@ class StudySettings:
 
         check_task(self.task)
         check_rate(self.false_alarm_rate)
-        from tinynas.study.crossval import check_selection
 
         check_selection(self.selection)
 

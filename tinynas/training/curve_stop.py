@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tinynas.quiet import import_tensorflow
+
 MAX_DECAY = 0.95
 """Most optimistic per-epoch ratio between successive improvements (0.95: gains fade over ~20 epochs)."""
 
@@ -68,7 +70,6 @@ def keras_callback(rule: CurveStop, total_epochs: int, incumbent: Callable[[], f
     `incumbent`, if given, is asked after every epoch for a better score to beat than the rule's
     (candidates training in parallel finish while this one trains).
     """
-    from tinynas.quiet import import_tensorflow
 
     tf: Any = import_tensorflow()  # declared Any so that mypy accepts its classes as bases
 

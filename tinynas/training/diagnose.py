@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from tinynas.space import as_model_input
+from tinynas.training.health import health_callback, probe_batch
 
 INSTABILITIES = ("diverging", "nonfinite", "stalled")
 """Fault types a search acts on (stop the candidate, maybe retry with a safer learning rate)."""
@@ -201,7 +202,6 @@ def shipped_diagnoser() -> Diagnoser | None:
 
 def health_monitor(windows, train: list[int], seed: int, learning_rate: float, cache: dict):
     """The health callback, and the dict it fills with the diagnosis when it stops training."""
-    from tinynas.training.health import health_callback, probe_batch
 
     if "diagnoser" not in cache:
         cache["diagnoser"] = shipped_diagnoser()

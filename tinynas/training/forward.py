@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinynas.quiet import import_tensorflow
+
 
 @dataclass
 class Forward:
@@ -88,7 +90,6 @@ class Forward:
 
 def forward_of(model, im2col: bool = True) -> Forward:
     """The op-level forward pass of a model made by `tinynas.deploy.network.build_model`."""
-    from tinynas.quiet import import_tensorflow
 
     tf = import_tensorflow()
     layers = {layer.name: layer for layer in model.layers}

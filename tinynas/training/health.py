@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from tinynas.quiet import import_tensorflow
 from tinynas.training.epoch import PROBE_DEAD_RELU, PROBE_GRADIENT
 
 PROBE_WINDOWS = 64
@@ -47,7 +48,6 @@ def health_callback(x_probe: np.ndarray, y_probe: np.ndarray, sharpness_every: i
 
     `x_probe` are windows in the model's input layout, `y_probe` their labels.
     """
-    from tinynas.quiet import import_tensorflow
 
     tf: Any = import_tensorflow()  # declared Any so that mypy accepts its classes as bases
     probe_batch = (np.asarray(x_probe, np.float32), np.asarray(y_probe, np.int64))

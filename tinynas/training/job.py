@@ -19,16 +19,20 @@ from typing import Any
 import numpy as np
 
 from tinynas.data.preprocess import Preprocessing
+from tinynas.data.subset import representative_subset
 from tinynas.data.windows import Windows
+from tinynas.deploy.export import convert_int8
 from tinynas.deploy.network import build_model
 from tinynas.errors import is_disk_full
 from tinynas.folders import save_weights
 from tinynas.interrupts import die_with_parent
 from tinynas.process_memory import memory_bytes
+from tinynas.quiet import import_tensorflow
 from tinynas.space import Architecture, as_model_input
 from tinynas.training import scratch
 from tinynas.training.diagnose import health_monitor
 from tinynas.training.faults import INJECTED_FAULTS, LEARNING_RATE_FAULTS, poison_weights_callback
+from tinynas.training.train import fit
 from tinynas.trial import Fidelity
 
 
@@ -154,7 +158,6 @@ def _release_memory() -> None:
 def _training_indices(job: TrainJob, fidelity, windows, cache: dict) -> list[int]:
     if fidelity.subset >= 1:
         return list(job.train)
-    from tinynas.data.subset import representative_subset
 
     key = ("subset", fidelity.subset, job.seed, hash(job.train))
     if key not in cache:
@@ -194,14 +197,11 @@ def _test_set(job: Job, windows, cache: dict):
 
 
 def _float_accuracy(model, x, y) -> float:
-
     logits = model(as_model_input(x), training=False).numpy()
     return float((logits.argmax(axis=1) == y).mean())
 
 
 def _export(job: FinalJob | ExportJob, model, windows, train: list[int], out: JobResult, cache: dict) -> None:
-    from tinynas.deploy.export import convert_int8
-
     started = time.perf_counter()
     out.float_test_accuracy = _float_accuracy(model, *_test_set(job, windows, cache))
     out.tflite = convert_int8(model, windows.x[train], seed=job.seed)
@@ -211,8 +211,6 @@ def _export(job: FinalJob | ExportJob, model, windows, train: list[int], out: Jo
 
 
 def _run(job: Job, tf, cache: dict) -> JobResult:
-    from tinynas.training.train import fit
-
     started = time.perf_counter()
     if cache.get("path") != (job.data_path, repr(job.preprocessing)):
         cache.clear()
@@ -281,7 +279,6 @@ def _run(job: Job, tf, cache: dict) -> JobResult:
 def _cross_validate(job: TrainJob, fidelity, windows, callbacks: list, tf, cache: dict, started: float) -> JobResult:
     """Train the candidate once per fold, each validated on its fold (`job.folds`), raced fold by fold against the
     best candidate's own loss on that fold; the score is the mean of the fold losses."""
-    from tinynas.training.train import fit
 
     losses: list[float] = []
     epochs: list[int] = []
@@ -378,7 +375,6 @@ def serve(conn, threads: int, max_jobs: int, private_limit: int) -> None:
     """Worker process main loop."""
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the study handles Ctrl-C and stops us
-    from tinynas.quiet import import_tensorflow
 
     started = time.perf_counter()
     tf = import_tensorflow()

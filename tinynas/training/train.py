@@ -10,7 +10,9 @@ import numpy as np
 
 from tinynas.augment import Augmentation
 from tinynas.deploy.network import build_model
+from tinynas.quiet import import_tensorflow
 from tinynas.space import Architecture, SpecError, as_model_input
+from tinynas.training.curve_stop import CurveStop, first_verdict, keras_callback
 from tinynas.training.epoch import CompiledEpoch, finite, xla_from
 from tinynas.trial import Fidelity
 
@@ -65,8 +67,6 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
     """
     import time
 
-    from tinynas.quiet import import_tensorflow
-    from tinynas.training.curve_stop import CurveStop, first_verdict, keras_callback
 
     x_train, x_val = np.asarray(x_train, np.float32), np.asarray(x_val, np.float32)
     y_train, y_val = np.asarray(y_train, np.int64), np.asarray(y_val, np.int64)
@@ -153,7 +153,6 @@ def augmented_epochs(x: np.ndarray, y: np.ndarray, augmentation: Augmentation, s
 
 def augmented_batches(x: np.ndarray, y: np.ndarray, fidelity: Fidelity, seed: int):
     """`augmented_epochs` as a Keras PyDataset of batches, for `model.fit` (recalibration)."""
-    from tinynas.quiet import import_tensorflow
 
     tf: Any = import_tensorflow()  # declared Any so that mypy accepts its classes as bases
     epochs = augmented_epochs(x, y, fidelity.augmentation or Augmentation(), seed)
