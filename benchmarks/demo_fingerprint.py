@@ -49,7 +49,7 @@ def current_layout(print_: dict) -> dict:
     def cost(data):
         return Cost.from_dict(data).to_dict() if isinstance(data, dict) and "peak_ram_bytes" in data else data
 
-    card = {**print_["card"], "cost_estimate": cost(print_["card"].get("cost_estimate"))}
+    card = {**print_["card"], **{key: cost(print_["card"].get(key)) for key in ("cost_estimate", "host64_estimate")}}
     return {"trials": [{**row, "costs": cost(row.get("costs"))} for row in print_["trials"]], "card": card}
 
 

@@ -1,12 +1,19 @@
 """`ModelCard`: the runtime the model's budget was counted for, and `read_card`: every section checked."""
 
+import ast
 import json
 import os
+from pathlib import Path
 
 import pytest
 
-from tinynas.card import ModelCard, read_card
+import tinynas
+from tinynas.card import ModelCard, read_card, task_of
 from tinynas.card_checks import DamagedCard
+from tinynas.cost.estimate import estimate
+from tinynas.modes import Task
+from tinynas.space import Architecture
+from tinynas.verdict import HeldOut
 
 OLDER_CARD = {
     "classes": ["a", "b"], "input": {"shape": [64, 1]}, "target": {"name": "STM32F030F4P6"},
@@ -130,3 +137,54 @@ def test_a_card_that_is_a_link_or_a_fifo_is_refused_without_reading_it(tmp_path)
     os.mkfifo(folder / "card.json")
     with pytest.raises(DamagedCard, match="a named pipe"):
         read_card(folder)
+
+
+SECTION_OWNERS = {
+    "cost_estimate": {"card.py"},
+    "int8_test": {"card.py"},
+    "anomaly": {"card.py", "anomaly/card.py",
+                "deploy/export.py"},  # export writes the scorer's threshold into the C runtime it writes
+    "preprocessing": {"card.py", "data/preprocess.py", "deploy/export.py"},  # export writes model_prepare.c
+    "serving": {"service/idle.py"},
+}
+"""The card sections with a typed reader, and the modules that may read them by key (besides `card_checks.py`, which
+checks them all): everyone else goes through `ModelCard.cost`, `ModelCard.held_out`, `task_of`, `read_section`,
+`Preprocessing.from_card`, `IdleRule.from_card`."""
+
+
+def _section_reads(source: str) -> list[tuple[int, str]]:
+    """(line, key) of every read of a SECTION_OWNERS key from an expression naming a card: `card["key"]` (not as an
+    assignment's target) or `card.get("key")`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            base, key = node.value, node.slice
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+              and node.args):
+            base, key = node.func.value, node.args[0]
+        else:
+            continue
+        if isinstance(key, ast.Constant) and key.value in SECTION_OWNERS and "card" in ast.unparse(base).lower():
+            found.append((node.lineno, key.value))
+    return sorted(found)
+
+
+def test_typed_card_sections_are_read_by_key_only_by_their_owners():
+    package = Path(tinynas.__file__).parent
+    found = [f"{path.relative_to(package)}:{line} {key}" for path in sorted(package.rglob("*.py"))
+             for line, key in _section_reads(path.read_text())
+             if str(path.relative_to(package)) not in SECTION_OWNERS[key] | {"card_checks.py"}]
+    assert not found, found
+
+
+def test_the_section_check_sees_a_read_by_key():
+    assert _section_reads('x = model.card["anomaly"]["threshold"]\ncard["anomaly"] = {}\nc = card.get("serving")\n') \
+        == [(1, "anomaly"), (3, "serving")]
+
+
+def test_typed_readers_give_the_cost_the_count_and_the_task(tmp_path):
+    cost = estimate(Architecture(64, 1, 2, k=3, c=1), runtime="c")
+    card = read_card(_folder(tmp_path, {**SOUND, "cost_estimate": cost.to_dict()}))
+    assert card.cost() == cost and card.held_out() == HeldOut(9, 10) and card.task == Task.CLASSIFY
+    assert ModelCard.from_dict(OLDER_CARD).held_out() is None  # written before the count was recorded
+    assert task_of({**SOUND, "anomaly": SCORER}) == Task.ANOMALY

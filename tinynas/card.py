@@ -5,6 +5,11 @@ recalibrate) starts from it. Sections that are themselves records of other modul
 estimate, the split, the preprocessing, ...) stay JSON objects, described field by field here.
 Keys this version does not know (written by a newer tinynas, or by hand) are kept in `extra` and
 written back unchanged, so reading and writing a card loses nothing.
+
+The sections most read have typed readers, and nothing else reads them by key (`tests/test_card.py`): the cost
+(`ModelCard.cost`), the int8 test's count (`ModelCard.held_out`), the task (`task_of`), the preprocessing
+(`Preprocessing.from_card`), the anomaly section (`tinynas.anomaly.card.read_section`) and the serving rules
+(`tinynas.service.idle.IdleRule.from_card`).
 """
 
 from __future__ import annotations
@@ -16,13 +21,21 @@ from pathlib import Path
 from typing import Any
 
 from tinynas.card_checks import DamagedCard, check_card
+from tinynas.cost.estimate import Cost
 from tinynas.cost.runtime import recorded_accounting
 from tinynas.data.preprocess import CardError, Preprocessing
 from tinynas.folders import CARD
+from tinynas.modes import Task
 from tinynas.space import Architecture, SpecError
+from tinynas.verdict import HeldOut
 
 CARD_SCHEMA = 1
 """Version of card.json's layout, written as `card_schema`: the marker that a folder is a model tinynas wrote."""
+
+
+def task_of(card: dict) -> Task:
+    """What a (checked) card's model does: score anomalies (it has an anomaly section) or classify."""
+    return Task.ANOMALY if card.get("anomaly") is not None else Task.CLASSIFY
 
 
 def is_our_card(data) -> bool:
@@ -121,6 +134,21 @@ class ModelCard:
         if values["runtime"] is None:  # cards written before --runtime were budgeted for TFLite Micro
             values["runtime"] = "tflm"
         return cls(**values, extra={key: value for key, value in data.items() if key not in known})
+
+    @property
+    def task(self) -> Task:
+        return task_of(self.to_dict())
+
+    def cost(self) -> Cost:
+        """The cost model's figures for the chip, as `tinynas.cost.estimate.Cost` (older layouts read into it)."""
+        return Cost.from_dict(self.cost_estimate)
+
+    def held_out(self) -> HeldOut | None:
+        """The int8 test's hits of windows (None: a card written before the count was recorded)."""
+        section = self.int8_test or {}
+        if not isinstance(section.get("hits"), int) or not isinstance(section.get("windows"), int):
+            return None
+        return HeldOut(section["hits"], section["windows"])
 
     @property
     def accounting(self) -> str:

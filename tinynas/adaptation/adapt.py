@@ -25,12 +25,14 @@ from tinynas.adaptation.common import (
     original_test,
     rounded_int8_accuracy,
 )
-from tinynas.anomaly.card import recalibrated_section
+from tinynas.anomaly.card import AnomalySection, read_section, recalibrated_section
 from tinynas.anomaly.task import NORMAL, normal_only
 from tinynas.anomaly.threshold import check_enough, windows_needed
+from tinynas.card import task_of
 from tinynas.data.windows import Windows, windows_argument
 from tinynas.deploy.modeldir import ModelDir, check_new_folder, write_model_dir
 from tinynas.folders import MODEL, read_model_file
+from tinynas.modes import Task
 
 PARTS = ("batchnorm", "normalization")
 MIN_WINDOWS = 8
@@ -70,6 +72,14 @@ def _labels(model_dir: ModelDir, windows: Windows) -> np.ndarray | None:
     return model_dir.preprocessing.labels_for(windows)
 
 
+def _section(card: dict) -> AnomalySection:
+    """A scorer's anomaly section, typed (`read_section`)."""
+    section = read_section(card)
+    if section is None:
+        raise AdaptationError("card.json: not an anomaly scorer (no anomaly section)")
+    return section
+
+
 def _scorer_halves(source: ModelDir, windows: Windows) -> tuple[Windows, Windows]:
     """An anomaly scorer's new windows, taken as normal running (labels ignored, as adapt's are), except that
     data labelled with faults beside a normal class is refused: a fault window must never set the threshold.
@@ -85,7 +95,7 @@ def _scorer_halves(source: ModelDir, windows: Windows) -> tuple[Windows, Windows
     times = windows.time_index if windows.time_index is not None else np.arange(len(windows))
     order = np.argsort(times, kind="stable")
     half = len(order) // 2
-    rate = float(source.card["anomaly"]["false_alarm_rate"])
+    rate = _section(source.card).false_alarm_rate
     check_enough(len(order) - half, rate, f"the later half of the new data's {len(order)} windows (the earlier "
                  f"half re-estimates batch norm; {2 * windows_needed(rate)} windows in all are needed)")
     return windows.subset(order[:half]), windows.subset(order[half:])
@@ -110,7 +120,7 @@ def adapt(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec
     if len(windows) < MIN_WINDOWS:
         raise AdaptationError(f"the new data holds {len(windows)} window(s); adapting needs at least {MIN_WINDOWS} "
                               f"(record a few more seconds)")
-    scorer = source.card.get("anomaly") is not None
+    scorer = task_of(source.card) == Task.ANOMALY
     held_out = None
     if scorer:
         windows, held_out = _scorer_halves(source, windows)
@@ -158,12 +168,12 @@ def adapt(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec
     card = changed_card(source, tflite, pre, entry, test_after)
     if held_out is not None:
         say(f"setting the threshold again on {len(held_out)} later normal windows")
-        card["anomaly"] = recalibrated_section(
-            card["anomaly"], tflite, pre.apply(held_out.x), None,
+        section = recalibrated_section(
+            _section(card).raw, tflite, pre.apply(held_out.x), None,
             f"adapt: batch norm re-estimated on the first {len(windows)} new windows, the threshold set on the "
             f"{len(held_out)} after them")
-        card["history"][-1]["threshold"] = {"before": source.card["anomaly"].get("threshold"),
-                                            "after": card["anomaly"]["threshold"]}
+        card["anomaly"] = section
+        card["history"][-1]["threshold"] = {"before": _section(source.card).threshold, "after": section["threshold"]}
     write_model_dir(out, source, model, tflite, card)
     return AdaptResult(out, tuple(adapted), len(windows), seconds, new_before, new_after, test_before, test_after,
                        card)

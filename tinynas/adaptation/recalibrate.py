@@ -30,10 +30,12 @@ from tinynas.adaptation.common import (
 )
 from tinynas.arguments import require, seed_argument
 from tinynas.augment import Augmentation
+from tinynas.card import task_of
 from tinynas.data.windows import DataError, Windows, windows_argument
 from tinynas.deploy.measure import run_int8
 from tinynas.deploy.modeldir import ModelDir, check_new_folder, write_model_dir
 from tinynas.folders import MODEL, read_model_file
+from tinynas.modes import Task
 from tinynas.options import RANGES
 from tinynas.quiet import import_tensorflow
 from tinynas.space import as_model_input
@@ -384,7 +386,7 @@ def recalibrate(model_path: str | Path, windows: Windows, out_dir: str | Path, *
     require(recipe, Recipe, "recipe", "a Recipe or a dict of its fields")
     seed_argument(seed)
     source = ModelDir.open(model_path)
-    if source.card.get("anomaly") is not None:
+    if task_of(source.card) == Task.ANOMALY:
         raise AdaptationError(f"{source.path} is an anomaly scorer: it has no classes to fine-tune with labels; bring "
                               f"it to a new condition with `tinynas adapt` on that condition's normal windows (batch "
                               f"norm and its threshold are set again)")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from firmware_bridge.safe_read import SETTINGS_FILE_BYTES, read_regular_text
+from tinynas.card import task_of
 from tinynas.cli.common import add_runtime_flag, add_target_flags
 from tinynas.cost.budget import tflm_fits
 from tinynas.cost.c_runtime import estimate_c
@@ -16,7 +17,7 @@ from tinynas.cost.estimate import estimate, estimate_arena, method_ram_bytes
 from tinynas.cost.runtime import ACCOUNTING_NAMES, RUNTIME_NAMES, resolve_runtime
 from tinynas.cost.targets import builtin_targets, resolve_target
 from tinynas.errors import UsageError
-from tinynas.modes import Accounting, Runtime
+from tinynas.modes import Accounting, Runtime, Task
 from tinynas.options import (
     check_seed,
 )
@@ -228,7 +229,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     tflite, card = model_files(args.model)  # a missing model, a bad card or a damaged .tflite is reported
     load_model(tflite)                      # before the data is loaded
-    if card.get("anomaly") is not None:
+    if task_of(card) == Task.ANOMALY:
         return _evaluate_scorer(args, tflite, card)
     result = evaluate(tflite, load_windows(args.data))
     picture = None

@@ -7,9 +7,9 @@ import json
 import logging
 from pathlib import Path
 
+from tinynas.anomaly.card import read_section
 from tinynas.anomaly.threshold import check_rate
 from tinynas.cli.common import add_runtime_flag, add_target_flags
-from tinynas.cost.estimate import Cost
 from tinynas.cost.runtime import RUNTIME_NAMES
 from tinynas.cost.targets import resolve_target
 from tinynas.data.preprocess import NORMALIZATIONS
@@ -120,22 +120,20 @@ def _print_result(result, as_json: bool) -> None:
                           "name": result.winner.architecture.name(), **card}, indent=2))
         return
     # What the chip holds under the card's accounting, with the real .tflite's size where it is flashed.
-    cost = Cost.from_dict(card["cost_estimate"])
-    footprint = f"{RUNTIME_NAMES[cost.runtime]}: {cost.summary(card['flash_bytes'])}"
-    if card.get("anomaly"):
-        anomaly = card["anomaly"]
-        print(f"{result.winner.architecture.name()}: anomaly scorer, threshold {anomaly['threshold']:.3g} for "
-              f"{anomaly['false_alarm_rate']:.2%} false alarms ({anomaly['calibration']['calibration_windows']} "
+    cost = result.card.cost()
+    footprint = f"{RUNTIME_NAMES[cost.runtime]}: {cost.summary(result.card.flash_bytes)}"
+    anomaly = read_section(card)
+    if anomaly is not None:
+        print(f"{result.winner.architecture.name()}: anomaly scorer, threshold {anomaly.threshold:.3g} for "
+              f"{anomaly.false_alarm_rate:.2%} false alarms ({anomaly.calibration_windows} "
               f"held-out normal windows); {footprint}; files in {result.out_dir}/")
         print(time_line(result.trials)[2:])
         return
-    from tinynas.verdict import describe
-
-    held = card.get("int8_test") or {}
-    print(f"{result.winner.architecture.name()}: int8 test accuracy {card['int8_test_accuracy']:.3f} "
-          + (f"({held['hits']} of {held['windows']}, 95% interval {held['interval'][0]:.3f}-"
-             f"{held['interval'][1]:.3f}; " if describe(held) != "-" else "(")
-          + f"float {card['float_test_accuracy']:.3f}); {footprint}; files in {result.out_dir}/")
+    held = result.card.held_out()
+    interval = (f"({held.hits} of {held.windows}, 95% interval {held.interval[0]:.3f}-{held.interval[1]:.3f}; "
+                if held is not None and held.windows else "(")
+    print(f"{result.winner.architecture.name()}: int8 test accuracy {result.card.int8_test_accuracy:.3f} "
+          + interval + f"float {card['float_test_accuracy']:.3f}); {footprint}; files in {result.out_dir}/")
     print(time_line(result.trials)[2:])
 
 

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from tinynas.adaptation.rewear_job import RewearJob, RewearOutcome
+from tinynas.anomaly.card import read_section
 from tinynas.atomic import publish_folder
 from tinynas.card import read_card
 from tinynas.folders import CARD, MODEL
@@ -153,11 +154,11 @@ def _swap(service: ServiceContext, flow: RewearFlow, staging: Path, final: Path,
                          held_out=_checked_on(outcome), card_int8_test_accuracy=card.get("int8_test_accuracy"),
                          replaced=old.model,
                          changed_by="recalibrate" if flow.mode == "labelled" else "adapt", made=time.time())
-    if card.get("anomaly") is not None and old.anomaly is not None:  # the new threshold is served
-        section = card["anomaly"]
+    section = read_section(card)
+    if section is not None and old.anomaly is not None:  # the new threshold is served
         deployed = deployed.moved(accuracy=None, anomaly={
-            **old.anomaly, "threshold": section["threshold"], "threshold_steps": section["threshold_steps"],
-            "calibration_windows": section["calibration"]["calibration_windows"]})
+            **old.anomaly, "threshold": section.threshold, "threshold_steps": section.threshold_steps,
+            "calibration_windows": section.calibration_windows})
     write_deployment(staging, deployed)  # `tinynas serve` can bring this model back later
     publish_folder(staging, final)  # a folder a power cut left there (state not yet saved) is exchanged whole
     flow = flow.moved(phase="accepted", text=f"{outcome.reason}" + (f" ({figures})" if figures else "")

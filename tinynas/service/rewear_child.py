@@ -15,15 +15,16 @@ import numpy as np
 from tinynas.adaptation.adapt import adapt
 from tinynas.adaptation.recalibrate import Recipe, recalibrate
 from tinynas.adaptation.rewear_job import RewearJob, RewearOutcome
-from tinynas.anomaly.card import steps
+from tinynas.anomaly.card import read_section, steps
 from tinynas.atomic import atomic_write_text
-from tinynas.card import read_card
+from tinynas.card import read_card, task_of
 from tinynas.data.preprocess import Preprocessing
 from tinynas.data.spec import load_windows
 from tinynas.deploy.litert import Int8Model
 from tinynas.errors import user_message
 from tinynas.folders import MODEL, read_model_file
 from tinynas.interrupts import die_with_parent
+from tinynas.modes import Task
 from tinynas.training import scratch
 
 
@@ -84,7 +85,7 @@ def _job(job: RewearJob) -> RewearOutcome:
 
     adapted = adapt(job.source, windows, job.staging, spec=job.spec)
     source = Path(job.source)
-    if adapted.card.get("anomaly") is not None:
+    if task_of(adapted.card) == Task.ANOMALY:
         return _scorer_outcome(source, adapted, windows)
     before = _confidence(read_model_file(source, MODEL), read_card(source).to_dict(), windows)
     after = _confidence(read_model_file(job.staging, MODEL), adapted.card, windows)
@@ -103,14 +104,14 @@ def _scorer_outcome(source: Path, adapted, windows) -> RewearOutcome:
     did not see; what the old one did on the new windows is said, so the user sees why it was needed."""
 
     old_card = read_card(source).to_dict()
-    old = old_card["anomaly"]
+    old, new = read_section(old_card), read_section(adapted.card)
+    assert old is not None and new is not None  # both scorers: the adaptation keeps the task
     scores = steps(Int8Model(read_model_file(source, MODEL)).logits(
-        Preprocessing.from_card(old_card).apply(windows.x)), old["score_scale"])
-    flagged = float(np.mean(scores > old["threshold_steps"]))
-    new = adapted.card["anomaly"]
-    reason = (f"accepted: the machine's new normal running set the threshold again ({old['threshold']:.3g} -> "
-              f"{new['threshold']:.3g}, for {new['false_alarm_rate']:.2%} false alarms, on "
-              f"{new['calibration']['calibration_windows']} windows batch norm did not see); the old threshold "
+        Preprocessing.from_card(old_card).apply(windows.x)), old.score_scale)
+    flagged = float(np.mean(scores > old.threshold_steps))
+    reason = (f"accepted: the machine's new normal running set the threshold again ({old.threshold:.3g} -> "
+              f"{new.threshold:.3g}, for {new.false_alarm_rate:.2%} false alarms, on "
+              f"{new.calibration_windows} windows batch norm did not see); the old threshold "
               f"flagged {flagged:.1%} of the {len(windows)} new windows")
     return RewearOutcome(accepted=True, reason=reason, windows=len(windows), seconds=round(adapted.seconds, 1),
                          old_threshold_flagged=round(flagged, 4), test=(adapted.test_before, adapted.test_after))

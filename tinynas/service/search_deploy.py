@@ -21,7 +21,7 @@ from firmware_bridge.plan import load_plan
 from tinynas.anomaly.alarm import Alarm
 from tinynas.anomaly.card import read_section
 from tinynas.atomic import atomic_write_text, discard_folder, publish_folder, stage_folder
-from tinynas.card import read_card
+from tinynas.card import read_card, task_of
 from tinynas.cost.targets import resolve_target
 from tinynas.data.checks import check_windows
 from tinynas.data.preprocess import Preprocessing
@@ -30,6 +30,7 @@ from tinynas.data.splits import make_split
 from tinynas.deploy.litert import Int8Model
 from tinynas.deploy.measure import run_int8
 from tinynas.folders import CARD, JOURNAL, MODEL, MODEL_FILES, REPORT, TRAINING_DATA, read_model_file
+from tinynas.modes import Task
 from tinynas.progress import Progress
 from tinynas.search import final_recipe
 from tinynas.service.config import config_hint
@@ -140,7 +141,7 @@ def deploy(service: ServiceContext) -> Transition:
     state, config = service.state, service.config
     study = Path(state.study)
     card = read_card(study).to_dict()  # the study's own card, checked like any other before it is served
-    if card.get("anomaly") is not None:
+    if task_of(card) == Task.ANOMALY:
         return _deploy_scorer(service, study, card)
     windows, _ = session_windows(service)
     split = make_split(windows, "auto", seed=0)

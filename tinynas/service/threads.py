@@ -22,7 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from firmware_bridge.protocol import Samples
-from tinynas.card import read_card
+from tinynas.card import read_card, task_of
+from tinynas.modes import Task
 from tinynas.service.context import ServiceContext
 from tinynas.service.inference import LiveClassifier, LiveScorer
 from tinynas.service.paths import request_time_ns
@@ -119,7 +120,7 @@ def serve(service: ServiceContext) -> None:
                     hop = int(round(service.config.hop_seconds * device.hello.sample_rate_hz))
                     config = service.config
                     service.classifier = (LiveScorer(loaded, card, device.ring, hop, config.alarm_k, config.alarm_n)
-                                          if card.get("anomaly") is not None else
+                                          if task_of(card) == Task.ANOMALY else
                                           LiveClassifier(loaded, card, device.ring, hop, config.smoothing))
                 except Exception as exc:  # noqa: BLE001 - a damaged model must not end serving for good
                     log.error("cannot serve %s: %s", loaded, exc)
