@@ -357,68 +357,25 @@ def _names(option: str) -> tuple[str, ...]:
 
 
 def option_cases() -> list[Case]:
-    search = [("--workers", v) for v in ("0", "-2", "1000", "abc")] + \
-             [("--threads", v) for v in ("0", "-1", "1000")] + \
-             [("--epochs", v) for v in ("0", "-1")] + [("--batch-size", v) for v in ("0", "-1")] + \
-             [("--learning-rate", v) for v in ("0", "-1", "nan", "inf")] + \
-             [("--final-epochs", v) for v in ("0", "-1")] + \
-             [("--budget", v) for v in ("abc", "0", "-5m", "", "99999999h")] + \
-             [("--seed", "-1"), ("--target", "NOPE"), ("--target", "{w}/missing.toml"), ("--ram", "abc"),
-              ("--ram", "0"), ("--ram", "-1KiB"), ("--flash", "abc"), ("--macs", "x"), ("--macs", "-1"),
-              ("--split", "bogus"), ("--test-data", "synthetic:nope"), ("--normalize", "bogus")]
+    """The bad-input table the test suite runs too (`tests/support/bad_inputs.py`: options, files named by an
+    option, model folders, plans and configs), each row classified here like every other case."""
+    from tests.support.bad_inputs import ROWS, Assets
+
+    assets = Assets(lambda name: Path(tempfile.mkdtemp(prefix=f"table-{name}-", dir=WORK)))
     cases = []
-    for index, (option, value) in enumerate(search):
-        argv = ["search", "--data", TINY_DATA, "--target", "STM32C011F6P6", "--budget", "2m", "--strategy", "fast",
-                "--out", "{w}/out"]
-        for default, default_value in (("--epochs", "1"), ("--final-epochs", "1")):
-            if option != default:
-                argv += [default, default_value]
-        if option == "--target":
-            argv[argv.index("--target") + 1] = value
-        else:
-            argv += [option, value]
-        cases.append(Case(f"search {option} {value or '(empty)'}", "options", argv, fresh=("out",), timeout=45,
-                          quick=index % 3 == 0, forbid=("budget",) if option in ("--workers", "--threads") else (),
-                          mention=_names(option)))
-    # Optuna missing (shadowed by a package that cannot be imported, in the search and its workers).
-    cases.append(Case("search --strategy tpe without optuna", "options",
-                      [*TINY_SEARCH[:-6], "--strategy", "tpe", "--epochs", "1", "--final-epochs", "1",
-                       "--out", "{w}/out"],
-                      lambda w: _write(w / "shadow" / "optuna" / "__init__.py", "raise ImportError('no optuna')\n"),
-                      fresh=("out",), timeout=45, env={"PYTHONPATH": "{w}/shadow"}, quick=True))
-    cost = [("--input", "0x8"), ("--input", "abc"), ("--input", "400x0"), ("--input", "-1x8"), ("--input", "400"),
-            ("--input", "1000000000x8"), ("--classes", "0"), ("--classes", "-1"), ("--k", "0"), ("--k", "-1"),
-            ("--c", "-1"), ("--c", "1000"), ("--kernel", "0"), ("--kernel", "-1"), ("--kernel", "2"),
-            ("--growth", "bogus"), ("--channel-multiple", "0"), ("--channel-multiple", "-1"), ("--target", "NOPE"),
-            ("--ram", "abc")]
-    for index, (option, value) in enumerate(cost):
-        base = {"--input": "400x8", "--classes": "4", "--k": "2", "--c": "1"}
-        base[option] = value
-        argv = ["cost", *[item for pair in base.items() for item in pair]]
-        # An even kernel and a huge input are computable (the cost says it does not fit): not refusals.
-        cases.append(Case(f"cost {option} {value}", "options", argv, mention=_names(option),
-                          expect="any" if value in ("2", "1000000000x8") else "error",
-                          quick=index % 4 == 0))
-    other = [
-        ("simulate --speed 0", ["simulate", "--speed", "0", "--port", "{w}/tty"]),
-        ("simulate --speed -1", ["simulate", "--speed", "-1", "--port", "{w}/tty"]),
-        ("simulate --speed nan", ["simulate", "--speed", "nan", "--port", "{w}/tty"]),
-        ("simulate --drop 2", ["simulate", "--drop", "2", "--port", "{w}/tty"]),
-        ("simulate --flip -1", ["simulate", "--flip", "-1", "--port", "{w}/tty"]),
-        ("simulate --unplug-every -1", ["simulate", "--unplug-every", "-1", "--port", "{w}/tty"]),
-        ("simulate --source synthetic:nope", ["simulate", "--source", "synthetic:nope", "--port", "{w}/tty"]),
-        ("simulate --port on a user's file", ["simulate", "--port", "{w}/notes.txt"]),
-        ("collect --port missing", ["collect", "--port", "{w}/tty", "--plan", "gestures4", "--out", "{w}/s"]),
-        ("collect --baud 0", ["collect", "--port", "{w}/tty", "--plan", "gestures4", "--out", "{w}/s", "--baud", "0"]),
-        ("collect --plan nope", ["collect", "--port", "{w}/tty", "--plan", "nope", "--out", "{w}/s"]),
-        ("replay --trial -1 on a missing run", ["replay", "{w}/missing", "--trial", "-1"]),
-        ("demo --budget abc", ["demo", "--budget", "abc", "--out", "{w}/demo"]),
-        ("demo --budget 0", ["demo", "--budget", "0", "--out", "{w}/demo"]),
-    ]
-    for index, (name, argv) in enumerate(other):
-        fresh = ("s",) if "collect" in name else ("demo",) if "demo" in name else ()
-        setup = (lambda w: _write(w / "notes.txt", "a user's notes\n")) if "notes" in argv[-1] else None
-        cases.append(Case(name, "options", argv, setup, fresh=fresh, timeout=30, quick=index % 3 == 0))
+    for index, row in enumerate(ROWS):
+        if row.owner:  # a fix in progress elsewhere: the test marks it xfail, the benchmark leaves it out
+            continue
+
+        def setup(w: Path, row=row) -> None:
+            if row.setup is not None:
+                row.setup(w, assets)
+            for module in row.hide:  # made unimportable, in the command and in the workers it starts
+                _write(w / "shadow" / module / "__init__.py", f"raise ImportError('no {module}')\n")
+
+        cases.append(Case(f"table {row.id}", "options (the table)", list(row.args), setup,
+                          env={"PYTHONPATH": "{w}/shadow"} if row.hide else {}, timeout=90 if row.fresh else 45,
+                          mention=(row.message,), quick=index % 4 == 0))
     return cases
 
 
@@ -1592,7 +1549,7 @@ def run_case(case: Case) -> Result:
         if verdict == "behaved" and hints:
             verdict, symptom = "misleading", f"says {', '.join(map(repr, hints))}: {symptom}"
         if verdict == "behaved" and code == 2 and case.mention and not any(
-                word.lower() in symptom.lower() for word in case.mention):
+                word.replace("{w}", str(w)).lower() in symptom.lower() for word in case.mention):
             verdict, symptom = "misleading", f"refused without naming {case.mention[0]!r}: {symptom}"
         if verdict == "behaved" and code == 2:
             left = [f for f in case.fresh if (w / f).exists() and any((w / f).rglob("*"))]
@@ -1624,7 +1581,7 @@ def _start_device(w: Path) -> subprocess.Popen | None:
 
 
 def _cleanup(base: Path) -> None:
-    for mount in sorted((p for p in base.rglob("m") if p.is_mount()), key=lambda p: -len(p.parts)):
+    for mount in sorted((p for p in base.rglob("*") if p.is_dir() and p.is_mount()), key=lambda p: -len(p.parts)):
         subprocess.run(["umount", "-l", str(mount)], check=False)
     for path in base.rglob("*"):
         try:

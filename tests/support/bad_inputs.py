@@ -1,0 +1,547 @@
+"""The bad-input table: one row per bad input to the `tinynas` command, with what its one error line must say.
+
+Read by `tests/robustness/test_cli_table.py` (each row through the real console entry: exit 2, one line
+`tinynas: error: ...`, no traceback, no file changed) and by `benchmarks/robustness.py` (its "table" category, the
+same rows classified beside the benchmark's generated corruptions and faults). A row's command uses `{w}` for its
+workspace folder; its setup writes what the row needs there (`Assets` holds what is costly to make once).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+TIMEOUT = 600  # seconds; generous for a loaded Pi, and bounds a row whose fix has not landed yet
+SEARCH = ("search", "--data", "synthetic:vibration?windows_per_class=8", "--target", "STM32F030F4P6",
+          "--out", "{w}/run")
+# Splittable data and a tiny recipe, for rows that must get past the data to the journal.
+TINY_SEARCH = ("search", "--data", "synthetic:vibration?windows_per_class=24", "--target", "STM32F030F4P6",
+               "--out", "{w}/run", "--budget", "2s", "--epochs", "1", "--final-epochs", "1")
+CARD = {"classes": ["a", "b"],
+        "preprocessing": {"window_length": 16, "channels": 1, "sample_rate_hz": 100.0, "class_names": ["a", "b"],
+                          "channel_names": [], "normalize": "none", "offset": [], "scale": []}}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One bad input: the command (`{w}` is the workspace), what the line must say, and its setup."""
+
+    id: str
+    args: tuple[str, ...]
+    message: str
+    setup: Callable[[Path, Assets], None] | None = None
+    hide: tuple[str, ...] = ()  # modules made unimportable (sys.modules[name] = None) in the child
+    owner: str = ""  # another slice of issue 16 fixes this row: xfail(strict=False) until it lands
+    fresh: bool = False  # run in a fresh interpreter (the worker processes a search starts need a real entry)
+
+    def in_fresh_interpreter(self) -> bool:
+        return self.fresh or bool(self.hide)
+
+
+class Unavailable(Exception):
+    """A setup this machine cannot make (a read-only mount without root): the row is skipped, saying why."""
+
+
+@dataclass
+class Assets:
+    """Things some setups need: a real (float) .tflite built with TensorFlow, and mounts to undo."""
+
+    scratch: Callable[[str], Path]
+    """Makes a new empty folder (named after its argument) for a setup's own files."""
+    mounts: list[Path] = field(default_factory=list)
+    _float_model: bytes | None = None
+
+    def float_model(self) -> bytes:
+        if self._float_model is None:
+            self._float_model = _build_float_model(self.scratch("float-model") / "model.tflite")
+        return self._float_model
+
+    def mount_read_only(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise Unavailable(f"cannot mount a read-only tmpfs here (needs root): {done.stderr.strip()}")
+        self.mounts.append(folder)
+
+
+def _build_float_model(path: Path) -> bytes:
+    # A real TFLite file (float, one dense layer) from the real converter, in a child so this
+    # process does not import TensorFlow.
+    script = ("import sys, tensorflow as tf\n"
+              "m = tf.keras.Sequential([tf.keras.Input((1, 16, 1)), tf.keras.layers.Flatten(), "
+              "tf.keras.layers.Dense(2)])\n"
+              "open(sys.argv[1], 'wb').write(tf.lite.TFLiteConverter.from_keras_model(m).convert())\n")
+    subprocess.run([sys.executable, "-c", script, str(path)], check=True, capture_output=True, timeout=TIMEOUT)
+    return path.read_bytes()
+
+
+# ---- setups ------------------------------------------------------------------------------------
+
+def _model_dir(tflite: bytes | Callable[[Assets], bytes], card: object = CARD, raw_card: bytes | None = None):
+    def setup(w: Path, assets: Assets) -> None:
+        folder = w / "model"
+        folder.mkdir()
+        (folder / "model.tflite").write_bytes(tflite(assets) if callable(tflite) else tflite)
+        (folder / "card.json").write_bytes(raw_card if raw_card is not None else json.dumps(card).encode())
+    return setup
+
+
+def _card_with(**changes) -> dict:
+    card = json.loads(json.dumps(CARD))
+    for dotted, value in changes.items():
+        *path, key = dotted.split("__")
+        target = card
+        for part in path:
+            target = target[part]
+        if value is _DELETE:
+            del target[key]
+        else:
+            target[key] = value
+    return card
+
+
+_DELETE = object()
+RANDOM = bytes((i * 7919 + 13) % 251 for i in range(3000))  # arbitrary bytes, the same on every run
+WITH_HEADER = RANDOM[:4] + b"TFL3" + RANDOM[8:]  # passes the identifier check, fails LiteRT's verifier
+
+
+def _file(name: str, data: bytes = b"keep me\n") -> Callable[[Path, Assets], None]:
+    def setup(w: Path, assets: Assets) -> None:
+        (w / name).parent.mkdir(parents=True, exist_ok=True)
+        (w / name).write_bytes(data)
+    return setup
+
+
+def _sparse(name: str, size: int) -> Callable[[Path, Assets], None]:
+    def setup(w: Path, assets: Assets) -> None:
+        with open(w / name, "wb") as handle:  # a hole: no disk used, but stat() says `size`
+            handle.truncate(size)
+    return setup
+
+
+def _fifo_card(w: Path, assets: Assets) -> None:
+    (w / "model").mkdir()
+    (w / "model" / "model.tflite").write_bytes(WITH_HEADER)
+    os.mkfifo(w / "model" / "card.json")
+
+
+def _big_model(w: Path, assets: Assets) -> None:
+    _model_dir(b"")(w, assets)
+    _sparse("model/model.tflite", 100 << 20)(w, assets)
+
+
+def _read_only_mount(w: Path, assets: Assets) -> None:
+    assets.mount_read_only(w / "ro")
+
+
+def _finished_run_with_empty_journal(w: Path, assets: Assets) -> None:
+    run = w / "run"
+    run.mkdir()
+    (run / "journal.sqlite").write_bytes(b"")
+    for name in ("best.json", "card.json"):
+        (run / name).write_text('{"winner": "A(2,1)"}\n')
+    (run / "report.md").write_text("# the finished run's report\n")
+
+
+def _foreign_journal(w: Path, assets: Assets) -> None:
+    (w / "run").mkdir()
+    with sqlite3.connect(w / "run" / "journal.sqlite") as db:
+        db.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, amount REAL)")
+        db.execute("INSERT INTO invoices (amount) VALUES (12.5)")
+    db.close()
+
+
+def _junk_wav(w: Path, assets: Assets) -> None:
+    for name in ("a", "b"):
+        (w / "rec" / name).mkdir(parents=True)
+        (w / "rec" / name / "x.wav").write_bytes(b"RIFF\x24\x00\x00\x00WAVE" + RANDOM[:200])
+
+
+def _random_npz(w: Path, assets: Assets) -> None:
+    (w / "windows.npz").write_bytes(RANDOM)
+
+
+def _service_config(text: str) -> Callable[[Path, Assets], None]:
+    def setup(w: Path, assets: Assets) -> None:
+        (w / "svc").mkdir()
+        (w / "service.toml").write_text(f'data_dir = "{w / "svc"}"\n{text}')
+    return setup
+
+
+def _cwru_windows_per_file_zero() -> tuple[str, ...]:
+    return ("data", "inspect", f"cwru:{SHARED_DATA / 'cwru'}?windows_per_file=0")
+
+
+def _fifo(name: str) -> Callable[[Path, Assets], None]:
+    """A named pipe where a file is expected: opened plainly, it would wait for a writer for ever."""
+    def setup(w: Path, assets: Assets) -> None:
+        (w / name).parent.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(w / name)
+    return setup
+
+
+def _with_config(setup: Callable[[Path, Assets], None]) -> Callable[[Path, Assets], None]:
+    def both(w: Path, assets: Assets) -> None:
+        _service_config("")(w, assets)
+        setup(w, assets)
+    return both
+
+
+HUGE = "9" * 4001
+"""A 4,001-digit number: Python reads it as an int, float() of it overflows."""
+
+
+# ---- the table -----------------------------------------------------------------------------------
+
+ROWS = [
+    # search options (item 3: after journal.sqlite and windows.npz were written; item 4: misleading)
+    Row("workers-0", (*SEARCH, "--workers", "0"), "--workers must be at least 1"),
+    Row("workers-negative", (*SEARCH, "--workers", "-2"), "--workers must be at least 1"),
+    Row("threads-0", (*SEARCH, "--threads", "0"), "--threads must be at least 1"),
+    Row("workers-above-cores", (*SEARCH, "--workers", str((os.cpu_count() or 1) + 1)), "more than this machine's"),
+    Row("workers-1000", (*SEARCH, "--workers", "1000"), "more than this machine's"),
+    Row("threads-1000", (*SEARCH, "--threads", "1000"), "more than this machine's"),
+    Row("workers-not-a-number", (*SEARCH, "--workers", "two"), "--workers must be auto or a whole number"),
+    Row("epochs-0", (*SEARCH, "--epochs", "0"), "--epochs must be between 1 and"),
+    Row("epochs-absurd", (*SEARCH, "--epochs", "10000000"), "--epochs must be between 1 and"),
+    Row("batch-size-0", (*SEARCH, "--batch-size", "0"), "--batch-size must be between 1 and"),
+    Row("learning-rate-0", (*SEARCH, "--learning-rate", "0"), "--learning-rate must be above 0"),
+    Row("learning-rate-negative", (*SEARCH, "--learning-rate", "-0.01"), "--learning-rate must be above 0"),
+    Row("learning-rate-nan", (*SEARCH, "--learning-rate", "nan"), "--learning-rate must be above 0"),
+    Row("learning-rate-inf", (*SEARCH, "--learning-rate", "inf"), "--learning-rate must be above 0"),
+    Row("final-epochs-0", (*SEARCH, "--final-epochs", "0"), "--final-epochs must be between 1 and"),
+    Row("budget-garbage", (*SEARCH, "--budget", "soon"), "cannot read duration 'soon'"),
+    Row("budget-zero", (*SEARCH, "--budget", "0s"), "--budget"),
+    Row("budget-absurd", (*SEARCH, "--budget", "99999999h"), "more than 30 days"),
+    Row("budget-below-a-second", (*SEARCH, "--budget", "0.01s"), "less than a second"),
+    Row("seed-negative", (*SEARCH, "--seed", "-1"), "--seed must be between 0 and"),
+    Row("seed-above-32-bit", (*SEARCH, "--seed", str(2**32)), "--seed must be between 0 and"),
+    Row("ram-garbage", (*SEARCH, "--ram", "lots"), "cannot read RAM 'lots'"),
+    Row("ram-zero", (*SEARCH, "--ram", "0"), "RAM '0' is out of range"),
+    Row("ram-absurd", (*SEARCH, "--ram", "99999999999G"), "is out of range"),
+    Row("flash-negative", (*SEARCH, "--flash=-1k"), "cannot read flash"),
+    Row("macs-garbage", (*SEARCH, "--macs", "1e9"), "cannot read MAC budget"),
+    Row("macs-absurd", (*SEARCH, "--macs", "99999999999G"), "is out of range"),
+    Row("target-file-binary", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1", "--target",
+                               "{w}/board.toml"), "is not a TOML text file",
+        setup=_file("board.toml", b"\xd3" + RANDOM)),
+    Row("target-file-nested-deeply", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1",
+                                      "--target", "{w}/board.toml"), "is not valid TOML",
+        setup=_file("board.toml", b"a = " + b"[" * 100_000)),
+    Row("target-unknown", ("search", "--data", "synthetic:vibration", "--target", "nope", "--out", "{w}/run"),
+        "unknown target 'nope'"),
+    Row("no-target", ("search", "--data", "synthetic:vibration", "--out", "{w}/run"), "give --target NAME"),
+    Row("strategy-unknown", (*SEARCH, "--strategy", "annealing"), "argument --strategy: invalid choice"),
+    Row("tpe-without-optuna", (*SEARCH, "--strategy", "tpe"), "needs optuna, which is not installed: pip install",
+        hide=("optuna",)),
+    Row("unknown-option", (*SEARCH, "--epohcs", "3"), "unrecognized arguments: --epohcs"),
+    Row("missing-data", ("search", "--target", "STM32F030F4P6", "--out", "{w}/run"),
+        "the following arguments are required: --data"),
+    Row("no-command", (), "the following arguments are required: command"),
+    # --out
+    Row("out-is-a-file", ("search", "--data", "synthetic:vibration", "--target", "STM32F030F4P6", "--out",
+                          "{w}/notes.txt"), "is a file, not a folder", setup=_file("notes.txt")),
+    Row("out-under-a-file", ("search", "--data", "synthetic:vibration", "--target", "STM32F030F4P6", "--out",
+                             "{w}/notes.txt/run"), "is a file, so the folder cannot be made", setup=_file("notes.txt")),
+    Row("out-on-read-only-mount", ("search", "--data", "synthetic:vibration", "--target", "STM32F030F4P6", "--out",
+                                   "{w}/ro/run"), "read-only file system", setup=_read_only_mount),
+    Row("demo-out-is-a-file", ("demo", "--out", "{w}/notes.txt"), "is a file, not a folder", setup=_file("notes.txt")),
+    Row("demo-out-on-read-only-mount", ("demo", "--out", "{w}/ro/demo"), "read-only file system",
+        setup=_read_only_mount),
+    Row("demo-budget-garbage", ("demo", "--out", "{w}/demo", "--budget", "later"), "cannot read duration"),
+    Row("demo-seed-negative", ("demo", "--out", "{w}/demo", "--seed", "-3"), "--seed must be between 0"),
+    # cost
+    Row("cost-input-0x8", ("cost", "--input", "0x8", "--classes", "4", "--k", "2", "--c", "1"),
+        "input_length must be >= 1"),
+    Row("cost-input-garbage", ("cost", "--input", "400by8", "--classes", "4", "--k", "2", "--c", "1"),
+        "--input must look like 400x8"),
+    Row("cost-input-three-parts", ("cost", "--input", "400x8x2", "--classes", "4", "--k", "2", "--c", "1"),
+        "--input must look like 400x8"),
+    Row("cost-k-0", ("cost", "--input", "400x8", "--classes", "4", "--k", "0", "--c", "1"), "k (stem filters)"),
+    Row("cost-c-negative", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "-1"), "c (cells)"),
+    Row("cost-classes-1", ("cost", "--input", "400x8", "--classes", "1", "--k", "2", "--c", "1"), "classes must"),
+    Row("cost-kernel-even", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1", "--kernel", "2"),
+        "kernel_size must be a positive odd"),
+    Row("cost-growth-unknown", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1",
+                                "--growth", "triple"), "growth must be one of"),
+    Row("cost-missing-flags", ("cost", "--input", "400x8"), "give --arch FILE.json or all of"),
+    Row("cost-arch-missing", ("cost", "--arch", "{w}/nope.json"), "cannot read architecture file"),
+    Row("cost-arch-binary", ("cost", "--arch", "{w}/arch.json"), "is not text", setup=_file("arch.json", RANDOM)),
+    Row("cost-arch-not-json", ("cost", "--arch", "{w}/arch.json"), "architecture is not valid JSON",
+        setup=_file("arch.json", b"k=2, c=1\n")),
+    Row("cost-arch-nested-deeply", ("cost", "--arch", "{w}/arch.json"), "nested too deeply",
+        setup=_file("arch.json", b"[" * 100_000)),
+    Row("cost-arch-a-list", ("cost", "--arch", "{w}/arch.json"), "architecture must be a JSON object",
+        setup=_file("arch.json", b"[2, 1]\n")),
+    Row("cost-ram-garbage", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1",
+                             "--ram", "6 kilobytes", "--flash", "32k", "--macs", "1M"), "cannot read RAM"),
+    # evaluate: damaged models and cards (item 3)
+    Row("evaluate-random-tflite", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "not a TFLite model", setup=_model_dir(RANDOM)),
+    Row("evaluate-random-tflite-with-identifier", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "not a TFLite model LiteRT can load", setup=_model_dir(WITH_HEADER)),
+    Row("evaluate-empty-tflite", ("evaluate", "{w}/model/model.tflite", "--data", "synthetic:vibration"),
+        "not a TFLite model", setup=_model_dir(b"")),
+    Row("evaluate-truncated-tflite", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "not a TFLite model LiteRT can load", setup=_model_dir(lambda a: a.float_model()[:len(a.float_model()) // 2])),
+    Row("evaluate-float-model", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "not a full-integer int8 model", setup=_model_dir(lambda a: a.float_model())),
+    Row("evaluate-no-model", ("evaluate", "{w}/nothing", "--data", "synthetic:vibration"), "no such model"),
+    Row("evaluate-no-card", ("evaluate", "{w}/model/model.tflite", "--data", "synthetic:vibration"),
+        "no card next to the model", setup=_file("model/model.tflite", WITH_HEADER)),
+    Row("evaluate-card-not-json", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "not a model card (not JSON", setup=_model_dir(WITH_HEADER, raw_card=b"{\"classes\": [\"a\", ")),
+    Row("evaluate-card-binary", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "not a model card", setup=_model_dir(WITH_HEADER, raw_card=b"\xff\xfe\x00" + RANDOM)),
+    Row("evaluate-card-nested-deeply", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "not a model card (JSON nested far too deep",
+        setup=_model_dir(WITH_HEADER, raw_card=b"[" * 100_000 + b"]" * 100_000)),
+    Row("evaluate-card-a-pipe", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "cannot read it (a named pipe (FIFO), not a regular file)", setup=_fifo_card),
+    Row("evaluate-model-too-big", ("evaluate", "{w}/model/model.tflite", "--data", "synthetic:vibration"),
+        "larger than 64 MiB, the most a microcontroller model", setup=_big_model),
+    Row("evaluate-card-a-list", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "the card must be a JSON object, got list", setup=_model_dir(WITH_HEADER, card=[1, 2])),
+    Row("evaluate-card-without-classes", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "the card has no 'classes'", setup=_model_dir(WITH_HEADER, card={"input": {"shape": [16, 1],
+                                                                                  "sample_rate_hz": 100.0}})),
+    Row("evaluate-card-classes-a-string", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "'classes' must be a list of at least 2 names", setup=_model_dir(WITH_HEADER, card=_card_with(classes="ab"))),
+    Row("evaluate-card-shape-wrong", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "'shape' must be [samples, channels]", setup=_model_dir(WITH_HEADER, card={
+            "classes": ["a", "b"], "input": {"shape": [16], "sample_rate_hz": 100.0}})),
+    Row("evaluate-preprocessing-a-string", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "the card's 'preprocessing' must be a JSON object, got str",
+        setup=_model_dir(WITH_HEADER, card=_card_with(preprocessing="channel"))),
+    Row("evaluate-offset-not-a-list", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "'offset' must be a list of numbers",
+        setup=_model_dir(WITH_HEADER, card=_card_with(preprocessing__offset=0.5))),
+    Row("evaluate-window-length-a-string", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "'window_length' must be a positive integer",
+        setup=_model_dir(WITH_HEADER, card=_card_with(preprocessing__window_length="16"))),
+    Row("evaluate-class-names-missing", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "has no 'class_names'", setup=_model_dir(WITH_HEADER, card=_card_with(preprocessing__class_names=_DELETE))),
+    Row("evaluate-scale-zero", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "scales must be positive", setup=_model_dir(WITH_HEADER, card=_card_with(
+            preprocessing__normalize="channel", preprocessing__offset=[0.0], preprocessing__scale=[0.0]))),
+    Row("evaluate-normalize-unknown", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "unknown normalization", setup=_model_dir(WITH_HEADER, card=_card_with(preprocessing__normalize="zscore"))),
+    Row("evaluate-classes-disagree", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "differ from its 'preprocessing' class_names",
+        setup=_model_dir(WITH_HEADER, card=_card_with(classes=["x", "y"]))),
+    Row("evaluate-old-card-without-input", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "the card has no 'input'", setup=_model_dir(WITH_HEADER, card={"classes": ["a", "b"]})),
+    # measure
+    Row("measure-random", ("measure", "{w}/r.tflite"), "not a TFLite flatbuffer", setup=_file("r.tflite", RANDOM)),
+    Row("measure-random-with-identifier", ("measure", "{w}/r.tflite"), "not a TFLite model LiteRT can load",
+        setup=_file("r.tflite", WITH_HEADER)),
+    Row("measure-empty", ("measure", "{w}/e.tflite"), "not a TFLite flatbuffer", setup=_file("e.tflite", b"")),
+    Row("measure-a-pipe", ("measure", "{w}/pipe.tflite"), "is a named pipe (FIFO), not a regular file",
+        setup=lambda w, a: os.mkfifo(w / "pipe.tflite")),
+    Row("measure-too-big", ("measure", "{w}/big.tflite"), "larger than 64 MiB, the most a microcontroller model",
+        setup=_sparse("big.tflite", 100 << 20)),
+    Row("measure-missing", ("measure", "{w}/nope.tflite"), "cannot read"),
+    Row("measure-a-folder", ("measure", "{w}"), "is a folder, not a file"),
+    # replay
+    Row("replay-negative-trial", ("replay", "{w}", "--trial", "-1"), "--trial must be at least 0"),
+    Row("replay-no-journal", ("replay", "{w}", "--trial", "0"), "holds no search"),
+    # simulate and collect (refused before a pty or a port is opened)
+    Row("simulate-speed-0", ("simulate", "--speed", "0"), "--speed must be a number above 0"),
+    Row("simulate-speed-nan", ("simulate", "--speed", "nan"), "--speed must be a number above 0"),
+    Row("simulate-drop-above-1", ("simulate", "--drop", "1.5"), "--drop must be a probability"),
+    Row("simulate-flip-negative", ("simulate", "--flip=-0.1"), "--flip must be a probability"),
+    Row("simulate-unplug-negative", ("simulate", "--unplug-every=-1"), "--unplug-every must be a number above 0"),
+    Row("simulate-port-on-a-users-file", ("simulate", "--port", "{w}/notes.txt"),
+        "already exists and is not a simulator port", setup=_file("notes.txt", b"my notes\n")),
+    Row("simulate-port-in-a-missing-folder", ("simulate", "--port", "{w}/missing/tty"), "is not a folder"),
+    Row("simulate-person-late-above-1", ("simulate", "--person", "--late", "2"), "--late must be a probability"),
+    Row("simulate-person-reaction-0", ("simulate", "--person", "--reaction", "0"),
+        "--reaction must be a number above 0"),
+    Row("simulate-person-fast", ("simulate", "--person", "--speed", "3"), "act in real time: drop --speed"),
+    Row("simulate-person-and-machine", ("simulate", "--person", "--machine"), "not allowed with argument"),
+    Row("simulate-person-unknown-sign", ("simulate", "--person", "--signs", "fist=nope"),
+        "give PROMPTED=CLASS with a class of the data set"),
+    Row("onboard-plan-too-few-repetitions", ("onboard", "--user", "u", "--plan", "{w}/p.json", "--config",
+                                             "{w}/c.toml"),
+        "a class needs at least 3 to search on",
+        setup=lambda w, assets: (_file("p.json", b'{"classes": ["a", "b"], "repetitions": 2}')(w, assets),
+                                 _file("c.toml", f'data_dir = "{w}/data"\n'.encode())(w, assets))),
+    Row("collect-plan-a-billion-repetitions", ("collect", "--port", "{w}/nope", "--plan", "{w}/p.json", "--out",
+                                               "{w}/s"), "would take",
+        setup=_file("p.json", b'{"classes": ["a", "b"], "repetitions": 1000000000}')),
+    Row("collect-plan-rest-1e300", ("collect", "--port", "{w}/nope", "--plan", "{w}/p.json", "--out", "{w}/s"),
+        "rest_seconds at most 600", setup=_file("p.json", b'{"classes": ["a", "b"], "rest_seconds": 1e300}')),
+    Row("collect-rest-class-absent", ("collect", "--port", "{w}/nope", "--plan", "{w}/p.json", "--out", "{w}/s"),
+        "rest_class 'idle' is not one of its classes",
+        setup=_file("p.json", b'{"classes": ["fist", "open"], "rest_class": "idle"}')),
+    Row("collect-machine-plan-impossible-hold", ("collect", "--port", "{w}/nope", "--plan", "{w}/p.toml", "--out",
+                                                 "{w}/s"), "a block holds a state from one segment",
+        setup=_file("p.toml", b'classes = ["a", "b"]\nkind = "continuous"\nwindow_seconds = 2\nhold_seconds = 1\n')),
+    Row("service-config-http-host-beyond-loopback", ("service", "config", "--config", "{w}/c.toml"),
+        "http_host '0.0.0.0' is beyond loopback: set http_token", setup=_file("c.toml", b'http_host = "0.0.0.0"\n')),
+    Row("service-config-budget-beyond-30-days", ("service", "config", "--config", "{w}/c.toml"),
+        "budget '9999999h' is more than 30 days", setup=_file("c.toml", b'budget = "9999999h"\n')),
+    Row("service-config-data-dir-a-file", ("service", "config", "--config", "{w}/c.toml"),
+        "is a file, not a folder",
+        setup=lambda w, assets: (_file("notes.txt")(w, assets),
+                                 _file("c.toml", f'data_dir = "{w}/notes.txt"\n'.encode())(w, assets))),
+    Row("service-config-http-host-not-an-address", ("service", "config", "--config", "{w}/c.toml"),
+        "http_host must be an IP address or a host name", setup=_file("c.toml", b'http_host = "999.1.1.1"\n')),
+    Row("service-config-epochs-beyond-the-cli", ("service", "config", "--config", "{w}/c.toml"),
+        "epochs must be an integer from 1 to 10000", setup=_file("c.toml", b'epochs = 100000\n')),
+    Row("search-c-prefix-not-a-c-name", ("search", "--data", "synthetic:emg", "--target", "STM32F030F4P6", "--out",
+                                         "{w}/run", "--c-prefix", "my-model"), "--c-prefix: C prefix 'my-model'"),
+    Row("collect-baud-0", ("collect", "--port", "{w}/nope", "--plan", "gestures4", "--out", "{w}/session",
+                           "--baud", "0"), "--baud must be at least 1"),
+    # rows fixed by other slices of issue 16 (data loaders, journal safety, service config)
+    Row("data-emg-rate-0", ("search", "--data", "synthetic:emg?sample_rate_hz=0", "--target", "STM32F030F4P6",
+                            "--out", "{w}/run"), "sample_rate_hz"),
+    Row("data-vibration-89-GiB", ("search", "--data", "synthetic:vibration?length=100000000", "--target",
+                                  "STM32F030F4P6", "--out", "{w}/run"), "GiB"),
+    Row("data-cwru-windows-per-file-0", _cwru_windows_per_file_zero(), "windows_per_file"),
+    Row("data-wav-junk-after-riff", ("search", "--data", "folder:{w}/rec?window=16", "--target", "STM32F030F4P6",
+                                     "--out", "{w}/run"), "x.wav", setup=_junk_wav),
+    Row("data-npz-random-bytes", ("search", "--data", "npz:{w}/windows.npz", "--target", "STM32F030F4P6",
+                                  "--out", "{w}/run"), "windows.npz", setup=_random_npz),
+    Row("data-cwru-junk-mat", ("data", "inspect", "cwru:{w}/cwru?files=97"), "97.mat",
+        setup=_file("cwru/97.mat", RANDOM)),
+    Row("data-cwru-missing-mat", ("data", "inspect", "cwru:{w}/cwru?files=105"), "105",
+        setup=_file("cwru/97.mat", RANDOM)),
+    Row("data-csv-not-a-number", ("search", "--data", "folder:{w}/rec?rate=100", "--target", "STM32F030F4P6",
+                                  "--out", "{w}/run"), "y.csv line 2",
+        setup=lambda w, a: (_file("rec/a/x.csv", b"1,2\n3,4\n")(w, a), _file("rec/b/y.csv", b"1,2\n3,x\n")(w, a))),
+    Row("journal-empty-on-resume", (*TINY_SEARCH, "--resume"), "journal", fresh=True,
+        setup=_finished_run_with_empty_journal),
+    Row("journal-foreign-sqlite", TINY_SEARCH, "journal", setup=_foreign_journal, fresh=True),
+    Row("service-config-binary", ("service", "status", "--config", "{w}/service.toml"), "service.toml",
+        setup=_file("service.toml", b"\x00\xff" + RANDOM)),
+    Row("service-config-a-folder", ("service", "status", "--config", "{w}/conf"), "conf",
+        setup=lambda w, a: (w / "conf").mkdir()),
+    Row("service-config-workers-two", ("service", "status", "--config", "{w}/service.toml"), "workers",
+        setup=_service_config('workers = "two"\n')),
+    Row("service-config-port-99999", ("service", "status", "--config", "{w}/service.toml"), "http_port",
+        setup=_service_config("http_port = 99999\n")),
+    Row("service-config-command-checks-its-file", ("service", "config", "--config", "{w}/service.toml"), "workers",
+        setup=_service_config('workers = "two"\n')),
+    Row("service-config-budget-garbage", ("service", "status", "--config", "{w}/service.toml"), "budget",
+        setup=_service_config('budget = "abc"\n')),
+    Row("service-config-min-accuracy-a-word", ("service", "status", "--config", "{w}/service.toml"), "min_accuracy",
+        setup=_service_config('min_accuracy = "high"\n')),
+    Row("service-config-unknown-target", ("service", "status", "--config", "{w}/service.toml"), "target",
+        setup=_service_config('target = "Z80"\n')),
+    Row("onboard-user-dot-dot", ("onboard", "--user", "..", "--config", "{w}/service.toml"), "user",
+        setup=_service_config("")),
+    # Special files where a file is named (issue 53): never opened to block, never read until memory runs out.
+    # Fresh interpreters: a regression hangs the child, which the table's timeout ends, not the test process.
+    Row("plan-fifo", ("onboard", "--user", "a", "--plan", "{w}/plan.json", "--config", "{w}/service.toml"),
+        "plan file {w}/plan.json: cannot read it (a named pipe (FIFO), not a regular file)", fresh=True,
+        setup=_with_config(_fifo("plan.json"))),
+    Row("plan-dev-zero", ("onboard", "--user", "a", "--plan", "/dev/zero", "--config", "{w}/service.toml"),
+        "a device file, not a regular file", fresh=True, setup=_service_config("")),
+    Row("collect-plan-fifo", ("collect", "--port", "{w}/tty", "--plan", "{w}/plan.toml", "--out", "{w}/s"),
+        "a named pipe (FIFO)", fresh=True, setup=_fifo("plan.toml")),
+    Row("plan-too-big", ("onboard", "--user", "a", "--plan", "{w}/plan.json", "--config", "{w}/service.toml"),
+        "larger than 1 MiB, the most a plan file may be", setup=_with_config(_sparse("plan.json", 2 << 20))),
+    Row("service-config-fifo", ("service", "config", "--config", "{w}/service.toml"), "a named pipe (FIFO)",
+        fresh=True, setup=_fifo("service.toml")),
+    Row("service-config-dev-zero", ("service", "status", "--config", "/dev/zero"), "a device file", fresh=True),
+    Row("cost-arch-fifo", ("cost", "--arch", "{w}/arch.json", "--target", "STM32F030F4P6"), "a named pipe (FIFO)",
+        fresh=True, setup=_fifo("arch.json")),
+    Row("target-file-fifo", ("search", "--data", "synthetic:vibration", "--target", "{w}/board.toml", "--out",
+                             "{w}/run"), "a named pipe (FIFO)", fresh=True, setup=_fifo("board.toml")),
+    Row("data-session-manifest-fifo", ("data", "inspect", "session:{w}/s"), "not a regular file", fresh=True,
+        setup=_fifo("s/manifest.json")),
+    # Numbers of any size (issue 53): refused in one line, never converted to float to be printed.
+    *[Row(f"huge-{option.strip('-')}", (*SEARCH, option, HUGE), f"{option} must be between", )
+      for option in ("--epochs", "--seed", "--batch-size", "--final-epochs")],
+    Row("huge-workers", (*SEARCH, "--workers", HUGE), "--workers a 4001-digit number is more than"),
+    Row("huge-threads", (*SEARCH, "--threads", HUGE), "--threads a 4001-digit number is more than"),
+    Row("huge-budget", (*SEARCH, "--budget", HUGE + "s"), "(4002 characters) is beyond any time budget"),
+    Row("huge-learning-rate", (*SEARCH, "--learning-rate", HUGE), "--learning-rate must be above 0"),
+    Row("huge-ram", (*SEARCH, "--ram", HUGE), "RAM '999"),
+    Row("huge-flash", (*SEARCH, "--flash", HUGE + "KiB"), "is out of range"),
+    Row("huge-macs", (*SEARCH, "--macs", HUGE), "is out of range"),
+    Row("huge-windows-per-class", ("data", "inspect", f"synthetic:vibration?windows_per_class={HUGE}"),
+        "a 4001-digit number, far beyond any data set"),
+    Row("huge-spec-files", ("data", "inspect", f"cwru:{{w}}?files={HUGE}"), "more than 15 digits"),
+    Row("huge-more", ("onboard", "--user", "a", "--more", HUGE, "--config", "{w}/service.toml"),
+        "--more must be between 1 and 100, got a 4001-digit number", setup=_service_config("")),
+    Row("huge-signs", ("onboard", "--user", "a", "--test", "--signs", HUGE, "--config", "{w}/service.toml"),
+        "--signs must be between 1 and 1000, got a 4001-digit number", setup=_service_config("")),
+    Row("huge-config-epochs", ("service", "status", "--config", "{w}/service.toml"),
+        "epochs must be an integer from 1 to 10000, not a 4001-digit number",
+        setup=_service_config(f"epochs = {HUGE}\n")),
+    Row("huge-unknown-option", (*SEARCH, "--max-trials", HUGE), "(4001 characters)"),
+    Row("false-alarm-rate-for-a-classifier", (*SEARCH, "--false-alarm-rate", "0.05"),
+        "--false-alarm-rate sets an anomaly scorer's threshold: add --task anomaly"),
+    # Options the robustness benchmark tried on its own before the two tables became this one (issue 55).
+    Row("threads-negative", (*SEARCH, "--threads", "-1"), "--threads must be at least 1"),
+    Row("epochs-negative", (*SEARCH, "--epochs", "-1"), "--epochs must be between 1 and"),
+    Row("batch-size-negative", (*SEARCH, "--batch-size", "-1"), "--batch-size must be between 1 and"),
+    Row("final-epochs-negative", (*SEARCH, "--final-epochs", "-1"), "--final-epochs must be between 1 and"),
+    Row("budget-empty", (*SEARCH, "--budget="), "--budget: cannot read duration ''"),
+    Row("budget-negative", (*SEARCH, "--budget", "-5m"), "argument --budget"),
+    Row("ram-negative", (*SEARCH, "--ram", "-1KiB"), "argument --ram"),
+    Row("flash-garbage", (*SEARCH, "--flash", "abc"), "cannot read flash 'abc'"),
+    Row("macs-negative", (*SEARCH, "--macs", "-1"), "cannot read MAC budget '-1'"),
+    Row("split-unknown", (*SEARCH, "--split", "bogus"), "argument --split: invalid choice"),
+    Row("normalize-unknown", (*SEARCH, "--normalize", "bogus"), "argument --normalize: invalid choice"),
+    Row("test-data-unknown-set", (*SEARCH, "--test-data", "synthetic:nope"), "unknown synthetic set 'nope'"),
+    Row("target-file-missing", ("search", "--data", "synthetic:vibration", "--target", "{w}/missing.toml", "--out",
+                                "{w}/run"), "cannot read target file {w}/missing.toml"),
+    Row("cost-input-no-channels", ("cost", "--input", "400x0", "--classes", "4", "--k", "2", "--c", "1"),
+        "input_channels must be >= 1"),
+    Row("cost-input-negative", ("cost", "--input", "-1x8", "--classes", "4", "--k", "2", "--c", "1"),
+        "argument --input"),
+    Row("cost-input-one-part", ("cost", "--input", "400", "--classes", "4", "--k", "2", "--c", "1"),
+        "--input must look like 400x8"),
+    Row("cost-c-too-many-cells", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1000"),
+        "c=1000 cells is too many for 400 samples"),
+    Row("cost-kernel-0", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1", "--kernel", "0"),
+        "kernel_size must be a positive odd integer"),
+    Row("cost-channel-multiple-0", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1",
+                                    "--channel-multiple", "0"), "channel_multiple must be >= 1"),
+    Row("cost-target-unknown", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1", "--target",
+                                "NOPE"), "unknown target 'NOPE'"),
+    Row("simulate-speed-negative", ("simulate", "--speed", "-1", "--port", "{w}/tty"), "--speed must be a number"),
+    Row("simulate-source-unknown-set", ("simulate", "--source", "synthetic:nope", "--port", "{w}/tty"),
+        "unknown synthetic set 'nope'"),
+    Row("collect-plan-unknown", ("collect", "--port", "{w}/tty", "--plan", "nope", "--out", "{w}/s"),
+        "unknown plan 'nope'"),
+    Row("collect-port-missing", ("collect", "--port", "{w}/tty", "--plan", "gestures4", "--out", "{w}/s"),
+        "cannot open {w}/tty"),
+    Row("demo-budget-0", ("demo", "--budget", "0", "--out", "{w}/demo"), "the time budget must be positive"),
+    # A model folder's card is untrusted input (issue 53): every section checked for type and range.
+    Row("evaluate-card-threshold-1e30", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "beyond any figure of a model", setup=_model_dir(WITH_HEADER, card=_card_with(anomaly={
+            "threshold": 1e30, "threshold_steps": 3, "score_scale": 0.1, "false_alarm_rate": 0.01}))),
+    Row("evaluate-card-threshold-nan", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "NaN is not a number a card holds", setup=_model_dir(WITH_HEADER, raw_card=json.dumps(_card_with(anomaly={
+            "threshold": 1.0, "threshold_steps": 3, "score_scale": 0.1, "false_alarm_rate": 0.01})).replace(
+            '"threshold": 1.0', '"threshold": NaN').encode())),
+    Row("evaluate-card-rate-negative", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "'false_alarm_rate' must be a rate above 0 and below 1", setup=_model_dir(WITH_HEADER, card=_card_with(
+            anomaly={"threshold": 0.3, "threshold_steps": 3, "score_scale": 0.1, "false_alarm_rate": -1}))),
+    Row("adapt-card-anomaly-a-list", ("adapt", "{w}/model", "--data", "synthetic:vibration", "--out", "{w}/new"),
+        "the card's 'anomaly' must be a JSON object, got list", setup=_model_dir(WITH_HEADER,
+                                                                                card=_card_with(anomaly=[1, 2]))),
+    Row("evaluate-card-c-source-outside", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "'source' must be a plain file name", setup=_model_dir(WITH_HEADER, card=_card_with(c_runtime={
+            "source": "../../etc/passwd", "header": "model_compiled.h", "entry_point": "tinynas_infer",
+            "arena_bytes": 1, "input_bytes": 16, "output_bytes": 2}))),
+    Row("evaluate-card-cost-a-string", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "the card's 'cost_estimate' must be a JSON object, got str", setup=_model_dir(
+            WITH_HEADER, card=_card_with(cost_estimate="lots"))),
+    Row("evaluate-card-a-link", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
+        "a symbolic link, which is not followed here",
+        setup=lambda w, a: (_model_dir(WITH_HEADER)(w, a), (w / "model" / "card.json").rename(w / "real.json"),
+                            (w / "model" / "card.json").symlink_to(w / "real.json"))),
+]
