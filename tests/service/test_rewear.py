@@ -257,8 +257,7 @@ def test_contradicting_data_is_not_swapped_in(rewear):
         assert notes["deployed_after_rejection"] == notes["deployed0"]
         assert not Path(flow["final"]).exists()
     else:
-        before, after = figures["verify"]
-        assert flow["phase"] == "accepted" and after >= before, flow
+        assert flow["phase"] == "accepted" and _not_worse(figures["paired"]), flow
         card = json.loads(Path(notes["deployed_after_rejection"]["card"]).read_text())
         assert card["history"][-1]["chosen"] == chosen
         assert (card["history"][-1]["recipe"] is None) == (chosen == "adapt")
@@ -285,6 +284,12 @@ def test_kill_mid_recalibration_keeps_the_old_model_serving(rewear):
     assert "re-wear of alice (labelled): recalibrating" in notes["status_text_recalibrating"]
 
 
+def _not_worse(paired: dict) -> bool:
+    """The paired counts a recalibration was accepted on: better on at least as many windows as worse."""
+    better = sum(part["better"] for part in paired.values())
+    return better >= sum(part["worse"] for part in paired.values())
+
+
 @pytest.mark.slow
 def test_accepted_recalibration_is_swapped_in(rewear):
     _, notes = rewear
@@ -292,7 +297,9 @@ def test_accepted_recalibration_is_swapped_in(rewear):
     assert flow["phase"] == "accepted", flow
     assert "today's wear" in flow["text"] and "onboarding test" in flow["text"] and "->" in flow["text"]
     before, after = flow["figures"]["verify"]
-    assert after >= before
+    # Accepted on the rule of `recalibrate.decide`: over today's and the onboarding's windows together, better on at
+    # least as many as worse (today's accuracy alone may drop a window while the onboarding's gains more).
+    assert _not_worse(flow["figures"]["paired"]), flow["figures"]
     # What is served says what its accuracy was measured on: the new windows, each held out once by the
     # cross-validation over the repetitions (float), with their count and interval.
     checked = deployed["held_out"]
