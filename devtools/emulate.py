@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from tinynas.errors import MissingDependencyError, TinynasError, UsageError
+from tinynas.hil.build import FIRMWARE, Sections, first_error, section_sizes
 
 C_FLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-ffunction-sections", "-fdata-sections")
 """Warnings are errors: the generated C must compile cleanly for both cores."""
@@ -97,33 +98,13 @@ BOARDS: dict[str, Board] = {
 
 
 @dataclass(frozen=True)
-class ObjectSizes:
-    """Bytes per kind of section, of one object file or of a whole linked image."""
-
-    text: int
-    rodata: int
-    data: int
-    bss: int
-
-    @property
-    def flash(self) -> int:
-        """What the flash holds: code, constants, and the initial values of .data."""
-        return self.text + self.rodata + self.data
-
-    @property
-    def ram(self) -> int:
-        """Static RAM: .data and .bss (the stack comes on top)."""
-        return self.data + self.bss
-
-
-@dataclass(frozen=True)
 class EmulatedRun:
     """What one QEMU run measured, for every window it was given."""
 
     board: str
     outputs: np.ndarray  # (n, TINYNAS_OUTPUT_SIZE) int8
-    model: ObjectSizes  # the model's object file alone
-    image: ObjectSizes  # the whole linked firmware: harness, startup, libc's memcpy/memset, model
+    model: Sections  # the model's object file alone
+    image: Sections  # the whole linked firmware: harness, startup, libc's memcpy/memset, model
     stack_bytes: np.ndarray  # (n,) peak stack of each tinynas_infer call
     stack_available: int  # bytes of stack below main's frame
     instructions: np.ndarray  # (n,) float, instructions each call executed (see the module docstring)
@@ -210,26 +191,12 @@ def _run_tool(command: list[str], what: str, log: Path) -> str:
     output = done.stdout + done.stderr
     if done.returncode != 0:
         log.write_text(" ".join(command) + "\n" + output, encoding="utf-8")
-        raise EmulationError(f"{what} failed: {_first_error(output)} (full output in {log})")
+        raise EmulationError(f"{what} failed: {first_error(output)} (full output in {log})")
     return output
 
 
-def _first_error(output: str) -> str:
-    overflow = re.search(r"region `(\w+)' overflowed by (\d+) bytes", output)
-    if overflow:
-        return f"the image does not fit: {overflow.group(1)} overflowed by {overflow.group(2)} bytes"
-    harness = re.search(r"tinynas-harness: (.*)", output)  # the linker scripts' own ASSERT messages
-    if harness:
-        return harness.group(1).strip()
-    errors = [line.strip() for line in output.splitlines() if "error" in line.lower()]
-    if errors:  # the first real one, not collect2's "ld returned 1 exit status" when there is another
-        return next((line for line in errors if not line.startswith("collect2")), errors[0])
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    return lines[0] if lines else "no output"
-
-
 def cross_compile(source: Path, board: str, out: Path, *, optimize: str = "-Os",
-                  include_dirs: tuple[Path, ...] = ()) -> ObjectSizes:
+                  include_dirs: tuple[Path, ...] = ()) -> Sections:
     """Compile one C file for `board`'s core into the object `out` (warnings are errors); its sizes.
 
     `source`'s own folder is searched for its quoted includes first, as always; `include_dirs` adds more.
@@ -240,25 +207,6 @@ def cross_compile(source: Path, board: str, out: Path, *, optimize: str = "-Os",
     command = [*_gcc(spec, optimize), *(f"-I{folder}" for folder in include_dirs), "-c", str(source), "-o", str(out)]
     _run_tool(command, f"cross-compiling {source.name} for {board} ({spec.core})", out.with_suffix(".log"))
     return section_sizes(out)
-
-
-def section_sizes(path: Path) -> ObjectSizes:
-    """Sum an object's or an image's sections by kind, from `arm-none-eabi-size -A`."""
-    listing = _run_tool(["arm-none-eabi-size", "-A", str(path)], f"reading the sections of {path.name}",
-                        path.with_suffix(".size.log"))
-    sums = {"text": 0, "rodata": 0, "data": 0, "bss": 0}
-    for line in listing.splitlines():
-        fields = line.split()
-        if len(fields) < 2 or not fields[1].isdigit():
-            continue
-        name, size = fields[0], int(fields[1])
-        # -ffunction-sections/-fdata-sections name sections .text.f, .rodata.w, ...; .ARM.exidx is
-        # unwinding data in flash (none unless the code needs it).
-        kind = next((k for k in ("text", "rodata", "data", "bss") if name == f".{k}" or name.startswith(f".{k}.")),
-                    "rodata" if name.startswith(".ARM.exidx") else None)
-        if kind is not None:
-            sums[kind] += size
-    return ObjectSizes(**sums)
 
 
 def model_header_sizes(model_h: Path) -> tuple[int, int]:
@@ -274,7 +222,7 @@ def model_header_sizes(model_h: Path) -> tuple[int, int]:
 
 
 def build_image(model_c: Path, model_h: Path, board: str, workdir: Path, *,
-                optimize: str = "-Os") -> tuple[Path, ObjectSizes, ObjectSizes]:
+                optimize: str = "-Os") -> tuple[Path, Sections, Sections]:
     """Link the harness and the model into `workdir`/firmware-<board>.elf: (elf, model sizes, image sizes)."""
     _require_tools()
     spec = _board(board)
@@ -284,7 +232,8 @@ def build_image(model_c: Path, model_h: Path, board: str, workdir: Path, *,
     model = cross_compile(model_c, board, model_o, optimize=optimize, include_dirs=(model_h.parent,))
     elf = workdir / f"firmware-{board}.elf"
     command = [*_gcc(spec, optimize), f"-D{spec.define}", f'-DTINYNAS_MODEL_HEADER="{model_h.name}"',
-               f"-I{model_h.parent}", f"-I{mcu}", "-nostartfiles", f"-L{mcu}", f"-T{spec.linker_script}",
+               f"-I{model_h.parent}", f"-I{mcu}", "-nostartfiles", f"-L{mcu}",
+               f"-L{FIRMWARE}", f"-T{spec.linker_script}",
                "-Wl,--gc-sections", *(str(mcu / name) for name in ("harness.c", "startup.c", "semihost.c")),
                str(model_o), "-o", str(elf)]
     _run_tool(command, f"building the {board} firmware", workdir / f"firmware-{board}.log")

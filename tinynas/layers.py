@@ -38,6 +38,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer("export", ("deploy",), "the Keras network, int8 export, the C runtime, LiteRT, evaluate, model folders"),
     Layer("training", ("training",), "what a worker does: train, monitor, diagnose, and export what it trained"),
     Layer("anomaly", ("anomaly",), "the anomaly task: synthetic anomalies, threshold, metrics, alarm"),
+    Layer("chip", ("hil",), "the model on a board: its test firmware, the boards, QEMU, the check over the UART"),
     Layer("jobs", ("study", "adaptation"), "one search; adapt and recalibrate a model folder"),
     Layer("products", ("demo", "service"), "the demo; the device service"),
     Layer("commands", ("cli",), "the `tinynas` commands"),

@@ -9,7 +9,7 @@ import sys
 from typing import NoReturn
 
 from tinynas import __version__
-from tinynas.cli import device, models, searching, simulate
+from tinynas.cli import device, hil, models, searching, simulate
 from tinynas.errors import crash_log, user_message
 from tinynas.interrupts import sigterm_as_interrupt
 
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tinynas {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (models, searching, device, simulate):
+    for group in (models, searching, device, simulate, hil):
         group.register(sub)
     return parser
 

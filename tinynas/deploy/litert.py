@@ -89,6 +89,15 @@ class Int8Model:
         info = np.iinfo(np.int8)
         return np.clip(np.round(windows / self._in_scale) + self._in_zero, info.min, info.max).astype(np.int8)
 
+    def int8_outputs(self, quantized: np.ndarray) -> np.ndarray:
+        """The raw int8 outputs (n, classes) of int8 inputs (n, T, C): what the C runtime on a chip must give."""
+        out = np.empty((len(quantized), self.classes), dtype=np.int8)
+        for i, window in enumerate(np.asarray(quantized, dtype=np.int8)):
+            self._interpreter.set_tensor(self._input["index"], window.reshape(1, 1, *self.window_shape))
+            self._interpreter.invoke()
+            out[i] = self._interpreter.get_tensor(self._output["index"])[0]
+        return out
+
     def logits(self, windows: np.ndarray) -> np.ndarray:
         """Dequantized logits (n, classes) of float windows (n, T, C), one invocation per window."""
         quantized = self.quantize(windows)

@@ -1,0 +1,82 @@
+"""The host's side of the test protocol against devices that are not the test firmware, through a real pty: a port
+nobody answers on, an Arduino sketch printing its readings, another MLPerf Tiny firmware. One line each, in time."""
+
+import os
+import threading
+import time
+
+import pytest
+import serial
+
+from devtools.machine_speed import slowdown
+from tinynas.hil.protocol import DeviceTimeout, HilLink, NotOurFirmware
+
+
+@pytest.fixture
+def pty_device():
+    """(the pty's port name, a function that starts a device writing `lines()`'s output on it until the test ends)."""
+    master, slave = os.openpty()
+    stop = threading.Event()
+    threads = []
+
+    def start(speak):
+        thread = threading.Thread(target=speak, args=(master, stop), daemon=True)
+        thread.start()
+        threads.append(thread)
+
+    yield os.ttyname(slave), start
+    stop.set()
+    for thread in threads:
+        thread.join(5)
+    os.close(master)
+    os.close(slave)
+
+
+def _link(name: str, timeout: float) -> HilLink:
+    port = serial.Serial(name, 115200, timeout=0.2)
+    return HilLink(port, name, timeout=timeout)
+
+
+def test_a_port_nobody_answers_on_is_a_timeout_in_one_line(pty_device):
+    name, _ = pty_device
+    timeout = 0.5 * slowdown()
+    started = time.monotonic()
+    with pytest.raises(DeviceTimeout, match=r"no answer to `name` within .* \(is the test firmware flashed") as caught:
+        _link(name, timeout).synchronise()
+    assert time.monotonic() - started < timeout + 5 and "\n" not in str(caught.value)
+
+
+def test_an_arduino_printing_its_readings_is_not_our_firmware(pty_device):
+    name, start = pty_device
+
+    def arduino(fd, stop):  # Serial.println(analogRead(A0)) in loop(), 100 times a second
+        value = 500
+        while not stop.is_set():
+            value = (value * 37 + 11) % 1024
+            os.write(fd, f"{value}\r\n".encode())
+            time.sleep(0.01)
+
+    start(arduino)
+    with pytest.raises(NotOurFirmware, match="not in the test protocol .* flash the firmware of `tinynas firmware`"):
+        _link(name, 10 * slowdown()).synchronise()
+
+
+def test_another_mlperf_tiny_firmware_is_not_ours(pty_device):
+    name, start = pty_device
+
+    def keyword_spotter(fd, stop):  # answers the runner's commands as the MLPerf Tiny reference firmware does
+        pending = b""
+        while not stop.is_set():
+            try:
+                pending += os.read(fd, 256)
+            except OSError:
+                return
+            while b"%" in pending:
+                command, _, pending = pending.partition(b"%")
+                if command.strip() == b"name":
+                    os.write(fd, b"m-name-kws01-[unspecified]\r\n")
+                os.write(fd, b"m-ready\r\n")
+
+    start(keyword_spotter)
+    with pytest.raises(NotOurFirmware, match="not tinynas's test firmware .*kws01"):
+        _link(name, 2 * slowdown()).synchronise()

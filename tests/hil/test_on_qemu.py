@@ -1,0 +1,107 @@
+"""A searched model's firmware on both emulated cores, checked by `tinynas hil --qemu` as a user runs it: every test
+window's outputs identical to the host's C runtime, the stack and the image within the cost model's figures, the
+instruction counts the same run to run. And the faults of a real link: another model on the board, a board reset
+or unplugged in the middle of a run."""
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import serial
+
+from devtools.machine_speed import slowdown
+from tinynas.card import read_card
+from tinynas.data.npz import load_npz
+from tinynas.data.preprocess import Preprocessing
+from tinynas.hil.board import get_board
+from tinynas.hil.build import build_firmware, write_firmware
+from tinynas.hil.check import check_on_board
+from tinynas.hil.protocol import HilLink
+from tinynas.hil.qemu import emulated
+
+pytestmark = pytest.mark.usefixtures("arm_toolchain")
+
+
+def _tinynas(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tinynas.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.parametrize("board", ["mps2-an386", "microbit"])
+def test_every_test_window_on_the_emulated_chip_is_the_host_c_runtimes_answer(hil_model, tmp_path, board):
+    firmware = tmp_path / "fw"
+    built = _tinynas("firmware", str(hil_model), "--board", board, "--out", str(firmware), "--json")
+    assert built.returncode == 0, built.stderr
+    image = json.loads(built.stdout)
+    first = _tinynas("hil", str(hil_model), "--qemu", board, "--firmware", str(firmware), "--runs", "2", "--json")
+    assert first.returncode == 0, first.stderr
+    report = json.loads(first.stdout)
+    windows = report["windows"]
+    assert windows > 0 and report["checked"] == windows and not report["stopped"]
+    assert report["identical_to_host"] == windows  # integer C99: bit for bit, or the chip is wrong
+    if report["identical_to_tflm"] is not None:
+        assert report["identical_to_tflm"] == windows
+    card = read_card(hil_model)
+    cost = card.cost()
+    assert 0 < report["stack_bytes"] <= cost.stack_bytes  # the cost model's stack covers the measured one
+    assert image["model"]["data"] + image["model"]["bss"] <= cost.c_arena_bytes  # the arena is the model's RAM
+    assert image["model"]["text"] + image["model"]["rodata"] <= cost.flash_bytes  # tables and code
+    again = json.loads(_tinynas("hil", str(hil_model), "--qemu", board, "--firmware", str(firmware), "--runs", "2",
+                                "--json").stdout)
+    assert again["per_inference"] == report["per_inference"] and report["counts"] == "instructions"
+
+
+def test_a_board_holding_another_model_is_refused_before_any_window(hil_model, tmp_path):
+    firmware = tmp_path / "fw"
+    assert _tinynas("firmware", str(hil_model), "--board", "microbit", "--out", str(firmware)).returncode == 0
+    other = tmp_path / "other"
+    shutil.copytree(hil_model, other)
+    source = other / read_card(other).c_runtime["source"]
+    source.write_text(source.read_text() + "/* exported again */\n")  # another model as far as the chip can tell
+    run = _tinynas("hil", str(other), "--qemu", "microbit", "--firmware", str(firmware))
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    line = run.stderr.strip().splitlines()[-1]
+    assert line.startswith("tinynas: error: ") and "the board holds model" in line and "flash the firmware" in line
+
+
+class _Faulty(HilLink):
+    """The real link, with a fault made on the emulated board (through QEMU's monitor) before window `at`."""
+
+    def __init__(self, port, name, timeout, fault):
+        super().__init__(port, name, timeout)
+        self.calls, self.fault = 0, fault
+
+    def infer(self, window, runs=1, warmup=0, timeout=None):
+        self.calls += 1
+        if self.calls == 3:
+            self.fault()
+        return super().infer(window, runs, warmup, timeout)
+
+
+def _monitor(path: Path, command: str) -> None:
+    with socket.socket(socket.AF_UNIX) as control:
+        control.connect(str(path))
+        control.sendall(command.encode() + b"\n")
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("fault, words", [("system_reset", "the device started again during"),
+                                          ("quit", "the port went away during")])
+def test_a_reset_or_an_unplugged_board_stops_the_run_saying_how_many_windows_were_checked(hil_model, tmp_path,
+                                                                                          fault, words):
+    board = get_board("microbit")
+    firmware = build_firmware(write_firmware(hil_model, board, tmp_path / "fw"), board)
+    card = read_card(hil_model)
+    windows = load_npz(hil_model / "windows.npz")
+    socket_path = tmp_path / "monitor.sock"
+    with emulated(board, firmware.elf, monitor=socket_path) as pty:
+        with serial.Serial(pty, board.baud, timeout=0.5) as port:
+            link = _Faulty(port, pty, 10 * slowdown(), lambda: _monitor(socket_path, fault))
+            labels = Preprocessing.from_card(card.to_dict()).labels_for(windows)
+            report = check_on_board(hil_model, firmware.folder, board, link, windows.x[:6], labels[:6])
+    assert report.checked == 2 and words in report.stopped and "\n" not in report.stopped

@@ -1,0 +1,151 @@
+"""Commands for the model on a chip: `firmware` (write and build the test firmware) and `hil` (check it there)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import serial
+
+from tinynas.card import read_card
+from tinynas.data.npz import load_npz
+from tinynas.data.preprocess import Preprocessing
+from tinynas.errors import UsageError
+from tinynas.folders import SPLIT, WINDOWS, load_split
+from tinynas.hil.board import get_board
+from tinynas.hil.build import MANIFEST, ToolchainMissing, build_firmware, write_firmware
+from tinynas.hil.check import check_on_board, firmware_of
+from tinynas.hil.protocol import HilLink
+from tinynas.hil.qemu import emulated
+from tinynas.options import check_positive, check_range
+
+log = logging.getLogger("tinynas")
+
+MAX_RUNS = 1000
+"""Counted (and warm-up) calls per window: the firmware's own limit, said here first."""
+
+
+def register(sub) -> None:
+    """Add these commands to the `tinynas` parser's subcommands."""
+    firmware = sub.add_parser("firmware", help="write (and build) a test firmware of a model for a board")
+    firmware.add_argument("model", help="a model folder (a search's --out)")
+    firmware.add_argument("--board", required=True,
+                          help="mps2-an386 or microbit (emulated by QEMU), nrf52840-dk, or a board .toml file")
+    firmware.add_argument("--out", required=True, help="folder for the firmware's sources and image")
+    firmware.add_argument("--no-build", action="store_true", help="write the sources only")
+    firmware.add_argument("--json", action="store_true")
+    firmware.set_defaults(func=_cmd_firmware)
+
+    hil = sub.add_parser("hil", help="run a model's test windows on a board and compare with the host")
+    hil.add_argument("model", help="a model folder (a search's --out)")
+    where = hil.add_mutually_exclusive_group(required=True)
+    where.add_argument("--qemu", metavar="BOARD", help="build the firmware and run it on QEMU's emulation of BOARD")
+    where.add_argument("--port", help="the serial port of a board that runs the model's firmware (or socket://)")
+    hil.add_argument("--firmware", help="the firmware folder `tinynas firmware` wrote (needed with --port; with "
+                                        "--qemu it is built when not given)")
+    hil.add_argument("--data", help="windows to check on (default: the model folder's test windows)")
+    hil.add_argument("--runs", type=int, default=1, help="counted calls per window (default 1)")
+    hil.add_argument("--warmup", type=int, default=0, help="calls before the counted ones (default 0)")
+    hil.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for each answer (default 30)")
+    hil.add_argument("--json", action="store_true")
+    hil.set_defaults(func=_cmd_hil)
+
+
+def _cmd_firmware(args: argparse.Namespace) -> int:
+
+    board = get_board(args.board)
+    firmware = write_firmware(args.model, board, args.out)
+    note = ""
+    if not args.no_build:
+        try:
+            firmware = build_firmware(firmware, board)
+        except ToolchainMissing as exc:
+            note = str(exc)
+    if args.json:
+        print(json.dumps({**firmware.to_dict(), "note": note}, indent=2))
+        return 0
+    print(f"test firmware of model {firmware.model_hash} for {board.name} ({board.core}) in {firmware.folder}/")
+    if firmware.image is not None and firmware.model is not None:
+        print(f"  firmware.elf, firmware.hex: flash {firmware.image.flash:,} B, static RAM {firmware.image.ram:,} B "
+              f"(the model: {firmware.model.flash:,} B and {firmware.model.ram:,} B)")
+    elif note:
+        print(f"  not built: {note}")
+    if board.emulated:
+        print(f"  check it: tinynas hil {args.model} --qemu {board.name} --firmware {firmware.folder}")
+    else:
+        print(f"  flash firmware.hex to the board, then: tinynas hil {args.model} --port /dev/ttyACM0 "
+              f"--firmware {firmware.folder}")
+    return 0
+
+
+def _windows(args: argparse.Namespace, card) -> tuple[np.ndarray, np.ndarray, str]:
+    """The float windows and their labels (indices into the model's classes) to check on, and what they are."""
+    preprocessing = Preprocessing.from_card(card.to_dict())
+    if args.data:
+        from tinynas.data.spec import load_windows
+
+        windows = load_windows(args.data)
+        preprocessing.check(windows)
+        return windows.x, preprocessing.labels_for(windows), f"{len(windows)} windows of {args.data}"
+
+    folder = Path(args.model)
+    if not (folder / WINDOWS).is_file() or not (folder / SPLIT).is_file():
+        raise UsageError(f"{folder} keeps no test windows ({WINDOWS} and {SPLIT}): give --data SPEC")
+    windows = load_npz(folder / WINDOWS)
+    test = load_split(folder / SPLIT, len(windows))["test"]
+    if not len(test):
+        raise UsageError(f"{folder}'s split holds no test windows: give --data SPEC")
+    subset = windows.subset(test)
+    return subset.x, preprocessing.labels_for(subset), f"the {len(test)} test windows of {folder}"
+
+
+def _cmd_hil(args: argparse.Namespace) -> int:
+
+    check_range("--runs", args.runs, 1, MAX_RUNS)
+    check_range("--warmup", args.warmup, 0, MAX_RUNS)
+    check_positive("--timeout", args.timeout, " (seconds to wait for each answer)")
+    card = read_card(args.model)  # before any port is opened or anything built: one line if it is not a model
+    given = Path(args.firmware) if args.firmware else None
+    if given is not None and not (given / MANIFEST).is_file():
+        raise UsageError(f"--firmware {given} is not a firmware folder of `tinynas firmware` (no {MANIFEST})")
+    if args.port and given is None:
+        raise UsageError("--port needs --firmware FOLDER: the folder `tinynas firmware` wrote for the board (its "
+                         "board, model and build are checked against the device)")
+    board = get_board(args.qemu if args.qemu else firmware_of(given).board if given is not None else "")
+    if given is not None and firmware_of(given).board != board.name:
+        raise UsageError(f"--firmware {given} was built for {firmware_of(given).board}, not {board.name}")
+    if args.qemu and not board.emulated:
+        raise UsageError(f"board {board.name} has no emulator (no qemu_machine in its file): flash the firmware of "
+                         f"`tinynas firmware` to it and use --port")
+    windows, labels, what = _windows(args, card)
+    log.info("checking %s on %s", what, board.name)
+    with tempfile.TemporaryDirectory(prefix="tinynas-firmware-") as scratch:
+        folder = given or Path(scratch)
+        if args.qemu:
+            if not (folder / "firmware.elf").is_file():
+                build_firmware(write_firmware(args.model, board, folder, emulated=True), board)
+            with emulated(board, folder / "firmware.elf") as pty:
+                report = _check(args, board, folder, pty, windows, labels)
+        else:
+            report = _check(args, board, folder, args.port, windows, labels)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report.text())
+    if report.stopped:
+        raise UsageError(f"stopped after {report.checked} of {report.windows} windows: {report.stopped}")
+    return 0
+
+
+def _check(args: argparse.Namespace, board, folder: Path, port_name: str, windows: np.ndarray, labels: np.ndarray):
+
+
+    try:
+        port = serial.serial_for_url(port_name, baudrate=board.baud, timeout=0.5)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot open {port_name}: {str(exc)[:120]}") from None
+    with port:
+        link = HilLink(port, port_name, timeout=args.timeout)
+        return check_on_board(args.model, folder, board, link, windows, labels, runs=args.runs, warmup=args.warmup,
+                              progress=log.info)

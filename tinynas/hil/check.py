@@ -1,0 +1,184 @@
+"""`tinynas hil`: a model folder's test windows through its firmware on a board, compared with the host.
+
+For every window the device's int8 outputs are compared with the same C runtime built on this computer and with
+LiteRT's; its class is scored against the label (a count with its 95 % interval, `tinynas.verdict`). The counted
+calls give the time of one inference (instructions under QEMU, cycles with DWT, timer ticks otherwise), and the
+painted stack and the image's sections are set against the cost model's figures on the card.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tinynas.card import read_card
+from tinynas.data.preprocess import Preprocessing
+from tinynas.deploy.litert import Int8Model
+from tinynas.deploy.measure import tflite_micro_available, tflite_micro_outputs
+from tinynas.errors import TinynasError
+from tinynas.folders import MODEL, read_model_file
+from tinynas.hil.board import Board
+from tinynas.hil.build import MANIFEST, Firmware, model_hash
+from tinynas.hil.host import HostBuildError, host_outputs
+from tinynas.hil.protocol import DeviceError, HilLink
+from tinynas.verdict import HeldOut
+
+
+class HilError(TinynasError, RuntimeError):
+    """The board holds another model, or the check cannot start."""
+
+
+@dataclass
+class HilReport:
+    """What one check on a board found."""
+
+    board: str
+    model_hash: str
+    counts: str
+    """What a count is: instructions (QEMU), cycles (DWT) or timer ticks."""
+    windows: int = 0
+    checked: int = 0
+    hits: int = 0
+    identical_to_host: int | None = None
+    host_note: str = ""
+    identical_to_tflm: int | None = None
+    """Windows whose outputs are TFLite Micro's, the interpreter of microcontrollers (None: not installed here)."""
+    identical_to_litert: int = 0
+    """LiteRT's optimized kernels round some requantizations otherwise: off by a step on some windows is expected."""
+    largest_difference: int = 0
+    per_inference: list[float] = field(default_factory=list)
+    stack_bytes: int = 0
+    stack_estimate: int = 0
+    clock_hz: int = 0
+    sections: dict = field(default_factory=dict)
+    estimate: dict = field(default_factory=dict)
+    build: dict = field(default_factory=dict)
+    stopped: str = ""
+    """Why the run ended before every window was checked (empty: it did not)."""
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["per_inference"] = {"median": self.median, "p95": self.p95} if self.per_inference else None
+        data["accuracy"] = HeldOut(self.hits, self.checked).to_dict()
+        return data
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.per_inference)) if self.per_inference else 0.0
+
+    @property
+    def p95(self) -> float:
+        return float(np.percentile(self.per_inference, 95)) if self.per_inference else 0.0
+
+    def text(self) -> str:
+        held = HeldOut(self.hits, self.checked)
+        low, high = held.interval
+        lines = [f"board {self.board}, model {self.model_hash}: {self.checked} of {self.windows} test windows checked"
+                 + (f" (stopped: {self.stopped})" if self.stopped else "")]
+        if self.checked:
+            lines.append(f"  accuracy on the chip: {self.hits} of {self.checked} ({self.hits / self.checked:.1%}; "
+                         f"95% interval {low:.1%}-{high:.1%})")
+            host = (f"{self.identical_to_host} of {self.checked} identical to the C runtime built here"
+                    if self.identical_to_host is not None else f"not compared with a host build ({self.host_note})")
+            micro = (f"{self.identical_to_tflm} of {self.checked} identical to TFLite Micro; "
+                     if self.identical_to_tflm is not None else "")
+            steps = "step" if self.largest_difference == 1 else "steps"
+            differs = f", largest difference {self.largest_difference} {steps}" if self.largest_difference else ""
+            lines.append(f"  outputs: {host}; {micro}{self.identical_to_litert} of {self.checked} identical to LiteRT "
+                         f"(its optimized kernels round otherwise{differs})")
+            at_clock = self.median / self.clock_hz * 1e3 if self.clock_hz else 0.0
+            cycle = " if each took one cycle" if self.counts == "instructions" else ""
+            lines.append(f"  one inference: {self.median:,.0f} {self.counts} median, {self.p95:,.0f} p95 "
+                         f"({at_clock:.2f} ms at {self.clock_hz / 1e6:g} MHz{cycle})")
+            lines.append(f"  stack: {self.stack_bytes:,} B measured, {self.stack_estimate:,} B estimated")
+        if self.sections:
+            s, e = self.sections, self.estimate
+            lines.append(f"  model in the image: RAM {s['ram']:,} B (.data + .bss; arena {e.get('arena', 0):,} B "
+                         f"estimated), flash {s['flash']:,} B (.text + .rodata; {e.get('flash', 0):,} B estimated)")
+        if self.build:
+            lines.append(f"  built by {self.build.get('compiler', '?')}: {self.build.get('build_line', '')}")
+        return "\n".join(lines)
+
+
+def _per_inference(counts: tuple[int, ...], profile_hz: int, counts_are: str) -> list[float]:
+    if counts_are == "instructions":  # a timer of virtual time under -icount shift=0: 1 ns per instruction
+        return [count * 1e9 / profile_hz for count in counts]
+    return [float(count) for count in counts]
+
+
+def check_on_board(model_dir: str | Path, firmware_dir: str | Path, board: Board, link: HilLink,
+                   windows: np.ndarray, labels: np.ndarray, *, runs: int = 1, warmup: int = 0,
+                   progress=None) -> HilReport:
+    """Run float `windows` (n, T, C, as the data gives them) through the firmware on `link` and compare."""
+    model_dir, firmware_dir = Path(model_dir), Path(firmware_dir)
+    say = progress or (lambda text: None)
+    card = read_card(model_dir)
+    runtime = card.c_runtime or {}
+    source = read_model_file(model_dir, runtime["source"])
+    manifest = json.loads((firmware_dir / MANIFEST).read_text())
+    expected = model_hash(source)
+    link.synchronise()
+    profile = link.profile()
+    if profile.model_hash != expected:
+        raise HilError(f"{link.name}: the board holds model {profile.model_hash}, not {model_dir}'s ({expected}): "
+                       f"flash the firmware of `tinynas firmware {model_dir} --board {board.name}`")
+    model = Int8Model(read_model_file(model_dir, MODEL))  # read twice: small, and each read checked
+    inputs = model.quantize(card_inputs(card, windows))
+    if profile.input_size != inputs[0].size or profile.output_size != model.classes:
+        raise HilError(f"{link.name}: the firmware takes {profile.input_size} bytes and gives {profile.output_size} "
+                       f"outputs; the model {inputs[0].size} and {model.classes}")
+    litert = model.int8_outputs(inputs)
+    tflite = read_model_file(model_dir, MODEL)
+    micro = tflite_micro_outputs(tflite, inputs).reshape(litert.shape) if tflite_micro_available() else None
+    report = HilReport(board=board.name, model_hash=expected, counts=profile.counter_kind.replace("-", " "),
+                       windows=len(windows), clock_hz=board.clock_hz, build={
+                           key: manifest.get(key) for key in ("compiler", "build_line")},
+                       stack_estimate=card.cost().stack_bytes)
+    flat = inputs.reshape(len(inputs), -1)
+    try:
+        host = host_outputs(source, read_model_file(model_dir, runtime["header"]), runtime["header"],
+                            runtime.get("prefix", "tinynas"), flat)
+    except HostBuildError as exc:
+        host, report.host_note = None, str(exc)
+    if manifest.get("model"):
+        model_sections = manifest["model"]
+        report.sections = {"ram": model_sections["data"] + model_sections["bss"],
+                           "flash": model_sections["text"] + model_sections["rodata"]}
+        cost = card.cost()
+        report.estimate = {"arena": cost.c_arena_bytes, "flash": cost.flash_bytes, "ram": cost.peak_ram_bytes}
+    same_host = same_litert = same_micro = 0
+    try:
+        for index, window in enumerate(flat):
+            done = link.infer(window, runs=runs, warmup=warmup)
+            report.checked += 1
+            report.hits += int(np.argmax(done.outputs) == labels[index])
+            same_litert += int(np.array_equal(done.outputs, litert[index]))
+            if micro is not None:
+                same_micro += int(np.array_equal(done.outputs, micro[index]))
+            if host is not None:
+                same_host += int(np.array_equal(done.outputs, host[index]))
+            report.largest_difference = max(report.largest_difference, int(np.max(np.abs(
+                done.outputs.astype(np.int16) - litert[index].astype(np.int16)))))
+            report.per_inference += _per_inference(done.counts, profile.counter_hz, profile.counter_kind)
+            report.stack_bytes = max(report.stack_bytes, done.stack_bytes)
+            if (index + 1) % 10 == 0 or index + 1 == len(flat):
+                say(f"{index + 1} of {len(flat)} windows on {board.name}")
+    except DeviceError as exc:
+        report.stopped = str(exc)
+    report.identical_to_litert = same_litert
+    report.identical_to_tflm = same_micro if micro is not None else None
+    report.identical_to_host = same_host if host is not None else None
+    return report
+
+
+def card_inputs(card, windows: np.ndarray) -> np.ndarray:
+    """Float windows through the card's preprocessing: what the model's int8 input is quantized from."""
+    return Preprocessing.from_card(card.to_dict()).apply(windows)
+
+
+def firmware_of(folder: Path) -> Firmware:
+    data = json.loads((folder / MANIFEST).read_text())
+    return Firmware(folder, data["board"], data["model_hash"], data["input_size"], data["output_size"])
