@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from tinynas.atomic import atomic_write_text
 from tinynas.card_checks import DamagedCard, check_card
 from tinynas.cost.estimate import Cost
 from tinynas.cost.runtime import recorded_accounting
@@ -50,7 +51,7 @@ def is_our_card(data) -> bool:
 
 
 _OPTIONAL = ("measured_arena_host64", "history", "architecture", "name", "digest", "quantization", "tools",
-             "anomaly", "runtime_choice", "int8_test", "c_runtime", "serving", "selection")
+             "anomaly", "runtime_choice", "int8_test", "c_runtime", "serving", "selection", "hil")
 """Keys written only when known: the TFLite Micro measurement (needs tflite-micro), the adaptation
 history, and what the export adds beside the study's figures."""
 
@@ -116,6 +117,9 @@ class ModelCard:
     selection: dict[str, Any] | None = None
     """How the winner was chosen: by cross-validation (its folds, and the winner's answer on each of their windows
     by the fold model that never saw it: `tinynas.study.crossval`), or None: on the split's validation windows."""
+    hil: dict[str, Any] | None = None
+    """The last check of the model on a chip (`tinynas hil`: `tinynas.hil.check.HilReport.card_section`): the board,
+    the windows checked, how many outputs were the host's, the count per inference and the stack; None: never."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -200,6 +204,22 @@ def parse_card(raw: bytes | str, path: str | os.PathLike) -> ModelCard:
     except (CardError, SpecError) as exc:
         raise DamagedCard(f"{path}: {exc}") from None
     return ModelCard.from_dict(data)
+
+
+def card_text(data: dict[str, Any]) -> str:
+    """card.json's text for `data`: the one format every writer of a card uses."""
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def record_section(folder: str | os.PathLike, key: str, section: dict[str, Any]) -> None:
+    """Set one optional section of the card of the model folder `folder` (read and checked first; written whole,
+    atomically, or not at all)."""
+    if key not in _OPTIONAL:
+        raise ValueError(f"{key!r} is not a section a card records")
+    data = read_card(folder).to_dict()
+    data[key] = section
+    check_card(data)  # what is written is what a reader accepts
+    atomic_write_text(Path(folder) / CARD, card_text(data))
 
 
 def read_card(folder: str | os.PathLike) -> ModelCard:

@@ -176,6 +176,22 @@ def check_c_runtime(section: dict, where: str = "the card's 'c_runtime'") -> Non
             raise _fail(f"{where} {key!r}", "a whole number of bytes", section.get(key))
 
 
+def check_hil(section: dict, where: str = "the card's 'hil'") -> None:
+    """The last check on a chip (`tinynas hil`): window counts, the counts per inference, the stack, the board."""
+    for key in ("windows", "checked", "hits", "identical_to_host", "stack_bytes", "clock_hz"):
+        value = section.get(key)
+        if value is not None and not is_count(value):
+            raise _fail(f"{where} {key!r}", "a whole number", value)
+    for key in ("median", "p95"):
+        value = section.get(key)
+        if value is not None and not (is_number(value) and value >= 0):
+            raise _fail(f"{where} {key!r}", "a count of at least 0", value)
+    for key in ("board", "counts", "model_hash", "stopped"):
+        value = section.get(key, "")
+        if not (isinstance(value, str) and len(value) <= 300):
+            raise _fail(f"{where} {key!r}", "a short text", value)
+
+
 def check_quantization(section: dict, where: str = "the card's 'quantization'") -> None:
     for side in ("input", "output"):
         part = section.get(side)
@@ -191,7 +207,7 @@ def check_quantization(section: dict, where: str = "the card's 'quantization'") 
 
 
 _OBJECTS = ("data", "split", "search", "training_recipe", "final_training", "test_data", "target",
-            "measured_arena_host64", "tools", "runtime_choice", "serving", "input", "preprocessing", "selection")
+            "measured_arena_host64", "tools", "runtime_choice", "serving", "input", "preprocessing", "selection", "hil")
 
 
 def check_card(card: Any) -> None:
@@ -237,6 +253,8 @@ def check_card(card: Any) -> None:
         if not (isinstance(confidence, list) and isinstance(correct, list) and len(confidence) == len(correct)
                 and all(is_number(v) and 0 <= v <= 1 for v in confidence) and all(v in (0, 1) for v in correct)):
             raise _fail("the card's 'selection' answers", "as many confidences (0 to 1) as 0/1 answers", correct)
+    if isinstance(card.get("hil"), dict):
+        check_hil(card["hil"])
     serving = card.get("serving")
     if isinstance(serving, dict):
         for key in ("unknown_below", "still_rms"):

@@ -55,3 +55,22 @@ def test_without_the_toolchain_the_sources_are_written_and_the_line_says_what_to
     assert "apt-get install gcc-arm-none-eabi picolibc-arm-none-eabi" in run.stdout
     assert {"hil_main.c", "startup.c", "memory.ld", "hil_config.h", "model_compiled.c"} <= {
         p.name for p in (tmp_path / "fw").iterdir()}
+
+
+@pytest.mark.usefixtures("arm_toolchain")
+def test_the_firmware_bundle_carries_the_test_firmware_and_it_builds_as_its_readme_says(exported_tiny, tmp_path):
+    import io
+    import shlex
+    import zipfile
+
+    from tinynas.deploy.bundle import firmware_zip
+    from tinynas.hil.build import bundle_files
+
+    model = _model(exported_tiny)
+    zipfile.ZipFile(io.BytesIO(firmware_zip(model, *bundle_files(model)))).extractall(tmp_path / "bundle")
+    readme = (tmp_path / "bundle" / "README.txt").read_text()
+    line = next(text for text in readme.splitlines() if text.startswith("Build: arm-none-eabi-gcc"))
+    built = subprocess.run(shlex.split(line.removeprefix("Build: ")), cwd=tmp_path / "bundle", capture_output=True,
+                           text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    assert (tmp_path / "bundle" / "firmware.elf").stat().st_size > 0 and "tinynas hil" in readme

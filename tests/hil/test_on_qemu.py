@@ -34,6 +34,7 @@ def _tinynas(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("board", ["mps2-an386", "microbit"])
 def test_every_test_window_on_the_emulated_chip_is_the_host_c_runtimes_answer(hil_model, tmp_path, board):
+    hil_model = Path(shutil.copytree(hil_model, tmp_path / "model"))  # the card records the check: a copy
     firmware = tmp_path / "fw"
     built = _tinynas("firmware", str(hil_model), "--board", board, "--out", str(firmware), "--json")
     assert built.returncode == 0, built.stderr
@@ -54,6 +55,9 @@ def test_every_test_window_on_the_emulated_chip_is_the_host_c_runtimes_answer(hi
     again = json.loads(_tinynas("hil", str(hil_model), "--qemu", board, "--firmware", str(firmware), "--runs", "2",
                                 "--json").stdout)
     assert again["per_inference"] == report["per_inference"] and report["counts"] == "instructions"
+    recorded = read_card(hil_model).hil  # the last check, as the page shows it beside the served model
+    assert recorded["board"] == board and recorded["identical_to_host"] == windows == recorded["checked"]
+    assert recorded["median"] == round(again["per_inference"]["median"], 1)
 
 
 def test_a_board_holding_another_model_is_refused_before_any_window(hil_model, tmp_path):

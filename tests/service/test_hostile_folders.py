@@ -24,6 +24,7 @@ import pytest
 from firmware_bridge.protocol import Hello
 from firmware_bridge.simulator import ArraySource, Simulator
 from tests.support.net import free_port
+from tinynas.hil.build import FIRMWARE
 from tinynas.service.models import write_deployment
 from tinynas.service.state import Deployed
 
@@ -154,10 +155,14 @@ def test_the_bundle_of_a_good_folder_holds_its_own_files_only(service, served):
     assert code == 200
     bundle = zipfile.ZipFile(io.BytesIO(body))
     names = bundle.namelist()
-    assert sorted(names) == ["README.txt", "card.json", "main.c", "model_compiled.c", "model_compiled.h"]
-    for name in names:
-        if name not in ("main.c", "README.txt"):
-            assert bundle.read(name) == (served / name).read_bytes()
+    own = ["card.json", "model_compiled.c", "model_compiled.h"]
+    written = ["README.txt", "main.c", "hil_config.h", "memory.ld"]  # made for the bundle from the checked card
+    shipped = ["hil_main.c", "sections.ld", "startup.c"]  # the test firmware's sources, from the package
+    assert sorted(names) == sorted(own + written + shipped)
+    for name in own:
+        assert bundle.read(name) == (served / name).read_bytes()
+    for name in shipped:
+        assert bundle.read(name) == (FIRMWARE / name).read_bytes()
 
 
 DAMAGE = {

@@ -197,7 +197,10 @@ def test_the_served_models_files_and_firmware_bundle_download_and_the_bundle_com
     with urllib.request.urlopen(f"{base}/download/firmware.zip?token={TOKEN}", timeout=30) as answer:
         assert answer.headers["Content-Disposition"].startswith('attachment; filename="alice-20261204-090000')
         bundle = zipfile.ZipFile(io.BytesIO(answer.read()))
-    assert sorted(bundle.namelist()) == ["README.txt", "card.json", "main.c", "model_compiled.c", "model_compiled.h"]
+    # The model's C, a program that runs it once, and its test firmware for a board (tinynas.hil; docs/hil.md).
+    assert sorted(bundle.namelist()) == ["README.txt", "card.json", "hil_config.h", "hil_main.c", "main.c",
+                                         "memory.ld", "model_compiled.c", "model_compiled.h", "sections.ld",
+                                         "startup.c"]
     assert all((info.external_attr >> 16) & 0o777 == 0o644 for info in bundle.infolist())  # readable, as copied
     folder = tmp_path / "bundle"
     bundle.extractall(folder)

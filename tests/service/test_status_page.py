@@ -65,7 +65,10 @@ STATES = {
                                           "recall": [1.0, 1.0, 0.6667, 1.0], "support": [3, 3, 3, 3],
                                           "confusion": [[3, 0, 0, 0], [0, 3, 0, 0], [0, 1, 2, 0], [0, 0, 0, 3]]}},
                 "model": {"name": "A(3,3)", "ram_bytes": 4650, "flash_bytes": 9800, "int8_test_accuracy": 0.9,
-                          "made": 1.7e9, "classes": CLASSES},
+                          "made": 1.7e9, "classes": CLASSES, "folder": "/data/alice",
+                          "chip": {"board": "microbit", "checked": 12, "windows": 12, "identical_to_host": 12,
+                                   "counts": "instructions", "median": 4224187.5, "clock_hz": 16000000,
+                                   "stack_bytes": 172, "stopped": ""}},
                 "classes": CLASSES, "predictions_per_minute": 240, "smoothing": 3,
                 "config_hint": " --config /etc/tinynas.toml", "serving": {"stale": ""},
                 "plans": ["gestures4", "isl26", "bearing4", "motor-normal"],
@@ -98,7 +101,7 @@ STATES = {
                                                "interval": [0.552, 0.953],
                                                "measure": "float, cross-validated over the new repetitions"}},
                      "model": {"name": "A(3,3)", "ram_bytes": 4650, "flash_bytes": 9800, "made": 1.7e9,
-                               "classes": CLASSES},
+                               "classes": CLASSES, "folder": "/data/alice/rewear"},
                      "classes": CLASSES, "serving": {"stale": ""}, "predictions": []},
     "error": {**BASE, "state": "IDLE", "user": "alice",
               "error": "new model for alice reached 41.0% on held-out windows, below 50%: not deployed "
@@ -114,12 +117,15 @@ EXPECTED = {  # what each state must show: texts, and elements by CSS-like marke
     "serving": ["Serving", "A(3,3) for alice", "92 % (11 of 12 held-out windows, 95 % interval 65-99 %)",
                 "240 predictions per minute", 'class="bar top"', "fist", 'class="confusion"', "67 % of 3",
                 "the newest window alone says open", "over the last 3 windows",
-                "tinynas service status<span class=\"config-hint\"> --config /etc/tinynas.toml</span>"],
+                "tinynas service status<span class=\"config-hint\"> --config /etc/tinynas.toml</span>",
+                "on the chip (microbit): 12 of 12 windows identical to the host, 4,224,188 instructions per inference "
+                "(264.0 ms at 16 MHz if each took a cycle), stack 172 B"],
     "alarm": ["Serving", "ALARM: not running normally", "A(17,3) for motor", "threshold set for 1 % false alarms",
               "328 held-out normal windows", "3 of the last 5 windows", 'class="threshold"', 'class="score"',
               "5.08 (threshold 1.40)"],
     "recalibrated": ["A(3,3) for alice", "accuracy 83 % (10 of 12 new windows, float, cross-validated over the new "
-                     "repetitions, 95 % interval 55-95 %)"],
+                     "repetitions, 95 % interval 55-95 %)",
+                     "not checked on a chip yet: tinynas hil /data/alice/rewear --qemu microbit"],
     "error": ["below 50%: not deployed", 'class="banner"', "tinynas onboard --user alice"],
 }
 

@@ -6,19 +6,18 @@ import argparse
 import json
 import logging
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 import serial
 
-from tinynas.card import read_card
-from tinynas.data.npz import load_npz
+from tinynas.card import read_card, record_section
 from tinynas.data.preprocess import Preprocessing
 from tinynas.errors import UsageError
-from tinynas.folders import SPLIT, WINDOWS, load_split
 from tinynas.hil.board import get_board
 from tinynas.hil.build import MANIFEST, ToolchainMissing, build_firmware, write_firmware
-from tinynas.hil.check import check_on_board, firmware_of
+from tinynas.hil.check import check_on_board, firmware_of, folder_test_windows
 from tinynas.hil.protocol import HilLink
 from tinynas.hil.qemu import emulated
 from tinynas.options import check_positive, check_range
@@ -92,15 +91,8 @@ def _windows(args: argparse.Namespace, card) -> tuple[np.ndarray, np.ndarray, st
         preprocessing.check(windows)
         return windows.x, preprocessing.labels_for(windows), f"{len(windows)} windows of {args.data}"
 
-    folder = Path(args.model)
-    if not (folder / WINDOWS).is_file() or not (folder / SPLIT).is_file():
-        raise UsageError(f"{folder} keeps no test windows ({WINDOWS} and {SPLIT}): give --data SPEC")
-    windows = load_npz(folder / WINDOWS)
-    test = load_split(folder / SPLIT, len(windows))["test"]
-    if not len(test):
-        raise UsageError(f"{folder}'s split holds no test windows: give --data SPEC")
-    subset = windows.subset(test)
-    return subset.x, preprocessing.labels_for(subset), f"the {len(test)} test windows of {folder}"
+    x, labels = folder_test_windows(args.model, card)
+    return x, labels, f"the {len(x)} test windows of {args.model}"
 
 
 def _cmd_hil(args: argparse.Namespace) -> int:
@@ -133,6 +125,8 @@ def _cmd_hil(args: argparse.Namespace) -> int:
         else:
             report = _check(args, board, folder, args.port, windows, labels)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.text())
+    if report.checked:  # the card keeps the last check: the page shows it beside the model
+        record_section(args.model, "hil", report.card_section(time.time()))
     if report.stopped:
         raise UsageError(f"stopped after {report.checked} of {report.windows} windows: {report.stopped}")
     return 0

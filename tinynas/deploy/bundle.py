@@ -75,12 +75,13 @@ int main(void) {{
 """
 
 
-def firmware_zip(model_dir: Path) -> bytes:
+def firmware_zip(model_dir: Path, extra: dict[str, bytes] | None = None, extra_readme: str = "") -> bytes:
     """The bundle of the model in `model_dir` (its card's `c_runtime` section names the files), as zip bytes.
 
     The card is read and checked whole (`tinynas.card.read_card`) and every file is read as a model folder's own
     (`tinynas.folders.read_model_file`: a plain name, a regular file, no link): a damaged or hostile folder is
-    BundleError in one line, and nothing outside the folder is ever put in the bundle."""
+    BundleError in one line, and nothing outside the folder is ever put in the bundle. `extra` files (plain names)
+    and `extra_readme` lines are added as given (the service adds the model's test firmware, `tinynas.hil`)."""
 
     model_dir = Path(model_dir)
     try:
@@ -126,12 +127,13 @@ def firmware_zip(model_dir: Path) -> bytes:
         "Preprocessing before quantization: as the card's 'preprocessing' says (card.json).",
         "Output: int8 logits, one per class, in this order: " + ", ".join(classes) + ".",
         "",
+        *([extra_readme, ""] if extra_readme else []),
     ])
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
         entries = [*files.items(), ("main.c", main_c(header, runtime.get("prefix", "tinynas"), runtime["entry_point"],
                                                       classes, prepare, needs_libm).encode()),
-                   ("README.txt", readme.encode())]
+                   ("README.txt", readme.encode()), *(extra or {}).items()]
         for name, content in entries:
             if not plain_name(name):  # a zip-slip name (../x, /etc/x) is never written, whatever the card said
                 raise BundleError(f"no firmware bundle: {name!r} is not a plain file name")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from tinynas.atomic import atomic_write_bytes, atomic_write_text
-from tinynas.card import CARD_SCHEMA
+from tinynas.card import CARD_SCHEMA, card_text
 from tinynas.data.preprocess import Preprocessing
 from tinynas.deploy.c_codegen import CodegenError, entry_point, generate_c, read_integer_model
 from tinynas.deploy.c_prepare import generate_prepare
@@ -198,5 +197,5 @@ def write_export(out_dir: str | os.PathLike, architecture: Architecture, tflite:
     full_card = {"architecture": architecture.to_dict(), "name": architecture.name(),
                  "digest": architecture.digest(), "quantization": io_quantization(tflite),
                  "c_runtime": c_runtime, **card, "tools": tool_versions(), "card_schema": CARD_SCHEMA}
-    atomic_write_text(paths.card_path, json.dumps(full_card, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(paths.card_path, card_text(full_card))
     return paths

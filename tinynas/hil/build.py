@@ -22,7 +22,7 @@ from tinynas.atomic import atomic_write_bytes, atomic_write_text
 from tinynas.card import read_card
 from tinynas.errors import MissingDependencyError, TinynasError
 from tinynas.folders import read_model_file
-from tinynas.hil.board import Board
+from tinynas.hil.board import Board, builtin_boards
 
 FIRMWARE = Path(str(resources.files("tinynas.hil").joinpath("firmware")))
 """The firmware's own sources, shipped with the package (tinynas installs unzipped)."""
@@ -145,6 +145,33 @@ def write_firmware(model_dir: str | Path, board: Board, out: str | Path, *, emul
     firmware = Firmware(out, board.name, digest, int(runtime["input_bytes"]), int(runtime["output_bytes"]))
     atomic_write_text(out / MANIFEST, json.dumps({**firmware.to_dict(), "model_source": runtime["source"]}, indent=1))
     return firmware
+
+
+def bundle_files(model_dir: str | Path) -> tuple[dict[str, bytes], str]:
+    """The test firmware's files for a firmware bundle (plain names beside the model's C), for the board of the
+    model's target where one is built in, else the micro:bit; and the README's lines on building and checking it."""
+    card = read_card(model_dir)
+    runtime = card.c_runtime or {}
+    if not runtime.get("source"):
+        return {}, ""  # no C runtime: the bundle says so itself
+    target = (card.target or {}).get("name")
+    board = next((b for b in builtin_boards().values() if b.target and b.target == target),
+                 builtin_boards()["microbit"])
+    source = read_model_file(model_dir, runtime["source"])
+    files = {name: (FIRMWARE / name).read_bytes() for name in SOURCES}
+    files["hil_config.h"] = _config(board, runtime["header"], runtime.get("prefix", "tinynas"), model_hash(source),
+                                    board.emulated).encode()
+    files["memory.ld"] = _memory(board).encode()
+    line = " ".join(["arm-none-eabi-gcc", *C_FLAGS, *board.cpu_flags, "--specs=picolibc.specs", "-nostartfiles",
+                     "-Wl,--gc-sections", "-L.", "-Tmemory.ld", "hil_main.c", "startup.c", runtime["source"],
+                     "-o", "firmware.elf"])
+    readme = "\n".join([
+        f"hil_main.c, startup.c, sections.ld, memory.ld, hil_config.h: the model's test firmware for {board.name} "
+        f"({board.description or board.core}): the MLPerf Tiny runner's commands on its UART at {board.baud} baud.",
+        f"Build: {line}",
+        "Check it from the Pi: tinynas hil MODEL_DIR --port PORT --firmware DIR (or tinynas firmware MODEL_DIR "
+        "--board BOARD --out DIR for another board; docs/hil.md)."])
+    return files, readme
 
 
 def toolchain_missing() -> list[str]:

@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from tinynas.card import read_card
+from tinynas.data.npz import load_npz
 from tinynas.data.preprocess import Preprocessing
 from tinynas.deploy.litert import Int8Model
 from tinynas.deploy.measure import tflite_micro_available, tflite_micro_outputs
 from tinynas.errors import TinynasError
-from tinynas.folders import MODEL, read_model_file
+from tinynas.folders import MODEL, SPLIT, WINDOWS, load_split, read_model_file
 from tinynas.hil.board import Board
 from tinynas.hil.build import MANIFEST, Firmware, model_hash
 from tinynas.hil.host import HostBuildError, host_outputs
@@ -72,6 +73,13 @@ class HilReport:
     @property
     def p95(self) -> float:
         return float(np.percentile(self.per_inference, 95)) if self.per_inference else 0.0
+
+    def card_section(self, when: float) -> dict:
+        """What the model's card records of this check (`ModelCard.hil`)."""
+        return {"board": self.board, "model_hash": self.model_hash, "when": round(when), "windows": self.windows,
+                "checked": self.checked, "hits": self.hits, "identical_to_host": self.identical_to_host,
+                "counts": self.counts, "median": round(self.median, 1), "p95": round(self.p95, 1),
+                "clock_hz": self.clock_hz, "stack_bytes": self.stack_bytes, "stopped": self.stopped[:300]}
 
     def text(self) -> str:
         held = HeldOut(self.hits, self.checked)
@@ -172,6 +180,20 @@ def check_on_board(model_dir: str | Path, firmware_dir: str | Path, board: Board
     report.identical_to_tflm = same_micro if micro is not None else None
     report.identical_to_host = same_host if host is not None else None
     return report
+
+
+def folder_test_windows(folder: str | Path, card) -> tuple[np.ndarray, np.ndarray]:
+    """A model folder's test windows (its split's test side) and their labels as the model's class indices; a split
+    with no test window is refused (HilError), as is a folder that keeps no windows."""
+    folder = Path(folder)
+    if not (folder / WINDOWS).is_file() or not (folder / SPLIT).is_file():
+        raise HilError(f"{folder} keeps no test windows ({WINDOWS} and {SPLIT}): give --data SPEC")
+    stored = load_npz(folder / WINDOWS)
+    test = load_split(folder / SPLIT, len(stored))["test"]
+    if not len(test):
+        raise HilError(f"{folder}'s split holds no test windows: give --data SPEC")
+    labels = Preprocessing.from_card(card.to_dict()).labels_for(stored)
+    return stored.x[test], labels[test]
 
 
 def card_inputs(card, windows: np.ndarray) -> np.ndarray:

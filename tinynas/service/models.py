@@ -32,6 +32,7 @@ from tinynas.folders import (
     FolderError,
     read_model_file,
 )
+from tinynas.hil.build import bundle_files
 from tinynas.service.state import Deployed
 
 DEPLOYMENT_FILE = "deployment.json"
@@ -246,7 +247,7 @@ def served_download(deployed: Deployed | None, name: str) -> tuple[bytes, str, s
     folder = Path(deployed.model).parent
     filename = f"{deployed.user}-{folder.name}-{name}"
     if name == FIRMWARE_ZIP:
-        return firmware_zip(folder), DOWNLOADS[name], filename
+        return firmware_zip(folder, *bundle_files(folder)), DOWNLOADS[name], filename
     if not (folder / name).is_file() and not (folder / name).is_symlink():
         return None
     read_card(folder)  # a damaged card: the folder is not served, nor are its files

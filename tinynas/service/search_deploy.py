@@ -8,7 +8,6 @@ complete there, so a kill leaves the previous model served).
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import time
@@ -21,7 +20,7 @@ from firmware_bridge.plan import load_plan
 from tinynas.anomaly.alarm import Alarm
 from tinynas.anomaly.card import read_section
 from tinynas.atomic import atomic_write_text, discard_folder, publish_folder, stage_folder
-from tinynas.card import read_card, task_of
+from tinynas.card import card_text, read_card, task_of
 from tinynas.cost.targets import resolve_target
 from tinynas.data.checks import check_windows
 from tinynas.data.preprocess import Preprocessing
@@ -187,7 +186,7 @@ def _publish(service: ServiceContext, study: Path, target: Path, card: dict, dep
             if (study / name).exists():
                 shutil.copy2(study / name, staging / name)
         # The served card carries serving's rules (the study's card stays as it was).
-        atomic_write_text(staging / CARD, json.dumps(card, indent=2) + "\n")
+        atomic_write_text(staging / CARD, card_text(card))
         write_deployment(staging, deployed)
         publish_folder(staging, target)  # one exchange: a folder already there stays whole until the new one is
     except BaseException:

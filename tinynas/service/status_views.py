@@ -134,7 +134,8 @@ def served_model(deployed: Deployed) -> dict[str, Any]:
                                    (card.flash_bytes or 0) + (cost.get("code_bytes") or 0)),
                    "runtime": RUNTIME_NAMES.get(runtime, str(runtime)), "runtime_reason": choice.get("reason"),
                    "int8_test_accuracy": card.int8_test_accuracy, "classes": card.classes,
-                   "held_out": card.int8_test, "downloads": download_names(folder), "made": made}
+                   "held_out": card.int8_test, "downloads": download_names(folder), "made": made,
+                   "chip": card.hil, "folder": str(folder)}
         _MODEL_CACHE[card_path] = (made, summary)
     return _MODEL_CACHE[card_path][1]
 

@@ -176,12 +176,29 @@ function drawScores(svg, history, threshold) {  // the score history against the
   el("text", { x: 4, y: +y(threshold) - 4, text: "threshold" }, svg, ns);
 }
 
+// The last check of the served model on a chip (`tinynas hil`, recorded in its card), or how to make one.
+function drawChip(m) {
+  const c = m.chip;
+  if (!m.name || m.damaged) { text("chip", ""); return; }
+  if (!c) {
+    text("chip", `not checked on a chip yet: tinynas hil ${m.folder} --qemu microbit (on your board: tinynas firmware, ` +
+         "then tinynas hil --port; see docs/hil.md)");
+    return;
+  }
+  const ms = c.clock_hz ? ` (${(c.median / c.clock_hz * 1000).toFixed(1)} ms at ${c.clock_hz / 1e6} MHz` +
+    (c.counts === "instructions" ? " if each took a cycle)" : ")") : "";
+  text("chip", `on the chip (${c.board}): ${c.identical_to_host ?? "-"} of ${c.checked} windows identical to the ` +
+       `host, ${Math.round(c.median).toLocaleString()} ${c.counts} per inference${ms}, stack ${c.stack_bytes} B` +
+       (c.stopped ? `; stopped after ${c.checked} of ${c.windows}: ${c.stopped}` : ""));
+}
+
 function drawAlarm(s) {
   const m = s.model || {}, d = s.deployed || {}, a = s.alarm || {}, an = d.anomaly || {};
   text("model", `${m.name || "anomaly scorer"} for ${d.user}: RAM ${kib(m.ram_bytes)}, flash ${kib(m.flash_bytes)}` +
        (m.runtime ? ` with ${m.runtime}` : "") + "; " +
        `threshold set for ${pct(an.false_alarm_rate || 0)} false alarms on ${an.calibration_windows} held-out normal ` +
        `windows; alarm at ${a.debounce || "-"}`);
+  drawChip(m);
   const stale = (s.serving || {}).stale;
   text("prediction", (a.raised ? "ALARM: not running normally" : "Running normally") + (stale ? " (not live)" : ""));
   $("prediction").classList.toggle("stale", !!stale);
@@ -212,6 +229,7 @@ function drawServing(s) {
   else text("model", m.name ? `${m.name} for ${d.user}: RAM ${kib(m.ram_bytes)}, flash ${kib(m.flash_bytes)}` +
        (m.runtime ? ` with ${m.runtime}` : "") + ", " + accuracy +
        (m.made ? `, made ${new Date(m.made * 1000).toLocaleString()}` : "") : "no model yet");
+  drawChip(m);
   drawPerClass(d.held_out && d.held_out.confusion ? d.held_out : m.held_out, s.classes || []);
   const p = (s.predictions || []).slice(-1)[0];
   const stale = (s.serving || {}).stale;
