@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -94,18 +95,72 @@ def _monitor(path: Path, command: str) -> None:
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize("fault, words", [("system_reset", "the device started again during"),
-                                          ("quit", "the port went away during")])
-def test_a_reset_or_an_unplugged_board_stops_the_run_saying_how_many_windows_were_checked(hil_model, tmp_path,
-                                                                                          fault, words):
+def _run_with_fault(hil_model, tmp_path, fault, reopen_after=None):
+    """The first 6 test windows on an emulated micro:bit, `fault` sent to QEMU's monitor before window 3."""
     board = get_board("microbit")
     firmware = build_firmware(write_firmware(hil_model, board, tmp_path / "fw"), board)
     card = read_card(hil_model)
     windows = load_npz(hil_model / "windows.npz")
+    labels = Preprocessing.from_card(card.to_dict()).labels_for(windows)
     socket_path = tmp_path / "monitor.sock"
     with emulated(board, firmware.elf, monitor=socket_path) as pty:
         with serial.Serial(pty, board.baud, timeout=0.5) as port:
             link = _Faulty(port, pty, 10 * slowdown(), lambda: _monitor(socket_path, fault))
-            labels = Preprocessing.from_card(card.to_dict()).labels_for(windows)
-            report = check_on_board(hil_model, firmware.folder, board, link, windows.x[:6], labels[:6])
-    assert report.checked == 2 and words in report.stopped and "\n" not in report.stopped
+            return check_on_board(hil_model, firmware.folder, board, link, windows.x[:6], labels[:6])
+
+
+def test_a_board_reset_in_the_middle_is_resumed_at_the_same_window(hil_model, tmp_path):
+    report = _run_with_fault(hil_model, tmp_path, "system_reset")
+    assert report.checked == 6 and not report.stopped and report.identical_to_host == 6
+    assert len(report.resumed) == 1 and report.resumed[0].startswith("window 3:") and "started again" in \
+        report.resumed[0]
+
+
+def test_a_board_gone_for_good_stops_the_run_saying_how_many_windows_were_checked(hil_model, tmp_path):
+    report = _run_with_fault(hil_model, tmp_path, "quit")  # QEMU gone: the board unplugged, with no replug
+    assert report.checked == 2 and "the port went away during" in report.stopped and "\n" not in report.stopped
+
+
+def test_a_board_unplugged_and_plugged_in_again_is_resumed(hil_model, tmp_path):
+    """The port is a stable name (as udev's /dev/serial/by-id/... is) for whichever pty the board is on: the board
+    is pulled (QEMU ends) before window 3 and comes back (a new QEMU, booting afresh) a second later."""
+    board = get_board("microbit")
+    firmware = build_firmware(write_firmware(hil_model, board, tmp_path / "fw"), board)
+    card = read_card(hil_model)
+    windows = load_npz(hil_model / "windows.npz")
+    labels = Preprocessing.from_card(card.to_dict()).labels_for(windows)
+    name = tmp_path / "ttyACM0"
+    boards = []
+
+    def plug() -> None:
+        boards.append(emulated(board, firmware.elf))
+        pty = boards[-1].__enter__()
+        name.unlink(missing_ok=True)
+        name.symlink_to(pty)
+
+    def unplug_then_replug() -> None:
+        boards[-1].__exit__(None, None, None)
+        name.unlink()
+        threading.Timer(1.0, plug).start()
+
+    opened = []
+
+    def reopen() -> HilLink:
+        deadline = time.monotonic() + 30 * slowdown()
+        while not name.exists():
+            assert time.monotonic() < deadline, "the board did not come back"
+            time.sleep(0.2)
+        opened.append(serial.Serial(str(name), board.baud, timeout=0.5))
+        return HilLink(opened[-1], str(name), 10 * slowdown())
+
+    plug()
+    try:
+        opened.append(serial.Serial(str(name), board.baud, timeout=0.5))
+        link = _Faulty(opened[-1], str(name), 10 * slowdown(), unplug_then_replug)
+        report = check_on_board(hil_model, firmware.folder, board, link, windows.x[:6], labels[:6], reopen=reopen)
+    finally:
+        for port in opened:
+            port.close()
+        boards[-1].__exit__(None, None, None)
+    assert report.checked == 6 and not report.stopped and report.identical_to_host == 6
+    assert len(report.resumed) == 1 and "the port went away" in report.resumed[0]

@@ -18,7 +18,7 @@ from tinynas.errors import UsageError
 from tinynas.hil.board import get_board
 from tinynas.hil.build import MANIFEST, ToolchainMissing, build_firmware, write_firmware
 from tinynas.hil.check import check_on_board, firmware_of, folder_test_windows
-from tinynas.hil.protocol import HilLink
+from tinynas.hil.protocol import DeviceError, HilLink
 from tinynas.hil.qemu import emulated
 from tinynas.options import check_positive, check_range
 
@@ -120,8 +120,8 @@ def _cmd_hil(args: argparse.Namespace) -> int:
         if args.qemu:
             if not (folder / "firmware.elf").is_file():
                 build_firmware(write_firmware(args.model, board, folder, emulated=True), board)
-            with emulated(board, folder / "firmware.elf") as pty:
-                report = _check(args, board, folder, pty, windows, labels)
+            with emulated(board, folder / "firmware.elf") as pty:  # QEMU gone is the board gone: no replug
+                report = _check(args, board, folder, pty, windows, labels, replug=False)
         else:
             report = _check(args, board, folder, args.port, windows, labels)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.text())
@@ -132,14 +132,35 @@ def _cmd_hil(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check(args: argparse.Namespace, board, folder: Path, port_name: str, windows: np.ndarray, labels: np.ndarray):
+def _check(args: argparse.Namespace, board, folder: Path, port_name: str, windows: np.ndarray, labels: np.ndarray,
+           replug: bool = True):
+    """The check over `port_name`; with `replug`, a port that goes away is waited for (--timeout) and opened again."""
+    ports: list = []
 
+    def open_link() -> HilLink:
+        try:
+            port = serial.serial_for_url(port_name, baudrate=board.baud, timeout=0.5)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"cannot open {port_name}: {str(exc)[:120]}") from None
+        ports.append(port)
+        return HilLink(port, port_name, timeout=args.timeout)
+
+    def reopen() -> HilLink:
+        for port in ports:
+            port.close()
+        deadline = time.monotonic() + args.timeout
+        log.info("waiting up to %g s for %s to come back", args.timeout, port_name)
+        while True:
+            try:
+                return open_link()
+            except UsageError:
+                if time.monotonic() > deadline:
+                    raise DeviceError(f"{port_name} did not come back within {args.timeout:g} s") from None
+                time.sleep(0.5)
 
     try:
-        port = serial.serial_for_url(port_name, baudrate=board.baud, timeout=0.5)
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot open {port_name}: {str(exc)[:120]}") from None
-    with port:
-        link = HilLink(port, port_name, timeout=args.timeout)
-        return check_on_board(args.model, folder, board, link, windows, labels, runs=args.runs, warmup=args.warmup,
-                              progress=log.info)
+        return check_on_board(args.model, folder, board, open_link(), windows, labels, runs=args.runs,
+                              warmup=args.warmup, progress=log.info, reopen=reopen if replug else None)
+    finally:
+        for port in ports:
+            port.close()

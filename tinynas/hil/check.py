@@ -9,6 +9,7 @@ painted stack and the image's sections are set against the cost model's figures 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -24,8 +25,11 @@ from tinynas.folders import MODEL, SPLIT, WINDOWS, load_split, read_model_file
 from tinynas.hil.board import Board
 from tinynas.hil.build import MANIFEST, Firmware, model_hash
 from tinynas.hil.host import HostBuildError, host_outputs
-from tinynas.hil.protocol import DeviceError, HilLink
+from tinynas.hil.protocol import DeviceError, DeviceReset, HilLink
 from tinynas.verdict import HeldOut
+
+MAX_RESUMES = 3
+"""Interruptions a run resumes after; a board that keeps resetting is said, not retried for ever."""
 
 
 class HilError(TinynasError, RuntimeError):
@@ -59,6 +63,8 @@ class HilReport:
     build: dict = field(default_factory=dict)
     stopped: str = ""
     """Why the run ended before every window was checked (empty: it did not)."""
+    resumed: list[str] = field(default_factory=list)
+    """Each interruption the run resumed after (a reset; a port that came back), and at which window."""
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -86,6 +92,7 @@ class HilReport:
         low, high = held.interval
         lines = [f"board {self.board}, model {self.model_hash}: {self.checked} of {self.windows} test windows checked"
                  + (f" (stopped: {self.stopped})" if self.stopped else "")]
+        lines += [f"  resumed at {where}" for where in self.resumed]
         if self.checked:
             lines.append(f"  accuracy on the chip: {self.hits} of {self.checked} ({self.hits / self.checked:.1%}; "
                          f"95% interval {low:.1%}-{high:.1%})")
@@ -119,8 +126,12 @@ def _per_inference(counts: tuple[int, ...], profile_hz: int, counts_are: str) ->
 
 def check_on_board(model_dir: str | Path, firmware_dir: str | Path, board: Board, link: HilLink,
                    windows: np.ndarray, labels: np.ndarray, *, runs: int = 1, warmup: int = 0,
-                   progress=None) -> HilReport:
-    """Run float `windows` (n, T, C, as the data gives them) through the firmware on `link` and compare."""
+                   progress=None, reopen: Callable[[], HilLink] | None = None) -> HilReport:
+    """Run float `windows` (n, T, C, as the data gives them) through the firmware on `link` and compare.
+
+    A board that starts again in the middle (a reset) is synchronised with and the window sent again; a port that
+    goes away is opened again through `reopen` (which waits for it), else the run stops there. Either way the
+    report says how many windows were checked, and after what it resumed."""
     model_dir, firmware_dir = Path(model_dir), Path(firmware_dir)
     say = progress or (lambda text: None)
     card = read_card(model_dir)
@@ -158,24 +169,42 @@ def check_on_board(model_dir: str | Path, firmware_dir: str | Path, board: Board
         cost = card.cost()
         report.estimate = {"arena": cost.c_arena_bytes, "flash": cost.flash_bytes, "ram": cost.peak_ram_bytes}
     same_host = same_litert = same_micro = 0
-    try:
-        for index, window in enumerate(flat):
-            done = link.infer(window, runs=runs, warmup=warmup)
-            report.checked += 1
-            report.hits += int(np.argmax(done.outputs) == labels[index])
-            same_litert += int(np.array_equal(done.outputs, litert[index]))
-            if micro is not None:
-                same_micro += int(np.array_equal(done.outputs, micro[index]))
-            if host is not None:
-                same_host += int(np.array_equal(done.outputs, host[index]))
-            report.largest_difference = max(report.largest_difference, int(np.max(np.abs(
-                done.outputs.astype(np.int16) - litert[index].astype(np.int16)))))
-            report.per_inference += _per_inference(done.counts, profile.counter_hz, profile.counter_kind)
-            report.stack_bytes = max(report.stack_bytes, done.stack_bytes)
-            if (index + 1) % 10 == 0 or index + 1 == len(flat):
-                say(f"{index + 1} of {len(flat)} windows on {board.name}")
-    except DeviceError as exc:
-        report.stopped = str(exc)
+    index = 0
+    while index < len(flat):
+        try:
+            done = link.infer(flat[index], runs=runs, warmup=warmup)
+        except DeviceError as exc:
+            # A reset, a brown-out or a replug in the middle: the same window again, once the board (or the port,
+            # through `reopen`) is back and still holds this model; a board that keeps failing ends the run.
+            if len(report.resumed) >= MAX_RESUMES or (not isinstance(exc, DeviceReset) and reopen is None):
+                report.stopped = str(exc)
+                break
+            try:
+                link = reopen() if reopen is not None and not isinstance(exc, DeviceReset) else link
+                link.synchronise()
+                if link.profile().model_hash != expected:
+                    report.stopped = f"{link.name}: after the interruption the board holds another model"
+                    break
+            except DeviceError as again:
+                report.stopped = f"{exc}; then {again}"
+                break
+            report.resumed.append(f"window {index + 1}: {exc}")
+            say(f"resumed at window {index + 1} of {len(flat)} after: {exc}")
+            continue
+        report.checked += 1
+        report.hits += int(np.argmax(done.outputs) == labels[index])
+        same_litert += int(np.array_equal(done.outputs, litert[index]))
+        if micro is not None:
+            same_micro += int(np.array_equal(done.outputs, micro[index]))
+        if host is not None:
+            same_host += int(np.array_equal(done.outputs, host[index]))
+        report.largest_difference = max(report.largest_difference, int(np.max(np.abs(
+            done.outputs.astype(np.int16) - litert[index].astype(np.int16)))))
+        report.per_inference += _per_inference(done.counts, profile.counter_hz, profile.counter_kind)
+        report.stack_bytes = max(report.stack_bytes, done.stack_bytes)
+        index += 1
+        if index % 10 == 0 or index == len(flat):
+            say(f"{index} of {len(flat)} windows on {board.name}")
     report.identical_to_litert = same_litert
     report.identical_to_tflm = same_micro if micro is not None else None
     report.identical_to_host = same_host if host is not None else None
