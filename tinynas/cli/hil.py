@@ -100,7 +100,6 @@ def _cmd_hil(args: argparse.Namespace) -> int:
     check_range("--runs", args.runs, 1, MAX_RUNS)
     check_range("--warmup", args.warmup, 0, MAX_RUNS)
     check_positive("--timeout", args.timeout, " (seconds to wait for each answer)")
-    card = read_card(args.model)  # before any port is opened or anything built: one line if it is not a model
     given = Path(args.firmware) if args.firmware else None
     if given is not None and not (given / MANIFEST).is_file():
         raise UsageError(f"--firmware {given} is not a firmware folder of `tinynas firmware` (no {MANIFEST})")
@@ -113,6 +112,7 @@ def _cmd_hil(args: argparse.Namespace) -> int:
     if args.qemu and not board.emulated:
         raise UsageError(f"board {board.name} has no emulator (no qemu_machine in its file): flash the firmware of "
                          f"`tinynas firmware` to it and use --port")
+    card = read_card(args.model)  # before any port is opened or anything built: one line if it is not a model
     windows, labels, what = _windows(args, card)
     log.info("checking %s on %s", what, board.name)
     with tempfile.TemporaryDirectory(prefix="tinynas-firmware-") as scratch:

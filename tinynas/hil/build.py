@@ -124,12 +124,12 @@ def _check_out(out: Path) -> None:
 def write_firmware(model_dir: str | Path, board: Board, out: str | Path, *, emulated: bool | None = None) -> Firmware:
     """The firmware's sources for `board` in `out` (built later by `build_firmware`)."""
     model_dir, out = Path(model_dir), Path(out)
+    _check_out(out)  # the cheap refusal first: a user's folder is never written into, whatever the model
     card = read_card(model_dir)  # untrusted: checked whole, c_runtime's names plain file names
     runtime = card.c_runtime or {}
     if not runtime.get("source"):
         why = runtime.get("error") or "the card names no generated C runtime"
         raise FirmwareError(f"{model_dir}: no C runtime to build a firmware from ({why})")
-    _check_out(out)
     source = read_model_file(model_dir, runtime["source"])
     header = read_model_file(model_dir, runtime["header"])
     prefix = runtime.get("prefix", "tinynas")
