@@ -16,7 +16,7 @@ from tinynas.card import read_card, record_section
 from tinynas.data.preprocess import Preprocessing
 from tinynas.errors import UsageError
 from tinynas.hil.board import get_board
-from tinynas.hil.build import MANIFEST, ToolchainMissing, build_firmware, write_firmware
+from tinynas.hil.build import ToolchainMissing, build_firmware, read_manifest, write_firmware
 from tinynas.hil.check import check_on_board, firmware_of, folder_test_windows
 from tinynas.hil.protocol import DeviceError, HilLink
 from tinynas.hil.qemu import emulated
@@ -96,13 +96,12 @@ def _windows(args: argparse.Namespace, card) -> tuple[np.ndarray, np.ndarray, st
 
 
 def _cmd_hil(args: argparse.Namespace) -> int:
-
     check_range("--runs", args.runs, 1, MAX_RUNS)
     check_range("--warmup", args.warmup, 0, MAX_RUNS)
     check_positive("--timeout", args.timeout, " (seconds to wait for each answer)")
     given = Path(args.firmware) if args.firmware else None
-    if given is not None and not (given / MANIFEST).is_file():
-        raise UsageError(f"--firmware {given} is not a firmware folder of `tinynas firmware` (no {MANIFEST})")
+    if given is not None:
+        read_manifest(given)  # one line if it is not a firmware folder, or a damaged one
     if args.port and given is None:
         raise UsageError("--port needs --firmware FOLDER: the folder `tinynas firmware` wrote for the board (its "
                          "board, model and build are checked against the device)")

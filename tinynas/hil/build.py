@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 
+from firmware_bridge.safe_read import read_regular
 from tinynas.atomic import atomic_write_bytes, atomic_write_text
 from tinynas.card import read_card
 from tinynas.errors import MissingDependencyError, TinynasError
@@ -82,6 +83,28 @@ class Firmware:
         data = asdict(self)
         data.update(folder=str(self.folder), elf=self.elf and self.elf.name, hex=self.hex and self.hex.name)
         return data
+
+
+MAX_MANIFEST_BYTES = 64 << 10
+_MANIFEST_KEYS = {"board": str, "model_hash": str, "input_size": int, "output_size": int, "model_source": str}
+
+
+def read_manifest(folder: str | Path) -> dict:
+    """A firmware folder's firmware.json, read as untrusted input: FirmwareError in one line when it is missing,
+    not a regular file, not JSON or without what tinynas wrote there."""
+    path = Path(folder) / MANIFEST
+    try:
+        data = json.loads(read_regular(path, MAX_MANIFEST_BYTES, "firmware manifest", follow_links=False))
+    except FileNotFoundError:
+        raise FirmwareError(f"{folder} is not a firmware folder of `tinynas firmware` (no {MANIFEST})") from None
+    except OSError as exc:
+        raise FirmwareError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (ValueError, RecursionError):
+        raise FirmwareError(f"{path} is not a firmware manifest tinynas wrote (not JSON; damaged?)") from None
+    if not isinstance(data, dict) or any(not isinstance(data.get(key), kind) or isinstance(data.get(key), bool)
+                                         for key, kind in _MANIFEST_KEYS.items()):
+        raise FirmwareError(f"{path} is not a firmware manifest tinynas wrote (it lacks {', '.join(_MANIFEST_KEYS)})")
+    return data
 
 
 def model_hash(c_source: bytes) -> str:
@@ -237,7 +260,7 @@ def build_firmware(firmware: Firmware, board: Board) -> Firmware:
                                f"install {APT_PACKAGES} (the sources are in {firmware.folder}; build them elsewhere "
                                f"with the line in its README.txt)")
     out = firmware.folder
-    manifest = json.loads((out / MANIFEST).read_text())
+    manifest = read_manifest(out)
     gcc = ["arm-none-eabi-gcc", *C_FLAGS, *board.cpu_flags, "--specs=picolibc.specs"]
     model_o = out / "model.o"
     _run([*gcc, "-c", str(out / manifest["model_source"]), "-o", str(model_o)],

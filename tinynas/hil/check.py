@@ -8,7 +8,6 @@ painted stack and the image's sections are set against the cost model's figures 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from tinynas.deploy.measure import tflite_micro_available, tflite_micro_outputs
 from tinynas.errors import TinynasError
 from tinynas.folders import MODEL, SPLIT, WINDOWS, load_split, read_model_file
 from tinynas.hil.board import Board
-from tinynas.hil.build import MANIFEST, Firmware, model_hash
+from tinynas.hil.build import Firmware, model_hash, read_manifest
 from tinynas.hil.host import HostBuildError, host_outputs
 from tinynas.hil.protocol import DeviceError, DeviceReset, HilLink
 from tinynas.verdict import HeldOut
@@ -137,7 +136,7 @@ def check_on_board(model_dir: str | Path, firmware_dir: str | Path, board: Board
     card = read_card(model_dir)
     runtime = card.c_runtime or {}
     source = read_model_file(model_dir, runtime["source"])
-    manifest = json.loads((firmware_dir / MANIFEST).read_text())
+    manifest = read_manifest(firmware_dir)
     expected = model_hash(source)
     link.synchronise()
     profile = link.profile()
@@ -231,5 +230,5 @@ def card_inputs(card, windows: np.ndarray) -> np.ndarray:
 
 
 def firmware_of(folder: Path) -> Firmware:
-    data = json.loads((folder / MANIFEST).read_text())
+    data = read_manifest(folder)
     return Firmware(folder, data["board"], data["model_hash"], data["input_size"], data["output_size"])
