@@ -80,3 +80,24 @@ def test_another_mlperf_tiny_firmware_is_not_ours(pty_device):
     start(keyword_spotter)
     with pytest.raises(NotOurFirmware, match="not tinynas's test firmware .*kws01"):
         _link(name, 2 * slowdown()).synchronise()
+
+
+def test_the_sensors_own_port_is_said_to_be_a_frame_stream_not_garbage_text(tmp_path):
+    """A user points `hil` at the armband's port: the front-end streams firmware_bridge's binary frames."""
+    import subprocess
+    import sys
+
+    port = tmp_path / "tty"
+    sensor = subprocess.Popen([sys.executable, "-m", "tinynas.cli", "simulate", "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60 * slowdown()
+        while not port.exists():
+            assert time.monotonic() < deadline and sensor.poll() is None, "the simulated front-end did not start"
+            time.sleep(0.1)
+        with pytest.raises(NotOurFirmware, match="bytes of binary data, not text .a sensor's frame stream") as caught:
+            _link(str(port), 10 * slowdown()).synchronise()
+        assert caught.value.args[0].isprintable()
+    finally:
+        sensor.terminate()
+        sensor.wait(30)

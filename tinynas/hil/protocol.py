@@ -61,6 +61,14 @@ class Inference:
     stack_bytes: int
 
 
+def shown(line: str) -> str:
+    """A line the device sent, for a message: its text, or (mostly not printable) what it looks like."""
+    printable = sum(char.isprintable() for char in line)
+    if line and printable < 0.8 * len(line):
+        return f"{len(line)} bytes of binary data, not text (a sensor's frame stream? a wrong baud rate?)"
+    return repr(line[:60])
+
+
 def _bracketed(lines: list[str], head: str) -> str:
     for line in lines:
         if line.startswith(head + "["):
@@ -119,7 +127,7 @@ class HilLink:
                 stray += 1
                 if stray > MAX_STRAY_LINES:
                     raise NotOurFirmware(f"{self.name}: the device answers, but not in the test protocol "
-                                         f"({line[:60]!r}); flash the firmware of `tinynas firmware`")
+                                         f"({shown(line)}); flash the firmware of `tinynas firmware`")
         return lines
 
     def synchronise(self) -> None:
@@ -143,7 +151,7 @@ class HilLink:
             except DeviceTimeout:
                 if heard:
                     raise NotOurFirmware(f"{self.name}: the device is not tinynas's test firmware (it says "
-                                         f"{' | '.join(heard)[:80]!r}); flash the firmware of `tinynas firmware`") \
+                                         f"{shown(' | '.join(heard))}); flash the firmware of `tinynas firmware`") \
                         from None
                 raise
             if line == "m-name-tinynas-hil":
@@ -152,7 +160,7 @@ class HilLink:
                 heard.append(line)
                 if len(heard) > MAX_STRAY_LINES:
                     raise NotOurFirmware(f"{self.name}: the device answers, but not in the test protocol "
-                                         f"({heard[0][:60]!r}); flash the firmware of `tinynas firmware`")
+                                         f"({shown(heard[0])}); flash the firmware of `tinynas firmware`")
         while self._readline(deadline, "name") != READY:
             pass
 
