@@ -17,6 +17,7 @@ import numpy as np
 from tinynas.atomic import atomic_write_bytes
 from tinynas.data.windows import is_zip_archive
 from tinynas.errors import StorageError, TinynasError, UsageError
+from tinynas.quiet import captured_fd
 
 # A search's working files.
 JOURNAL = "journal.sqlite"
@@ -126,7 +127,10 @@ def save_weights(model, path: str | os.PathLike) -> None:
     """A Keras model's weights, written whole or not at all (a temporary file, then a rename)."""
     # Keras picks the format by suffix, so the temporary file keeps it.
     temporary = f"{path}.partial.weights.h5"
-    model.save_weights(temporary)
+    # h5py prints a traceback of its own for every handle it cannot close when the disk fills under it (its
+    # finalizers write straight to the terminal): kept off the user's terminal; the failure itself still raises.
+    with captured_fd(2):
+        model.save_weights(temporary)
     os.replace(temporary, path)
 
 

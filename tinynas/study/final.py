@@ -3,6 +3,8 @@ converted to int8, measured on the held-out windows and written with its card an
 
 from __future__ import annotations
 
+import errno
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,7 @@ from tinynas.cost.runtime import RUNTIME_NAMES
 from tinynas.data.windows import Windows
 from tinynas.deploy.export import write_export
 from tinynas.deploy.measure import measure_arena, run_int8, tflite_micro_available
+from tinynas.errors import StorageError
 from tinynas.folders import SPLIT, save_split, weights_path
 from tinynas.study.jobs import JobFactory
 from tinynas.study.journal import Journal
@@ -187,8 +190,24 @@ def _final_training(study, winner: Trial, jobs: JobFactory, pool: WorkerPool) ->
         result = _run_one(pool, jobs.final(winner, fidelity))
         if result.ok:
             return result, fidelity, True
+        _say_a_full_disk(study.out_dir, f"final training of {winner.architecture.name()}")
         study.progress.event(f"final training failed ({result.error}); retrying with the search recipe")
     raise StudyError(f"final training of {winner.architecture.name()} failed: {result.error}")
+
+
+DISK_FULL_BYTES = 1 << 20
+"""Free bytes under which a worker that failed is taken to have failed for want of disk: h5py, writing the weights,
+can die by a signal on ENOSPC instead of raising, and the worker's death then says nothing of the disk."""
+
+
+def _say_a_full_disk(folder: Path, doing: str) -> None:
+    """StorageError (ENOSPC: the run says 'free some space, then --resume') if `folder`'s disk is full."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    if free < DISK_FULL_BYTES:
+        raise StorageError(errno.ENOSPC, f"{doing} stopped: no space left on the device", str(folder))
 
 
 def final_recipes(final: Fidelity, winner: Trial) -> tuple[Fidelity, Fidelity]:
