@@ -24,7 +24,7 @@ from tinynas.folders import MODEL, SPLIT, WINDOWS, load_split, read_model_file
 from tinynas.hil.board import Board
 from tinynas.hil.build import Firmware, model_hash, read_manifest
 from tinynas.hil.host import HostBuildError, host_outputs
-from tinynas.hil.protocol import DeviceError, DeviceReset, HilLink
+from tinynas.hil.protocol import DeviceError, DeviceRefused, DeviceReset, HilLink, NotOurFirmware
 from tinynas.verdict import HeldOut
 
 MAX_RESUMES = 3
@@ -175,7 +175,8 @@ def check_on_board(model_dir: str | Path, firmware_dir: str | Path, board: Board
         except DeviceError as exc:
             # A reset, a brown-out or a replug in the middle: the same window again, once the board (or the port,
             # through `reopen`) is back and still holds this model; a board that keeps failing ends the run.
-            if len(report.resumed) >= MAX_RESUMES or (not isinstance(exc, DeviceReset) and reopen is None):
+            if (len(report.resumed) >= MAX_RESUMES or isinstance(exc, (DeviceRefused, NotOurFirmware))
+                    or (not isinstance(exc, DeviceReset) and reopen is None)):  # an answer, not an interruption
                 report.stopped = str(exc)
                 break
             try:

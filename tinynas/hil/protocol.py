@@ -35,6 +35,10 @@ class DeviceReset(DeviceError):
     """The device started again in the middle of a command."""
 
 
+class DeviceRefused(DeviceError):
+    """The firmware answered with an error (e-[...]): the model failed, or overflowed the stack."""
+
+
 class NotOurFirmware(DeviceError):
     """The device answers, but not the test protocol."""
 
@@ -120,7 +124,7 @@ class HilLink:
                 raise DeviceReset(f"{self.name}: the device started again during `{text[:24]}` (reset, power or "
                                   f"replug)")
             if line.startswith("e-"):
-                raise DeviceError(f"{self.name}: the device refused `{text[:24]}`: {line[2:].strip('[]')}")
+                raise DeviceRefused(f"{self.name}: the device refused `{text[:24]}`: {line[2:].strip('[]')}")
             if line.startswith("m-"):
                 lines.append(line)
             elif line:
