@@ -232,7 +232,7 @@ def build_image(model_c: Path, model_h: Path, board: str, workdir: Path, *,
     model = cross_compile(model_c, board, model_o, optimize=optimize, include_dirs=(model_h.parent,))
     elf = workdir / f"firmware-{board}.elf"
     command = [*_gcc(spec, optimize), f"-D{spec.define}", f'-DTINYNAS_MODEL_HEADER="{model_h.name}"',
-               f"-I{model_h.parent}", f"-I{mcu}", "-nostartfiles", f"-L{mcu}",
+               f"-I{model_h.parent}", f"-I{mcu}", f"-I{FIRMWARE}", "-nostartfiles", f"-L{mcu}",
                f"-L{FIRMWARE}", f"-T{spec.linker_script}",
                "-Wl,--gc-sections", *(str(mcu / name) for name in ("harness.c", "startup.c", "semihost.c")),
                str(model_o), "-o", str(elf)]

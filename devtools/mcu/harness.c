@@ -16,8 +16,8 @@
 
 #include TINYNAS_MODEL_HEADER
 #include "semihost.h"
+#include "stack_paint.h"
 
-#define STACK_PATTERN 0xA5A5A5A5u
 #define RECORD_HEAD 12
 
 extern uint32_t __stack_limit[];
@@ -62,33 +62,6 @@ static inline uint32_t timer_read(void)
 #else
 #error "define TINYNAS_BOARD_NRF51 or TINYNAS_BOARD_MPS2"
 #endif
-
-/* ---- stack painting: naked so that they touch no stack themselves ---- */
-/* Fills every word from `limit` up to (not including) the caller's stack pointer with the pattern. */
-__attribute__((naked, noinline)) static void paint_stack(__attribute__((unused)) uint32_t *limit)
-{
-    __asm__ volatile(
-        ".syntax unified\n\t"
-        "mov r1, sp\n\t"
-        "ldr r2, =0xA5A5A5A5\n\t"
-        "1:\n\t"
-        "cmp r0, r1\n\t"
-        "bhs 2f\n\t"
-        "str r2, [r0]\n\t"
-        "adds r0, r0, #4\n\t"
-        "b 1b\n\t"
-        "2:\n\t"
-        "bx lr\n\t"
-        ".ltorg\n\t");
-}
-
-/* The caller's stack pointer. */
-__attribute__((naked, noinline)) static uint32_t *stack_pointer(void)
-{
-    __asm__ volatile(
-        "mov r0, sp\n\t"
-        "bx lr\n\t");
-}
 
 static void put_u32(int8_t *at, uint32_t value)
 {
@@ -141,8 +114,7 @@ int main(void)
         status = tinynas_infer(window, output);
         after = timer_read();
         /* The lowest word the call changed marks how deep its stack went. */
-        for (low = __stack_limit; low < sp && *low == STACK_PATTERN; ++low) {
-        }
+        low = deepest_change(__stack_limit, sp);
         if (low == __stack_limit) {
             return fail("stack overflow: tinynas_infer used all the RAM left below main's frame");
         }

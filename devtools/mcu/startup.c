@@ -3,9 +3,11 @@
  * so that QEMU always ends by itself instead of spinning in a handler. */
 #include <stdint.h>
 
+#include "memory_init.h"
+
 #include "semihost.h"
 
-extern uint32_t __data_load[], __data_start[], __data_end[], __bss_start[], __bss_end[], __stack_top[];
+extern uint32_t __stack_top[];
 int main(void);
 
 void reset_handler(void) __attribute__((noreturn));
@@ -13,19 +15,7 @@ void fault_handler(void) __attribute__((noreturn));
 
 void reset_handler(void)
 {
-    uint32_t *src = __data_load;
-    uint32_t *dst;
-    for (dst = __data_start; dst < __data_end; ++dst, ++src) {
-        *dst = *src;
-    }
-    for (dst = __bss_start; dst < __bss_end; ++dst) {
-        *dst = 0u;
-    }
-#if defined(__ARM_FP)
-    /* CPACR: full access to CP10/CP11, else the first floating-point instruction faults. */
-    *(volatile uint32_t *)0xE000ED88u |= 0xFu << 20;
-    __asm__ volatile("dsb\n\tisb" ::: "memory");
-#endif
+    init_memory();
     sh_exit(main() == 0 ? SH_EXIT_OK : SH_EXIT_ERROR);
 }
 

@@ -157,7 +157,8 @@ def test_the_bundle_of_a_good_folder_holds_its_own_files_only(service, served):
     names = bundle.namelist()
     own = ["card.json", "model_compiled.c", "model_compiled.h"]
     written = ["README.txt", "main.c", "hil_config.h", "memory.ld"]  # made for the bundle from the checked card
-    shipped = ["hil_main.c", "sections.ld", "startup.c"]  # the test firmware's sources, from the package
+    # The test firmware's sources, from the package.
+    shipped = ["hil_main.c", "memory_init.h", "sections.ld", "stack_paint.h", "startup.c"]
     assert sorted(names) == sorted(own + written + shipped)
     for name in own:
         assert bundle.read(name) == (served / name).read_bytes()

@@ -199,8 +199,8 @@ def test_the_served_models_files_and_firmware_bundle_download_and_the_bundle_com
         bundle = zipfile.ZipFile(io.BytesIO(answer.read()))
     # The model's C, a program that runs it once, and its test firmware for a board (tinynas.hil; docs/hil.md).
     assert sorted(bundle.namelist()) == ["README.txt", "card.json", "hil_config.h", "hil_main.c", "main.c",
-                                         "memory.ld", "model_compiled.c", "model_compiled.h", "sections.ld",
-                                         "startup.c"]
+                                         "memory.ld", "memory_init.h", "model_compiled.c", "model_compiled.h",
+                                         "sections.ld", "stack_paint.h", "startup.c"]
     assert all((info.external_attr >> 16) & 0o777 == 0o644 for info in bundle.infolist())  # readable, as copied
     folder = tmp_path / "bundle"
     bundle.extractall(folder)

@@ -27,7 +27,7 @@ from tinynas.hil.board import Board, builtin_boards
 
 FIRMWARE = Path(str(resources.files("tinynas.hil").joinpath("firmware")))
 """The firmware's own sources, shipped with the package (tinynas installs unzipped)."""
-SOURCES = ("hil_main.c", "startup.c", "sections.ld")
+SOURCES = ("hil_main.c", "startup.c", "stack_paint.h", "memory_init.h", "sections.ld")
 C_FLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-Os", "-ffunction-sections", "-fdata-sections")
 MANIFEST = "firmware.json"
 """What the folder holds (board, model hash, build): the marker that a folder is a firmware tinynas wrote."""

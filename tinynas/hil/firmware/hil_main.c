@@ -21,10 +21,10 @@
 #include <string.h>
 
 #include "hil_config.h"
+#include "stack_paint.h"
 #include HIL_MODEL_HEADER
 
 #define COMMAND_MAX 600u
-#define STACK_PATTERN 0xA5A5A5A5u
 #define REG32(address) (*(volatile uint32_t *)(address))
 
 extern uint32_t __stack_limit[];
@@ -195,31 +195,6 @@ static void put_results(void)
     put("]\r\n");
 }
 
-/* ---- the stack: painted before the counted calls, naked so that painting touches no stack itself ---- */
-__attribute__((naked, noinline)) static void paint_stack(__attribute__((unused)) uint32_t *limit)
-{
-    __asm__ volatile(
-        ".syntax unified\n\t"
-        "mov r1, sp\n\t"
-        "ldr r2, =0xA5A5A5A5\n\t"
-        "1:\n\t"
-        "cmp r0, r1\n\t"
-        "bhs 2f\n\t"
-        "str r2, [r0]\n\t"
-        "adds r0, r0, #4\n\t"
-        "b 1b\n\t"
-        "2:\n\t"
-        "bx lr\n\t"
-        ".ltorg\n\t");
-}
-
-__attribute__((naked, noinline)) static uint32_t *stack_pointer(void)
-{
-    __asm__ volatile(
-        "mov r0, sp\n\t"
-        "bx lr\n\t");
-}
-
 /* ---- commands ---- */
 static int parse_u32(const char *text, uint32_t *value)
 {
@@ -345,8 +320,7 @@ static void infer(char **words, unsigned n)
         put_u32(after - before);
     }
     put("]\r\n");
-    for (low = __stack_limit; low < main_sp && *low == STACK_PATTERN; ++low) {
-    }
+    low = deepest_change(__stack_limit, main_sp);
     put("m-infer-done\r\n");
     if (low == __stack_limit) {
         put("e-[stack overflow: the model used all the stack]\r\n");

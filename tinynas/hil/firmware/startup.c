@@ -3,7 +3,9 @@
  * a silent board. */
 #include <stdint.h>
 
-extern uint32_t __data_load[], __data_start[], __data_end[], __bss_start[], __bss_end[], __stack_top[];
+#include "memory_init.h"
+
+extern uint32_t __stack_top[];
 int main(void);
 void hil_fault(void) __attribute__((noreturn));
 
@@ -11,19 +13,7 @@ void reset_handler(void) __attribute__((noreturn));
 
 void reset_handler(void)
 {
-    uint32_t *src = __data_load;
-    uint32_t *dst;
-    for (dst = __data_start; dst < __data_end; ++dst, ++src) {
-        *dst = *src;
-    }
-    for (dst = __bss_start; dst < __bss_end; ++dst) {
-        *dst = 0u;
-    }
-#if defined(__ARM_FP)
-    /* CPACR: full access to CP10/CP11, else the first floating-point instruction faults. */
-    *(volatile uint32_t *)0xE000ED88u |= 0xFu << 20;
-    __asm__ volatile("dsb\n\tisb" ::: "memory");
-#endif
+    init_memory();
     (void)main();
     hil_fault();
 }
