@@ -95,13 +95,18 @@ def _monitor(path: Path, command: str) -> None:
         time.sleep(0.2)
 
 
-def _run_with_fault(hil_model, tmp_path, fault, reopen_after=None):
-    """The first 6 test windows on an emulated micro:bit, `fault` sent to QEMU's monitor before window 3."""
+def _microbit(hil_model, tmp_path):
+    """The micro:bit, the model's firmware built for it, and the model folder's windows with their labels."""
     board = get_board("microbit")
     firmware = build_firmware(write_firmware(hil_model, board, tmp_path / "fw"), board)
-    card = read_card(hil_model)
     windows = load_npz(hil_model / "windows.npz")
-    labels = Preprocessing.from_card(card.to_dict()).labels_for(windows)
+    labels = Preprocessing.from_card(read_card(hil_model).to_dict()).labels_for(windows)
+    return board, firmware, windows, labels
+
+
+def _run_with_fault(hil_model, tmp_path, fault, reopen_after=None):
+    """The first 6 test windows on an emulated micro:bit, `fault` sent to QEMU's monitor before window 3."""
+    board, firmware, windows, labels = _microbit(hil_model, tmp_path)
     socket_path = tmp_path / "monitor.sock"
     with emulated(board, firmware.elf, monitor=socket_path) as pty:
         with serial.Serial(pty, board.baud, timeout=0.5) as port:
@@ -124,11 +129,7 @@ def test_a_board_gone_for_good_stops_the_run_saying_how_many_windows_were_checke
 def test_a_board_unplugged_and_plugged_in_again_is_resumed(hil_model, tmp_path):
     """The port is a stable name (as udev's /dev/serial/by-id/... is) for whichever pty the board is on: the board
     is pulled (QEMU ends) before window 3 and comes back (a new QEMU, booting afresh) a second later."""
-    board = get_board("microbit")
-    firmware = build_firmware(write_firmware(hil_model, board, tmp_path / "fw"), board)
-    card = read_card(hil_model)
-    windows = load_npz(hil_model / "windows.npz")
-    labels = Preprocessing.from_card(card.to_dict()).labels_for(windows)
+    board, firmware, windows, labels = _microbit(hil_model, tmp_path)
     name = tmp_path / "ttyACM0"
     boards = []
 

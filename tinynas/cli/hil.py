@@ -17,7 +17,7 @@ from tinynas.data.preprocess import Preprocessing
 from tinynas.errors import UsageError
 from tinynas.hil.board import get_board
 from tinynas.hil.build import ToolchainMissing, build_firmware, read_manifest, write_firmware
-from tinynas.hil.check import check_on_board, firmware_of, folder_test_windows
+from tinynas.hil.check import check_on_board, folder_test_windows
 from tinynas.hil.protocol import DeviceError, HilLink
 from tinynas.hil.qemu import emulated
 from tinynas.options import check_positive, check_range
@@ -100,14 +100,13 @@ def _cmd_hil(args: argparse.Namespace) -> int:
     check_range("--warmup", args.warmup, 0, MAX_RUNS)
     check_positive("--timeout", args.timeout, " (seconds to wait for each answer)")
     given = Path(args.firmware) if args.firmware else None
-    if given is not None:
-        read_manifest(given)  # one line if it is not a firmware folder, or a damaged one
+    built_for = read_manifest(given)["board"] if given is not None else None  # one line if not a firmware folder
     if args.port and given is None:
         raise UsageError("--port needs --firmware FOLDER: the folder `tinynas firmware` wrote for the board (its "
                          "board, model and build are checked against the device)")
-    board = get_board(args.qemu if args.qemu else firmware_of(given).board if given is not None else "")
-    if given is not None and firmware_of(given).board != board.name:
-        raise UsageError(f"--firmware {given} was built for {firmware_of(given).board}, not {board.name}")
+    board = get_board(args.qemu or built_for or "")
+    if built_for is not None and built_for != board.name:
+        raise UsageError(f"--firmware {given} was built for {built_for}, not {board.name}")
     if args.qemu and not board.emulated:
         raise UsageError(f"board {board.name} has no emulator (no qemu_machine in its file): flash the firmware of "
                          f"`tinynas firmware` to it and use --port")

@@ -22,7 +22,7 @@ from tinynas.deploy.measure import tflite_micro_available, tflite_micro_outputs
 from tinynas.errors import TinynasError
 from tinynas.folders import MODEL, SPLIT, WINDOWS, load_split, read_model_file
 from tinynas.hil.board import Board
-from tinynas.hil.build import Firmware, model_hash, read_manifest
+from tinynas.hil.build import model_hash, read_manifest
 from tinynas.hil.host import HostBuildError, host_outputs
 from tinynas.hil.protocol import DeviceError, DeviceRefused, DeviceReset, HilLink, NotOurFirmware
 from tinynas.verdict import HeldOut
@@ -143,13 +143,13 @@ def check_on_board(model_dir: str | Path, firmware_dir: str | Path, board: Board
     if profile.model_hash != expected:
         raise HilError(f"{link.name}: the board holds model {profile.model_hash}, not {model_dir}'s ({expected}): "
                        f"flash the firmware of `tinynas firmware {model_dir} --board {board.name}`")
-    model = Int8Model(read_model_file(model_dir, MODEL))  # read twice: small, and each read checked
+    tflite = read_model_file(model_dir, MODEL)
+    model = Int8Model(tflite)
     inputs = model.quantize(card_inputs(card, windows))
     if profile.input_size != inputs[0].size or profile.output_size != model.classes:
         raise HilError(f"{link.name}: the firmware takes {profile.input_size} bytes and gives {profile.output_size} "
                        f"outputs; the model {inputs[0].size} and {model.classes}")
     litert = model.int8_outputs(inputs)
-    tflite = read_model_file(model_dir, MODEL)
     micro = tflite_micro_outputs(tflite, inputs).reshape(litert.shape) if tflite_micro_available() else None
     report = HilReport(board=board.name, model_hash=expected, counts=profile.counter_kind.replace("-", " "),
                        windows=len(windows), clock_hz=board.clock_hz, build={
@@ -228,8 +228,3 @@ def folder_test_windows(folder: str | Path, card) -> tuple[np.ndarray, np.ndarra
 def card_inputs(card, windows: np.ndarray) -> np.ndarray:
     """Float windows through the card's preprocessing: what the model's int8 input is quantized from."""
     return Preprocessing.from_card(card.to_dict()).apply(windows)
-
-
-def firmware_of(folder: Path) -> Firmware:
-    data = read_manifest(folder)
-    return Firmware(folder, data["board"], data["model_hash"], data["input_size"], data["output_size"])
