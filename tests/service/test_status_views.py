@@ -8,6 +8,7 @@ import pytest
 
 from firmware_bridge.protocol import Samples
 from firmware_bridge.ring import SampleRing
+from tinynas.card import record_section
 from tinynas.service.state import Deployed
 from tinynas.service.status_views import (
     TRACE_POINTS,
@@ -118,6 +119,19 @@ def test_the_served_model_is_read_from_its_card(tmp_path):
     os.utime(card, (1, 1))  # a new modification time: the page reads the card again
     damaged = served_model(Deployed("alice", str(tmp_path / "model.tflite"), str(card)))
     assert "'cost_estimate' 'peak_ram_bytes' must be a whole number" in damaged["damaged"]
+
+
+def test_a_chip_check_recorded_in_the_card_is_shown_and_the_model_keeps_its_time(tmp_path):
+    card = tmp_path / "card.json"
+    card.write_text(json.dumps({"name": "A(3,2)", "cost_estimate": {"peak_ram_bytes": 4096}, "flash_bytes": 9000,
+                                "int8_test_accuracy": 0.93, "classes": ["a", "b"],
+                                "input": {"shape": [64, 1], "sample_rate_hz": 100.0}}))
+    os.utime(card, (1e9, 1e9))
+    deployed = Deployed("alice", str(tmp_path / "model.tflite"), str(card), made=1.7e9)
+    assert served_model(deployed)["chip"] is None and served_model(deployed)["made"] == 1.7e9
+    record_section(tmp_path, "hil", {"board": "microbit", "checked": 12, "windows": 12, "identical_to_host": 12})
+    after = served_model(deployed)  # the card changed: read again, the check shown, the model as old as it was
+    assert after["chip"]["identical_to_host"] == 12 and after["made"] == 1.7e9
 
 
 def test_predictions_per_minute_counts_the_last_sixty_seconds():

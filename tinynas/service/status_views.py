@@ -113,16 +113,16 @@ def served_model(deployed: Deployed) -> dict[str, Any]:
 
     card_path = deployed.card
     try:
-        made = Path(card_path).stat().st_mtime
+        changed = Path(card_path).stat().st_mtime  # the cache's key: `tinynas hil` records its check in the card
     except OSError as exc:
         return {"damaged": f"{card_path}: {exc.strerror or exc}"}
     cached = _MODEL_CACHE.get(card_path)
-    if cached is None or cached[0] != made:
+    if cached is None or cached[0] != changed:
         folder = Path(card_path).parent
         try:
             card = read_card(folder)
         except FolderError as exc:
-            _MODEL_CACHE[card_path] = (made, {"damaged": str(exc)})
+            _MODEL_CACHE[card_path] = (changed, {"damaged": str(exc)})
             return _MODEL_CACHE[card_path][1]
         cost = card.cost_estimate or {}
         choice = card.runtime_choice or {}
@@ -134,9 +134,9 @@ def served_model(deployed: Deployed) -> dict[str, Any]:
                                    (card.flash_bytes or 0) + (cost.get("code_bytes") or 0)),
                    "runtime": RUNTIME_NAMES.get(runtime, str(runtime)), "runtime_reason": choice.get("reason"),
                    "int8_test_accuracy": card.int8_test_accuracy, "classes": card.classes,
-                   "held_out": card.int8_test, "downloads": download_names(folder), "made": made,
+                   "held_out": card.int8_test, "downloads": download_names(folder), "made": deployed.made or changed,
                    "chip": card.hil, "folder": str(folder)}
-        _MODEL_CACHE[card_path] = (made, summary)
+        _MODEL_CACHE[card_path] = (changed, summary)
     return _MODEL_CACHE[card_path][1]
 
 

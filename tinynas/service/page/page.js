@@ -337,7 +337,7 @@ function drawActions(s, now) {
     box.innerHTML = "";
     if (files.length) el("span", { text: "Download: " }, box);
     files.forEach((name, i) => {
-      el("a", { href: withToken("download/" + name), download: "", text: name + (name === "firmware.zip" ? " (C runtime, main.c, README)" : "") }, box);
+      el("a", { href: withToken("download/" + name), download: "", text: name + (name === "firmware.zip" ? " (C runtime, main.c, test firmware, README)" : "") }, box);
       if (i < files.length - 1) el("span", { text: " · " }, box);
     });
   }
