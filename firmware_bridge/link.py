@@ -11,6 +11,10 @@ Sample indices are placed on a forward-only timeline (`timeline.py`): a device t
 USB-powered front-end replugged, a watchdog reset) counts from 0 again, and its samples then get
 indices after everything received before, never the indices of samples already seen. Such a restart
 is also put in the message stream as a `DeviceReset`, so that a recorder can note it.
+
+A device whose HELLO says it answers tests (`Hello.answers_tests`) sends its answers in ChipTest messages; they go
+to a queue of their own (`chip_bytes`), so that the samples' consumer never sees them and a check of the model on
+the chip (tinynas.hil) never waits behind samples.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Protocol, cast
 import serial
 
 from firmware_bridge.errors import BridgeError
-from firmware_bridge.protocol import Hello, Message, Ping, Samples, StreamDecoder, encode_frame
+from firmware_bridge.protocol import ChipTest, Hello, Message, Ping, Samples, StreamDecoder, encode_frame
 from firmware_bridge.timeline import Timeline
 
 log = logging.getLogger(__name__)
@@ -73,6 +77,7 @@ class LinkCounters:
     lost_samples: int = 0     # samples the device counted but that never arrived (unplugs, lost frames)
     resets: int = 0           # times the device's sample counter went back (it restarted)
     foreign_samples: int = 0  # samples dropped because their channel count is not the HELLO's
+    chip_drops: int = 0       # ChipTest answers dropped because nobody was reading them
 
     def to_dict(self) -> dict:
         """JSON-ready copy."""
@@ -94,6 +99,7 @@ class Link:
         self.connected = threading.Event()
         self._hello_seen = threading.Event()
         self._queue: queue.Queue = queue.Queue(maxsize=queue_size)
+        self._chip: queue.Queue = queue.Queue(maxsize=256)
         self._decoder = StreamDecoder()
         self._port: SerialPort | None = None
         self._closing = threading.Event()
@@ -160,6 +166,21 @@ class Link:
         except queue.Empty:
             return None
 
+    def chip_bytes(self, timeout: float) -> bytes:
+        """The next bytes of the device's test answers (ChipTest), b"" after `timeout` seconds."""
+        try:
+            return self._chip.get(timeout=timeout)
+        except queue.Empty:
+            return b""
+
+    def forget_chip_bytes(self) -> None:
+        """Drop test answers received so far (a check starting again after an interruption)."""
+        while True:
+            try:
+                self._chip.get_nowait()
+            except queue.Empty:
+                return
+
     def _read_loop(self) -> None:
         while not self._closing.is_set():
             port = self._opened()  # looked up each time: _reopen replaces it
@@ -187,6 +208,12 @@ class Link:
                 placed = self._placed(message)
                 if placed is not None:
                     self._put(placed)
+                continue
+            elif isinstance(message, ChipTest):
+                try:
+                    self._chip.put_nowait(message.data)
+                except queue.Full:  # answers nobody asked for (a check that gave up): never block the samples
+                    self.counters.chip_drops += 1
                 continue
             self._put(message)
         stats = self._decoder.stats

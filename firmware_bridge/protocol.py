@@ -38,6 +38,7 @@ class MessageType(enum.IntEnum):
     PING = 4
     PONG = 5
     ERROR = 6
+    TEST = 7
 
 
 # One table for the wire and the session files: code -> (name, dtype); FORMAT_CODES is its inverse.
@@ -109,6 +110,17 @@ class Hello:
     channels: int
     sample_rate_hz: float
     sample_format: str  # int8, int16 or float32, little endian
+    capabilities: int = 0
+    """What the device does besides streaming: bits of CAPABILITIES (a trailing byte; absent means 0)."""
+
+    @property
+    def answers_tests(self) -> bool:
+        """Whether the device holds the model and answers the test firmware's commands in TEST messages."""
+        return bool(self.capabilities & CAN_TEST)
+
+
+CAN_TEST = 1
+"""HELLO capability bit 0: the front-end also runs a model and answers TEST messages (tinynas.hil's commands)."""
 
 
 @dataclass(frozen=True)
@@ -154,7 +166,16 @@ class Error:
     text: str = ""
 
 
-Message = Hello | Samples | Mark | Ping | Pong | Error
+@dataclass(frozen=True)
+class ChipTest:
+    """Bytes of the test firmware's command set (`tinynas hil`) tunnelled on the sensor's link: commands from the
+    host, answers from a device whose HELLO says CAN_TEST. The bytes are the ones a UART of the test firmware
+    carries, so one command parser serves both."""
+
+    data: bytes
+
+
+Message = Hello | Samples | Mark | Ping | Pong | Error | ChipTest
 
 
 def _short_text(text: str, what: str) -> bytes:
@@ -181,10 +202,14 @@ def _encode_payload(message: Message) -> tuple[MessageType, bytes]:
             raise ProtocolError(f"channels must be 1..255, got {message.channels}")
         if not 0 < message.sample_rate_hz * 1000 < 2**32:  # also refuses NaN
             raise ProtocolError(f"sample rate must be above 0 and below 4.29 MHz, got {message.sample_rate_hz}")
+        if not 0 <= message.capabilities <= 255:
+            raise ProtocolError(f"capabilities must be 0..255, got {message.capabilities}")
+        # The capability byte only when there is one: a HELLO without it is byte for byte the one before it.
         return MessageType.HELLO, (_short_text(message.device_id, "device id")
                                    + _short_text(message.firmware_version, "firmware version")
                                    + struct.pack("<BIB", message.channels, round(message.sample_rate_hz * 1000),
-                                                 FORMAT_CODES[message.sample_format]))
+                                                 FORMAT_CODES[message.sample_format])
+                                   + (bytes([message.capabilities]) if message.capabilities else b""))
     if isinstance(message, Samples):
         data = np.asarray(message.data)
         if data.ndim != 2:
@@ -203,6 +228,8 @@ def _encode_payload(message: Message) -> tuple[MessageType, bytes]:
         return MessageType.PONG, struct.pack("<I", message.nonce)
     if isinstance(message, Error):
         return MessageType.ERROR, struct.pack("<H", message.code) + message.text.encode()
+    if isinstance(message, ChipTest):
+        return MessageType.TEST, bytes(message.data)
     raise ProtocolError(f"not a message: {message!r}")
 
 
@@ -219,7 +246,9 @@ def decode_payload(kind: int, payload: bytes) -> Message:
                 raise ProtocolError(f"HELLO names unknown sample format code {code}")
             if channels == 0 or rate_mhz == 0:  # what encode refuses: a recorder would divide by them
                 raise ProtocolError(f"HELLO with {channels} channels at {rate_mhz} mHz")
-            return Hello(device, firmware, channels, rate_mhz / 1000, FORMAT_BY_CODE[code][0])
+            rest = payload[2 + n + m + 6:]  # the capability byte; a later version may add more after it
+            return Hello(device, firmware, channels, rate_mhz / 1000, FORMAT_BY_CODE[code][0],
+                         rest[0] if rest else 0)
         if kind == MessageType.SAMPLES:
             first, count, channels, code = struct.unpack_from("<QHBB", payload, 0)
             if code not in FORMAT_BY_CODE or channels == 0:
@@ -238,6 +267,8 @@ def decode_payload(kind: int, payload: bytes) -> Message:
         if kind == MessageType.ERROR:
             (code,) = struct.unpack_from("<H", payload, 0)
             return Error(code, payload[2:].decode())
+        if kind == MessageType.TEST:
+            return ChipTest(bytes(payload))
     except (struct.error, IndexError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"malformed {MessageType(kind).name} payload: {exc}") from None
     raise ProtocolError(f"unknown message type {kind}")

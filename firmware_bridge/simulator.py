@@ -7,6 +7,10 @@ dropped bytes, flipped bits, and an unplug (the pty is closed and a new one appe
 same symlink after a pause). A USB-powered front-end loses power with the cable, so by default it comes
 back as a device that has just started: its sample counter and sequence numbers restart at 0
 (`unplug(seconds, restart=False)` models a self-powered one, whose counter runs on while unplugged).
+
+It also reads what the host sends, as a front-end does: a PING is answered with a PONG, and with a `chip` (a
+model's test firmware on a core of its own, e.g. tinynas.hil.chip.EmulatedChip) its HELLO says CAN_TEST and the
+bytes of ChipTest messages go to the chip, whose answers come back in ChipTest messages between the samples.
 """
 
 from __future__ import annotations
@@ -15,18 +19,32 @@ import logging
 import os
 import pty
 import random
+import select
 import tempfile
 import threading
 import time
 import tty
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
 from firmware_bridge.link import LinkError
-from firmware_bridge.protocol import Hello, Mark, Samples, encode_frame, frame_samples
+from firmware_bridge.protocol import (
+    CAN_TEST,
+    MAX_PAYLOAD,
+    ChipTest,
+    Hello,
+    Mark,
+    Ping,
+    Pong,
+    Samples,
+    StreamDecoder,
+    encode_frame,
+    frame_samples,
+)
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +136,15 @@ class Faults:
     seed: int = 0
 
 
+class Chip(Protocol):
+    """A model's test firmware beside the sensor: takes the bytes of commands, hands its answers' bytes to the
+    function given to `attach`, and starts again on `reset` (the front-end lost power)."""
+
+    def attach(self, answer: Callable[[bytes], None]) -> None: ...
+    def write(self, data: bytes) -> None: ...
+    def reset(self) -> None: ...
+
+
 DEFAULT_PORT_NAME = "ttyTINYNAS0"
 """The port's name in its folder when none is given."""
 
@@ -127,9 +154,11 @@ class Simulator:
 
     def __init__(self, source: SignalSource, hello: Hello, block: int | None = None, faults: Faults | None = None,
                  port_dir: str | os.PathLike | None = None, speed: float = 1.0,
-                 hello_interval: float = 1.0, port_name: str = DEFAULT_PORT_NAME) -> None:
+                 hello_interval: float = 1.0, port_name: str = DEFAULT_PORT_NAME, chip: Chip | None = None) -> None:
         self.source = source
-        self.hello = hello
+        self.hello = replace(hello, capabilities=hello.capabilities | CAN_TEST) if chip is not None else hello
+        self.chip = chip
+        self._from_host = StreamDecoder()
         # Samples per frame: as a real front-end batches them (protocol.frame_samples) unless given.
         self.block = block or frame_samples(hello.sample_rate_hz, hello.channels, hello.sample_format)
         self.faults = faults or Faults()
@@ -149,10 +178,15 @@ class Simulator:
         self._stop = threading.Event()
         self._plugged = threading.Event()
         self._write_lock = threading.Lock()
+        self._sequence_lock = threading.Lock()
         self._rng = random.Random(self.faults.seed)
         self._hello_pending = False
         self._restart_pending = False
         self.restarts = 0
+        self.to_chip = self.from_chip = 0
+        """Bytes of ChipTest messages handed to the chip and sent back from it."""
+        if chip is not None:
+            chip.attach(self._answer_from_chip)
 
     # ---- the pty ------------------------------------------------------------------------
     def _plug(self) -> None:
@@ -220,6 +254,10 @@ class Simulator:
         timer.start()
 
     def _replug(self, restart: bool = True) -> None:
+        if restart and self.chip is not None:
+            # One power supply: the model's core starts again too, before the sensor is back on the link. Outside
+            # the write lock: the chip's boot banner is sent (or dropped, unplugged) by its own thread meanwhile.
+            self.chip.reset()
         with self._write_lock:
             if not self._stop.is_set():
                 if restart:
@@ -231,11 +269,35 @@ class Simulator:
         """Send a MARK at the current sample index (e.g. a button press)."""
         self._send(Mark(self.sample_index, code, text))
 
+    def _answer_from_chip(self, data: bytes) -> None:
+        self.from_chip += len(data)
+        for start in range(0, len(data), MAX_PAYLOAD):
+            self._send(ChipTest(data[start:start + MAX_PAYLOAD]))
+
+    def _read_host(self) -> None:
+        """What the host sent since the last look: PINGs answered, ChipTest bytes to the chip."""
+        # Under the write lock: an unplug closes the fd, and a replug may be given the same number for another pty.
+        with self._write_lock:
+            master = self._master
+            try:
+                if master is None or not select.select([master], [], [], 0)[0]:
+                    return
+                data = os.read(master, 4096)
+            except (OSError, ValueError):
+                return  # unplugged meanwhile
+        for _sequence, message in self._from_host.feed(data):
+            if isinstance(message, Ping):
+                self._send(Pong(message.nonce))
+            elif isinstance(message, ChipTest) and self.chip is not None:
+                self.to_chip += len(message.data)
+                self.chip.write(message.data)
+
     def _send(self, message) -> None:
-        frame = encode_frame(message, self._sequence)
-        self._sequence = (self._sequence + 1) & 0xFFFF
-        self.frames_sent += 1
-        frame = self._damage(frame)
+        with self._sequence_lock:  # the stream and the chip's answers send from two threads
+            frame = encode_frame(message, self._sequence)
+            self._sequence = (self._sequence + 1) & 0xFFFF
+            self.frames_sent += 1
+            frame = self._damage(frame)
         with self._write_lock:
             if self._master is None:
                 return  # unplugged: the bytes go nowhere
@@ -264,6 +326,7 @@ class Simulator:
         first = self.sample_index
         rate = self.hello.sample_rate_hz * self.speed
         while not self._stop.is_set():
+            self._read_host()
             if self._restart_pending:  # powered up again: counters from 0, the clock from now
                 self._restart_pending = False
                 self.restarts += 1

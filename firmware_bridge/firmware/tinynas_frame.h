@@ -15,7 +15,10 @@ extern "C" {
 /* Worst case wire size of a frame with `n` payload bytes: header 6 + CRC 4, COBS overhead, delimiter. */
 #define TN_MAX_WIRE(n) ((n) + 10u + ((n) + 10u) / 254u + 2u)
 
-enum tn_type { TN_HELLO = 1, TN_SAMPLES = 2, TN_MARK = 3, TN_PING = 4, TN_PONG = 5, TN_ERROR = 6 };
+enum tn_type { TN_HELLO = 1, TN_SAMPLES = 2, TN_MARK = 3, TN_PING = 4, TN_PONG = 5, TN_ERROR = 6, TN_TEST = 7 };
+/* HELLO capability bits: one byte appended after tn_hello_payload's payload (absent means none). TN_CAN_TEST: the
+ * front-end also runs a model and answers the test firmware's commands (tinynas hil) in TN_TEST frames. */
+#define TN_CAN_TEST 1u
 enum tn_format { TN_INT8 = 1, TN_INT16 = 2, TN_FLOAT32 = 3 };
 
 /* CRC-32/IEEE (same as zlib.crc32), bitwise: small code, no table. */

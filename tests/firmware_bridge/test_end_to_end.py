@@ -227,3 +227,47 @@ def test_a_simulator_that_stops_leaves_a_newer_simulators_port_alone(tmp_path, e
     finally:
         new.stop()
     assert not Path(new.port).exists()  # its own link it does remove
+
+
+class _LoopbackChip:
+    """A UART loopback plug where the model's core would be: what the host sends comes back (the transport alone;
+    the real test firmware answers in tests/hil/test_on_sensor_link.py)."""
+
+    def __init__(self):
+        self.answer, self.resets = None, 0
+
+    def attach(self, answer):
+        self.answer = answer
+
+    def write(self, data):
+        self.answer(data)
+
+    def reset(self):
+        self.resets += 1
+
+
+def test_a_front_end_that_holds_a_model_tunnels_its_test_bytes_between_the_samples(tmp_path, emg_hello):
+    from firmware_bridge.protocol import ChipTest, Ping, Pong
+
+    chip = _LoopbackChip()
+    with Simulator(ArraySource(_isl_recording()), emg_hello, port_dir=tmp_path, speed=4, chip=chip) as simulator, \
+            Link(simulator.port).open() as link:
+        hello = link.wait_hello(30)
+        assert hello.answers_tests and hello.channels == emg_hello.channels
+        payload = bytes(range(256)) * 20  # more than one frame's payload, zeros and all
+        link.send(ChipTest(payload[:4096]))  # a frame's payload at most: the chip's answer comes back in two
+        link.send(ChipTest(payload[4096:]))
+        link.ping(7)
+        got = b""
+        deadline = time.monotonic() + 60
+        while len(got) < len(payload) and time.monotonic() < deadline:
+            got += link.chip_bytes(0.5)
+        assert got == payload
+        seen = []
+        _wait(lambda: seen.append(link.get(0.1)) or any(isinstance(m, Pong) and m.nonce == 7 for m in seen))
+        # The samples' consumer never sees the chip's bytes; the samples kept coming meanwhile.
+        assert not any(isinstance(m, (ChipTest, Ping)) for m in seen)
+        assert link.counters.samples > 0 and link.counters.bad_frames == 0
+        simulator.unplug(0.3)  # one power supply: the model's core starts again with the sensor
+        _wait(lambda: link.counters.reconnects >= 1)
+        assert chip.resets == 1

@@ -6,6 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from firmware_bridge.protocol import (
+    CAN_TEST,
+    ChipTest,
     Error,
     Hello,
     Mark,
@@ -30,6 +32,9 @@ MESSAGES = [
     Ping(0xDEADBEEF),
     Pong(42),
     Error(3, "ADC overrun"),
+    Hello("emg-chip", "2.0", 8, 200.0, "int8", capabilities=CAN_TEST),
+    ChipTest(b"db load 128%"),
+    ChipTest(b"m-results-[1,-2]\r\nm-ready\r\n"),
 ]
 
 
@@ -142,3 +147,26 @@ def test_crc_and_framing_damage_are_counted_apart():
     cut = encode_frame(Ping(2), 1)[:5] + b"\x00"  # a COBS block that runs past the frame's end
     assert decoder.feed(bytes(flipped) + cut + encode_frame(Ping(3), 2)) == [(2, Ping(3))]
     assert (decoder.stats.bad_crc, decoder.stats.bad_frames) == (1, 1)
+
+
+def test_a_hello_without_capabilities_is_byte_for_byte_the_version_1_hello():
+    plain = Hello("emg1", "1.0", 8, 200.0, "int8")
+    # PROTOCOL.md's example, from before the capability byte: a front-end flashed before it still says the same.
+    assert encode_frame(plain, 0).hex(" ") == ("03 01 01 01 02 0f 0e 04 65 6d 67 31 03 31 2e 30 08 40 0d 03 06 01 48 "
+                                               "57 a1 a6 00")
+    assert not plain.answers_tests
+    able = decode_frame(encode_frame(Hello("emg1", "1.0", 8, 200.0, "int8", CAN_TEST), 0)[:-1])[1]
+    assert isinstance(able, Hello) and able.answers_tests and able.capabilities == CAN_TEST
+
+
+def test_a_newer_hello_with_more_after_the_capability_byte_is_still_read():
+    from firmware_bridge.protocol import decode_payload, encode_payload
+
+    kind, payload = encode_payload(Hello("emg1", "1.0", 8, 200.0, "int8", CAN_TEST))
+    read = decode_payload(kind, payload + b"\x07\x08")  # fields a later version adds: ignored, not refused
+    assert isinstance(read, Hello) and read.answers_tests and read.channels == 8
+
+
+def test_a_capability_past_a_byte_is_refused_on_encoding():
+    with pytest.raises(ProtocolError, match="capabilities"):
+        encode_frame(Hello("emg1", "1.0", 8, 200.0, "int8", 256), 0)
