@@ -165,3 +165,35 @@ def test_a_board_unplugged_and_plugged_in_again_is_resumed(hil_model, tmp_path):
         boards[-1].__exit__(None, None, None)
     assert report.checked == 6 and not report.stopped and report.identical_to_host == 6
     assert len(report.resumed) == 1 and "the port went away" in report.resumed[0]
+
+
+def _board_with_stack(tmp_path: Path, reserve: int) -> Path:
+    """A user's board file: the micro:bit with a stack of `reserve` bytes (an RTOS task's, say)."""
+    shipped = (Path(__file__).resolve().parents[2] / "tinynas" / "hil" / "boards" / "microbit.toml").read_text()
+    path = tmp_path / f"stack-{reserve}.toml"
+    path.write_text(shipped.replace('name = "microbit"', f'name = "microbit-stack-{reserve}"')
+                    .replace("stack_reserve = 0", f"stack_reserve = {reserve}"))
+    return path
+
+
+def test_a_board_that_leaves_the_model_too_little_stack_is_told_in_one_line(hil_model, tmp_path):
+    model = Path(shutil.copytree(hil_model, tmp_path / "model"))
+    roomy = get_board(str(_board_with_stack(tmp_path, 1024)))
+    firmware = build_firmware(write_firmware(model, roomy, tmp_path / "roomy", emulated=True), roomy)
+    windows = load_npz(model / "windows.npz")
+    labels = Preprocessing.from_card(read_card(model).to_dict()).labels_for(windows)
+    with emulated(roomy, firmware.elf) as pty, serial.Serial(pty, baudrate=roomy.baud, timeout=0.5) as port:
+        link = HilLink(port, pty, timeout=30 * slowdown())
+        link.synchronise()
+        own_frames = 1024 - link.profile().stack_available  # main's and the start-up's, above the painted stack
+        needs = check_on_board(model, firmware.folder, roomy, link, windows.x[:2], labels[:2]).stack_bytes
+    assert needs > 16
+    # A board that leaves the model half of what it used: the firmware links, the overflow is caught and said.
+    small = _board_with_stack(tmp_path, (own_frames + needs // 2 + 7) // 8 * 8)
+    assert _tinynas("firmware", str(model), "--board", str(small), "--out", str(tmp_path / "fw")).returncode == 0
+    run = _tinynas("hil", str(model), "--qemu", str(small), "--firmware", str(tmp_path / "fw"))
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    line = run.stderr.strip().splitlines()[-1]
+    assert line.startswith("tinynas: error: stopped after 0 of ")
+    assert "stack overflow: the model needs more than" in line
+    assert f"estimates {read_card(model).cost().stack_bytes:,} B" in line

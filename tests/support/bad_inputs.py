@@ -120,6 +120,18 @@ def _file(name: str, data: bytes = b"keep me\n") -> Callable[[Path, Assets], Non
     return setup
 
 
+_FIRMWARE_MANIFEST = (b'{"board": "%s", "model_hash": "0123456789abcdef", "input_size": 128, "output_size": 4, '
+                      b'"model_source": "model_compiled.c"}')
+"""A firmware folder's manifest as `tinynas firmware` writes it (the board left to fill in)."""
+
+
+def _files(contents: dict[str, bytes]) -> Callable[[Path, Assets], None]:
+    def setup(w: Path, assets: Assets) -> None:
+        for name, data in contents.items():
+            _file(name, data)(w, assets)
+    return setup
+
+
 def _sparse(name: str, size: int) -> Callable[[Path, Assets], None]:
     def setup(w: Path, assets: Assets) -> None:
         with open(w / name, "wb") as handle:  # a hole: no disk used, but stat() says `size`
@@ -544,6 +556,12 @@ ROWS = [
         "the folder holds no model card"),
     Row("firmware-out-holds-a-users-files", ("firmware", "{w}/nothing", "--board", "microbit", "--out", "{w}/fw"),
         "holds files that are not a tinynas firmware", setup=_file("fw/notes.txt")),
+    Row("simulate-chip-not-a-firmware", ("simulate", "--chip", "{w}/mine"),
+        "is not a firmware folder of `tinynas firmware`", setup=_file("mine/notes.txt")),
+    Row("simulate-chip-not-built", ("simulate", "--chip", "{w}/fw"), "holds no firmware.elf: build it",
+        setup=_file("fw/firmware.json", _FIRMWARE_MANIFEST % b"microbit")),
+    Row("simulate-chip-of-a-real-board", ("simulate", "--chip", "{w}/fw"), "has no emulator",
+        setup=_files({"fw/firmware.json": _FIRMWARE_MANIFEST % b"nrf52840-dk", "fw/firmware.elf": b"\x7fELF"})),
     # A model folder's card is untrusted input (issue 53): every section checked for type and range.
     Row("evaluate-card-threshold-1e30", ("evaluate", "{w}/model", "--data", "synthetic:vibration"),
         "beyond any figure of a model", setup=_model_dir(WITH_HEADER, card=_card_with(anomaly={

@@ -10,6 +10,7 @@ state the service asks for, and confirms it (`tinynas onboard --continue`) when 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 import urllib.parse
 from pathlib import Path
@@ -18,6 +19,7 @@ import numpy as np
 
 from firmware_bridge.person import Behaviour, Machine, Person
 from tinynas.errors import UsageError
+from tinynas.hil.chip import EmulatedChip
 from tinynas.options import check_positive, check_probability
 from tinynas.service.follower import POLL_SECONDS, Follower
 
@@ -41,6 +43,9 @@ def register(sub) -> None:
     simulate.add_argument("--keep-counter", action="store_true",
                           help="with --unplug-every: a self-powered device, whose counter runs on while unplugged")
     simulate.add_argument("--device-id", default="tinynas-sim")
+    simulate.add_argument("--chip", metavar="FIRMWARE",
+                          help="a front-end that also holds a model: the folder `tinynas firmware` built for an "
+                               "emulated board, run by QEMU and answering the service's check on the sensor's link")
     who = simulate.add_mutually_exclusive_group()
     who.add_argument("--person", action="store_true",
                      help="a person who follows the service's prompts and performs each sign from --source")
@@ -138,25 +143,36 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     else:
         source = ArraySource(windows.x.reshape(-1, windows.channels).astype(dtype))
     faults = Faults(drop_byte_probability=args.drop, flip_bit_probability=args.flip, seed=args.seed)
-    with Simulator(source, hello, faults=faults, speed=args.speed, port_dir=port.parent if port else None,
-                   port_name=port.name if port else DEFAULT_PORT_NAME) as simulator:
-        who = " with a person following " if args.person else " with a machine following " if args.machine else ""
-        print(f"simulating {args.source}: {windows.channels} x {fmt} at {windows.sample_rate_hz:g} Hz "
-              f"on {simulator.port}{who}{args.follow if who else ''} (Ctrl-C to stop)", flush=True)
-        follower = Follower(args.follow, args.token, source, data_dir, Path(args.log) if args.log else None,
-                            simulator=simulator, serving_check=args.serving_check,
-                            serve_state=args.serve_state, fault=args.fault, fault_after=args.fault_after) \
-            if args.person or args.machine else None
-        next_unplug = time.monotonic() + args.unplug_every if args.unplug_every else None
-        while True:
+    with contextlib.ExitStack() as stack:
+        chip = stack.enter_context(EmulatedChip(args.chip)) if args.chip else None
+        simulator = stack.enter_context(Simulator(source, hello, faults=faults, speed=args.speed,
+                                                  port_dir=port.parent if port else None, chip=chip,
+                                                  port_name=port.name if port else DEFAULT_PORT_NAME))
+        _stream(args, simulator, source, windows, fmt, data_dir, chip)
+    return 0  # (streams until interrupted)
+
+
+def _stream(args: argparse.Namespace, simulator, source, windows, fmt: str, data_dir, chip) -> None:
+    """Stream (and follow the service, with --person or --machine) until interrupted."""
+    who = " with a person following " if args.person else " with a machine following " if args.machine else ""
+    print(f"simulating {args.source}: {windows.channels} x {fmt} at {windows.sample_rate_hz:g} Hz "
+          f"on {simulator.port}{who}{args.follow if who else ''} (Ctrl-C to stop)", flush=True)
+    if chip is not None:
+        print(f"  with model {chip.model_hash} on an emulated {chip.board.name} beside the sensor", flush=True)
+    follower = Follower(args.follow, args.token, source, data_dir, Path(args.log) if args.log else None,
+                        simulator=simulator, serving_check=args.serving_check,
+                        serve_state=args.serve_state, fault=args.fault, fault_after=args.fault_after) \
+        if args.person or args.machine else None
+    next_unplug = time.monotonic() + args.unplug_every if args.unplug_every else None
+    while True:
+        if follower is not None:
+            follower.step()
+        time.sleep(POLL_SECONDS if follower is not None else 0.2)
+        if next_unplug and time.monotonic() >= next_unplug:
+            simulator.unplug(1.0, restart=not args.keep_counter)
             if follower is not None:
-                follower.step()
-            time.sleep(POLL_SECONDS if follower is not None else 0.2)
-            if next_unplug and time.monotonic() >= next_unplug:
-                simulator.unplug(1.0, restart=not args.keep_counter)
-                if follower is not None:
-                    follower.note({"unplugged": 1.0, "restart": not args.keep_counter})
-                next_unplug = time.monotonic() + args.unplug_every
+                follower.note({"unplugged": 1.0, "restart": not args.keep_counter})
+            next_unplug = time.monotonic() + args.unplug_every
 
 
 def _endpoint(args) -> tuple[str, str]:

@@ -21,7 +21,7 @@ from tinynas.deploy.litert import Int8Model
 from tinynas.deploy.measure import tflite_micro_available, tflite_micro_outputs
 from tinynas.errors import TinynasError
 from tinynas.folders import MODEL, SPLIT, WINDOWS, load_split, read_model_file
-from tinynas.hil.board import Board
+from tinynas.hil.board import Board, builtin_boards
 from tinynas.hil.build import model_hash, read_manifest
 from tinynas.hil.host import HostBuildError, host_outputs
 from tinynas.hil.protocol import DeviceError, DeviceRefused, DeviceReset, HilLink, NotOurFirmware
@@ -103,10 +103,11 @@ class HilReport:
             differs = f", largest difference {self.largest_difference} {steps}" if self.largest_difference else ""
             lines.append(f"  outputs: {host}; {micro}{self.identical_to_litert} of {self.checked} identical to LiteRT "
                          f"(its optimized kernels round otherwise{differs})")
-            at_clock = self.median / self.clock_hz * 1e3 if self.clock_hz else 0.0
             cycle = " if each took one cycle" if self.counts == "instructions" else ""
+            at_clock = (f"{self.median / self.clock_hz * 1e3:.2f} ms at {self.clock_hz / 1e6:g} MHz{cycle}"
+                        if self.clock_hz else "the board's clock is not known here")
             lines.append(f"  one inference: {self.median:,.0f} {self.counts} median, {self.p95:,.0f} p95 "
-                         f"({at_clock:.2f} ms at {self.clock_hz / 1e6:g} MHz{cycle})")
+                         f"({at_clock})")
             lines.append(f"  stack: {self.stack_bytes:,} B measured, {self.stack_estimate:,} B estimated")
         if self.sections:
             s, e = self.sections, self.estimate
@@ -123,26 +124,35 @@ def _per_inference(counts: tuple[int, ...], profile_hz: int, counts_are: str) ->
     return [float(count) for count in counts]
 
 
-def check_on_board(model_dir: str | Path, firmware_dir: str | Path, board: Board, link: HilLink,
+def check_on_board(model_dir: str | Path, firmware_dir: str | Path | None, board: Board | None, link: HilLink,
                    windows: np.ndarray, labels: np.ndarray, *, runs: int = 1, warmup: int = 0,
                    progress=None, reopen: Callable[[], HilLink] | None = None) -> HilReport:
     """Run float `windows` (n, T, C, as the data gives them) through the firmware on `link` and compare.
 
     A board that starts again in the middle (a reset) is synchronised with and the window sent again; a port that
     goes away is opened again through `reopen` (which waits for it), else the run stops there. Either way the
-    report says how many windows were checked, and after what it resumed."""
-    model_dir, firmware_dir = Path(model_dir), Path(firmware_dir)
+    report says how many windows were checked, and after what it resumed.
+
+    Without `firmware_dir` (a front-end that holds the firmware, checked over the sensor's link) the image's
+    sections and build are not reported; without `board` it is the built-in board the firmware names, if any (its
+    clock gives the milliseconds)."""
+    model_dir = Path(model_dir)
     say = progress or (lambda text: None)
     card = read_card(model_dir)
     runtime = card.c_runtime or {}
+    if "source" not in runtime:
+        raise HilError(f"{model_dir} has no C runtime on its card (an older folder?): export it again")
     source = read_model_file(model_dir, runtime["source"])
-    manifest = read_manifest(firmware_dir)
+    manifest = read_manifest(firmware_dir) if firmware_dir is not None else {}
     expected = model_hash(source)
     link.synchronise()
     profile = link.profile()
+    board_name = board.name if board is not None else profile.board
     if profile.model_hash != expected:
         raise HilError(f"{link.name}: the board holds model {profile.model_hash}, not {model_dir}'s ({expected}): "
-                       f"flash the firmware of `tinynas firmware {model_dir} --board {board.name}`")
+                       f"flash the firmware of `tinynas firmware {model_dir} --board {board_name}`")
+    if board is None:
+        board = builtin_boards().get(profile.board)
     tflite = read_model_file(model_dir, MODEL)
     model = Int8Model(tflite)
     inputs = model.quantize(card_inputs(card, windows))
@@ -151,9 +161,9 @@ def check_on_board(model_dir: str | Path, firmware_dir: str | Path, board: Board
                        f"outputs; the model {inputs[0].size} and {model.classes}")
     litert = model.int8_outputs(inputs)
     micro = tflite_micro_outputs(tflite, inputs).reshape(litert.shape) if tflite_micro_available() else None
-    report = HilReport(board=board.name, model_hash=expected, counts=profile.counter_kind.replace("-", " "),
-                       windows=len(windows), clock_hz=board.clock_hz, build={
-                           key: manifest.get(key) for key in ("compiler", "build_line")},
+    report = HilReport(board=board_name, model_hash=expected, counts=profile.counter_kind.replace("-", " "),
+                       windows=len(windows), clock_hz=board.clock_hz if board is not None else 0, build={
+                           key: manifest.get(key) for key in ("compiler", "build_line")} if manifest else {},
                        stack_estimate=card.cost().stack_bytes)
     flat = inputs.reshape(len(inputs), -1)
     try:
@@ -178,6 +188,9 @@ def check_on_board(model_dir: str | Path, firmware_dir: str | Path, board: Board
             if (len(report.resumed) >= MAX_RESUMES or isinstance(exc, (DeviceRefused, NotOurFirmware))
                     or (not isinstance(exc, DeviceReset) and reopen is None)):  # an answer, not an interruption
                 report.stopped = str(exc)
+                if isinstance(exc, DeviceRefused) and "stack overflow" in report.stopped:
+                    report.stopped += (f" (the cost model estimates {report.stack_estimate:,} B: the board's RAM "
+                                       f"or its file's stack_reserve must leave that much)")
                 break
             try:
                 link = reopen() if reopen is not None and not isinstance(exc, DeviceReset) else link
@@ -204,7 +217,7 @@ def check_on_board(model_dir: str | Path, firmware_dir: str | Path, board: Board
         report.stack_bytes = max(report.stack_bytes, done.stack_bytes)
         index += 1
         if index % 10 == 0 or index == len(flat):
-            say(f"{index} of {len(flat)} windows on {board.name}")
+            say(f"{index} of {len(flat)} windows on {board_name}")
     report.identical_to_litert = same_litert
     report.identical_to_tflm = same_micro if micro is not None else None
     report.identical_to_host = same_host if host is not None else None

@@ -143,16 +143,20 @@ class HilLink:
             raise DeviceError(f"{self.name}: cannot use the port ({str(exc)[:80]})") from None
         self._pending = b""
         deadline = self.clock() + self.timeout
-        try:
-            self.port.write(b"%name%")  # the first % ends whatever half command an earlier run left
-            self.port.flush()
-        except (OSError, ValueError) as exc:
-            raise DeviceError(f"{self.name}: cannot write to the port ({str(exc)[:80]}): unplugged?") from None
+        self._write_name()
         heard: list[str] = []
+        booted = asked_again = False
         while True:
             try:
                 line = self._readline(deadline, "name")
             except DeviceTimeout:
+                if booted and not asked_again:
+                    # It started (again) after our question went down and never answered it: the question was
+                    # lost in the reset. Asked again only now: answered, a second question would answer twice.
+                    asked_again = True
+                    deadline = self.clock() + self.timeout
+                    self._write_name()
+                    continue
                 if heard:
                     raise NotOurFirmware(f"{self.name}: the device is not tinynas's test firmware (it says "
                                          f"{shown(' | '.join(heard))}); flash the firmware of `tinynas firmware`") \
@@ -160,6 +164,7 @@ class HilLink:
                 raise
             if line == "m-name-tinynas-hil":
                 break
+            booted = booted or line == BOOT
             if line and line not in (READY, BOOT):
                 heard.append(line)
                 if len(heard) > MAX_STRAY_LINES:
@@ -167,6 +172,13 @@ class HilLink:
                                          f"({shown(heard[0])}); flash the firmware of `tinynas firmware`")
         while self._readline(deadline, "name") != READY:
             pass
+
+    def _write_name(self) -> None:
+        try:
+            self.port.write(b"%name%")  # the first % ends whatever half command an earlier run left
+            self.port.flush()
+        except (OSError, ValueError) as exc:
+            raise DeviceError(f"{self.name}: cannot write to the port ({str(exc)[:80]}): unplugged?") from None
 
     def profile(self) -> Profile:
         """What the firmware holds (call `synchronise` first)."""

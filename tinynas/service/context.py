@@ -100,6 +100,9 @@ class ServiceContext:
         """Per side thread: restarts and the last error (threads.supervise)."""
         self.serving_stale = ""
         """Why the live predictions are not current ("" when they are)."""
+        self.chip_check: dict = {}
+        """The check of the served model on the front-end's chip (chip_check.py): {} where the front-end cannot
+        run it, else its state ("checking", "done", "stopped", "refused") and what the page says."""
         self.injected: set[str] = set()
         self.started_ns = 0
         """When this service started running (time.time_ns): requests left before it are not for it."""

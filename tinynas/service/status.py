@@ -38,7 +38,8 @@ def snapshot(service: ServiceContext) -> dict:
               "gate": state.gate.to_dict() if state.gate else {},
               "device": ({"connected": device.link.connected.is_set(), "port": service.config.port,
                           "channels": device.hello.channels, "sample_rate_hz": device.hello.sample_rate_hz,
-                          "device_id": device.hello.device_id}
+                          "device_id": device.hello.device_id,
+                          "answers_tests": bool(device.link.latest_hello and device.link.latest_hello.answers_tests)}
                          if device is not None else
                          {"connected": False, "port": service.config.port, "waiting": service.waiting_for_device}),
               "threads": {name: dict(health) for name, health in service.thread_health.items()},
@@ -105,6 +106,7 @@ def page_snapshot(service: ServiceContext) -> dict:
     status["models"] = _models(service)
     if state_deployed := service.state.deployed:
         status["model"] = status_views.served_model(state_deployed)
+        status["chip_check"] = service.chip_check
         status["classes"] = status["model"].get("classes")
         status["predictions_per_minute"] = status_views.per_minute(list(service.predictions.times))
         if "alarm" in status:

@@ -24,6 +24,7 @@ from pathlib import Path
 from firmware_bridge.protocol import Samples
 from tinynas.card import read_card, task_of
 from tinynas.modes import Task
+from tinynas.service.chip_check import check_chip
 from tinynas.service.context import ServiceContext
 from tinynas.service.inference import LiveClassifier, LiveScorer
 from tinynas.service.paths import request_time_ns
@@ -172,5 +173,5 @@ def watch_requests(service: ServiceContext) -> None:
 
 EARLY_THREADS = (write_status, watch_requests)
 """Run from the start, before any device is there (status page and stop requests work without one)."""
-DEVICE_THREADS = (read_stream, serve)
+DEVICE_THREADS = (read_stream, serve, check_chip)
 """Run once the device said HELLO."""

@@ -245,6 +245,13 @@ static unsigned split(char *line, char **words, unsigned most)
     return n;
 }
 
+/* The painted stack below main's frame (0 where main's own frame already reaches past the limit). */
+static uint32_t stack_available(void)
+{
+    return (uintptr_t)main_sp > (uintptr_t)__stack_limit ? (uint32_t)((uintptr_t)main_sp - (uintptr_t)__stack_limit)
+                                                          : 0u;
+}
+
 static void db(char **words, unsigned n)
 {
     uint32_t count;
@@ -323,7 +330,8 @@ static void infer(char **words, unsigned n)
     low = deepest_change(__stack_limit, main_sp);
     put("m-infer-done\r\n");
     if (low == __stack_limit) {
-        put("e-[stack overflow: the model used all the stack]\r\n");
+        put_line("e-[stack overflow: the model needs more than the ", stack_available(),
+                 " B of stack this board leaves it]\r\n");
         return;
     }
     put_line("m-stack-[", (uint32_t)((uintptr_t)main_sp - (uintptr_t)low), "]\r\n");
@@ -345,7 +353,7 @@ static void dispatch(char *line)
         put_line("m-sizes-[", HIL_INPUT_SIZE, ",");
         put_u32(HIL_OUTPUT_SIZE);
         put("]\r\n");
-        put_line("m-stack-available-[", (uint32_t)((uintptr_t)main_sp - (uintptr_t)__stack_limit), "]\r\n");
+        put_line("m-stack-available-[", stack_available(), "]\r\n");
     } else if (strcmp(words[0], "db") == 0) {
         db(words, n);
     } else if (strcmp(words[0], "infer") == 0) {

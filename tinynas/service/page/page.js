@@ -176,10 +176,12 @@ function drawScores(svg, history, threshold) {  // the score history against the
   el("text", { x: 4, y: +y(threshold) - 4, text: "threshold" }, svg, ns);
 }
 
-// The last check of the served model on a chip (`tinynas hil`, recorded in its card), or how to make one.
-function drawChip(m) {
+// The last check of the served model on a chip (`tinynas hil`, or the service on a front-end that holds the model;
+// recorded in its card), the service's check under way or refused, or how to make one.
+function drawChip(m, check) {
   const c = m.chip;
   if (!m.name || m.damaged) { text("chip", ""); return; }
+  if (check && check.text && (check.state !== "stopped" || !c)) { text("chip", `on the sensor's chip: ${check.text}`); return; }
   if (!c) {
     text("chip", `not checked on a chip yet: tinynas hil ${m.folder} --qemu microbit (on your board: tinynas firmware, ` +
          "then tinynas hil --port; see docs/hil.md)");
@@ -198,7 +200,7 @@ function drawAlarm(s) {
        (m.runtime ? ` with ${m.runtime}` : "") + "; " +
        `threshold set for ${pct(an.false_alarm_rate || 0)} false alarms on ${an.calibration_windows} held-out normal ` +
        `windows; alarm at ${a.debounce || "-"}`);
-  drawChip(m);
+  drawChip(m, s.chip_check);
   const stale = (s.serving || {}).stale;
   text("prediction", (a.raised ? "ALARM: not running normally" : "Running normally") + (stale ? " (not live)" : ""));
   $("prediction").classList.toggle("stale", !!stale);
@@ -229,7 +231,7 @@ function drawServing(s) {
   else text("model", m.name ? `${m.name} for ${d.user}: RAM ${kib(m.ram_bytes)}, flash ${kib(m.flash_bytes)}` +
        (m.runtime ? ` with ${m.runtime}` : "") + ", " + accuracy +
        (m.made ? `, made ${new Date(m.made * 1000).toLocaleString()}` : "") : "no model yet");
-  drawChip(m);
+  drawChip(m, s.chip_check);
   drawPerClass(d.held_out && d.held_out.confusion ? d.held_out : m.held_out, s.classes || []);
   const p = (s.predictions || []).slice(-1)[0];
   const stale = (s.serving || {}).stale;
