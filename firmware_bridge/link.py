@@ -78,6 +78,7 @@ class LinkCounters:
     resets: int = 0           # times the device's sample counter went back (it restarted)
     foreign_samples: int = 0  # samples dropped because their channel count is not the HELLO's
     chip_drops: int = 0       # ChipTest answers dropped because nobody was reading them
+    bad_lines: int = 0        # plain text (text_link.py): malformed, partial or overlong lines skipped
 
     def to_dict(self) -> dict:
         """JSON-ready copy."""
@@ -109,6 +110,9 @@ class Link:
         self.timeline = Timeline()
         self.last_sample_time: float | None = None  # time.time() of the newest samples
         self._arrivals: deque[tuple[float, int]] = deque()  # (monotonic time, samples) of the last seconds
+        self.problem = ""
+        """What is wrong with the stream now, in one line ("" when nothing is): a plain-text device at another rate
+        than stated (text_link.py) says so here, and `wait_hello` and `health` say it."""
 
     # ---- lifecycle ----------------------------------------------------------------------
     def open(self) -> Link:
@@ -155,6 +159,8 @@ class Link:
     def wait_hello(self, timeout: float = 5.0) -> Hello:
         """The device's HELLO; LinkError if none arrives within `timeout` seconds."""
         if not self._hello_seen.wait(timeout):
+            if self.problem:
+                raise LinkError(f"{self.url}: {self.problem}")
             raise LinkError(f"no HELLO from {self.url} within {timeout:g} s: is the device streaming?")
         assert self.hello is not None  # _handle sets it before _hello_seen
         return self.hello
@@ -269,7 +275,8 @@ class Link:
         age = None if self.last_sample_time is None else max(0.0, time.time() - self.last_sample_time)
         return {"connected": self.connected.is_set(), "samples_per_second": round(rate, 1),
                 "last_sample_age_seconds": None if age is None else round(age, 2),
-                "last_sample_time": self.last_sample_time, **self.counters.to_dict()}
+                "last_sample_time": self.last_sample_time, **self.counters.to_dict(),
+                **({"problem": self.problem} if self.problem else {})}
 
     def _lost(self, exc: Exception) -> None:
         self.connected.clear()
@@ -286,13 +293,16 @@ class Link:
                 self._port = self._open_port()
             except (serial.SerialException, OSError, ValueError):
                 continue
-            # A replugged device restarts its sequence numbers; its sample index tells the gap.
-            self._decoder.reset_sequence()
+            self._reconnected()
             self.counters.reconnects += 1
             self.connected.set()
             log.info("link %s reconnected", self.url)
             return True
         return False
+
+    def _reconnected(self) -> None:
+        # A replugged device restarts its sequence numbers; its sample index tells the gap.
+        self._decoder.reset_sequence()
 
     # ---- writing ------------------------------------------------------------------------
     def send(self, message: Message) -> None:

@@ -146,6 +146,10 @@ class Chip(Protocol):
 
 
 DEFAULT_PORT_NAME = "ttyTINYNAS0"
+WIRES = ("frames", "text")
+"""What the simulated front-end speaks: tinynas's frames, or a sketch's plain text (one line of numbers per sample,
+a banner when it starts; firmware_bridge.text_link reads it)."""
+BANNER = b"tinynas simulate: plain-text sensor started\r\n"
 """The port's name in its folder when none is given."""
 
 
@@ -154,7 +158,13 @@ class Simulator:
 
     def __init__(self, source: SignalSource, hello: Hello, block: int | None = None, faults: Faults | None = None,
                  port_dir: str | os.PathLike | None = None, speed: float = 1.0,
-                 hello_interval: float = 1.0, port_name: str = DEFAULT_PORT_NAME, chip: Chip | None = None) -> None:
+                 hello_interval: float = 1.0, port_name: str = DEFAULT_PORT_NAME, chip: Chip | None = None,
+                 wire: str = "frames") -> None:
+        if wire not in WIRES:
+            raise ValueError(f"wire must be one of {', '.join(WIRES)}, got {wire!r}")
+        if wire == "text" and chip is not None:
+            raise ValueError("a plain-text front-end cannot carry a chip's test bytes: use wire='frames'")
+        self.wire = wire
         self.source = source
         self.hello = replace(hello, capabilities=hello.capabilities | CAN_TEST) if chip is not None else hello
         self.chip = chip
@@ -269,6 +279,14 @@ class Simulator:
         """Send a MARK at the current sample index (e.g. a button press)."""
         self._send(Mark(self.sample_index, code, text))
 
+    def _write_raw(self, data: bytes) -> None:
+        with self._write_lock:
+            if self._master is not None:
+                try:
+                    os.write(self._master, data)
+                except OSError:
+                    pass
+
     def _answer_from_chip(self, data: bytes) -> None:
         self.from_chip += len(data)
         for start in range(0, len(data), MAX_PAYLOAD):
@@ -294,8 +312,11 @@ class Simulator:
 
     def _send(self, message) -> None:
         with self._sequence_lock:  # the stream and the chip's answers send from two threads
-            frame = encode_frame(message, self._sequence)
-            self._sequence = (self._sequence + 1) & 0xFFFF
+            if self.wire == "text":
+                frame = _as_text(message)
+            else:
+                frame = encode_frame(message, self._sequence)
+                self._sequence = (self._sequence + 1) & 0xFFFF
             self.frames_sent += 1
             frame = self._damage(frame)
         with self._write_lock:
@@ -330,6 +351,8 @@ class Simulator:
             if self._restart_pending:  # powered up again: counters from 0, the clock from now
                 self._restart_pending = False
                 self.restarts += 1
+                if self.wire == "text":
+                    self._write_raw(BANNER)
                 self.sample_index = first = 0
                 self._sequence = 0
                 started = time.monotonic()
@@ -349,10 +372,26 @@ class Simulator:
             self.sample_index += self.block
 
     def _send_hello(self, flush: bool = True) -> None:
+        if self.wire == "text":
+            if flush:  # a sketch prints its banner when it starts, and says nothing else about itself
+                self._write_raw(BANNER)
+            return
         if flush and self._master is not None:
             with self._write_lock:
                 os.write(self._master, b"\x00")  # flush whatever partial frame the host holds
         self._send(self.hello)
+
+
+def _as_text(message) -> bytes:
+    """A message as a sketch prints it: a line of comma-separated numbers per sample, nothing for the rest."""
+    if not isinstance(message, Samples):
+        return b""
+    data = np.asarray(message.data)
+    if data.dtype.kind in "iu":
+        rows = (",".join(map(str, row)) for row in data.tolist())
+    else:  # 9 significant digits: a float32 comes back as itself
+        rows = (",".join(f"{value:.9g}" for value in row) for row in data.tolist())
+    return ("\r\n".join(rows) + "\r\n").encode()
 
 
 def _check_port_path(link: Path) -> None:

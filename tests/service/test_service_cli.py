@@ -160,9 +160,11 @@ def _wait(condition, seconds, what, process):
 
 
 @pytest.mark.slow
-def test_service_without_a_device_waits_serving_the_page_then_connects(tmp_path):
+@pytest.mark.parametrize("wire", ["frames", "text"])
+def test_service_without_a_device_waits_serving_the_page_then_connects(tmp_path, wire):
     """No device is no exit (a restart loop under systemd): the page says which port to plug the sensor into;
-    once it is plugged in the service goes on; a stop request still stops it cleanly."""
+    once it is plugged in the service goes on; a stop request still stops it cleanly. The same for a sketch that
+    prints numbers (port = "csv:PORT?rate=HZ")."""
     import urllib.request
 
     from firmware_bridge.protocol import Hello
@@ -171,7 +173,8 @@ def test_service_without_a_device_waits_serving_the_page_then_connects(tmp_path)
     port, http = tmp_path / "dev" / "ttyTINYNAS0", free_port()
     port.parent.mkdir()
     config = tmp_path / "tinynas.toml"
-    config.write_text(f'port = "{port}"\ndata_dir = "{tmp_path / "data"}"\nhttp_port = {http}\n')
+    url = str(port) if wire == "frames" else f"csv:{port}?rate=200"
+    config.write_text(f'port = "{url}"\ndata_dir = "{tmp_path / "data"}"\nhttp_port = {http}\n')
     service = subprocess.Popen([sys.executable, "-m", "tinynas.cli", "service", "run", "--config", str(config)],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -183,11 +186,11 @@ def test_service_without_a_device_waits_serving_the_page_then_connects(tmp_path)
 
     try:
         waiting = _wait(lambda: (live() or {}).get("device", {}).get("waiting"), 60, "the waiting page", service)
-        assert f"waiting for the sensor on {port}" in waiting and "plug it in" in waiting
+        assert f"waiting for the sensor on {url}" in waiting and "plug it in" in waiting
         page = urllib.request.urlopen(f"http://127.0.0.1:{http}/", timeout=2).read().decode()
         assert "<html" in page
         stream = (np.random.default_rng(0).normal(size=(2000, 2)) * 5).astype(np.int8)
-        with Simulator(ArraySource(stream), Hello("sim", "1", 2, 200.0, "int8"), port_dir=port.parent):
+        with Simulator(ArraySource(stream), Hello("sim", "1", 2, 200.0, "int8"), port_dir=port.parent, wire=wire):
             status = _wait(lambda: (s := live()) and s["device"].get("connected") and s["link"]["samples"] > 0
                            and s, 60, "the plugged-in device", service)
             assert status["device"]["channels"] == 2 and status["link"]["samples_per_second"] >= 0

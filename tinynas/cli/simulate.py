@@ -43,6 +43,9 @@ def register(sub) -> None:
     simulate.add_argument("--keep-counter", action="store_true",
                           help="with --unplug-every: a self-powered device, whose counter runs on while unplugged")
     simulate.add_argument("--device-id", default="tinynas-sim")
+    simulate.add_argument("--wire", choices=("frames", "text"), default="frames",
+                          help="frames: tinynas's framed protocol (default); text: a sketch printing one line of "
+                               "numbers per sample (read it with port csv:PORT?rate=HZ)")
     simulate.add_argument("--chip", metavar="FIRMWARE",
                           help="a front-end that also holds a model: the folder `tinynas firmware` built for an "
                                "emulated board, run by QEMU and answering the service's check on the sensor's link")
@@ -142,11 +145,17 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                                  f"{', '.join(sorted(source.states))})")
     else:
         source = ArraySource(windows.x.reshape(-1, windows.channels).astype(dtype))
+    if args.wire == "text" and args.chip:
+        raise UsageError("--chip needs --wire frames: a plain-text sensor has no way to carry the chip's tests")
+    if args.wire == "text" and args.speed != 1:
+        raise UsageError("--wire text streams at the true rate (the host checks it against the stated one): drop "
+                         "--speed")
     faults = Faults(drop_byte_probability=args.drop, flip_bit_probability=args.flip, seed=args.seed)
     with contextlib.ExitStack() as stack:
         chip = stack.enter_context(EmulatedChip(args.chip)) if args.chip else None
         simulator = stack.enter_context(Simulator(source, hello, faults=faults, speed=args.speed,
                                                   port_dir=port.parent if port else None, chip=chip,
+                                                  wire=args.wire,
                                                   port_name=port.name if port else DEFAULT_PORT_NAME))
         _stream(args, simulator, source, windows, fmt, data_dir, chip)
     return 0  # (streams until interrupted)
@@ -159,6 +168,8 @@ def _stream(args: argparse.Namespace, simulator, source, windows, fmt: str, data
           f"on {simulator.port}{who}{args.follow if who else ''} (Ctrl-C to stop)", flush=True)
     if chip is not None:
         print(f"  with model {chip.model_hash} on an emulated {chip.board.name} beside the sensor", flush=True)
+    if args.wire == "text":
+        print(f"  as plain text: read it as csv:{simulator.port}?rate={windows.sample_rate_hz:g}", flush=True)
     follower = Follower(args.follow, args.token, source, data_dir, Path(args.log) if args.log else None,
                         simulator=simulator, serving_check=args.serving_check,
                         serve_state=args.serve_state, fault=args.fault, fault_after=args.fault_after) \

@@ -15,6 +15,7 @@ from pathlib import Path
 from firmware_bridge.link import Link, LinkError
 from firmware_bridge.protocol import Hello
 from firmware_bridge.ring import SampleRing
+from firmware_bridge.text_link import open_link
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ def connect(port: str, baudrate: int, stop: threading.Event, on_wait) -> Device 
     said = ""
     while not stop.is_set():
         try:
-            link = Link(port, baudrate=baudrate).open()
+            link = open_link(port, baudrate=baudrate).open()
         except LinkError as exc:
             text = waiting_text(port, "it cannot be opened (" + str(exc).removeprefix(f"cannot open {port}: ") + ")")
             if text != said:
@@ -93,13 +94,18 @@ def connect(port: str, baudrate: int, stop: threading.Event, on_wait) -> Device 
                 hello = link.wait_hello(min(1.0, HELLO_SECONDS))
             except LinkError:
                 waited += 1.0
-                if waited >= HELLO_SECONDS:
+                if link.problem:  # a plain-text device at another rate than stated: said at once
+                    text = f"{port}: {link.problem}"
+                elif waited >= HELLO_SECONDS:
                     text = (f"{port} is open but the device says nothing (no HELLO for {waited:.0f} s): is it "
-                            f"running the tinynas firmware at {baudrate} baud?")
-                    if text != said:
-                        log.warning("%s", text)
-                        said = text
-                    on_wait(text)
+                            f"running the tinynas firmware at {baudrate} baud? (a sketch that prints numbers: "
+                            f"port = \"csv:{port}?rate=HZ\")")
+                else:
+                    continue
+                if text != said:
+                    log.warning("%s", text)
+                    said = text
+                on_wait(text)
                 continue
             on_wait("")
             ring = SampleRing(hello.channels, int(RING_SECONDS * hello.sample_rate_hz))

@@ -1,0 +1,163 @@
+"""A sensor that prints numbers per line (an Arduino's Serial.println), read through a real pty: the framed link's
+guarantees hold (bit for bit, nothing recorded re-indexed after a restart, no window over it), the rate is checked
+against the stated one, and malformed lines are counted and skipped."""
+
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from devtools.machine_speed import slowdown
+from firmware_bridge.link import DeviceReset, LinkError
+from firmware_bridge.protocol import Hello, Samples
+from firmware_bridge.recorder import Recorder, RecordingThread
+from firmware_bridge.simulator import ArraySource, Simulator
+from firmware_bridge.text_link import TextLink, open_link
+from tinynas.data.session import load_session
+
+
+def _wait(condition, timeout=60.0):
+    deadline = time.monotonic() + timeout * slowdown()
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def printing_sketch():
+    """(the pty's name, `start(lines, rate)`): a device printing `lines()`'s lines at `rate` lines a second once
+    started (start it after the port is open: opening a port drops what was sent before, a header included)."""
+    master, slave = os.openpty()
+    stop = threading.Event()
+
+    def start(lines, rate):
+        def run():
+            started = time.monotonic()
+            for n, line in enumerate(lines()):
+                if stop.is_set():
+                    return
+                delay = started + n / rate - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                os.write(master, line.encode() + b"\r\n")
+        threading.Thread(target=run, daemon=True).start()
+
+    yield os.ttyname(slave), start
+    stop.set()
+    time.sleep(0.1)
+    os.close(master)
+    os.close(slave)
+
+
+def test_a_replayed_recording_comes_back_bit_for_bit_and_a_restart_rewrites_nothing(tmp_path):
+    recording = np.random.default_rng(0).integers(-128, 128, size=(400, 8)).astype(np.int8)
+    hello = Hello("sketch", "1", 8, 200.0, "int8")
+    with Simulator(ArraySource(recording), hello, port_dir=tmp_path, wire="text") as simulator, \
+            TextLink(f"csv:{simulator.port}?rate=200").open() as link:
+        said = link.wait_hello(30 * slowdown())
+        assert said.channels == 8 and said.sample_rate_hz == 200.0 and said.device_id.startswith("text:")
+        with Recorder(tmp_path / "session", said, user="test", labels=["A", "B"]) as recorder:
+            thread = RecordingThread(link, recorder)
+            thread.start()
+            _wait(lambda: recorder.latest_sample >= 800)
+            recorder.add_window("A", 0, 400)  # the sketch starts at sample 0 and loops the recording
+            recorder.add_window("B", 400, 400)
+            simulator.unplug(0.3)  # a USB-powered board: replugged, it prints its banner and counts from 0
+            _wait(lambda: link.counters.reconnects >= 1 and recorder.latest_sample >= 1600)
+            thread.stop()
+        assert link.counters.bad_lines == 0
+    windows = load_session(tmp_path / "session")
+    assert windows.x.shape == (2, 400, 8)
+    assert np.array_equal(windows.x[0], recording.astype(np.float32))
+    assert np.array_equal(windows.x[1], recording.astype(np.float32))
+
+
+def test_a_restart_starts_a_new_epoch_after_everything_received(printing_sketch):
+    def lines():
+        yield "Booting sketch v2"
+        for n in range(700):
+            yield f"{n},{-n}"
+        yield "Booting sketch v2"  # the board reset (a brown-out): the banner again, the count from 0
+        for n in range(700):
+            yield f"{n},{-n}"
+
+    port, start = printing_sketch
+    with TextLink(f"csv:{port}?rate=200").open() as link:
+        start(lines, 200)
+        link.wait_hello(30 * slowdown())
+        got, resets = [], []
+        _wait(lambda: _drain(link, got, resets) >= 1400)
+    indices = np.concatenate([m.first_sample + np.arange(len(m.data)) for m in got])
+    assert len(resets) == 1 and np.all(np.diff(indices) > 0)  # forward only: nothing re-indexed
+    values = np.concatenate([m.data[:, 0] for m in got])
+    restart = resets[0].first_sample
+    assert values[indices == restart][0] == 0 and indices[np.argmax(indices >= restart) - 1] < restart - 1
+
+
+def _drain(link, got, resets) -> int:
+    while (message := link.get(0.05)) is not None:
+        if isinstance(message, Samples):
+            got.append(message)
+        elif isinstance(message, DeviceReset):
+            resets.append(message)
+    return sum(len(m.data) for m in got)
+
+
+def test_malformed_partial_and_overlong_lines_are_counted_and_skipped(printing_sketch):
+    bad = ["1,2,3", "nan,4", "5,x", "9" * 2000, "7,"]
+
+    def lines():
+        for n in range(600):
+            yield bad[n // 100] if n % 100 == 50 and n // 100 < len(bad) else f"{n},{n % 7}"
+
+    port, start = printing_sketch
+    with TextLink(f"csv:{port}?rate=200").open() as link:
+        start(lines, 200)
+        link.wait_hello(30 * slowdown())
+        got = []
+        _wait(lambda: _drain(link, got, []) >= 595)
+        assert link.counters.bad_lines == len(bad)
+    values = np.concatenate([m.data for m in got])
+    assert np.all(np.isfinite(values)) and values.shape[1] == 2
+
+
+def test_a_device_at_another_rate_than_stated_is_one_clear_line(printing_sketch):
+    port, start = printing_sketch
+    with TextLink(f"csv:{port}?rate=200").open() as link, \
+            pytest.raises(LinkError, match=r"prints \d+\.\d samples a second, not the stated 200 .*fix the rate"):
+        start(lambda: (f"{n}" for n in range(100_000)), 100)
+        link.wait_hello(6 * slowdown())
+
+
+def test_a_clock_column_places_samples_and_shows_the_lines_lost(printing_sketch):
+    def lines():
+        yield "millis,a0"
+        for n in range(800):
+            if 300 <= n < 320:
+                continue  # 20 lines lost on the way (the sketch's buffer overflowed)
+            yield f"{1000 + 5 * n},{n}"
+
+    port, start = printing_sketch
+    with TextLink(f"csv:{port}?rate=200").open() as link:
+        start(lines, 200)
+        link.wait_hello(30 * slowdown())
+        got = []
+        _wait(lambda: _drain(link, got, []) >= 780)
+        assert link.counters.lost_samples == 20
+    by_index = {m.first_sample + i: v for m in got for i, v in enumerate(m.data[:, 0])}
+    start = min(by_index)
+    assert by_index[start + 400] == 400  # the clock, not the count, says where a sample belongs
+
+
+@pytest.mark.parametrize(("url", "why"), [
+    ("csv:/dev/ttyACM0", "say the rate the device prints at"),
+    ("csv:/dev/ttyACM0?rate=fast", "must be numbers"),
+    ("csv:/dev/ttyACM0?rate=0", "rate must be above 0"),
+    ("csv:/dev/ttyACM0?rate=200&speed=2", "unknown option 'speed'"),
+])
+def test_a_text_url_without_what_it_needs_is_one_line(url, why):
+    with pytest.raises(LinkError, match=why):
+        open_link(url)
