@@ -106,6 +106,17 @@ def _drain(link, got, resets) -> int:
     return sum(len(m.data) for m in got)
 
 
+def _printed(printing_sketch, lines, count: int):
+    """The Samples of the first `count` samples a sketch printing `lines()` at 200 Hz gave, and the link's counters."""
+    port, start = printing_sketch
+    with TextLink(f"csv:{port}?rate=200").open() as link:
+        start(lines, 200)
+        link.wait_hello(30 * slowdown())
+        got: list = []
+        _wait(lambda: _drain(link, got, []) >= count)
+        return got, link.counters
+
+
 def test_malformed_partial_and_overlong_lines_are_counted_and_skipped(printing_sketch):
     bad = ["1,2,3", "nan,4", "5,x", "9" * 2000, "7,"]
 
@@ -113,13 +124,8 @@ def test_malformed_partial_and_overlong_lines_are_counted_and_skipped(printing_s
         for n in range(600):
             yield bad[n // 100] if n % 100 == 50 and n // 100 < len(bad) else f"{n},{n % 7}"
 
-    port, start = printing_sketch
-    with TextLink(f"csv:{port}?rate=200").open() as link:
-        start(lines, 200)
-        link.wait_hello(30 * slowdown())
-        got = []
-        _wait(lambda: _drain(link, got, []) >= 595)
-        assert link.counters.bad_lines == len(bad)
+    got, counters = _printed(printing_sketch, lines, 595)
+    assert counters.bad_lines == len(bad)
     values = np.concatenate([m.data for m in got])
     assert np.all(np.isfinite(values)) and values.shape[1] == 2
 
@@ -140,13 +146,8 @@ def test_a_clock_column_places_samples_and_shows_the_lines_lost(printing_sketch)
                 continue  # 20 lines lost on the way (the sketch's buffer overflowed)
             yield f"{1000 + 5 * n},{n}"
 
-    port, start = printing_sketch
-    with TextLink(f"csv:{port}?rate=200").open() as link:
-        start(lines, 200)
-        link.wait_hello(30 * slowdown())
-        got = []
-        _wait(lambda: _drain(link, got, []) >= 780)
-        assert link.counters.lost_samples == 20
+    got, counters = _printed(printing_sketch, lines, 780)
+    assert counters.lost_samples == 20
     by_index = {m.first_sample + i: v for m in got for i, v in enumerate(m.data[:, 0])}
     start = min(by_index)
     assert by_index[start + 400] == 400  # the clock, not the count, says where a sample belongs
