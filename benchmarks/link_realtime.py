@@ -8,7 +8,9 @@ machine is loaded: two processes spin on the two cores and, in the recording pro
 Python work holding the GIL (what the service's other threads do while it records); once, 10 s in, the
 consumer stalls for `--stall` seconds (the recording thread held up: a TensorFlow import in the same
 process, a slow SD card's fsync), which the link's bounded queue must bridge. Each layout is run with the
-old fixed 16-sample frames and with `protocol.frame_samples` (20 ms per frame), side by side.
+old fixed 16-sample frames and with `protocol.frame_samples` (20 ms per frame), side by side; then a sketch that
+prints one line of numbers per sample (`firmware_bridge.text_link`) at 12 kHz x 1 and 200 Hz x 8. The reader's
+CPU share is its thread's CPU time (/proc) over the run's wall time.
 Writes benchmarks/results/link-realtime.md and .json.
 """
 
@@ -30,9 +32,17 @@ from firmware_bridge.link import Link
 from firmware_bridge.protocol import Hello, frame_samples
 from firmware_bridge.recorder import Recorder
 from firmware_bridge.simulator import ArraySource, Simulator
+from firmware_bridge.text_link import TextLink
 
 RESULTS = Path(__file__).parent / "results"
 LAYOUTS = (("vibration 1 ch int16, 12 kHz", 1, 12_000.0), ("accelerometer 3 ch int16, 3.2 kHz", 3, 3_200.0))
+TEXT_LAYOUTS = (("plain text, vibration 1 ch, 12 kHz", 1, 12_000.0), ("plain text, sEMG 8 ch, 200 Hz", 8, 200.0))
+
+
+def _thread_cpu_seconds(thread: threading.Thread) -> float:
+    """CPU time (user + system) of a running thread of this process, from /proc."""
+    fields = Path(f"/proc/self/task/{thread.native_id}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _spin(stop) -> None:
@@ -58,20 +68,25 @@ def _consume(link, recorder: Recorder, stop: threading.Event, stall_at: float, s
             recorder.handle(message)
 
 
-def measure(channels: int, rate: float, block: int, seconds: float, stall: float) -> dict:
+def measure(channels: int, rate: float, block: int, seconds: float, stall: float, wire: str = "frames") -> dict:
     """Counters of one paced run of `seconds` with the machine loaded."""
     rng = np.random.default_rng(0)
-    stream = (rng.normal(size=(int(rate), channels)) * 500).astype(np.int16)
+    stream = (rng.normal(size=(max(int(rate), 400), channels)) * 500).astype(np.int16)
     hello = Hello("bench", "1", channels, rate, "int16")
     with tempfile.TemporaryDirectory() as folder:
-        with Simulator(ArraySource(stream), hello, block=block, port_dir=folder) as simulator, \
-                Link(simulator.port).open() as link:
-            with Recorder(Path(folder) / "session", link.wait_hello(5)) as recorder:
+        with Simulator(ArraySource(stream), hello, block=block, port_dir=folder, wire=wire) as simulator, \
+                (Link(simulator.port) if wire == "frames" else TextLink(f"csv:{simulator.port}?rate={rate:g}")
+                 ).open() as link:
+            with Recorder(Path(folder) / "session", link.wait_hello(10)) as recorder:
+                reader = link._thread
+                assert reader is not None
+                cpu, started = _thread_cpu_seconds(reader), time.monotonic()
                 stop = threading.Event()
                 thread = threading.Thread(target=_consume, args=(link, recorder, stop, time.monotonic() + 10.0,
                                                                  stall), daemon=True)
                 thread.start()
                 time.sleep(seconds)
+                share = (_thread_cpu_seconds(reader) - cpu) / (time.monotonic() - started)
                 sent = simulator.sample_index
                 stop.set()
                 thread.join(timeout=10)
@@ -79,7 +94,8 @@ def measure(channels: int, rate: float, block: int, seconds: float, stall: float
             counters = link.counters.to_dict()
     return {"block": block, "frames_per_second": rate / block, "samples_sent": sent, "samples_recorded": written,
             "lost_samples": sum(b - a for a, b in gaps), "queue_drops": counters["queue_drops"],
-            "bad_crc": counters["bad_crc"], "gaps": counters["gaps"]}
+            "bad_crc": counters["bad_crc"], "gaps": counters["gaps"], "bad_lines": counters["bad_lines"],
+            "reader_cpu_share": round(share, 3)}
 
 
 def main() -> int:
@@ -103,6 +119,13 @@ def main() -> int:
                 rows.append(row)
                 print(f"{name}, {block} samples/frame: {row['queue_drops']} dropped messages, "
                       f"{row['lost_samples']} lost samples of {row['samples_sent']}", file=sys.stderr)
+        for name, channels, rate in TEXT_LAYOUTS:
+            block = frame_samples(rate, channels, "int16")  # lines written in 20 ms bursts, as a USB CDC port does
+            row = {"layout": name, "channels": channels, "rate_hz": rate,
+                   **measure(channels, rate, block, args.seconds, args.stall, wire="text")}
+            rows.append(row)
+            print(f"{name}: {row['queue_drops']} dropped messages, {row['lost_samples']} lost samples of "
+                  f"{row['samples_sent']}, {row['bad_lines']} bad lines", file=sys.stderr)
     finally:
         stop_hog.set()
         stop_spinners.set()
@@ -116,13 +139,17 @@ def main() -> int:
              f"in the recording process, the recording thread stalled once for {args.stall:g} s (10 s in). "
              "Nothing else ran on the machine.", "",
              "| layout | samples / frame | frames / s | samples sent | recorded | lost samples | dropped messages "
-             "| bad CRC |", "|---|---|---|---|---|---|---|---|"]
+             "| bad CRC or lines | reader CPU |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['layout']} | {r['block']} | {r['frames_per_second']:,.0f} | {r['samples_sent']:,} "
-                     f"| {r['samples_recorded']:,} | {r['lost_samples']:,} | {r['queue_drops']:,} | {r['bad_crc']} |")
+                     f"| {r['samples_recorded']:,} | {r['lost_samples']:,} | {r['queue_drops']:,} "
+                     f"| {r['bad_crc'] + r['bad_lines']} | {r['reader_cpu_share']:.0%} |")
     lines += ["", "`recorded` can trail `sent` by the frames still in flight when the run stopped; lost samples "
               "are gaps inside the recording (what a window must never span). The product's frames are the "
-              "second row of each layout (`firmware_bridge.protocol.frame_samples`)."]
+              "second row of each layout (`firmware_bridge.protocol.frame_samples`). Plain text: one line per "
+              "sample, written in 20 ms bursts; its 'frames / s' are those bursts. The simulator runs in the "
+              "recording process (its formatting shares the GIL with the reader: a real sensor does it on its own "
+              "chip)."]
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "link-realtime.json").write_text(json.dumps(rows, indent=2) + "\n")
     (RESULTS / "link-realtime.md").write_text("\n".join(lines) + "\n")

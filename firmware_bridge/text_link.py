@@ -242,5 +242,13 @@ class TextLink(Link):
 
 
 def open_link(url: str, baudrate: int = 1_000_000) -> Link:
-    """The link for a port URL, not yet opened: a plain-text device for `csv:...`, else tinynas's frames."""
+    """The link for a port URL, not yet opened: a plain-text device for `csv:...`, a BrainFlow board for
+    `brainflow:...`, an LSL stream for `lsl:...`, else tinynas's frames."""
+    from firmware_bridge.brainflow_link import BrainFlowLink, is_brainflow_url
+    from firmware_bridge.lsl_link import LslLink, is_lsl_url
+
+    if is_brainflow_url(url):
+        return BrainFlowLink(url)
+    if is_lsl_url(url):
+        return LslLink(url)
     return TextLink(url) if is_text_url(url) else Link(url, baudrate=baudrate)

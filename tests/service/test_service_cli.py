@@ -203,6 +203,40 @@ def test_service_without_a_device_waits_serving_the_page_then_connects(tmp_path,
     assert "Traceback" not in output, output
 
 
+@pytest.mark.slow
+def test_service_reads_a_brainflow_board_as_its_sensor(tmp_path):
+    """The service on BrainFlow's synthetic board (port = "brainflow:synthetic"): connected, its EMG channels and
+    rate on the status, samples arriving; stopped cleanly."""
+    import urllib.request
+
+    from brainflow.board_shim import BoardIds, BoardShim
+
+    http = free_port()
+    config = tmp_path / "tinynas.toml"
+    config.write_text(f'port = "brainflow:synthetic"\ndata_dir = "{tmp_path / "data"}"\nhttp_port = {http}\n')
+    service = subprocess.Popen([sys.executable, "-m", "tinynas.cli", "service", "run", "--config", str(config)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def live():
+        try:
+            return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{http}/status.json", timeout=2).read())
+        except OSError:
+            return None
+
+    try:
+        status = _wait(lambda: (s := live()) and s["device"].get("connected") and s["link"]["samples"] > 0 and s,
+                       60, "the board's samples", service)
+        emg = BoardShim.get_emg_channels(BoardIds.SYNTHETIC_BOARD.value)
+        assert status["device"]["device_id"] == "brainflow:synthetic_board" and status["device"]["channels"] == len(emg)
+        assert tinynas("service", "stop", "--config", str(config)).returncode == 0
+        assert service.wait(60) == 0
+    finally:
+        if service.poll() is None:
+            service.kill()
+        output = service.stdout.read()
+    assert "Traceback" not in output, output
+
+
 @pytest.mark.parametrize("text, words", [
     ('workers = "two"\n', 'workers must be "auto" or an integer from 1'),
     ("workers = 1000\n", 'workers must be "auto" or an integer from 1 to'),

@@ -560,6 +560,8 @@ ROWS = [
                                            "--out", "{w}/s"), "say the rate the device prints at"),
     Row("collect-text-port-unknown-option", ("collect", "--port", "csv:{w}/nope?rate=200&sep=x", "--plan",
                                              "gestures4", "--user", "a", "--out", "{w}/s"), "unknown option 'sep'"),
+    Row("collect-brainflow-unknown-board", ("collect", "--port", "brainflow:no_such_board", "--plan", "gestures4",
+                                            "--user", "a", "--out", "{w}/s"), "BrainFlow knows no board"),
     Row("simulate-chip-with-plain-text", ("simulate", "--wire", "text", "--chip", "{w}/fw"),
         "--chip needs --wire frames"),
     Row("simulate-chip-not-a-firmware", ("simulate", "--chip", "{w}/mine"),

@@ -1,0 +1,182 @@
+"""A biosignal board through BrainFlow: OpenBCI boards, OYMotion's gForce armbands, Muse and many more.
+
+`brainflow:BOARD?option=value&...` where BOARD is a BrainFlow board name (`synthetic`, `playback_file`,
+`gforce_pro`, `cyton`, ... as in `brainflow.BoardIds`, any case) or its number, and the options are
+`BrainFlowInputParams` fields (`serial_port`, `mac_address`, `ip_address`, `ip_port`, `file`, `master_board`,
+`serial_number`, `other_info`, `timeout`) plus `channels=emg` (default) or `channels=accel`. The board's own
+description gives the channels and the rate; its package counter shows lost packets, which leave a gap on the
+timeline as lost frames do. A board that stops answering is prepared again every second; what it sends then
+starts a new epoch. Needs `pip install brainflow` (tinynas[sensors]).
+"""
+
+from __future__ import annotations
+
+import threading
+import urllib.parse
+from typing import Any
+
+import numpy as np
+
+from firmware_bridge.link import Link, LinkError
+from firmware_bridge.protocol import Hello, Samples
+
+SCHEME = "brainflow:"
+POLL_SECONDS = 0.02
+RETRY_SECONDS = 1.0
+_PARAMS = ("serial_port", "mac_address", "ip_address", "ip_port", "file", "master_board", "serial_number",
+           "other_info", "timeout", "ip_protocol")
+
+
+def is_brainflow_url(url: str) -> bool:
+    return url.startswith(SCHEME)
+
+
+class BrainFlowLink(Link):
+    """Samples of a BrainFlow board's EMG (or accelerometer) channels; the same interface as the framed Link."""
+
+    def __init__(self, url: str, **kwargs) -> None:
+        try:
+            from brainflow.board_shim import BoardIds, BrainFlowInputParams
+        except ImportError:
+            raise LinkError(f"{url}: BrainFlow is not installed: pip install brainflow (or tinynas[sensors])") \
+                from None
+        parts = urllib.parse.urlsplit(url[len(SCHEME):])
+        name = parts.path.strip("/")
+        query = dict(urllib.parse.parse_qsl(parts.query))
+        kind = query.pop("channels", "emg")
+        unknown = set(query) - set(_PARAMS)
+        if unknown or kind not in ("emg", "accel"):
+            raise LinkError(f"{url}: unknown option {sorted(unknown)[0] if unknown else 'channels=' + kind!r} "
+                            f"(BrainFlow's {', '.join(_PARAMS)}, and channels=emg|accel)")
+        boards = {board.name.lower(): board.value for board in BoardIds}
+        board = int(name) if name.lstrip("-").isdigit() else boards.get(name.lower().removesuffix("_board"),
+                                                                          boards.get(name.lower() + "_board"))
+        if board is None or board not in boards.values():
+            raise LinkError(f"{url}: BrainFlow knows no board {name!r} (e.g. synthetic, playback_file, gforce_pro, "
+                            f"cyton)")
+        params = BrainFlowInputParams()
+        for key, value in query.items():
+            current = getattr(params, key)
+            try:
+                setattr(params, key, type(current)(value) if current is not None else value)
+            except ValueError:
+                raise LinkError(f"{url}: {key} must be a {type(current).__name__}") from None
+        super().__init__(url, **kwargs)
+        self.board, self.params, self.kind = board, params, kind
+        self._shim: Any = None
+        self._index = 0
+
+    def _description(self) -> tuple[int, list[int], float, int | None]:
+        """(the board whose description applies, its channels' rows, its rate, its package counter's row)."""
+        from brainflow.board_shim import BoardIds, BoardShim
+
+        described = self.board
+        if self.board in (BoardIds.PLAYBACK_FILE_BOARD.value, BoardIds.STREAMING_BOARD.value):
+            described = int(self.params.master_board)  # a playback describes the board it recorded
+        rows = (BoardShim.get_emg_channels(described) if self.kind == "emg"
+                else BoardShim.get_accel_channels(described))
+        try:
+            package = BoardShim.get_package_num_channel(described)
+        except Exception:  # noqa: BLE001 - a board without a package counter: losses are not seen
+            package = None
+        return described, list(rows), float(BoardShim.get_sampling_rate(described)), package
+
+    def _start(self):
+        from brainflow.board_shim import BoardShim
+
+        BoardShim.disable_board_logger()
+        shim = BoardShim(self.board, self.params)
+        shim.prepare_session()
+        shim.start_stream()
+        return shim
+
+    def open(self) -> Link:
+        try:
+            described, rows, rate, self._package = self._description()
+            if not rows:
+                raise LinkError(f"{self.url}: the board has no {self.kind} channels (try channels=emg or accel)")
+            self._rows = rows
+            self._shim = self._start()
+        except LinkError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - BrainFlowError and the library's ValueErrors: one line
+            raise LinkError(f"cannot open {self.url}: {exc}") from None
+        from brainflow.board_shim import BoardIds
+
+        name = BoardIds(described).name.lower()
+        self.hello = self.latest_hello = Hello(f"brainflow:{name}", "brainflow", len(rows), rate, "float32")
+        self._put(self.hello)
+        self._hello_seen.set()
+        self.connected.set()
+        self._thread = threading.Thread(target=self._poll_loop, name=f"link {self.url}", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._closing.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._release()
+        self.connected.clear()
+
+    def _release(self) -> None:
+        shim, self._shim = self._shim, None
+        if shim is not None:
+            for step in (shim.stop_stream, shim.release_session):
+                try:
+                    step()
+                except Exception:  # noqa: BLE001 - a board already gone
+                    pass
+
+    def send(self, message) -> None:
+        raise LinkError(f"{self.url}: a BrainFlow board takes no messages")
+
+    def _poll_loop(self) -> None:
+        last_package: int | None = None
+        while not self._closing.wait(POLL_SECONDS):
+            if self._shim is None:
+                if not self._again():
+                    continue
+                last_package = None
+            try:
+                data = self._shim.get_board_data()
+            except Exception as exc:  # noqa: BLE001 - the board went away: prepared again every second
+                self._lost(exc)
+                continue
+            if data.shape[1] == 0:
+                continue
+            indices = np.arange(data.shape[1])
+            if self._package is not None:
+                packages = data[self._package].astype(np.int64)
+                steps = np.diff(np.concatenate([[packages[0] - 1 if last_package is None else last_package],
+                                                packages])) % 256
+                steps[steps == 0] = 1
+                indices = self._index - 1 + np.cumsum(steps)
+                last_package = int(packages[-1])
+            else:
+                indices = self._index + indices
+            self._index = int(indices[-1]) + 1
+            values = data[self._rows].T.astype(np.float32)
+            cuts = np.flatnonzero(np.diff(indices) != 1) + 1
+            for start, stop in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(indices)]])):
+                placed = self._placed(Samples(int(indices[start]), values[start:stop]))
+                if placed is not None:
+                    self._put(placed)
+
+    def _lost(self, exc: Exception) -> None:
+        self.connected.clear()
+        self.problem = f"the board stopped answering ({str(exc)[:80]}); trying again every {RETRY_SECONDS:g} s"
+        self._release()
+
+    def _again(self) -> bool:
+        if self._closing.wait(RETRY_SECONDS):
+            return False
+        try:
+            self._shim = self._start()
+        except Exception:  # noqa: BLE001 - still gone
+            return False
+        self._index = 0  # its counter starts again: a new epoch on the timeline
+        self.problem = ""
+        self.counters.reconnects += 1
+        self.connected.set()
+        return True

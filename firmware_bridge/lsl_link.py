@@ -1,0 +1,144 @@
+"""A Lab Streaming Layer stream as a front-end: how research labs move EMG, EEG and IMU between programs.
+
+`lsl:NAME` (the stream's name) or `lsl:type=EMG` (or `lsl:name=...`, `lsl:source_id=...`), with `timeout=S` for
+resolving (default 5 s): `lsl:MyArmband?timeout=30`, `lsl:type=EMG&timeout=30`. The stream's nominal rate and
+channel count make the HELLO (an irregular stream, rate 0, is refused: windows need a rate). Samples are placed by
+their LSL timestamps (the sender's clock), so samples the network lost leave a gap; a stream that vanishes is
+resolved again every second and what it sends then starts a new epoch. Needs `pip install pylsl`
+(tinynas[sensors]).
+"""
+
+from __future__ import annotations
+
+import threading
+import urllib.parse
+from typing import Any
+
+import numpy as np
+
+from firmware_bridge.link import Link, LinkError
+from firmware_bridge.protocol import Hello, Samples
+
+SCHEME = "lsl:"
+POLL_SECONDS = 0.02
+RETRY_SECONDS = 1.0
+_PROPERTIES = ("name", "type", "source_id")
+
+
+def is_lsl_url(url: str) -> bool:
+    return url.startswith(SCHEME)
+
+
+class LslLink(Link):
+    """Samples of an LSL stream resolved by name or type; the same interface as the framed Link."""
+
+    def __init__(self, url: str, **kwargs) -> None:
+        try:
+            import pylsl  # noqa: F401 - said here, at once, when it is missing
+        except (ImportError, RuntimeError):  # pylsl raises RuntimeError when liblsl is missing
+            raise LinkError(f"{url}: pylsl is not installed (or liblsl with it): pip install pylsl") from None
+        head, _, options = url[len(SCHEME):].partition("?")
+        query = dict(urllib.parse.parse_qsl(head)) if "=" in head else {"name": head}
+        query.update(urllib.parse.parse_qsl(options))
+        try:
+            self.resolve_seconds = float(query.pop("timeout", 5.0))
+        except ValueError:
+            raise LinkError(f"{url}: timeout must be seconds") from None
+        if len(query) != 1 or next(iter(query)) not in _PROPERTIES or not next(iter(query.values())):
+            raise LinkError(f"{url}: give one of {', '.join(_PROPERTIES)}, e.g. lsl:type=EMG or lsl:MyArmband")
+        super().__init__(url, **kwargs)
+        self.property, self.value = next(iter(query.items()))
+        self._inlet: Any = None
+        self._first_time: float | None = None
+        self._index = 0
+
+    def _resolve(self, timeout: float) -> Any:
+        import pylsl
+
+        found = pylsl.resolve_byprop(self.property, self.value, 1, timeout)
+        if not found:
+            return None
+        inlet = pylsl.StreamInlet(found[0], max_buflen=30, recover=False)
+        inlet.open_stream(timeout=timeout)
+        return inlet
+
+    def open(self) -> Link:
+        inlet = self._resolve(self.resolve_seconds)
+        if inlet is None:
+            raise LinkError(f"cannot open {self.url}: no LSL stream with {self.property} {self.value!r} within "
+                            f"{self.resolve_seconds:g} s (is its outlet running, on this network?)")
+        info = inlet.info()
+        rate, channels = float(info.nominal_srate()), int(info.channel_count())
+        if rate <= 0 or not 1 <= channels <= 255:
+            inlet.close_stream()
+            raise LinkError(f"{self.url}: the stream has {channels} channels at a nominal rate of {rate:g} Hz: an "
+                            f"irregular stream (rate 0) cannot be cut into windows")
+        self._inlet = inlet
+        self.hello = self.latest_hello = Hello(f"lsl:{info.name()}", f"lsl {info.type()}", channels, rate, "float32")
+        self._put(self.hello)
+        self._hello_seen.set()
+        self.connected.set()
+        self._thread = threading.Thread(target=self._poll_loop, name=f"link {self.url}", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._closing.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self._inlet is not None:
+            try:
+                self._inlet.close_stream()
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self.connected.clear()
+
+    def send(self, message) -> None:
+        raise LinkError(f"{self.url}: an LSL stream takes no messages")
+
+    def _poll_loop(self) -> None:
+        assert self.hello is not None  # open() said it
+        rate = self.hello.sample_rate_hz
+        while not self._closing.wait(POLL_SECONDS):
+            if self._inlet is None:
+                self._again()
+                continue
+            try:
+                chunk, stamps = self._inlet.pull_chunk(timeout=0.0)
+            except Exception:  # noqa: BLE001 - pylsl's LostError (pylsl.util in 1.18), or the library failing
+                self.connected.clear()
+                self.problem = f"the stream {self.value!r} vanished; looking for it again every {RETRY_SECONDS:g} s"
+                self._inlet = None
+                continue
+            if not stamps:
+                continue
+            data = np.asarray(chunk, dtype=np.float32).reshape(len(stamps), -1)
+            if data.shape[1] != self.hello.channels:
+                self.counters.foreign_samples += len(data)
+                continue
+            times = np.asarray(stamps, dtype=np.float64)
+            if self._first_time is None:
+                self._first_time = times[0] - self._index / rate
+            # Each sample at its timestamp's index, but never at or before the one before it (clock jitter): the
+            # offsets from a steady count only grow, so a gap the network left stays one.
+            steps = np.arange(len(times))
+            offsets = np.round((times - self._first_time) * rate).astype(np.int64) - steps
+            indices = np.maximum.accumulate(np.maximum(offsets, self._index)) + steps
+            self._index = int(indices[-1]) + 1
+            cuts = np.flatnonzero(np.diff(indices) != 1) + 1
+            for start, stop in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(indices)]])):
+                placed = self._placed(Samples(int(indices[start]), data[start:stop]))
+                if placed is not None:
+                    self._put(placed)
+
+    def _again(self) -> None:
+        if self._closing.wait(RETRY_SECONDS):
+            return
+        inlet = self._resolve(RETRY_SECONDS)
+        if inlet is None:
+            return
+        self._inlet = inlet
+        self._index, self._first_time = 0, None  # its samples start again: a new epoch on the timeline
+        self.problem = ""
+        self.counters.reconnects += 1
+        self.connected.set()

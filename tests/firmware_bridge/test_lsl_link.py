@@ -1,0 +1,95 @@
+"""A Lab Streaming Layer stream as a front-end, with a real outlet pushed from another process on this machine: the
+HELLO from the stream's own rate and channel count, samples placed by their timestamps (a gap the sender left stays
+one), a stream that vanishes and returns is a new epoch, and what cannot be opened is one line."""
+
+import multiprocessing
+import time
+
+import pylsl  # a test extra: CI installs it, so these never skip
+import pytest
+
+from devtools.machine_speed import slowdown
+from firmware_bridge.link import DeviceReset, LinkError
+from firmware_bridge.protocol import Samples
+from firmware_bridge.text_link import open_link
+
+RATE, CHANNELS = 200.0, 8
+
+
+def _outlet(name: str, seconds: float, skip: tuple[int, int] = (0, 0)) -> None:
+    """An armband's outlet: CHANNELS at RATE, sample n's value n, timestamps on the sender's clock; samples in
+    `skip` are never sent (the network lost them)."""
+    info = pylsl.StreamInfo(name, "EMG", CHANNELS, RATE, pylsl.cf_float32, f"{name}-1")
+    outlet = pylsl.StreamOutlet(info)
+    started = pylsl.local_clock()
+    for n in range(int(seconds * RATE)):
+        due = started + n / RATE
+        while pylsl.local_clock() < due:
+            time.sleep(0.001)
+        if not skip[0] <= n < skip[1]:
+            outlet.push_sample([float(n)] * CHANNELS, due)
+
+
+def _start(name: str, seconds: float, skip=(0, 0)) -> multiprocessing.Process:
+    process = multiprocessing.get_context("spawn").Process(target=_outlet, args=(name, seconds, skip), daemon=True)
+    process.start()
+    return process
+
+
+def _read(link, count: int):
+    got, resets, deadline = [], [], time.monotonic() + 60 * slowdown()
+    while sum(len(m.data) for m in got) < count:
+        assert time.monotonic() < deadline, "timed out"
+        message = link.get(0.1)
+        if isinstance(message, Samples):
+            got.append(message)
+        elif isinstance(message, DeviceReset):
+            resets.append(message)
+    return got, resets
+
+
+@pytest.mark.slow
+def test_a_stream_is_read_by_its_timestamps_and_a_gap_the_sender_left_stays_one():
+    outlet = _start("tinynas-test-gap", 6.0, skip=(300, 320))
+    try:
+        with open_link("lsl:tinynas-test-gap?timeout=30").open() as link:
+            hello = link.wait_hello(5)
+            assert (hello.channels, hello.sample_rate_hz) == (CHANNELS, RATE)
+            got, _ = _read(link, 500)
+            assert link.counters.lost_samples == 20
+    finally:
+        outlet.terminate()
+    by_index = {m.first_sample + i: row[0] for m in got for i, row in enumerate(m.data)}
+    first = min(by_index)
+    assert all(by_index[first + k] - by_index[first] == k for k in range(0, 480, 7) if first + k in by_index)
+
+
+@pytest.mark.slow
+def test_a_stream_that_vanishes_and_returns_is_a_new_epoch():
+    first = _start("tinynas-test-return", 3.0)
+    try:
+        with open_link("lsl:name=tinynas-test-return&timeout=30").open() as link:
+            link.wait_hello(5)
+            _read(link, 200)
+            first.join(30)
+            second = _start("tinynas-test-return", 20.0)
+            try:
+                got, resets = _read(link, 400)
+                deadline = time.monotonic() + 60 * slowdown()
+                while not resets and time.monotonic() < deadline:
+                    resets += _read(link, 50)[1]
+                assert resets and link.counters.reconnects >= 1
+            finally:
+                second.terminate()
+    finally:
+        first.terminate()
+
+
+@pytest.mark.parametrize(("url", "why"), [
+    ("lsl:tinynas-no-such-stream?timeout=0.5", "no LSL stream with name 'tinynas-no-such-stream' within 0.5 s"),
+    ("lsl:color=blue", "give one of name, type, source_id"),
+    ("lsl:type=EMG&timeout=soon", "timeout must be seconds"),
+])
+def test_a_stream_that_cannot_be_opened_is_one_line(url, why):
+    with pytest.raises(LinkError, match=why):
+        open_link(url).open()
