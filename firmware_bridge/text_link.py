@@ -131,6 +131,7 @@ class TextLink(Link):
                     self._flush(block, now)
                     block = []
                     self._index, self._first_time = 0, None
+                    self._rates.clear()  # the silence of a restart is not the rate: measured again from here
                 block.append((self._next_index(values), values))
         self._flush(block, now)
         self._check_rate(now)
