@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
 ANSWER_SECONDS = 30.0
-"""Seconds the chip may take for one answer (an inference on a 16 MHz core is well under one)."""
+"""Seconds the chip may take for one answer (a bearing model took about a second per inference on a 16 MHz
+Cortex-M0 under QEMU, instructions counted as cycles: the margin is for larger models and slower cores)."""
 RECONNECT_SECONDS = 30.0
 """How long a check waits for an unplugged front-end before it says how far it got."""
 
