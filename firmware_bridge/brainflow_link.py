@@ -11,14 +11,13 @@ starts a new epoch. Needs `pip install brainflow` (tinynas[sensors]).
 
 from __future__ import annotations
 
-import threading
 import urllib.parse
 from typing import Any
 
 import numpy as np
 
-from firmware_bridge.link import Link, LinkError
-from firmware_bridge.protocol import Hello, Samples
+from firmware_bridge.link import Link, LinkError, PolledLink
+from firmware_bridge.protocol import Hello
 
 SCHEME = "brainflow:"
 POLL_SECONDS = 0.02
@@ -31,8 +30,10 @@ def is_brainflow_url(url: str) -> bool:
     return url.startswith(SCHEME)
 
 
-class BrainFlowLink(Link):
+class BrainFlowLink(PolledLink):
     """Samples of a BrainFlow board's EMG (or accelerometer) channels; the same interface as the framed Link."""
+
+    what = "a BrainFlow board"
 
     def __init__(self, url: str, **kwargs) -> None:
         try:
@@ -104,20 +105,8 @@ class BrainFlowLink(Link):
         from brainflow.board_shim import BoardIds
 
         name = BoardIds(described).name.lower()
-        self.hello = self.latest_hello = Hello(f"brainflow:{name}", "brainflow", len(rows), rate, "float32")
-        self._put(self.hello)
-        self._hello_seen.set()
-        self.connected.set()
-        self._thread = threading.Thread(target=self._poll_loop, name=f"link {self.url}", daemon=True)
-        self._thread.start()
+        self._announce(Hello(f"brainflow:{name}", "brainflow", len(rows), rate, "float32"))
         return self
-
-    def close(self) -> None:
-        self._closing.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._release()
-        self.connected.clear()
 
     def _release(self) -> None:
         shim, self._shim = self._shim, None
@@ -127,9 +116,6 @@ class BrainFlowLink(Link):
                     step()
                 except Exception:  # noqa: BLE001 - a board already gone
                     pass
-
-    def send(self, message) -> None:
-        raise LinkError(f"{self.url}: a BrainFlow board takes no messages")
 
     def _poll_loop(self) -> None:
         last_package: int | None = None
@@ -156,12 +142,7 @@ class BrainFlowLink(Link):
             else:
                 indices = self._index + indices
             self._index = int(indices[-1]) + 1
-            values = data[self._rows].T.astype(np.float32)
-            cuts = np.flatnonzero(np.diff(indices) != 1) + 1
-            for start, stop in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(indices)]])):
-                placed = self._placed(Samples(int(indices[start]), values[start:stop]))
-                if placed is not None:
-                    self._put(placed)
+            self._deliver(indices, data[self._rows].T.astype(np.float32))
 
     def _lost(self, exc: Exception) -> None:
         self.connected.clear()

@@ -27,6 +27,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, replace
 from typing import Protocol, cast
 
+import numpy as np
 import serial
 
 from firmware_bridge.errors import BridgeError
@@ -253,6 +254,15 @@ class Link:
             self._arrivals.popleft()
         return replace(message, first_sample=placement.first) if placement.first != message.first_sample else message
 
+    def _deliver(self, indices: np.ndarray, values: np.ndarray) -> None:
+        """Samples `values` (n, channels) at the device's increasing sample `indices`: each run of consecutive
+        indices placed on the timeline and queued as one Samples (a skipped index is a gap, as a lost frame is)."""
+        cuts = np.flatnonzero(np.diff(indices) != 1) + 1
+        for start, stop in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(indices)]])):
+            placed = self._placed(Samples(int(indices[start]), values[start:stop]))
+            if placed is not None:
+                self._put(placed)
+
     def _put(self, message) -> None:
         try:
             self._queue.put_nowait(message)
@@ -319,3 +329,34 @@ class Link:
     def ping(self, nonce: int = 0) -> None:
         """Send a Ping (the device answers with a Pong in the message stream)."""
         self.send(Ping(nonce))
+
+
+class PolledLink(Link):
+    """A source a library reads for us (BrainFlow, LSL) instead of a serial port: `open` says its HELLO and starts
+    `_poll_loop`; `close` stops it and `_release`s what the library holds; nothing can be sent to it."""
+
+    what = "this source"
+
+    def _announce(self, hello: Hello) -> None:
+        self.hello = self.latest_hello = hello
+        self._put(hello)
+        self._hello_seen.set()
+        self.connected.set()
+        self._thread = threading.Thread(target=self._poll_loop, name=f"link {self.url}", daemon=True)
+        self._thread.start()
+
+    def _poll_loop(self) -> None:
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        """Let go of the library's session or stream (it may be gone already)."""
+
+    def close(self) -> None:
+        self._closing.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._release()
+        self.connected.clear()
+
+    def send(self, message: Message) -> None:
+        raise LinkError(f"{self.url}: {self.what} takes no messages")

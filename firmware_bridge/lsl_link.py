@@ -10,14 +10,13 @@ resolved again every second and what it sends then starts a new epoch. Needs `pi
 
 from __future__ import annotations
 
-import threading
 import urllib.parse
 from typing import Any
 
 import numpy as np
 
-from firmware_bridge.link import Link, LinkError
-from firmware_bridge.protocol import Hello, Samples
+from firmware_bridge.link import Link, LinkError, PolledLink
+from firmware_bridge.protocol import Hello
 
 SCHEME = "lsl:"
 POLL_SECONDS = 0.02
@@ -29,8 +28,10 @@ def is_lsl_url(url: str) -> bool:
     return url.startswith(SCHEME)
 
 
-class LslLink(Link):
+class LslLink(PolledLink):
     """Samples of an LSL stream resolved by name or type; the same interface as the framed Link."""
+
+    what = "an LSL stream"
 
     def __init__(self, url: str, **kwargs) -> None:
         try:
@@ -74,27 +75,15 @@ class LslLink(Link):
             raise LinkError(f"{self.url}: the stream has {channels} channels at a nominal rate of {rate:g} Hz: an "
                             f"irregular stream (rate 0) cannot be cut into windows")
         self._inlet = inlet
-        self.hello = self.latest_hello = Hello(f"lsl:{info.name()}", f"lsl {info.type()}", channels, rate, "float32")
-        self._put(self.hello)
-        self._hello_seen.set()
-        self.connected.set()
-        self._thread = threading.Thread(target=self._poll_loop, name=f"link {self.url}", daemon=True)
-        self._thread.start()
+        self._announce(Hello(f"lsl:{info.name()}", f"lsl {info.type()}", channels, rate, "float32"))
         return self
 
-    def close(self) -> None:
-        self._closing.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+    def _release(self) -> None:
         if self._inlet is not None:
             try:
                 self._inlet.close_stream()
             except Exception:  # noqa: BLE001 - already gone
                 pass
-        self.connected.clear()
-
-    def send(self, message) -> None:
-        raise LinkError(f"{self.url}: an LSL stream takes no messages")
 
     def _poll_loop(self) -> None:
         assert self.hello is not None  # open() said it
@@ -125,11 +114,7 @@ class LslLink(Link):
             offsets = np.round((times - self._first_time) * rate).astype(np.int64) - steps
             indices = np.maximum.accumulate(np.maximum(offsets, self._index)) + steps
             self._index = int(indices[-1]) + 1
-            cuts = np.flatnonzero(np.diff(indices) != 1) + 1
-            for start, stop in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(indices)]])):
-                placed = self._placed(Samples(int(indices[start]), data[start:stop]))
-                if placed is not None:
-                    self._put(placed)
+            self._deliver(indices, data)
 
     def _again(self) -> None:
         if self._closing.wait(RETRY_SECONDS):

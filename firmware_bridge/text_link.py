@@ -27,7 +27,7 @@ from collections import deque
 import numpy as np
 
 from firmware_bridge.link import Link, LinkError
-from firmware_bridge.protocol import Hello, Samples
+from firmware_bridge.protocol import Hello
 
 SCHEME = "csv:"
 RATE_SECONDS = 2.0
@@ -98,7 +98,7 @@ class TextLink(Link):
         self._first_time: float | None = None
         self._last_arrival: float | None = None
         self._restart = False
-        self._held: list[tuple[int, np.ndarray]] = []   # samples before the HELLO: (device index, values)
+        self._held: list[tuple[np.ndarray, np.ndarray]] = []  # samples before the HELLO: (indices, values)
         self._rates: deque[tuple[float, int]] = deque()  # (arrival time, samples) for the rate check
 
     def _open_port(self):
@@ -198,23 +198,15 @@ class TextLink(Link):
         if not block:
             return
         self._rates.append((now, len(block)))
-        runs: list[list[tuple[int, list[float]]]] = [[block[0]]]
-        for item in block[1:]:
-            if item[0] == runs[-1][-1][0] + 1:
-                runs[-1].append(item)
-            else:
-                runs.append([item])
-        for run in runs:
-            message = Samples(run[0][0], np.asarray([v for _, v in run], dtype=np.float32).reshape(len(run), -1))
-            if self.problem:  # at a rate not the stated one: never recorded as if it were
-                self.counters.foreign_samples += len(run)
-                continue
-            if self.hello is None:
-                self._held.append((message.first_sample, message.data))
-                continue
-            placed = self._placed(message)
-            if placed is not None:
-                self._put(placed)
+        if self.problem:  # at a rate not the stated one: never recorded as if it were
+            self.counters.foreign_samples += len(block)
+            return
+        indices = np.array([index for index, _ in block])
+        values = np.asarray([row for _, row in block], dtype=np.float32)
+        if self.hello is None:
+            self._held.append((indices, values))
+        else:
+            self._deliver(indices, values)
 
     def _check_rate(self, now: float) -> None:
         while len(self._rates) > 2 and now - self._rates[1][0] >= RATE_SECONDS:
@@ -226,7 +218,7 @@ class TextLink(Link):
             self.problem = (f"the device prints {measured:.1f} samples a second, not the stated {self.stated_rate:g} "
                             f"(rate={self.stated_rate:g}): fix the rate, or the sketch's timing; its samples are not "
                             f"used meanwhile")
-            self.counters.foreign_samples += sum(len(data) for _, data in self._held)
+            self.counters.foreign_samples += sum(len(values) for _, values in self._held)
             self._held = []
             return
         self.problem = ""
@@ -236,10 +228,8 @@ class TextLink(Link):
             self._put(self.hello)
             self._hello_seen.set()
             held, self._held = self._held, []
-            for first, data in held:
-                placed = self._placed(Samples(first, data))
-                if placed is not None:
-                    self._put(placed)
+            for indices, values in held:
+                self._deliver(indices, values)
 
 
 def open_link(url: str, baudrate: int = 1_000_000) -> Link:

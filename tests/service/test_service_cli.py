@@ -1,3 +1,4 @@
+import contextlib
 import json
 import os
 import subprocess
@@ -159,6 +160,34 @@ def _wait(condition, seconds, what, process):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@contextlib.contextmanager
+def _running_service(tmp_path, port: str):
+    """`tinynas service run` on `port` with a config of its own: yields (the config, a function returning its
+    status.json or None, the page's address, the process); killed if the test did not stop it, and its output
+    must hold no traceback."""
+    import urllib.request
+
+    http = free_port()
+    config = tmp_path / "tinynas.toml"
+    config.write_text(f'port = "{port}"\ndata_dir = "{tmp_path / "data"}"\nhttp_port = {http}\n')
+    service = subprocess.Popen([sys.executable, "-m", "tinynas.cli", "service", "run", "--config", str(config)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def live():
+        try:
+            return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{http}/status.json", timeout=2).read())
+        except OSError:
+            return None
+
+    try:
+        yield config, live, f"http://127.0.0.1:{http}/", service
+    finally:
+        if service.poll() is None:
+            service.kill()
+        output = service.stdout.read()
+    assert "Traceback" not in output, output
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("wire", ["frames", "text"])
 def test_service_without_a_device_waits_serving_the_page_then_connects(tmp_path, wire):
@@ -170,25 +199,13 @@ def test_service_without_a_device_waits_serving_the_page_then_connects(tmp_path,
     from firmware_bridge.protocol import Hello
     from firmware_bridge.simulator import ArraySource, Simulator
 
-    port, http = tmp_path / "dev" / "ttyTINYNAS0", free_port()
+    port = tmp_path / "dev" / "ttyTINYNAS0"
     port.parent.mkdir()
-    config = tmp_path / "tinynas.toml"
     url = str(port) if wire == "frames" else f"csv:{port}?rate=200"
-    config.write_text(f'port = "{url}"\ndata_dir = "{tmp_path / "data"}"\nhttp_port = {http}\n')
-    service = subprocess.Popen([sys.executable, "-m", "tinynas.cli", "service", "run", "--config", str(config)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-    def live():
-        try:
-            return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{http}/status.json", timeout=2).read())
-        except OSError:
-            return None
-
-    try:
+    with _running_service(tmp_path, url) as (config, live, address, service):
         waiting = _wait(lambda: (live() or {}).get("device", {}).get("waiting"), 60, "the waiting page", service)
         assert f"waiting for the sensor on {url}" in waiting and "plug it in" in waiting
-        page = urllib.request.urlopen(f"http://127.0.0.1:{http}/", timeout=2).read().decode()
-        assert "<html" in page
+        assert "<html" in urllib.request.urlopen(address, timeout=2).read().decode()
         stream = (np.random.default_rng(0).normal(size=(2000, 2)) * 5).astype(np.int8)
         with Simulator(ArraySource(stream), Hello("sim", "1", 2, 200.0, "int8"), port_dir=port.parent, wire=wire):
             status = _wait(lambda: (s := live()) and s["device"].get("connected") and s["link"]["samples"] > 0
@@ -196,45 +213,21 @@ def test_service_without_a_device_waits_serving_the_page_then_connects(tmp_path,
             assert status["device"]["channels"] == 2 and status["link"]["samples_per_second"] >= 0
             assert tinynas("service", "stop", "--config", str(config)).returncode == 0
             assert service.wait(60) == 0
-    finally:
-        if service.poll() is None:
-            service.kill()
-        output = service.stdout.read()
-    assert "Traceback" not in output, output
 
 
 @pytest.mark.slow
 def test_service_reads_a_brainflow_board_as_its_sensor(tmp_path):
     """The service on BrainFlow's synthetic board (port = "brainflow:synthetic"): connected, its EMG channels and
     rate on the status, samples arriving; stopped cleanly."""
-    import urllib.request
-
     from brainflow.board_shim import BoardIds, BoardShim
 
-    http = free_port()
-    config = tmp_path / "tinynas.toml"
-    config.write_text(f'port = "brainflow:synthetic"\ndata_dir = "{tmp_path / "data"}"\nhttp_port = {http}\n')
-    service = subprocess.Popen([sys.executable, "-m", "tinynas.cli", "service", "run", "--config", str(config)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-    def live():
-        try:
-            return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{http}/status.json", timeout=2).read())
-        except OSError:
-            return None
-
-    try:
+    with _running_service(tmp_path, "brainflow:synthetic") as (config, live, _, service):
         status = _wait(lambda: (s := live()) and s["device"].get("connected") and s["link"]["samples"] > 0 and s,
                        60, "the board's samples", service)
         emg = BoardShim.get_emg_channels(BoardIds.SYNTHETIC_BOARD.value)
         assert status["device"]["device_id"] == "brainflow:synthetic_board" and status["device"]["channels"] == len(emg)
         assert tinynas("service", "stop", "--config", str(config)).returncode == 0
         assert service.wait(60) == 0
-    finally:
-        if service.poll() is None:
-            service.kill()
-        output = service.stdout.read()
-    assert "Traceback" not in output, output
 
 
 @pytest.mark.parametrize("text, words", [
