@@ -80,6 +80,8 @@ class Person:
         self.played: list[tuple[str, int, int]] = []  # (sign, first sample, samples): each sign as it starts
         self.gains = np.ones(channels)
         """Each electrode's gain as the armband sits now (1 until it is put on again: `redon`)."""
+        self.rotation = 0
+        """Electrodes the armband sits turned by (0 until it is put on again turned: `redon(rotation=n)`)."""
         self.donnings = 1
         self.redon_spread = 0.25
         """How much each electrode's gain changes when the armband is put on again (log-normal spread)."""
@@ -111,11 +113,14 @@ class Person:
             self.perform(sign, delay, window_seconds + b.hold_seconds)
         return record
 
-    def redon(self) -> np.ndarray:
+    def redon(self, rotation: int = 0) -> np.ndarray:
         """Take the armband off and put it on again: every electrode sits a little elsewhere, so each channel's
-        gain changes (log-normal, `redon_spread` in log units); the signs' patterns stay. Returns the new gains."""
+        gain changes (log-normal, `redon_spread` in log units); the signs' patterns stay. `rotation`: the band
+        also sits turned by that many electrodes from the first day (what a ring armband put on without looking
+        does: the muscle under electrode i is now under electrode i + rotation). Returns the new gains."""
         with self._lock:
             self.gains = np.exp(self.rng.normal(0.0, self.redon_spread, size=self.channels))
+            self.rotation = int(rotation)
             self.donnings += 1
             return self.gains.copy()
 
@@ -131,7 +136,8 @@ class Person:
         with self._lock:
             if delay_seconds > 0:
                 self._queue.append((None, self._still(int(round(delay_seconds * self.rate)))))
-            self._queue.append((sign, np.concatenate(parts)[:need] * self.gains))
+            sound = np.roll(np.concatenate(parts)[:need], self.rotation, axis=1)
+            self._queue.append((sign, sound * self.gains))
 
     def _still(self, count: int) -> np.ndarray:
         return self.rng.normal(0.0, self.noise, size=(count, self.channels))

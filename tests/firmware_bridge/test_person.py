@@ -80,3 +80,14 @@ def test_an_armband_put_on_again_changes_each_channel_s_gain_not_the_sign():
     after = person.read(40)
     assert person.donnings == 2 and not np.allclose(gains, 1.0) and np.all(gains > 0)
     assert np.allclose(before, 20.0) and np.allclose(after, 20.0 * gains)
+
+
+def test_an_armband_put_on_again_turned_moves_each_muscle_to_the_next_electrode():
+    sign = np.zeros((1, 40, 3))
+    sign[..., 0] = 30.0  # the muscle under electrode 0 on the first day
+    person = Person({"fist": sign}, 3, 200.0, np.float32, noise=0.0, behaviour=Behaviour(seed=3))
+    gains = person.redon(rotation=1)
+    person.perform("fist", 0.0, 0.2)
+    after = person.read(40)
+    assert person.rotation == 1
+    assert np.allclose(after[:, 1], 30.0 * gains[1]) and np.allclose(after[:, [0, 2]], 0.0)
