@@ -11,6 +11,7 @@ starts a new epoch. Needs `pip install brainflow` (tinynas[sensors]).
 
 from __future__ import annotations
 
+import time
 import urllib.parse
 from typing import Any
 
@@ -22,6 +23,9 @@ from firmware_bridge.protocol import Hello
 SCHEME = "brainflow:"
 POLL_SECONDS = 0.02
 RETRY_SECONDS = 1.0
+SILENT_SECONDS = 2.0
+"""A board that sends nothing for this long has gone (BrainFlow's serial drivers retry a vanished port forever
+without a word: a Cyton's dongle pulled, a board reset); it is prepared again every RETRY_SECONDS."""
 _PARAMS = ("serial_port", "mac_address", "ip_address", "ip_port", "file", "master_board", "serial_number",
            "other_info", "timeout", "ip_protocol")
 
@@ -119,18 +123,22 @@ class BrainFlowLink(PolledLink):
 
     def _poll_loop(self) -> None:
         last_package: int | None = None
+        heard = time.monotonic()
         while not self._closing.wait(POLL_SECONDS):
             if self._shim is None:
                 if not self._again():
                     continue
-                last_package = None
+                last_package, heard = None, time.monotonic()
             try:
                 data = self._shim.get_board_data()
             except Exception as exc:  # noqa: BLE001 - the board went away: prepared again every second
-                self._lost(exc)
+                self._gone(str(exc))
                 continue
             if data.shape[1] == 0:
+                if time.monotonic() - heard > SILENT_SECONDS:
+                    self._gone(f"nothing for {SILENT_SECONDS:g} s")
                 continue
+            heard = time.monotonic()
             indices = np.arange(data.shape[1])
             if self._package is not None:
                 packages = data[self._package].astype(np.int64)
@@ -144,9 +152,9 @@ class BrainFlowLink(PolledLink):
             self._index = int(indices[-1]) + 1
             self._deliver(indices, data[self._rows].T.astype(np.float32))
 
-    def _lost(self, exc: Exception) -> None:
+    def _gone(self, why: str) -> None:
         self.connected.clear()
-        self.problem = f"the board stopped answering ({str(exc)[:80]}); trying again every {RETRY_SECONDS:g} s"
+        self.problem = f"the board stopped answering ({why[:80]}); trying again every {RETRY_SECONDS:g} s"
         self._release()
 
     def _again(self) -> bool:

@@ -21,6 +21,10 @@ from firmware_bridge.protocol import Hello
 SCHEME = "lsl:"
 POLL_SECONDS = 0.02
 RETRY_SECONDS = 1.0
+JITTER_SECONDS = 0.05
+"""How far a timestamp may stray from its sample's place before it is a gap (a sender's push jitter and clock): a
+loss shorter than this is not seen (the samples after it follow on), the price of not cutting windows at every
+late push."""
 _PROPERTIES = ("name", "type", "source_id")
 
 
@@ -105,16 +109,29 @@ class LslLink(PolledLink):
             if data.shape[1] != self.hello.channels:
                 self.counters.foreign_samples += len(data)
                 continue
-            times = np.asarray(stamps, dtype=np.float64)
-            if self._first_time is None:
-                self._first_time = times[0] - self._index / rate
-            # Each sample at its timestamp's index, but never at or before the one before it (clock jitter): the
-            # offsets from a steady count only grow, so a gap the network left stays one.
-            steps = np.arange(len(times))
-            offsets = np.round((times - self._first_time) * rate).astype(np.int64) - steps
-            indices = np.maximum.accumulate(np.maximum(offsets, self._index)) + steps
-            self._index = int(indices[-1]) + 1
+            indices = self._place(np.asarray(stamps, dtype=np.float64), rate)
             self._deliver(indices, data)
+
+    def _place(self, times: np.ndarray, rate: float) -> np.ndarray:
+        """Each sample's index on the timeline from its timestamp. Senders stamp when they push (a chunk late by
+        what their program was busy with) and their clocks run a little fast or slow of the nominal rate: a
+        timestamp within JITTER_SECONDS of where the count puts it is that place (the count follows the stamps),
+        and only a jump beyond that between two samples is a gap. Never at or before the sample before it."""
+        indices = np.empty(len(times), dtype=np.int64)
+        tolerance = max(2, round(JITTER_SECONDS * rate))
+        if self._first_time is None:
+            self._first_time = times[0] - self._index / rate
+        index, first = self._index, self._first_time
+        for n, stamp in enumerate(times):
+            ahead = round((stamp - first) * rate) - index
+            if ahead > tolerance:
+                index += ahead  # the sender left a gap (lost, or never sampled)
+            elif ahead:
+                first += ahead / rate  # jitter or drift: follow the stamps
+            indices[n] = index
+            index += 1
+        self._first_time, self._index = first, index
+        return indices
 
     def _again(self) -> None:
         if self._closing.wait(RETRY_SECONDS):

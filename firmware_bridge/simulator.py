@@ -31,6 +31,7 @@ from typing import Protocol
 
 import numpy as np
 
+from firmware_bridge import cyton_wire
 from firmware_bridge.link import LinkError
 from firmware_bridge.protocol import (
     CAN_TEST,
@@ -146,9 +147,10 @@ class Chip(Protocol):
 
 
 DEFAULT_PORT_NAME = "ttyTINYNAS0"
-WIRES = ("frames", "text")
-"""What the simulated front-end speaks: tinynas's frames, or a sketch's plain text (one line of numbers per sample,
-a banner when it starts; firmware_bridge.text_link reads it)."""
+WIRES = ("frames", "text", "cyton", "lsl")
+"""What the simulated front-end speaks: tinynas's frames; a sketch's plain text (one line of numbers per sample,
+a banner when it starts; firmware_bridge.text_link reads it); an OpenBCI Cyton's packets (8 channels at 250 Hz,
+firmware_bridge.cyton_wire; BrainFlow's driver reads it); or an LSL outlet (no pty: `port` is its `lsl:` URL)."""
 BANNER = b"tinynas simulate: plain-text sensor started\r\n"
 """The port's name in its folder when none is given."""
 
@@ -162,9 +164,15 @@ class Simulator:
                  wire: str = "frames") -> None:
         if wire not in WIRES:
             raise ValueError(f"wire must be one of {', '.join(WIRES)}, got {wire!r}")
-        if wire == "text" and chip is not None:
-            raise ValueError("a plain-text front-end cannot carry a chip's test bytes: use wire='frames'")
+        if wire != "frames" and chip is not None:
+            raise ValueError(f"a {wire} front-end cannot carry a chip's test bytes: use wire='frames'")
+        if wire == "cyton" and (hello.channels, hello.sample_rate_hz) != (cyton_wire.CHANNELS, cyton_wire.RATE_HZ):
+            raise ValueError(f"a Cyton streams {cyton_wire.CHANNELS} channels at {cyton_wire.RATE_HZ:g} Hz, not "
+                             f"{hello.channels} at {hello.sample_rate_hz:g}")
         self.wire = wire
+        self._board = cyton_wire.Commands()
+        self._packet = 0  # the Cyton's sample counter
+        self._outlet = None
         self.source = source
         self.hello = replace(hello, capabilities=hello.capabilities | CAN_TEST) if chip is not None else hello
         self.chip = chip
@@ -177,6 +185,8 @@ class Simulator:
         self._dir = Path(port_dir) if port_dir else Path(tempfile.mkdtemp(prefix="tinynas-sim-"))
         self._dir.mkdir(parents=True, exist_ok=True)
         self.port = str(self._dir / port_name)
+        if wire == "lsl":  # the stream's name: the device's and this process's (two simulators on one network)
+            self.port = f"lsl:{hello.device_id}-{os.getpid()}"
         self._master: int | None = None
         self._target: str | None = None
         """The pty our port link points to (a restarted simulator's link is not ours to remove)."""
@@ -200,6 +210,10 @@ class Simulator:
 
     # ---- the pty ------------------------------------------------------------------------
     def _plug(self) -> None:
+        if self.wire == "lsl":
+            self._outlet = lsl_outlet(self.port[len("lsl:"):], self.hello)
+            self._plugged.set()
+            return
         master, slave = pty.openpty()
         tty.setraw(slave)  # no line discipline: bytes pass untouched (no CR/LF mangling, no echo)
         tty.setraw(master)
@@ -215,6 +229,7 @@ class Simulator:
 
     def _unplug_now(self) -> None:
         self._plugged.clear()
+        self._outlet = None  # the stream vanishes from the network (liblsl closes it with its last reference)
         for fd in (self._master, self._slave):
             if fd is not None:
                 try:
@@ -234,8 +249,9 @@ class Simulator:
 
     # ---- streaming ----------------------------------------------------------------------
     def start(self) -> Simulator:
-        """Create the pty and start streaming (HELLO first)."""
-        _check_port_path(Path(self.port))
+        """Create the pty (or the LSL outlet) and start streaming (HELLO first)."""
+        if self.wire != "lsl":
+            _check_port_path(Path(self.port))
         self._plug()
         self._thread = threading.Thread(target=self._run, name="simulator", daemon=True)
         self._thread.start()
@@ -303,6 +319,9 @@ class Simulator:
                 data = os.read(master, 4096)
             except (OSError, ValueError):
                 return  # unplugged meanwhile
+        if self.wire == "cyton":  # single-letter commands, answered as the board does
+            self._write_raw(self._board.feed(data))
+            return
         for _sequence, message in self._from_host.feed(data):
             if isinstance(message, Ping):
                 self._send(Pong(message.nonce))
@@ -312,8 +331,16 @@ class Simulator:
 
     def _send(self, message) -> None:
         with self._sequence_lock:  # the stream and the chip's answers send from two threads
+            if self.wire == "lsl":
+                self._push(message)
+                return
             if self.wire == "text":
                 frame = _as_text(message)
+            elif self.wire == "cyton":
+                frame = b""
+                if isinstance(message, Samples) and self._board.streaming:
+                    frame = cyton_wire.packets(self._packet, message.data)
+                    self._packet = (self._packet + len(message.data)) % 256
             else:
                 frame = encode_frame(message, self._sequence)
                 self._sequence = (self._sequence + 1) & 0xFFFF
@@ -326,6 +353,13 @@ class Simulator:
                 os.write(self._master, frame)
             except OSError:
                 pass
+
+    def _push(self, message) -> None:
+        """Samples into the LSL outlet, stamped when pushed (as a sender's program does: LSL's own clock)."""
+        outlet = self._outlet
+        if outlet is not None and isinstance(message, Samples):
+            self.frames_sent += 1
+            outlet.push_chunk(np.asarray(message.data, dtype=np.float32))
 
     def _damage(self, frame: bytes) -> bytes:
         if not (self.faults.drop_byte_probability or self.faults.flip_bit_probability):
@@ -353,6 +387,7 @@ class Simulator:
                 self.restarts += 1
                 if self.wire == "text":
                     self._write_raw(BANNER)
+                self._board, self._packet = cyton_wire.Commands(), 0  # a Cyton powers up silent
                 self.sample_index = first = 0
                 self._sequence = 0
                 started = time.monotonic()
@@ -372,6 +407,8 @@ class Simulator:
             self.sample_index += self.block
 
     def _send_hello(self, flush: bool = True) -> None:
+        if self.wire in ("cyton", "lsl"):  # a board that speaks when spoken to; a stream described by its outlet
+            return
         if self.wire == "text":
             if flush:  # a sketch prints its banner when it starts, and says nothing else about itself
                 self._write_raw(BANNER)
@@ -380,6 +417,17 @@ class Simulator:
             with self._write_lock:
                 os.write(self._master, b"\x00")  # flush whatever partial frame the host holds
         self._send(self.hello)
+
+
+def lsl_outlet(name: str, hello: Hello):
+    """An LSL outlet for `hello`'s stream: EMG, its channels and nominal rate, float32 samples."""
+    try:
+        import pylsl
+    except (ImportError, RuntimeError):  # pylsl raises RuntimeError when liblsl is missing
+        raise LinkError("an LSL outlet needs pylsl: pip install pylsl (or tinynas[sensors])") from None
+
+    info = pylsl.StreamInfo(name, "EMG", hello.channels, hello.sample_rate_hz, pylsl.cf_float32, name)
+    return pylsl.StreamOutlet(info)
 
 
 def _as_text(message) -> bytes:

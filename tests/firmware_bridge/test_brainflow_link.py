@@ -73,3 +73,47 @@ def test_a_board_that_cannot_be_opened_is_one_line(url, why):
     with pytest.raises(LinkError, match=why) as caught:
         open_link(url).open()
     assert "\n" not in str(caught.value)
+
+
+def _cyton(port_dir, stream):
+    from firmware_bridge import cyton_wire
+    from firmware_bridge.protocol import Hello
+    from firmware_bridge.simulator import ArraySource, Simulator
+
+    hello = Hello("sim-cyton", "1.0", cyton_wire.CHANNELS, cyton_wire.RATE_HZ, "float32")
+    return Simulator(ArraySource(stream), hello, port_dir=port_dir, wire="cyton")
+
+
+def test_a_cyton_on_a_serial_port_is_read_by_brainflows_own_driver_value_for_value(tmp_path):
+    """tinynas's simulated Cyton on a pseudo-terminal (firmware_bridge.cyton_wire: the board's commands and 33-byte
+    packets) read by BrainFlow's Cyton driver: BrainFlow's microvolts are the samples sent, in order."""
+    from firmware_bridge import cyton_wire
+
+    stream = np.round(np.random.default_rng(0).normal(0, 40, size=(5000, 8)), 3)
+    with _cyton(tmp_path, stream) as cyton, open_link(f"brainflow:cyton?serial_port={cyton.port}").open() as link:
+        hello = link.wait_hello(10 * slowdown())
+        assert (hello.channels, hello.sample_rate_hz) == (8, 250.0)
+        played = _samples(link, 500)
+    microvolts = 4.5 / (2 ** 23 - 1) / 24 * 1e6 * cyton_wire.COUNTS_PER_UNIT
+    sent = np.round(stream * cyton_wire.COUNTS_PER_UNIT) / cyton_wire.COUNTS_PER_UNIT
+    start = int(np.argmin(np.abs(sent[:, 0] * microvolts - played[0, 0])))
+    assert np.allclose(played, sent[start:start + len(played)] * microvolts, rtol=1e-5, atol=1e-3)
+    assert link.counters.lost_samples == 0
+
+
+def test_a_cyton_unplugged_and_back_is_prepared_again_and_a_new_epoch(tmp_path):
+    """The dongle pulled for a second: BrainFlow's driver says nothing (its serial read retries for ever); the link
+    hears nothing for SILENT_SECONDS, prepares the board again once it is back, and what it sends is a new epoch."""
+    from firmware_bridge.link import DeviceReset
+
+    stream = np.random.default_rng(1).normal(0, 40, size=(250 * 60, 8))
+    with _cyton(tmp_path, stream) as cyton, open_link(f"brainflow:cyton?serial_port={cyton.port}").open() as link:
+        link.wait_hello(10 * slowdown())
+        _samples(link, 250)
+        cyton.unplug(1.0)
+        deadline, reset = time.monotonic() + 30 * slowdown(), None
+        while reset is None:
+            assert time.monotonic() < deadline, "the board was not prepared again"
+            message = link.get(0.1)
+            reset = message if isinstance(message, DeviceReset) else None
+        assert link.counters.reconnects == 1 and len(_samples(link, 250)) >= 250

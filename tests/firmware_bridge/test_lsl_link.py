@@ -93,3 +93,23 @@ def test_a_stream_that_vanishes_and_returns_is_a_new_epoch():
 def test_a_stream_that_cannot_be_opened_is_one_line(url, why):
     with pytest.raises(LinkError, match=why):
         open_link(url).open()
+
+
+@pytest.mark.parametrize("clock", [1.0, 0.995, 1.005])  # the sender's clock: true, 0.5 % slow, 0.5 % fast
+def test_push_jitter_and_a_drifting_clock_are_no_gap_and_a_gap_stays_one(clock):
+    """Stamps as a sender's program makes them: chunks of 5 stamped when pushed, up to 40 ms late, by a clock a
+    little off the nominal rate, and 100 samples never sent: the timeline has that one gap and no other."""
+    import numpy as np
+
+    from firmware_bridge.lsl_link import LslLink
+
+    link = LslLink(f"lsl:placement-{clock}")  # not opened: only its placement of timestamps
+    rng = np.random.default_rng(0)
+    sent = np.r_[0:2000, 2100:6000]
+    indices = []
+    for chunk in np.array_split(sent, len(sent) // 5):
+        pushed = chunk[-1] / RATE * clock + rng.uniform(0.0, 0.04)
+        indices.append(link._place(pushed - (chunk[-1] - chunk) / RATE, RATE))
+    steps = np.diff(np.concatenate(indices))
+    assert np.all(steps >= 1)
+    assert np.sum(steps > 1) == 1 and abs(steps.max() - 101) <= 0.05 * RATE + 0.04 * RATE

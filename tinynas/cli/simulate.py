@@ -17,7 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
+from firmware_bridge.cyton_wire import CHANNELS as CYTON_CHANNELS
+from firmware_bridge.cyton_wire import RATE_HZ as CYTON_RATE_HZ
 from firmware_bridge.person import Behaviour, Machine, Person
+from firmware_bridge.simulator import WIRES
 from tinynas.errors import UsageError
 from tinynas.hil.chip import EmulatedChip
 from tinynas.options import check_positive, check_probability
@@ -43,9 +46,11 @@ def register(sub) -> None:
     simulate.add_argument("--keep-counter", action="store_true",
                           help="with --unplug-every: a self-powered device, whose counter runs on while unplugged")
     simulate.add_argument("--device-id", default="tinynas-sim")
-    simulate.add_argument("--wire", choices=("frames", "text"), default="frames",
+    simulate.add_argument("--wire", choices=WIRES, default="frames",
                           help="frames: tinynas's framed protocol (default); text: a sketch printing one line of "
-                               "numbers per sample (read it with port csv:PORT?rate=HZ)")
+                               "numbers per sample (port csv:PORT?rate=HZ); cyton: an OpenBCI Cyton board, 8 "
+                               "channels at 250 Hz (port brainflow:cyton?serial_port=PORT); lsl: an LSL outlet "
+                               "instead of a port (port lsl:NAME, printed)")
     simulate.add_argument("--chip", metavar="FIRMWARE",
                           help="a front-end that also holds a model: the folder `tinynas firmware` built for an "
                                "emulated board, run by QEMU and answering the service's check on the sensor's link")
@@ -145,11 +150,17 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                                  f"{', '.join(sorted(source.states))})")
     else:
         source = ArraySource(windows.x.reshape(-1, windows.channels).astype(dtype))
-    if args.wire == "text" and args.chip:
-        raise UsageError("--chip needs --wire frames: a plain-text sensor has no way to carry the chip's tests")
-    if args.wire == "text" and args.speed != 1:
-        raise UsageError("--wire text streams at the true rate (the host checks it against the stated one): drop "
-                         "--speed")
+    if args.wire != "frames" and args.chip:
+        raise UsageError(f"--chip needs --wire frames: a {args.wire} sensor has no way to carry the chip's tests")
+    if args.wire != "frames" and args.speed != 1:
+        raise UsageError(f"--wire {args.wire} streams at the true rate (the host takes it as the stated one): drop "
+                         f"--speed")
+    if args.wire == "cyton" and (windows.channels, windows.sample_rate_hz) != (CYTON_CHANNELS, CYTON_RATE_HZ):
+        raise UsageError(f"--wire cyton: a Cyton streams {CYTON_CHANNELS} channels at {CYTON_RATE_HZ:g} Hz, and "
+                         f"{args.source} has {windows.channels} at {windows.sample_rate_hz:g} Hz (e.g. --source "
+                         f"'synthetic:emg?sample_rate_hz=250')")
+    if args.wire == "lsl" and args.port:
+        raise UsageError("--wire lsl makes a stream, not a port: drop --port (the stream's name is printed)")
     faults = Faults(drop_byte_probability=args.drop, flip_bit_probability=args.flip, seed=args.seed)
     with contextlib.ExitStack() as stack:
         chip = stack.enter_context(EmulatedChip(args.chip)) if args.chip else None
@@ -170,6 +181,8 @@ def _stream(args: argparse.Namespace, simulator, source, windows, fmt: str, data
         print(f"  with model {chip.model_hash} on an emulated {chip.board.name} beside the sensor", flush=True)
     if args.wire == "text":
         print(f"  as plain text: read it as csv:{simulator.port}?rate={windows.sample_rate_hz:g}", flush=True)
+    if args.wire == "cyton":
+        print(f"  as an OpenBCI Cyton: read it as brainflow:cyton?serial_port={simulator.port}", flush=True)
     follower = Follower(args.follow, args.token, source, data_dir, Path(args.log) if args.log else None,
                         simulator=simulator, serving_check=args.serving_check,
                         serve_state=args.serve_state, fault=args.fault, fault_after=args.fault_after) \
