@@ -28,6 +28,12 @@ REFERENCE_SECONDS = 0.12  # _WORK on an idle two-core development machine, two a
 _ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
+REMEMBER_SECONDS = 30.0
+"""A measure is reused this long: it takes 3 s, and helpers that wait (a read, a service's state) ask for it at every
+call; the load it measures is that of the minutes around it (the search budgets it scales last 10-60 s)."""
+_measured: dict[int, tuple[float, float]] = {}  # workers -> (when, slowdown)
+
+
 def slowdown(workers: int = 2) -> float:
     """How much slower than an idle development machine this one runs now (>= 1): budgets scale with it.
 
@@ -35,6 +41,9 @@ def slowdown(workers: int = 2) -> float:
     workload runs in `workers` processes at once, as the search's workers do, so the measure sees the
     cores they will share (e.g. one core under `taskset -c 0` with another program busy on it).
     """
+    remembered = _measured.get(workers)
+    if remembered is not None and time.monotonic() - remembered[0] < REMEMBER_SECONDS:
+        return remembered[1]
     seconds = []
     # Three samples a second apart, the fastest kept: the sustained load, not a moment's (two xdist workers starting
     # journeys at once measured 7-10x back to back, 3-4x over the minutes their searches ran, and each budget was
@@ -45,4 +54,6 @@ def slowdown(workers: int = 2) -> float:
         runs = [subprocess.Popen([sys.executable, "-c", _WORK], stdout=subprocess.PIPE, text=True, env=_ONE_THREAD)
                 for _ in range(workers)]
         seconds.append(max(float(run.communicate()[0]) for run in runs))
-    return max(1.0, min(seconds) / REFERENCE_SECONDS)
+    value = max(1.0, min(seconds) / REFERENCE_SECONDS)
+    _measured[workers] = (time.monotonic(), value)
+    return value

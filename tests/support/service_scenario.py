@@ -43,15 +43,23 @@ def gestures(seed=0, channels=4):
     return windows
 
 
+PORTS = {"frames": "{port}", "text": "csv:{port}?rate={rate:g}", "cyton": "brainflow:cyton?serial_port={port}",
+         "lsl": "{port}"}
+"""The service's `port` for each front-end the simulator can be (its `port`: a pty's path, or an LSL stream's URL)."""
+
+
 class Scenario:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, wire: str = "frames"):
         self.root = root
         self.data = root / "data"
+        # A Cyton streams 8 channels at 250 Hz; the others the armband's 4 at 200 Hz.
+        channels, rate = (8, 250.0) if wire == "cyton" else (4, RATE)
         # A realistic person, later than the default (20 % late starts), 2 % wrong signs, 2 % missed ones.
-        self.source = Person(gestures(), 4, RATE, np.int8, noise=1.5,
+        self.source = Person(gestures(channels=channels), channels, rate, np.int8, noise=1.5,
                              behaviour=Behaviour(late_probability=0.2, seed=1), rest_class="rest")
-        self.simulator = Simulator(self.source, Hello("sim-armband", "1.0", 4, RATE, "int8"),
-                                   port_dir=root / "dev").start()
+        self.simulator = Simulator(self.source, Hello("sim-armband", "1.0", channels, rate, "int8"),
+                                   port_dir=root / "dev", wire=wire).start()
+        port = PORTS[wire].format(port=self.simulator.port, rate=rate)
         plan = root / "plan.json"
         plan.write_text(json.dumps({"classes": list(PLAN_CLASSES), "rest_class": "rest",
                                     "repetitions": REPETITIONS, "window_seconds": 1.0, "rest_seconds": 1.0,
@@ -60,7 +68,7 @@ class Scenario:
         self.slowdown = _slowdown()
         self.config = root / "tinynas.toml"
         self.config.write_text(
-            f'port = "{self.simulator.port}"\ndata_dir = "{self.data}"\ntarget = "STM32F030F4P6"\n'
+            f'port = "{port}"\ndata_dir = "{self.data}"\ntarget = "STM32F030F4P6"\n'
             f'budget = "{40 * self.slowdown:.0f}s"\n'
             f'epochs = 40\nlearning_rate = 0.01\nfinal_epochs = 60\nworkers = 2\nplan = "{plan}"\n'
             f'hop_seconds = 0.25\nsmoothing = 1\n'
