@@ -11,6 +11,7 @@ starts a new epoch. Needs `pip install brainflow` (tinynas[sensors]).
 
 from __future__ import annotations
 
+import platform
 import time
 import urllib.parse
 from typing import Any
@@ -41,10 +42,16 @@ class BrainFlowLink(PolledLink):
 
     def __init__(self, url: str, **kwargs) -> None:
         try:
-            from brainflow.board_shim import BoardIds, BrainFlowInputParams
+            from brainflow.board_shim import BoardControllerDLL, BoardIds, BrainFlowInputParams
         except ImportError:
             raise LinkError(f"{url}: BrainFlow is not installed: pip install brainflow (or tinynas[sensors])") \
                 from None
+        try:
+            BoardControllerDLL.get_instance()
+        except OSError as exc:  # FileNotFoundError too: the wheel's libraries are x86_64 Linux, Windows and macOS
+            raise LinkError(f"{url}: BrainFlow's library does not load on this {platform.machine()} machine "
+                            f"({str(exc)[:120]}): PyPI's BrainFlow carries no Linux ARM build; build BrainFlow from "
+                            f"source here (docs/collecting.md)") from None
         parts = urllib.parse.urlsplit(url[len(SCHEME):])
         name = parts.path.strip("/")
         query = dict(urllib.parse.parse_qsl(parts.query))

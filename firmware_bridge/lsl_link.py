@@ -10,6 +10,7 @@ resolved again every second and what it sends then starts a new epoch. Needs `pi
 
 from __future__ import annotations
 
+import platform
 import urllib.parse
 from typing import Any
 
@@ -28,6 +29,20 @@ late push."""
 _PROPERTIES = ("name", "type", "source_id")
 
 
+def import_pylsl(what: str):
+    """pylsl, or one line: not installed, or installed without liblsl (PyPI's pylsl bundles liblsl for x86_64 Linux,
+    Windows and macOS; on a Raspberry Pi it is installed apart)."""
+    try:
+        import pylsl
+    except ImportError:
+        raise LinkError(f"{what}: pylsl is not installed: pip install pylsl (or tinynas[sensors])") from None
+    except RuntimeError:  # pylsl's "LSL binary library file was not found"
+        raise LinkError(f"{what}: pylsl finds no liblsl on this {platform.machine()} machine: install liblsl (a "
+                        f"release package of github.com/sccn/liblsl, or built from source) and point PYLSL_LIB at "
+                        f"it") from None
+    return pylsl
+
+
 def is_lsl_url(url: str) -> bool:
     return url.startswith(SCHEME)
 
@@ -38,10 +53,7 @@ class LslLink(PolledLink):
     what = "an LSL stream"
 
     def __init__(self, url: str, **kwargs) -> None:
-        try:
-            import pylsl  # noqa: F401 - said here, at once, when it is missing
-        except (ImportError, RuntimeError):  # pylsl raises RuntimeError when liblsl is missing
-            raise LinkError(f"{url}: pylsl is not installed (or liblsl with it): pip install pylsl") from None
+        import_pylsl(url)
         head, _, options = url[len(SCHEME):].partition("?")
         query = dict(urllib.parse.parse_qsl(head)) if "=" in head else {"name": head}
         query.update(urllib.parse.parse_qsl(options))

@@ -421,10 +421,9 @@ class Simulator:
 
 def lsl_outlet(name: str, hello: Hello):
     """An LSL outlet for `hello`'s stream: EMG, its channels and nominal rate, float32 samples."""
-    try:
-        import pylsl
-    except (ImportError, RuntimeError):  # pylsl raises RuntimeError when liblsl is missing
-        raise LinkError("an LSL outlet needs pylsl: pip install pylsl (or tinynas[sensors])") from None
+    from firmware_bridge.lsl_link import import_pylsl
+
+    pylsl = import_pylsl("an LSL outlet")
 
     info = pylsl.StreamInfo(name, "EMG", hello.channels, hello.sample_rate_hz, pylsl.cf_float32, name)
     return pylsl.StreamOutlet(info)

@@ -117,3 +117,29 @@ def test_a_cyton_unplugged_and_back_is_prepared_again_and_a_new_epoch(tmp_path):
             message = link.get(0.1)
             reset = message if isinstance(message, DeviceReset) else None
         assert link.counters.reconnects == 1 and len(_samples(link, 250)) >= 250
+
+
+def test_a_brainflow_whose_library_is_for_another_machine_is_one_line(tmp_path):
+    """What a Raspberry Pi meets (PyPI's BrainFlow carries x86_64 Linux libraries only): BrainFlow with a library
+    the loader refuses (here the wheel's own 32-bit ARM library in its place) is one line that says what to do."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import brainflow
+
+    copy = tmp_path / "brainflow"
+    shutil.copytree(Path(brainflow.__file__).parent, copy)
+    foreign = copy / "lib" / "libunicorn_raspberry.so"
+    assert foreign.exists(), "the wheel no longer carries its 32-bit ARM library: pick another foreign ELF"
+    shutil.copy(foreign, copy / "lib" / "libBoardController.so")
+    code = ("from firmware_bridge.text_link import open_link\n"
+            "from firmware_bridge.link import LinkError\n"
+            "try:\n    open_link('brainflow:synthetic')\nexcept LinkError as e:\n    print(e)\n")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": f"{tmp_path}:{root}", "PATH": "/usr/bin:/bin"})
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1 and "BrainFlow's library does not load" in lines[0], (done.stdout, done.stderr)
+    assert "build BrainFlow from source" in lines[0]

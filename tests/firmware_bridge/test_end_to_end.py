@@ -15,6 +15,7 @@ from firmware_bridge.link import Link, LinkError
 from firmware_bridge.protocol import Hello, Samples
 from firmware_bridge.recorder import Recorder, RecordingThread
 from firmware_bridge.simulator import ArraySource, Faults, Simulator
+from firmware_bridge.text_link import open_link
 from tinynas.data.session import load_session, read_samples
 
 SHARED_ISL = Path(__file__).resolve().parents[3] / "shared" / "data" / "isl" / "Dataset" / "A"
@@ -89,12 +90,22 @@ def test_unplug_of_a_self_powered_device_reconnects_and_records_the_gap(tmp_path
     assert np.array_equal(stream.samples[index], source.stream[index % 800].astype(np.float32))
 
 
-def test_a_replugged_device_that_restarts_its_counter_rewrites_no_accepted_window(tmp_path, emg_hello):
+# Every input the service reads (issue 57): tinynas's frames, a sketch's plain text, a Cyton through BrainFlow's
+# driver, an LSL stream. The others stream at their true rate (the host takes the stated one): speed 1.
+INPUTS = {"frames": ("{port}", 4), "text": ("csv:{port}?rate={rate:g}", 1),
+          "cyton": ("brainflow:cyton?serial_port={port}", 1), "lsl": ("{port}", 1)}
+
+
+@pytest.mark.parametrize("wire", INPUTS)
+def test_a_replugged_device_that_restarts_its_counter_rewrites_no_accepted_window(tmp_path, wire):
     """A USB-powered front-end counts from 0 again after a replug: the windows accepted before it must read
     back byte for byte, and the new samples land after them (a new epoch), not on top of them."""
     rng = np.random.default_rng(0)
     source = ArraySource(rng.integers(-100, 100, size=(1000, 8)).astype(np.int8))
-    with Simulator(source, emg_hello, port_dir=tmp_path, speed=4) as simulator, Link(simulator.port).open() as link:
+    url, speed = INPUTS[wire]
+    hello = Hello("sim-myo", "1.0", 8, 250.0 if wire == "cyton" else 200.0, "int8")
+    with Simulator(source, hello, port_dir=tmp_path, speed=speed, wire=wire) as simulator, \
+            open_link(url.format(port=simulator.port, rate=hello.sample_rate_hz)).open() as link:
         hello = link.wait_hello(30)
         with Recorder(tmp_path / "session", hello, labels=["A", "B"]) as recorder:
             thread = RecordingThread(link, recorder)
