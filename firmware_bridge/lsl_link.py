@@ -10,6 +10,7 @@ resolved again every second and what it sends then starts a new epoch. Needs `pi
 
 from __future__ import annotations
 
+import os
 import platform
 import urllib.parse
 from typing import Any
@@ -40,6 +41,11 @@ def import_pylsl(what: str):
         raise LinkError(f"{what}: pylsl finds no liblsl on this {platform.machine()} machine: install liblsl (a "
                         f"release package of github.com/sccn/liblsl, or built from source) and point PYLSL_LIB at "
                         f"it") from None
+    if not os.environ.get("LSLAPICFG"):  # a user's own liblsl configuration wins
+        try:  # liblsl's INFO lines on stderr would break the one-line rule: its errors only (before any LSL call)
+            pylsl.set_config_content("[log]\nlevel = -2\n")
+        except Exception:  # noqa: BLE001 - a liblsl older than 1.16 has no such call; its lines stay
+            pass
     return pylsl
 
 

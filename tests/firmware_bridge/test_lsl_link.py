@@ -136,3 +136,17 @@ def test_pylsl_without_its_library_is_one_line(tmp_path):
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 1 and "pylsl finds no liblsl" in lines[0] and "PYLSL_LIB" in lines[0], (done.stdout,
                                                                                                  done.stderr)
+
+
+def test_liblsl_says_nothing_on_stderr_unless_it_fails():
+    """liblsl logs INFO lines on stderr at its first call: through tinynas, an outlet and an inlet print nothing
+    (a command's one-line rule), unless the user configured liblsl themselves (LSLAPICFG)."""
+    import subprocess
+    import sys
+
+    code = ("from firmware_bridge.lsl_link import import_pylsl\n"
+            "pylsl = import_pylsl('test')\n"
+            "outlet = pylsl.StreamOutlet(pylsl.StreamInfo('tinynas-quiet', 'EMG', 1, 100.0, source_id='q'))\n"
+            "print(len(pylsl.resolve_byprop('name', 'tinynas-quiet', 1, 5.0)))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60 * slowdown())
+    assert done.stdout.strip() == "1" and done.stderr == "", done.stderr
