@@ -40,7 +40,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer("anomaly", ("anomaly",), "the anomaly task: synthetic anomalies, threshold, metrics, alarm"),
     Layer("chip", ("hil",), "the model on a board: its test firmware, the boards, QEMU, the check over the UART"),
     Layer("jobs", ("study", "adaptation"), "one search; adapt and recalibrate a model folder"),
-    Layer("products", ("demo", "service"), "the demo; the device service"),
+    Layer("products", ("demo", "service", "sweep"), "the demo; the device service; sweeps of many searches"),
     Layer("commands", ("cli",), "the `tinynas` commands"),
 )
 

@@ -9,7 +9,7 @@ import sys
 from typing import NoReturn
 
 from tinynas import __version__
-from tinynas.cli import device, hil, models, searching, simulate
+from tinynas.cli import device, hil, models, searching, simulate, sweeping
 from tinynas.errors import crash_log, user_message
 from tinynas.interrupts import sigterm_as_interrupt
 
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tinynas {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (models, searching, device, simulate, hil):
+    for group in (models, searching, device, simulate, hil, sweeping):
         group.register(sub)
     return parser
 
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s" if service else "%(message)s",
                         datefmt="%Y-%m-%dT%H:%M:%S%z", stream=sys.stderr)
-    journaled = args.command in ("search", "demo")  # only these keep a journal to resume from
+    journaled = args.command in ("search", "demo", "sweep")  # only these keep a journal to resume from
     try:
         with sigterm_as_interrupt():  # systemd and kill stop like Ctrl-C, journal intact
             code = args.func(args)

@@ -1,0 +1,50 @@
+"""A sweep's grid file: its cells, and every way it can be wrong in one line."""
+
+import pytest
+
+from tinynas.errors import UsageError
+from tinynas.sweep.grid import grid_from, load_grid, search_arguments
+
+OPTIONS = ("data", "target", "seed", "budget", "strategy", "ignore_data_checks", "final-epochs", "out", "resume")
+
+
+def test_cells_are_every_combination_the_last_key_fastest():
+    grid = grid_from({"grid": {"target": ["A", "B"], "seed": [0, 1, 2]}, "fixed": {"budget": "1m"}}, OPTIONS)
+    cells = grid.cells()
+    assert len(cells) == 6 and cells[0] == {"target": "A", "seed": 0} and cells[1] == {"target": "A", "seed": 1}
+    assert cells[-1] == {"target": "B", "seed": 2}
+    assert search_arguments({**grid.fixed, **cells[0], "ignore_data_checks": True, "final_epochs": 3}) == [
+        "--budget", "1m", "--target", "A", "--seed", "0", "--ignore-data-checks", "--final-epochs", "3"]
+    assert search_arguments({"ignore_data_checks": False}) == []
+
+
+@pytest.mark.parametrize(("table", "why"), [
+    ({"grid": {"colour": ["red"]}}, "'colour' is not an option of `tinynas search`"),
+    ({"grid": {}}, "the grid is empty"),
+    ({"fixed": {"budget": "1m"}}, "the grid is empty"),
+    ({"grid": {"seed": []}}, "grid.seed must be a non-empty list"),
+    ({"grid": {"seed": 3}}, "grid.seed must be a non-empty list"),
+    ({"grid": {"seed": [1, 1]}}, "names a value twice"),
+    ({"grid": {"seed": [0, 1]}, "fixed": {"seed": 2}}, "'seed' is both varied and fixed"),
+    ({"grid": {"out": ["x"]}}, "'out' is the sweep's own"),
+    ({"grid": {"seed": [[1, 2]]}}, "must be a string, number or true/false"),
+    ({"grid": {"seed": [float("nan")]}}, "must be a string, number or true/false"),
+    ({"grid": {"seed": [0]}, "sweep": {}}, "unknown table 'sweep'"),
+    ({"grid": {"seed": list(range(30)), "target": list("ABCDEFGH")}}, "240 cells, more than 200"),
+])
+def test_a_wrong_grid_is_one_line(table, why):
+    with pytest.raises(UsageError, match=why) as caught:
+        grid_from(table, OPTIONS)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_grid_file_that_is_not_toml_or_not_there_is_one_line(tmp_path):
+    bad = tmp_path / "grid.toml"
+    bad.write_text("[grid\nseed = [0")
+    with pytest.raises(UsageError, match="not a TOML grid"):
+        load_grid(bad, OPTIONS)
+    with pytest.raises(UsageError, match="no such grid file"):
+        load_grid(tmp_path / "nothing.toml", OPTIONS)
+    bad.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(UsageError, match="cannot read the grid"):
+        load_grid(bad, OPTIONS)

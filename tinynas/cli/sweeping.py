@@ -1,0 +1,81 @@
+"""`tinynas sweep`: a grid of searches, each in its own folder, and one table of them."""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+from tinynas.cli import searching
+from tinynas.errors import UsageError
+from tinynas.sweep.grid import MAX_CELLS, load_grid, search_arguments
+from tinynas.sweep.run import Sweep
+from tinynas.sweep.table import write_tables
+
+
+def register(sub) -> None:
+    """Add `sweep` to the `tinynas` parser's subcommands."""
+    sweep = sub.add_parser("sweep", help="a grid of searches (GRID.toml), each in its own folder under --out, "
+                                          "resumable, and one table of them")
+    sweep.add_argument("grid", help="the grid: a TOML file with [grid] (the search options varied, each a list) "
+                                    "and [fixed] (those every cell shares)")
+    sweep.add_argument("--out", required=True, help="the sweep's folder: a cell-NNN search folder per cell, "
+                                                    "sweep.json (its state), sweep.md and sweep.csv")
+    sweep.add_argument("--resume", action="store_true", help="take up the sweep in --out (same grid)")
+    sweep.add_argument("--parallel", type=int, default=1,
+                       help="cells searched at once (default 1: each search uses this machine's workers)")
+    sweep.add_argument("--max-cells", type=int, default=MAX_CELLS,
+                       help=f"refuse a grid of more cells than this (default {MAX_CELLS})")
+    sweep.add_argument("--goal", type=float,
+                       help="an int8 accuracy (0-1): the table names the cheapest target reaching it")
+    sweep.set_defaults(func=_cmd_sweep)
+
+
+class _Refusing(argparse.ArgumentParser):
+    """The search's own parser, whose complaints about a cell are raised, not printed."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+class _Commands:
+    """Stands in for argparse's subcommands to `searching.register`: keeps each command's parser, a refusing one."""
+
+    def __init__(self) -> None:
+        self.parsers: dict[str, _Refusing] = {}
+
+    def add_parser(self, name: str, **kwargs) -> _Refusing:
+        self.parsers[name] = _Refusing(prog=f"tinynas {name}", description=kwargs.get("description"))
+        return self.parsers[name]
+
+
+def search_options() -> tuple[argparse.ArgumentParser, list[str]]:
+    """`tinynas search`'s own parser (raising, not printing) and its options' names (its defaults' keys)."""
+    commands = _Commands()
+    searching.register(commands)
+    search = commands.parsers["search"]
+    names = [name for name in vars(search.parse_args(["--data", "-", "--out", "-"])) if name != "func"]
+    return search, names
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    if not 1 <= args.parallel <= 64:
+        raise UsageError(f"--parallel must be 1 to 64 cells at once, got {args.parallel}")
+    if not 1 <= args.max_cells <= 100_000:
+        raise UsageError(f"--max-cells must be 1 to 100000, got {args.max_cells}")
+    if args.goal is not None and not 0 < args.goal <= 1:
+        raise UsageError(f"--goal is an accuracy between 0 and 1, got {args.goal:g}")
+    parser, names = search_options()
+    grid = load_grid(args.grid, names, args.max_cells)
+    # Every cell's options through the search's own checks first: a typo fails here, not in cell 14 of 15.
+    for number, values in enumerate(grid.cells(), 1):
+        argv = [*search_arguments({**grid.fixed, **values}), "--out", "-"]
+        try:
+            parser.parse_args(argv)
+        except UsageError as exc:
+            raise UsageError(f"{args.grid}: cell {number} ({', '.join(f'{k}={v}' for k, v in values.items())}): "
+                             f"{exc}") from None
+    sweep = Sweep(args.out, grid, resume=args.resume)
+    sweep.run(parallel=args.parallel)
+    print(write_tables(sweep, goal=args.goal), end="")
+    counts = sweep.counts()
+    return 0 if counts["failed"] == 0 else 1

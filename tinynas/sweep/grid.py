@@ -1,0 +1,115 @@
+"""A sweep's grid: which searches to run, read from a TOML file.
+
+    [grid]                      # every combination of these is one search (a cell)
+    data = ["synthetic:emg?classes=4", "synthetic:vibration"]
+    target = ["STM32F030F4P6", "nRF52840"]
+    seed = [0, 1, 2]
+
+    [fixed]                     # the same for every cell
+    strategy = "fast"
+    budget = "2m"
+
+Keys are `tinynas search` options, written as in a config (`final_epochs`, `test_data`); `out`, `resume` and
+`json` belong to the sweep. Cells are numbered in the order of the grid's keys, the last varying fastest.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tinynas.errors import UsageError
+
+MAX_CELLS = 200
+"""The most cells a grid may have unless `--max-cells` says more: 200 searches are days on one Pi."""
+RESERVED = ("out", "resume", "json")
+
+
+@dataclass(frozen=True)
+class Grid:
+    axes: dict[str, list[Any]]
+    """Each varied option and its values, in the file's order."""
+    fixed: dict[str, Any]
+
+    def cells(self) -> list[dict[str, Any]]:
+        """Every combination of the axes' values (the fixed options not included)."""
+        names = list(self.axes)
+        return [dict(zip(names, values)) for values in itertools.product(*self.axes.values())]
+
+    def to_dict(self) -> dict:
+        return {"grid": self.axes, "fixed": self.fixed}
+
+
+def load_grid(path: str | Path, options: Iterable[str], max_cells: int = MAX_CELLS) -> Grid:
+    """The grid in the TOML file `path`; `options` are the search's option names (dashes or underscores)."""
+    path = Path(path)
+    try:
+        table = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such grid file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read the grid ({exc.__class__.__name__})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not a TOML grid ({exc})") from None
+    return grid_from(table, options, max_cells, str(path))
+
+
+def grid_from(table: dict, options: Iterable[str], max_cells: int = MAX_CELLS, where: str = "the grid") -> Grid:
+    """The grid of a parsed TOML table (see the module docstring)."""
+    allowed = {option.replace("-", "_") for option in options} - set(RESERVED)
+    unknown = sorted(set(table) - {"grid", "fixed"})
+    if unknown:
+        raise UsageError(f"{where}: unknown table {unknown[0]!r}: a grid has [grid] (the options varied) and [fixed] "
+                         f"(the options every cell shares)")
+    axes, fixed = table.get("grid", {}), table.get("fixed", {})
+    if not isinstance(axes, dict) or not isinstance(fixed, dict):
+        raise UsageError(f"{where}: [grid] and [fixed] must be tables of options")
+    for key in [*axes, *fixed]:
+        if key in RESERVED:
+            raise UsageError(f"{where}: {key!r} is the sweep's own (each cell's folder is under --out)")
+        if key not in allowed:
+            raise UsageError(f"{where}: {key!r} is not an option of `tinynas search` (it has "
+                             f"{', '.join(sorted(allowed))})")
+    both = sorted(set(axes) & set(fixed))
+    if both:
+        raise UsageError(f"{where}: {both[0]!r} is both varied and fixed: give it in one table")
+    if not axes:
+        raise UsageError(f"{where}: the grid is empty: give [grid] at least one option with a list of values")
+    for key, values in axes.items():
+        if not isinstance(values, list) or not values:
+            raise UsageError(f"{where}: grid.{key} must be a non-empty list of values, e.g. {key} = [0, 1, 2]")
+        for value in values:
+            _check_scalar(f"grid.{key}", value, where)
+        if len({repr(value) for value in values}) != len(values):
+            raise UsageError(f"{where}: grid.{key} names a value twice")
+    for key, value in fixed.items():
+        _check_scalar(f"fixed.{key}", value, where)
+    size = math.prod(len(values) for values in axes.values())
+    if size > max_cells:
+        raise UsageError(f"{where}: {size:,} cells, more than {max_cells:,}: narrow the grid or raise --max-cells")
+    return Grid({key: list(values) for key, values in axes.items()}, dict(fixed))
+
+
+def _check_scalar(name: str, value: Any, where: str) -> None:
+    if isinstance(value, bool) or isinstance(value, (int, str)):
+        return
+    if isinstance(value, float) and math.isfinite(value):
+        return
+    raise UsageError(f"{where}: {name} must be a string, number or true/false, got {value!r}")
+
+
+def search_arguments(values: dict[str, Any]) -> list[str]:
+    """`tinynas search` arguments for a cell's options (true flags given bare, false ones left out)."""
+    argv = []
+    for key, value in values.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            argv += [flag] if value else []
+        else:
+            argv += [flag, str(value)]
+    return argv

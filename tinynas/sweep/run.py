@@ -1,0 +1,156 @@
+"""Run a sweep's cells, each a normal `tinynas search` in its own folder, and keep their state on disk.
+
+`DIR/sweep.json` holds the grid and each cell's state (pending, running, done, failed) and is rewritten
+atomically after every change, so a driver killed at any moment is `--resume`d: done and failed cells are kept, a
+cell that was running is searched again with the search's own `--resume` (its journal keeps the candidates that
+finished). A cell whose search fails is recorded with its one-line error and the sweep goes on. The local engine
+runs the cells here, `parallel` at a time, each a child process (`python -m tinynas.cli search`): a cell can no more
+take the sweep down than a user's search can take their shell.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tinynas.atomic import atomic_write_text
+from tinynas.errors import UsageError
+from tinynas.interrupts import die_with_parent
+from tinynas.sweep.grid import Grid, search_arguments
+
+log = logging.getLogger(__name__)
+
+STATE = "sweep.json"
+FINISHED = ("done", "failed")
+
+
+@dataclass
+class Cell:
+    index: int
+    values: dict[str, Any]
+    status: str = "pending"
+    seconds: float = 0.0
+    error: str = ""
+
+    def folder(self, out: Path) -> Path:
+        return out / f"cell-{self.index:03d}"
+
+    def describe(self) -> str:
+        return ", ".join(f"{key}={value}" for key, value in self.values.items())
+
+
+class Sweep:
+    """The cells of `grid` under `out`; `resume` takes up a sweep begun there (with the same grid)."""
+
+    def __init__(self, out: str | Path, grid: Grid, resume: bool = False) -> None:
+        self.out, self.grid = Path(out), grid
+        state = self.out / STATE
+        if resume:
+            if not state.exists():
+                raise UsageError(f"{self.out} holds no sweep to resume (no {STATE}): start it without --resume")
+            saved = json.loads(state.read_text())
+            if saved.get("grid") != grid.to_dict():
+                raise UsageError(f"{self.out} holds a sweep of another grid: resume it with the grid it was started "
+                                 f"with, or give another --out")
+            self.cells = [Cell(**cell) for cell in saved["cells"]]
+        else:
+            if self.out.exists() and any(self.out.iterdir()):
+                raise UsageError(f"{self.out} is not empty: give a new folder, or --resume the sweep in it")
+            self.cells = [Cell(index, values) for index, values in enumerate(grid.cells(), 1)]
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._save()
+
+    def _save(self) -> None:
+        atomic_write_text(self.out / STATE, json.dumps({"grid": self.grid.to_dict(), "cells": [
+            cell.__dict__ for cell in self.cells]}, indent=1))
+
+    def counts(self) -> dict[str, int]:
+        return {status: sum(cell.status == status for cell in self.cells)
+                for status in ("done", "failed", "running", "pending")}
+
+    def run(self, parallel: int = 1, progress: Callable[[str], None] = log.info) -> None:
+        """Search every cell not finished yet, `parallel` at a time; Ctrl-C stops the running ones (journals whole:
+        the search stops as on its own Ctrl-C) and leaves them to `--resume`."""
+        waiting = [cell for cell in self.cells if cell.status not in FINISHED]
+        running: dict[int, tuple[Cell, subprocess.Popen, float, Any]] = {}
+        finished_seconds = [cell.seconds for cell in self.cells if cell.status == "done"]
+        try:
+            while waiting or running:
+                while waiting and len(running) < parallel:
+                    cell = waiting.pop(0)
+                    running[cell.index] = self._start(cell)
+                    progress(f"cell {cell.index}/{len(self.cells)} started ({cell.describe()})")
+                time.sleep(0.2)
+                for index, (cell, process, started, log_file) in list(running.items()):
+                    if process.poll() is None:
+                        continue
+                    del running[index]
+                    log_file.close()
+                    cell.seconds = round(cell.seconds + time.monotonic() - started, 1)
+                    cell.status, cell.error = ("done", "") if process.returncode == 0 else ("failed", _last_error(
+                        cell.folder(self.out) / "search.log"))
+                    self._save()
+                    if cell.status == "done":
+                        finished_seconds.append(cell.seconds)
+                    counts = self.counts()
+                    left = len(waiting) + len(running)
+                    mean = sum(finished_seconds) / len(finished_seconds) if finished_seconds else 0.0
+                    eta = f", about {_minutes(mean * left / max(1, parallel))} left" if mean and left else ""
+                    what = "done" if cell.status == "done" else f"failed: {cell.error}"
+                    progress(f"cell {cell.index}/{len(self.cells)} {what} ({cell.describe()}, {cell.seconds:.0f} s) | "
+                             f"{counts['done']} done, {counts['failed']} failed, {left} left{eta}")
+        except KeyboardInterrupt:
+            for _cell, process, _started, _log in running.values():
+                process.send_signal(signal.SIGINT)
+            for cell, process, started, log_file in running.values():
+                try:
+                    process.wait(60)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+                log_file.close()
+                cell.seconds = round(cell.seconds + time.monotonic() - started, 1)
+                cell.status = "running"  # searched again on --resume, from its journal
+            self._save()
+            raise
+
+    def _start(self, cell: Cell) -> tuple[Cell, subprocess.Popen, float, Any]:
+        folder = cell.folder(self.out)
+        resume = (folder / "journal.sqlite").exists()
+        argv = [sys.executable, "-m", "tinynas.cli", "search", *search_arguments({**self.grid.fixed, **cell.values}),
+                "--out", str(folder), *(["--resume"] if resume else [])]
+        folder.mkdir(parents=True, exist_ok=True)
+        log_file = open(folder / "search.log", "a", encoding="utf-8")
+        # Its own session: a Ctrl-C at the terminal reaches the sweep, which stops its cells itself. And it dies with
+        # the sweep (a driver killed outright): a resumed sweep must never race an orphan on the cell's journal,
+        # which a kill leaves whole (the search's journal is made for power cuts).
+        process = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True, preexec_fn=die_with_parent,
+                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        cell.status = "running"
+        self._save()
+        return cell, process, time.monotonic(), log_file
+
+
+def _last_error(log_path: Path) -> str:
+    """The search's one-line error, from its log (the last `tinynas: error:` line, else its last line)."""
+    try:
+        lines = [line.strip() for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+                 if line.strip()]
+    except OSError:
+        return "the search left no log"
+    errors = [line for line in lines if line.startswith("tinynas: error:")]
+    return (errors or lines or ["the search ended without a word"])[-1][:300]
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"

@@ -1,0 +1,134 @@
+"""A sweep's results: one row per cell (Markdown and CSV), the mean over seeds, and the cheapest target that reaches
+a goal where the grid spans targets. Figures come from each cell's model card (read as untrusted, `read_card`)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from tinynas.atomic import atomic_write_text
+from tinynas.card import DamagedCard, read_card
+from tinynas.sweep.run import Sweep
+from tinynas.verdict import wilson
+
+COLUMNS = ("accuracy", "hits", "windows", "interval_low", "interval_high", "ram_bytes", "flash_bytes", "macs",
+           "target_ram_bytes", "target_flash_bytes", "seconds", "status")
+
+
+def rows(sweep: Sweep) -> list[dict[str, Any]]:
+    """Each cell's options and figures (None where the cell failed or its card is unreadable)."""
+    out = []
+    for cell in sweep.cells:
+        row: dict[str, Any] = {**cell.values, **dict.fromkeys(COLUMNS), "status": cell.status, "seconds": cell.seconds}
+        if cell.status == "done":
+            try:
+                card = read_card(cell.folder(sweep.out))
+            except DamagedCard as exc:
+                row["status"] = f"card unreadable: {exc}"
+            else:
+                test = card.int8_test or {}
+                hits, windows = test.get("hits"), test.get("windows")
+                if isinstance(hits, int) and isinstance(windows, int) and windows > 0:
+                    low, high = wilson(hits, windows)
+                    row.update(accuracy=hits / windows, hits=hits, windows=windows, interval_low=round(low, 4),
+                               interval_high=round(high, 4))
+                cost = card.cost_estimate
+                row.update(ram_bytes=cost.get("peak_ram_bytes"), flash_bytes=cost.get("flash_bytes"),
+                           macs=cost.get("macs"), target_ram_bytes=card.target.get("ram_bytes"),
+                           target_flash_bytes=card.target.get("flash_bytes"))
+        elif cell.error:
+            row["status"] = f"failed: {cell.error}"
+        out.append(row)
+    return out
+
+
+def write_tables(sweep: Sweep, goal: float | None = None) -> str:
+    """Write DIR/sweep.md and DIR/sweep.csv; return the Markdown."""
+    table = rows(sweep)
+    axes = list(sweep.grid.axes)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=[*axes, *COLUMNS], extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(table)
+    atomic_write_text(sweep.out / "sweep.csv", buffer.getvalue())
+    counts = sweep.counts()
+    lines = [f"# Sweep of {len(sweep.cells)} searches in {sweep.out}", "",
+             f"{counts['done']} done, {counts['failed']} failed, {counts['running'] + counts['pending']} not run. "
+             f"Fixed: {_fixed(sweep)}. Accuracy: int8, on each search's own test windows (count and 95 % Wilson "
+             f"interval); RAM, flash and MACs: the cost model's estimate for the target.", "",
+             "| cell | " + " | ".join(axes) + " | int8 accuracy | RAM | flash | MACs | wall | status |",
+             "|---" * (len(axes) + 7) + "|"]
+    for number, row in enumerate(table, 1):
+        lines.append(f"| {number} | " + " | ".join(str(row[axis]) for axis in axes) + f" | {_accuracy(row)} | "
+                     f"{_kib(row['ram_bytes'])} | {_kib(row['flash_bytes'])} | {_count(row['macs'])} | "
+                     f"{row['seconds']:.0f} s | {row['status']} |")
+    if "seed" in axes and len(sweep.grid.axes["seed"]) > 1:
+        lines += ["", "## Over seeds", "", "| " + " | ".join(a for a in axes if a != "seed")
+                  + " | seeds | mean int8 accuracy ± sd |", "|---" * len(axes) + "|---|"]
+        for key, values in _groups(table, [a for a in axes if a != "seed"]).items():
+            lines.append("| " + " | ".join(map(str, key)) + f" | {len(values)} | {_mean_sd(values)} |")
+    if "target" in axes and goal is not None:
+        lines += ["", f"## The cheapest target reaching {goal:.0%}", "", *_cheapest(table, axes, goal)]
+    text = "\n".join(lines) + "\n"
+    atomic_write_text(sweep.out / "sweep.md", text)
+    return text
+
+
+def _groups(table: list[dict], keys: list[str]) -> dict[tuple, list[float]]:
+    groups: dict[tuple, list[float]] = defaultdict(list)
+    for row in table:
+        if row["accuracy"] is not None:
+            groups[tuple(row[key] for key in keys)].append(row["accuracy"])
+    return groups
+
+
+def _cheapest(table: list[dict], axes: list[str], goal: float) -> list[str]:
+    """Per combination of the other axes (seeds pooled): the target with the least RAM (then flash) whose cells all
+    finished and whose mean accuracy reaches `goal`."""
+    others = [a for a in axes if a not in ("target", "seed")]
+    by_case: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for row in table:
+        by_case[tuple(row[a] for a in others)][row["target"]].append(row)
+    lines = []
+    for case, targets in by_case.items():
+        where = ", ".join(f"{a}={v}" for a, v in zip(others, case)) or "the grid"
+        reaching = []
+        for target, cells in targets.items():
+            accuracies = [c["accuracy"] for c in cells if c["accuracy"] is not None]
+            if len(accuracies) == len(cells) and statistics.mean(accuracies) >= goal:
+                cost = (cells[0]["target_ram_bytes"] or 0, cells[0]["target_flash_bytes"] or 0)
+                reaching.append((cost, target, statistics.mean(accuracies), len(cells)))
+        if reaching:
+            _, target, mean, count = min(reaching)
+            lines.append(f"- {where}: **{target}** (mean int8 accuracy {mean:.3f} over {count} cell(s))")
+        else:
+            lines.append(f"- {where}: none of the targets reached {goal:.0%} in every cell")
+    return lines
+
+
+def _fixed(sweep: Sweep) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sweep.grid.fixed.items()) or "nothing"
+
+
+def _accuracy(row: dict) -> str:
+    if row["accuracy"] is None:
+        return "-"
+    low, high = row["interval_low"], row["interval_high"]
+    return f"{row['accuracy']:.3f} ({row['hits']}/{row['windows']}, {low:.2f}-{high:.2f})"
+
+
+def _mean_sd(values: list[float]) -> str:
+    return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}" if len(values) > 1 else f"{values[0]:.3f}"
+
+
+def _kib(value) -> str:
+    return "-" if value is None else f"{value / 1024:.1f} KiB"
+
+
+def _count(value) -> str:
+    return "-" if value is None else f"{value / 1e6:.2f} M" if value >= 1e5 else f"{value:,}"
+
+
