@@ -123,23 +123,16 @@ def test_a_brainflow_whose_library_is_for_another_machine_is_one_line(tmp_path):
     """What a Raspberry Pi meets (PyPI's BrainFlow carries x86_64 Linux libraries only): BrainFlow with a library
     the loader refuses (here the wheel's own 32-bit ARM library in its place) is one line that says what to do."""
     import shutil
-    import subprocess
-    import sys
-    from pathlib import Path
 
     import brainflow
 
-    copy = tmp_path / "brainflow"
-    shutil.copytree(Path(brainflow.__file__).parent, copy)
-    foreign = copy / "lib" / "libunicorn_raspberry.so"
-    assert foreign.exists(), "the wheel no longer carries its 32-bit ARM library: pick another foreign ELF"
-    shutil.copy(foreign, copy / "lib" / "libBoardController.so")
-    code = ("from firmware_bridge.text_link import open_link\n"
-            "from firmware_bridge.link import LinkError\n"
-            "try:\n    open_link('brainflow:synthetic')\nexcept LinkError as e:\n    print(e)\n")
-    root = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          env={"PYTHONPATH": f"{tmp_path}:{root}", "PATH": "/usr/bin:/bin"})
-    lines = done.stdout.strip().splitlines()
-    assert len(lines) == 1 and "BrainFlow's library does not load" in lines[0], (done.stdout, done.stderr)
+    from tests.support.elsewhere import open_with_changed_package
+
+    def foreign_library(copy):
+        foreign = copy / "lib" / "libunicorn_raspberry.so"
+        assert foreign.exists(), "the wheel no longer carries its 32-bit ARM library: pick another foreign ELF"
+        shutil.copy(foreign, copy / "lib" / "libBoardController.so")
+
+    lines = open_with_changed_package(tmp_path, brainflow, foreign_library, "brainflow:synthetic")
+    assert len(lines) == 1 and "BrainFlow's library does not load" in lines[0], lines
     assert "build BrainFlow from source" in lines[0]

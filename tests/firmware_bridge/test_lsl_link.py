@@ -118,24 +118,14 @@ def test_push_jitter_and_a_drifting_clock_are_no_gap_and_a_gap_stays_one(clock):
 def test_pylsl_without_its_library_is_one_line(tmp_path):
     """What a Raspberry Pi meets (PyPI's pylsl bundles liblsl for x86_64 only): pylsl with no liblsl to find is one
     line saying what to install."""
-    import shutil
-    import subprocess
-    import sys
-    from pathlib import Path
+    from tests.support.elsewhere import open_with_changed_package
 
-    copy = tmp_path / "pylsl"
-    shutil.copytree(Path(pylsl.__file__).parent, copy)
-    for library in (copy / "lib").glob("liblsl*"):
-        library.unlink()
-    code = ("from firmware_bridge.text_link import open_link\n"
-            "from firmware_bridge.link import LinkError\n"
-            "try:\n    open_link('lsl:type=EMG')\nexcept LinkError as e:\n    print(e)\n")
-    root = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          env={"PYTHONPATH": f"{tmp_path}:{root}", "PATH": "/usr/bin:/bin"})
-    lines = done.stdout.strip().splitlines()
-    assert len(lines) == 1 and "pylsl finds no liblsl" in lines[0] and "PYLSL_LIB" in lines[0], (done.stdout,
-                                                                                                 done.stderr)
+    def no_library(copy):
+        for library in (copy / "lib").glob("liblsl*"):
+            library.unlink()
+
+    lines = open_with_changed_package(tmp_path, pylsl, no_library, "lsl:type=EMG")
+    assert len(lines) == 1 and "pylsl finds no liblsl" in lines[0] and "PYLSL_LIB" in lines[0], lines
 
 
 def test_liblsl_says_nothing_on_stderr_unless_it_fails():
