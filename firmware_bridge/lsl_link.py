@@ -72,7 +72,7 @@ class LslLink(PolledLink):
         super().__init__(url, **kwargs)
         self.property, self.value = next(iter(query.items()))
         self._inlet: Any = None
-        self._first_time: float | None = None
+        self._last_stamp: float | None = None
         self._index = 0
 
     def _resolve(self, timeout: float) -> Any:
@@ -132,23 +132,14 @@ class LslLink(PolledLink):
 
     def _place(self, times: np.ndarray, rate: float) -> np.ndarray:
         """Each sample's index on the timeline from its timestamp. Senders stamp when they push (a chunk late by
-        what their program was busy with) and their clocks run a little fast or slow of the nominal rate: a
-        timestamp within JITTER_SECONDS of where the count puts it is that place (the count follows the stamps),
-        and only a jump beyond that between two samples is a gap. Never at or before the sample before it."""
-        indices = np.empty(len(times), dtype=np.int64)
-        tolerance = max(2, round(JITTER_SECONDS * rate))
-        if self._first_time is None:
-            self._first_time = times[0] - self._index / rate
-        index, first = self._index, self._first_time
-        for n, stamp in enumerate(times):
-            ahead = round((stamp - first) * rate) - index
-            if ahead > tolerance:
-                index += ahead  # the sender left a gap (lost, or never sampled)
-            elif ahead:
-                first += ahead / rate  # jitter or drift: follow the stamps
-            indices[n] = index
-            index += 1
-        self._first_time, self._index = first, index
+        what their program was busy with) and their clocks run a little fast or slow of the nominal rate: only a
+        step between two samples' stamps of more than JITTER_SECONDS beyond the nominal one is a gap (samples never
+        sent); a shorter or earlier step is the next index."""
+        previous = times[0] - 1 / rate if self._last_stamp is None else self._last_stamp
+        missing = np.rint(np.diff(times, prepend=previous) * rate).astype(np.int64) - 1
+        missing[missing <= max(2, round(JITTER_SECONDS * rate))] = 0
+        indices = self._index + np.arange(len(times)) + np.cumsum(missing)
+        self._last_stamp, self._index = float(times[-1]), int(indices[-1]) + 1
         return indices
 
     def _again(self) -> None:
@@ -158,7 +149,7 @@ class LslLink(PolledLink):
         if inlet is None:
             return
         self._inlet = inlet
-        self._index, self._first_time = 0, None  # its samples start again: a new epoch on the timeline
+        self._index, self._last_stamp = 0, None  # its samples start again: a new epoch on the timeline
         self.problem = ""
         self.counters.reconnects += 1
         self.connected.set()
