@@ -65,3 +65,4 @@ def test_a_sweep_killed_outright_resumes_records_a_failing_cell_and_tables_every
     assert all(int(row["ram_bytes"]) <= 2200 for row in rows[:2]) and rows[2]["accuracy"] == ""
     table = (out / "sweep.md").read_text()
     assert table == resumed.stdout and "## Over seeds" in table and "2 done, 2 failed" in table
+    assert "(sweep.png)" in table and (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

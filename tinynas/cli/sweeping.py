@@ -7,6 +7,7 @@ from typing import NoReturn
 
 from tinynas.cli import searching
 from tinynas.errors import UsageError
+from tinynas.sweep import ray_engine
 from tinynas.sweep.grid import MAX_CELLS, load_grid, search_arguments
 from tinynas.sweep.run import Sweep
 from tinynas.sweep.table import write_tables
@@ -23,6 +24,11 @@ def register(sub) -> None:
     sweep.add_argument("--resume", action="store_true", help="take up the sweep in --out (same grid)")
     sweep.add_argument("--parallel", type=int, default=1,
                        help="cells searched at once (default 1: each search uses this machine's workers)")
+    sweep.add_argument("--engine", default="local", choices=["local", "ray"],
+                       help="local: child processes on this machine (default); ray: one Ray task per cell on any "
+                            "node of a Ray cluster (the tinynas[ray] extra)")
+    sweep.add_argument("--address", help="with --engine ray: the cluster's HOST:PORT (default: a Ray started on "
+                                         "this machine for the sweep)")
     sweep.add_argument("--max-cells", type=int, default=MAX_CELLS,
                        help=f"refuse a grid of more cells than this (default {MAX_CELLS})")
     sweep.add_argument("--goal", type=float,
@@ -64,6 +70,14 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-cells must be 1 to 100000, got {args.max_cells}")
     if args.goal is not None and not 0 < args.goal <= 1:
         raise UsageError(f"--goal is an accuracy between 0 and 1, got {args.goal:g}")
+    if args.engine == "ray" and args.parallel != 1:
+        raise UsageError("--parallel is the local engine's: with --engine ray the cluster's CPUs decide how many "
+                         "cells run at once")
+    if args.address is not None and args.engine != "ray":
+        raise UsageError("--address is a Ray cluster's: give it with --engine ray")
+    if args.engine == "ray":
+        ray_engine.import_ray()  # before anything is written: one line when Ray is not installed
+        ray_engine.check_address(args.address)
     parser, names = search_options()
     grid = load_grid(args.grid, names, args.max_cells)
     # Every cell's options through the search's own checks first: a typo fails here, not in cell 14 of 15.
@@ -75,7 +89,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.grid}: cell {number} ({', '.join(f'{k}={v}' for k, v in values.items())}): "
                              f"{exc}") from None
     sweep = Sweep(args.out, grid, resume=args.resume)
-    sweep.run(parallel=args.parallel)
+    if args.engine == "ray":
+        ray_engine.run_on_ray(sweep, args.address)
+    else:
+        sweep.run(parallel=args.parallel)
     print(write_tables(sweep, goal=args.goal), end="")
     counts = sweep.counts()
     return 0 if counts["failed"] == 0 else 1

@@ -40,6 +40,8 @@ class Cell:
     status: str = "pending"
     seconds: float = 0.0
     error: str = ""
+    attempts: int = 0  # searches started for it (a resume or a Ray retry after a lost node adds one)
+    node: str = ""  # the Ray node its last attempt ran on ("" on this machine)
 
     def folder(self, out: Path) -> Path:
         return out / f"cell-{self.index:03d}"
@@ -67,9 +69,9 @@ class Sweep:
                 raise UsageError(f"{self.out} is not empty: give a new folder, or --resume the sweep in it")
             self.cells = [Cell(index, values) for index, values in enumerate(grid.cells(), 1)]
         self.out.mkdir(parents=True, exist_ok=True)
-        self._save()
+        self.save()
 
-    def _save(self) -> None:
+    def save(self) -> None:
         atomic_write_text(self.out / STATE, json.dumps({"grid": self.grid.to_dict(), "cells": [
             cell.__dict__ for cell in self.cells]}, indent=1))
 
@@ -77,12 +79,26 @@ class Sweep:
         return {status: sum(cell.status == status for cell in self.cells)
                 for status in ("done", "failed", "running", "pending")}
 
+    def unfinished(self) -> list[Cell]:
+        return [cell for cell in self.cells if cell.status not in FINISHED]
+
+    def finish(self, cell: Cell, status: str, error: str, left: int, at_once: int) -> str:
+        """Record a cell's end (saved at once) and say it, with the counts and the time left at the mean so far."""
+        cell.status, cell.error = status, error
+        self.save()
+        counts = self.counts()
+        done = [other.seconds for other in self.cells if other.status == "done"]
+        mean = sum(done) / len(done) if done else 0.0
+        eta = f", about {_minutes(mean * left / max(1, at_once))} left" if mean and left else ""
+        what = "done" if status == "done" else f"failed: {error}"
+        return (f"cell {cell.index}/{len(self.cells)} {what} ({cell.describe()}, {cell.seconds:.0f} s) | "
+                f"{counts['done']} done, {counts['failed']} failed, {left} left{eta}")
+
     def run(self, parallel: int = 1, progress: Callable[[str], None] = log.info) -> None:
         """Search every cell not finished yet, `parallel` at a time; Ctrl-C stops the running ones (journals whole:
         the search stops as on its own Ctrl-C) and leaves them to `--resume`."""
-        waiting = [cell for cell in self.cells if cell.status not in FINISHED]
+        waiting = self.unfinished()
         running: dict[int, tuple[Cell, subprocess.Popen, float, Any]] = {}
-        finished_seconds = [cell.seconds for cell in self.cells if cell.status == "done"]
         try:
             while waiting or running:
                 while waiting and len(running) < parallel:
@@ -96,18 +112,9 @@ class Sweep:
                     del running[index]
                     log_file.close()
                     cell.seconds = round(cell.seconds + time.monotonic() - started, 1)
-                    cell.status, cell.error = ("done", "") if process.returncode == 0 else ("failed", _last_error(
+                    status, error = ("done", "") if process.returncode == 0 else ("failed", last_error(
                         cell.folder(self.out) / "search.log"))
-                    self._save()
-                    if cell.status == "done":
-                        finished_seconds.append(cell.seconds)
-                    counts = self.counts()
-                    left = len(waiting) + len(running)
-                    mean = sum(finished_seconds) / len(finished_seconds) if finished_seconds else 0.0
-                    eta = f", about {_minutes(mean * left / max(1, parallel))} left" if mean and left else ""
-                    what = "done" if cell.status == "done" else f"failed: {cell.error}"
-                    progress(f"cell {cell.index}/{len(self.cells)} {what} ({cell.describe()}, {cell.seconds:.0f} s) | "
-                             f"{counts['done']} done, {counts['failed']} failed, {left} left{eta}")
+                    progress(self.finish(cell, status, error, left=len(waiting) + len(running), at_once=parallel))
         except KeyboardInterrupt:
             for _cell, process, _started, _log in running.values():
                 process.send_signal(signal.SIGINT)
@@ -120,7 +127,7 @@ class Sweep:
                 log_file.close()
                 cell.seconds = round(cell.seconds + time.monotonic() - started, 1)
                 cell.status = "running"  # searched again on --resume, from its journal
-            self._save()
+            self.save()
             raise
 
     def _start(self, cell: Cell) -> tuple[Cell, subprocess.Popen, float, Any]:
@@ -136,12 +143,12 @@ class Sweep:
         process = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True, preexec_fn=die_with_parent,
                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        cell.status = "running"
-        self._save()
+        cell.status, cell.attempts = "running", cell.attempts + 1
+        self.save()
         return cell, process, time.monotonic(), log_file
 
 
-def _last_error(log_path: Path) -> str:
+def last_error(log_path: Path) -> str:
     """The search's one-line error, from its log (the last `tinynas: error:` line, else its last line)."""
     try:
         lines = [line.strip() for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines()

@@ -7,9 +7,10 @@ import csv
 import io
 import statistics
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
-from tinynas.atomic import atomic_write_text
+from tinynas.atomic import atomic_write_bytes, atomic_write_text
 from tinynas.card import DamagedCard, read_card
 from tinynas.sweep.run import Sweep
 from tinynas.verdict import wilson
@@ -72,9 +73,46 @@ def write_tables(sweep: Sweep, goal: float | None = None) -> str:
             lines.append("| " + " | ".join(map(str, key)) + f" | {len(values)} | {_mean_sd(values)} |")
     if "target" in axes and goal is not None:
         lines += ["", f"## The cheapest target reaching {goal:.0%}", "", *_cheapest(table, axes, goal)]
+    if any(row["accuracy"] is not None for row in table):
+        plot(table, axes, sweep.out / "sweep.png")
+        lines += ["", "![int8 accuracy against the estimated RAM, one point per cell](sweep.png)"]
     text = "\n".join(lines) + "\n"
     atomic_write_text(sweep.out / "sweep.md", text)
     return text
+
+
+def plot(table: list[dict], axes: list[str], path: Path) -> None:
+    """Each finished cell's int8 accuracy (its 95 % interval as a bar) against the estimated RAM of its model,
+    coloured by the first varied option that is not the seed: the trade-off the grid was run to see."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # headless: a Pi or a CI machine has no display
+    from matplotlib import pyplot
+
+    colour_by = next((axis for axis in axes if axis != "seed"), None)
+    groups: dict[Any, list[dict]] = defaultdict(list)
+    for row in table:
+        if row["accuracy"] is not None and row["ram_bytes"] is not None:
+            groups[row[colour_by] if colour_by else ""].append(row)
+    figure, axis = pyplot.subplots(figsize=(6.4, 4.0), dpi=100)
+    for value, cells in groups.items():
+        ram = [cell["ram_bytes"] / 1024 for cell in cells]
+        accuracy = [cell["accuracy"] for cell in cells]
+        errors = [[cell["accuracy"] - cell["interval_low"] for cell in cells],
+                  [cell["interval_high"] - cell["accuracy"] for cell in cells]]
+        label = f"{colour_by}={value}"[:60] if colour_by else None
+        axis.errorbar(ram, accuracy, yerr=errors, fmt="o", capsize=3, label=label)
+    axis.set_xlabel("estimated RAM of the model (KiB)")
+    axis.set_ylabel("int8 accuracy (95 % interval)")
+    axis.set_ylim(0, 1.02)
+    axis.grid(alpha=0.3)
+    if colour_by:
+        axis.legend(fontsize="small")
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    pyplot.close(figure)
+    atomic_write_bytes(path, buffer.getvalue())
 
 
 def _groups(table: list[dict], keys: list[str]) -> dict[tuple, list[float]]:

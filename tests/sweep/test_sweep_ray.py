@@ -1,0 +1,142 @@
+"""`tinynas sweep --engine ray` on a real local Ray cluster of two nodes (`ray.cluster_utils.Cluster`: a head and a
+worker node, their own raylets and worker processes): a node killed mid-search, its cell finished on the other node
+from the journal the driver kept (the trials finished before the kill are not trained again), the driver killed and
+`--resume`d, every journal whole, and the same grid through the local engine giving the same searches. One sweep for
+all of it: each cell is a real search, the slow tier's most costly unit."""
+
+import contextlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from devtools.machine_speed import slowdown
+from tinynas.data.synthetic import vibration
+
+ray_cluster = pytest.importorskip("ray.cluster_utils")  # in the test extra: CI installs it
+
+GRID = ('[grid]\ndata = ["npz:{data}"]\nseed = [0, 1]\n'
+        '[fixed]\nram = "2200"\nflash = "64k"\nmacs = "1M"\nstrategy = "fast"\nepochs = 2\nfinal_epochs = 2\n'
+        'budget = "40s"\nworkers = "1"\nkernels = "3"\nselection = "validation"\n')
+
+
+def _state(out):
+    try:
+        return json.loads((out / "sweep.json").read_text())["cells"]
+    except (OSError, ValueError, KeyError):
+        return []
+
+
+def _finished(journal):
+    """The journal's finished trials as (number, architecture, score, updated): a trial trained again differs."""
+    if not journal.exists():
+        return []
+    with contextlib.closing(sqlite3.connect(f"file:{journal}?mode=ro", uri=True)) as db:
+        return db.execute("SELECT number, architecture, score, updated FROM trials WHERE state != 'running' "
+                          "ORDER BY number").fetchall()
+
+
+def _whole(journal):
+    with contextlib.closing(sqlite3.connect(f"file:{journal}?mode=ro", uri=True)) as db:
+        return db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def _settings(journal):
+    with contextlib.closing(sqlite3.connect(f"file:{journal}?mode=ro", uri=True)) as db:
+        return {key: value for key, value in db.execute("SELECT key, value FROM meta")
+                if key in ("settings", "split", "preprocessing")}
+
+
+def _spec(journal):
+    with contextlib.closing(sqlite3.connect(f"file:{journal}?mode=ro", uri=True)) as db:
+        return db.execute("SELECT value FROM meta WHERE key = 'data_spec'").fetchone()[0]
+
+
+def _names(folder):
+    """A folder's own files and folders, but SQLite's companions of an open journal (a reader here makes them);
+    not the trials' weights, whose number follows the time budget."""
+    return sorted(path.name for path in folder.iterdir() if "journal.sqlite-" not in path.name)
+
+
+def _wait_for(condition, what, driver, deadline):
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert driver is None or driver.poll() is None, f"the driver ended while waiting for {what}"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_a_node_and_the_driver_killed_mid_sweep_lose_only_running_candidates(tmp_path):
+    data = tmp_path / "windows.npz"
+    vibration(windows_per_class=8, length=64, windows_per_recording=2).save(data)
+    grid = tmp_path / "grid.toml"
+    grid.write_text(GRID.format(data=data))
+    out = tmp_path / "ray"
+    deadline = time.monotonic() + 600 * slowdown()
+    # Node death is noticed within ~3 s (not Ray's default 30 s of missed health checks): the test's clock.
+    cluster = ray_cluster.Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "_system_config": {"health_check_period_ms": 1000, "health_check_failure_threshold": 3}})
+    worker = cluster.add_node(num_cpus=1)
+    driver = None
+    try:
+        argv = [sys.executable, "-m", "tinynas.cli", "sweep", str(grid), "--out", str(out), "--engine", "ray",
+                "--address", cluster.address]
+        driver = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+        def on_worker():
+            cells = [cell for cell in _state(out) if cell["node"] == worker.node_id and cell["status"] == "running"]
+            return cells and _finished(out / f"cell-{cells[0]['index']:03d}" / "journal.sqlite") and cells[0]
+
+        _wait_for(on_worker, "a cell on the worker node with a finished trial", driver, deadline)
+        moved = on_worker()
+        # The data leaves the driver's disk: the cell searched again on the head node must get it from Ray.
+        shipped = data.read_bytes()
+        data.unlink()
+        journal = out / f"cell-{moved['index']:03d}" / "journal.sqlite"
+        cluster.remove_node(worker, allow_graceful=False)  # a power cut: raylet and workers killed
+        before_node = _finished(journal)  # the trials the driver held when the node died (none can come after)
+
+        def resumed_and_trained():
+            cell = _state(out)[moved["index"] - 1]
+            return cell["attempts"] >= 2 and cell["status"] == "running" and len(_finished(journal)) > len(
+                before_node)
+
+        _wait_for(resumed_and_trained, "the cell resumed on the head node and a trial more", driver, deadline)
+        assert _finished(journal)[:len(before_node)] == before_node  # the finished trials kept, none trained again
+        before_driver = _finished(journal)
+        os.kill(driver.pid, signal.SIGKILL)  # the driver killed outright: its tasks end with it
+        driver.wait(30)
+        data.write_bytes(shipped)  # a resumed driver ships the data again
+        resumed = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=600 * slowdown())
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+    finally:
+        if driver is not None and driver.poll() is None:
+            driver.kill()
+        cluster.shutdown()
+
+    cells = _state(out)
+    assert [cell["status"] for cell in cells] == ["done", "done"]
+    assert cells[moved["index"] - 1]["attempts"] >= 3  # first node, the head after it, the resumed driver
+    assert _finished(journal)[:len(before_driver)] == before_driver
+    for cell in cells:
+        folder = out / f"cell-{cell['index']:03d}"
+        assert _whole(folder / "journal.sqlite") and (folder / "card.json").exists()
+    log = (out / f"cell-{moved['index']:03d}" / "search.log").read_text()
+    assert "--- attempt 1 on node" in log and "--- attempt 2 on node" in log
+    assert "started on node" in resumed.stderr and "2 done, 0 failed" in resumed.stdout
+
+    # The same grid through the local engine: the same searches (each journal's settings: the data's digest, target,
+    # seed, recipe; its split and preprocessing) with the same outputs. The spec names the node's copy of the data.
+    local = subprocess.run([sys.executable, "-m", "tinynas.cli", "sweep", str(grid), "--out", str(tmp_path / "local"),
+                            "--parallel", "2"], capture_output=True, text=True, timeout=600 * slowdown())
+    assert local.returncode == 0, local.stderr[-3000:]
+    for cell in cells:
+        name = f"cell-{cell['index']:03d}"
+        assert _settings(out / name / "journal.sqlite") == _settings(tmp_path / "local" / name / "journal.sqlite")
+        assert "/tinynas-shipped-" in _spec(out / name / "journal.sqlite")
+        assert _names(out / name) == _names(tmp_path / "local" / name)

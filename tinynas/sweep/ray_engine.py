@@ -1,0 +1,388 @@
+"""`tinynas sweep --engine ray`: each cell a Ray task on any node of a cluster, nothing lost when a node dies.
+
+A cell is a whole search (the unit of work), run on the node as the local engine runs it here: a child process
+`python -m tinynas.cli search` in a folder on that node's own disk (a journal is SQLite and must never sit on a
+network file system). A node never needs the driver's disk: the data files a cell names are shipped through Ray's
+object store (once per distinct file or folder), and the search's journal comes back to the driver after every
+trial it finishes: the task sends a consistent snapshot (SQLite's backup) to a small actor pinned to the driver's
+node (`Keeper`), which writes it into `DIR/cell-NNN/journal.sqlite`, with the folder's files new since the last
+send (a trial's weights, which the search exports as they are; at the end the model, card and report). When a node
+dies, Ray runs the task again elsewhere (`max_retries`); the new attempt starts from the keeper's copy with the
+search's own `--resume`, so at most the candidates that were training are trained again. The driver's own state is
+the local engine's `sweep.json`: either engine resumes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import logging
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.parse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tinynas.atomic import atomic_write_bytes
+from tinynas.errors import MissingDependencyError, UsageError
+from tinynas.interrupts import die_with_parent
+from tinynas.sweep.grid import search_arguments
+from tinynas.sweep.run import Cell, Sweep, last_error
+
+log = logging.getLogger(__name__)
+
+MAX_RETRIES = 3
+"""Times Ray runs a cell's task again after its node or worker died (a search that fails is not retried)."""
+SHIPPED = ("data", "test_data", "target")
+"""Options whose value may name a file or folder of the driver's, shipped to the node that searches the cell."""
+_JOURNAL, _LOG = "journal.sqlite", "search.log"
+
+
+def import_ray():
+    """Ray, or one line saying how to get it (an optional extra: the Pi never needs it)."""
+    try:
+        import ray
+    except ImportError:
+        raise MissingDependencyError("--engine ray needs Ray on this machine and on every node: "
+                                     "pip install 'tinynas[ray]' (or use the local engine)") from None
+    return ray
+
+
+def check_address(address: str | None, timeout: float = 5.0) -> None:
+    """A `HOST:PORT` that no Ray cluster answers at is one line now, not Ray's minute of retries."""
+    if address in (None, "auto", "local"):
+        return
+    if address.startswith("ray://"):
+        raise UsageError(f"--address {address}: Ray Client addresses (ray://) are not supported: run the sweep on a "
+                         f"node of the cluster with its GCS address (HOST:PORT, e.g. 10.0.0.2:6379)")
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--address must be HOST:PORT of a Ray cluster's head (e.g. 10.0.0.2:6379), got {address!r}")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or exc.__class__.__name__
+        raise UsageError(f"--address {address}: no Ray cluster answers there ({reason}): start one with "
+                         f"`ray start --head`, or leave --address out to start one on this machine") from None
+
+
+def snapshot(journal: Path) -> bytes:
+    """A consistent copy of a journal the search may be writing (SQLite's online backup: WAL included)."""
+    uri = f"file:{urllib.parse.quote(str(journal.resolve()))}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=30)) as source, \
+            contextlib.closing(sqlite3.connect(":memory:")) as copy:
+        source.backup(copy)
+        image = bytearray(copy.serialize())
+    # The file format's read/write versions say "WAL" (2) as the source's did; the copy is one file with no log
+    # beside it: say "rollback" (1), so that it also opens in memory (the search sets WAL again when it opens it).
+    image[18:20] = b"\x01\x01"
+    return bytes(image)
+
+
+class Keeper:
+    """Lives on the driver's node and keeps each cell's journal and log on the driver's disk, as the tasks send them.
+
+    An attempt older than the newest begun for its cell (a task Ray has given up on) is not listened to."""
+
+    def __init__(self, out: str, attempts: dict[int, int]) -> None:
+        self.out, self.attempts = Path(out), dict(attempts)
+        self.state: dict[int, dict[str, Any]] = {}
+        self.logs: dict[int, dict[int, bytes]] = {}
+
+    def _folder(self, index: int) -> Path:
+        folder = self.out / f"cell-{index:03d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def begin(self, index: int, node: str) -> tuple[int, bytes | None, dict[str, bytes]]:
+        """A new attempt at a cell on `node`: its number, the journal it resumes (None: a new search) and the
+        cell's other files kept so far (a trial's weights, the split: what the search's --resume reads)."""
+        attempt = self.attempts.get(index, 0) + 1
+        self.attempts[index] = attempt
+        folder = self._folder(index)
+        if attempt == 1 or index not in self.logs:  # the log of earlier drivers' attempts stays at its head
+            self.logs[index] = {0: (folder / _LOG).read_bytes() if (folder / _LOG).exists() else b""}
+        self.state[index] = {"attempt": attempt, "node": node, "trials": 0, "resumes": 0}
+        journal = folder / _JOURNAL
+        if not journal.exists():
+            return attempt, None, {}
+        copy = snapshot(journal)
+        self.state[index]["resumes"] = _finished_trials(copy)
+        # Fold a killed local run's write-ahead log into the file (a read-write connection's close does), so that a
+        # snapshot renamed over the file later finds no stale -wal beside it to replay.
+        with contextlib.closing(sqlite3.connect(journal, timeout=30)) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return attempt, copy, {name: (folder / name).read_bytes() for name in _files(folder)}
+
+    def keep(self, index: int, attempt: int, journal: bytes | None, files: dict[str, bytes], log_bytes: bytes,
+             trials: int) -> bool:
+        """Write what attempt `attempt` sent of its cell (its journal, the files new or changed since it last sent,
+        its log); False, and nothing written, when Ray has started a newer attempt."""
+        if attempt != self.attempts.get(index):
+            return False
+        folder = self._folder(index)
+        for name, data in files.items():
+            if _travels(name):
+                (folder / name).parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_bytes(folder / name, data)
+        if journal is not None:  # last: the journal never names a trial whose weights are not here yet
+            atomic_write_bytes(folder / _JOURNAL, journal)
+        self.logs[index][attempt] = (f"--- attempt {attempt} on node {self.state[index]['node'][:8]} ---\n"
+                                     .encode() + log_bytes)
+        atomic_write_bytes(folder / _LOG, b"".join(self.logs[index][key] for key in sorted(self.logs[index])))
+        self.state[index]["trials"] = trials
+        return True
+
+    def status(self) -> dict[int, dict[str, Any]]:
+        return {index: dict(state) for index, state in self.state.items()}
+
+
+def _files(folder: Path) -> list[str]:
+    """A cell folder's files that travel between node and driver (as relative names): all but the journal and its
+    SQLite companions, the log (each sent its own way) and half-written files."""
+    return sorted(str(path.relative_to(folder)) for path in folder.rglob("*")
+                  if path.is_file() and _travels(str(path.relative_to(folder))))
+
+
+def _travels(name: str) -> bool:
+    """Whether a file of that relative name goes between a node's cell folder and the driver's: no path leaves the
+    folder, and the journal is only ever written whole, from its snapshot."""
+    parts = Path(name).parts
+    return not (not parts or Path(name).is_absolute() or ".." in parts or parts[0].startswith(_JOURNAL)
+                or name == _LOG or ".partial" in parts[-1] or parts[-1].startswith("."))
+
+
+class _Sender:
+    """The node's side of the mirror: what changed in the cell's folder since the last send."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.sent: dict[str, tuple[int, int]] = {}
+
+    def changed(self) -> dict[str, bytes]:
+        out = {}
+        for name in _files(self.folder):
+            stamp = _stat(self.folder / name)
+            if self.sent.get(name) != stamp:
+                try:
+                    out[name] = (self.folder / name).read_bytes()
+                except OSError:  # replaced as we looked: sent next time
+                    continue
+                self.sent[name] = stamp
+        return out
+
+
+def _finished_trials(journal: bytes) -> int:
+    with contextlib.closing(sqlite3.connect(":memory:")) as db:
+        db.deserialize(journal)
+        try:
+            return db.execute("SELECT COUNT(*) FROM trials WHERE state != 'running'").fetchone()[0]
+        except sqlite3.Error:
+            return 0
+
+
+def _pack(path: Path) -> bytes:
+    """A tar of a file or folder under its own name (data shipped to the nodes)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(path, arcname=path.name)
+    return buffer.getvalue()
+
+
+def _unpack(packed: bytes, into: Path) -> None:
+    into.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(packed)) as tar:
+        tar.extractall(into, filter="data")  # a tar of ours, still read as if it were not: no path leaves `into`
+
+
+def _shipped_path(value: str) -> tuple[str, Path, str] | None:
+    """`(prefix, path, suffix)` when an option's value names an existing file or folder here: a data spec
+    `source:PATH?query`, or a bare path (a target's .toml)."""
+    prefix, _, rest = value.partition(":") if ":" in value and not os.path.exists(value) else ("", "", value)
+    if prefix == "synthetic":
+        return None
+    path, mark, query = rest.partition("?")
+    if path and os.path.exists(path):
+        return (f"{prefix}:" if prefix else ""), Path(path).resolve(), mark + query
+    return None
+
+
+def _place(packed: bytes, digest: str, name: str) -> Path:
+    """Unpack a shipped file or folder once per node (a folder named by its content), and say where it is."""
+    home = Path(tempfile.gettempdir()) / f"tinynas-shipped-{digest[:16]}"
+    if not home.exists():
+        staging = Path(tempfile.mkdtemp(prefix="tinynas-shipping-"))
+        _unpack(packed, staging)
+        try:
+            staging.rename(home)
+        except OSError:  # another task on this node placed it first
+            pass
+    return home / name
+
+
+def _search_task(index: int, options: dict[str, Any], shipped: dict[str, tuple[Any, str, str, str, str]],
+                 keeper) -> dict[str, Any]:
+    """Search one cell on this node; runs inside a Ray worker."""
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()
+    attempt, journal, files = _wait(keeper.begin.remote(index, node))
+    for key, (packed_ref, digest, name, prefix, suffix) in shipped.items():
+        options[key] = f"{prefix}{_place(_wait(packed_ref), digest, name)}{suffix}"
+    with tempfile.TemporaryDirectory(prefix=f"tinynas-cell-{index:03d}-") as scratch:
+        folder = Path(scratch) / "cell"
+        folder.mkdir()
+        for name, data in files.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(data)
+        if journal is not None:
+            (folder / _JOURNAL).write_bytes(journal)
+        sender = _Sender(folder)
+        sender.changed()  # what came from the driver needs no sending back
+
+        def send(trials: bool = True) -> None:
+            copy = snapshot(folder / _JOURNAL) if (folder / _JOURNAL).exists() else None
+            _wait(keeper.keep.remote(index, attempt, copy, sender.changed(), (folder / _LOG).read_bytes(),
+                                     _finished_trials(copy) if copy and trials else 0))
+
+        argv = [sys.executable, "-m", "tinynas.cli", "search", *search_arguments(options), "--out", str(folder),
+                *(["--resume"] if journal is not None else [])]
+        started = time.monotonic()
+        with open(folder / _LOG, "ab") as log_file:
+            process = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       start_new_session=True, preexec_fn=die_with_parent,
+                                       env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            seen: tuple = ()
+            try:
+                while True:
+                    ended = process.poll() is not None
+                    stamp = tuple(_stat(folder / f"{_JOURNAL}{end}") for end in ("", "-wal", "-shm"))
+                    if stamp != seen or ended:  # a trial finished (or the search ended): the folder goes back
+                        seen = stamp
+                        send()
+                    if ended:
+                        break
+                    time.sleep(1.0)
+            except KeyboardInterrupt:  # ray.cancel: the search stops as on its own Ctrl-C, its journal whole
+                process.send_signal(signal.SIGINT)
+                try:
+                    process.wait(60)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+                send(trials=False)
+                raise
+        return {"returncode": process.returncode, "seconds": time.monotonic() - started, "node": node,
+                "attempt": attempt, "error": last_error(folder / _LOG) if process.returncode else ""}
+
+
+def _wait(ref) -> Any:
+    """An object's value, waited for as a plain future: `ray.get` in a task hands its CPUs back to Ray while it
+    waits, and Ray would start another cell's search on them beside this one."""
+    return ref.future().result()
+
+
+def _stat(path: Path) -> tuple[int, int]:
+    try:
+        info = path.stat()
+    except OSError:
+        return (0, 0)
+    return info.st_mtime_ns, info.st_size
+
+
+def cpus_of(options: dict[str, Any]) -> int:
+    """A cell's CPUs on its node: its workers times their threads (`workers = auto` is one: Ray decides how many
+    cells share a node, so a search must not also take every core it sees)."""
+    workers = options.get("workers", "auto")
+    workers = 1 if str(workers) == "auto" else int(workers)
+    return workers * int(options.get("threads", 1))
+
+
+def run_on_ray(sweep: Sweep, address: str | None = None, progress: Callable[[str], None] = log.info) -> None:
+    """Search every cell of `sweep` not finished yet as Ray tasks on the cluster at `address` (None: a Ray
+    started on this machine for the sweep). Ctrl-C stops the running searches, their journals whole."""
+    ray = import_ray()
+    check_address(address)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    try:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+                 configure_logging=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:  # e.g. a port that answers but is not Ray's
+        where = f"the Ray cluster at {address}" if address else "a Ray on this machine"
+        raise UsageError(f"cannot join {where}: {str(exc).splitlines()[0][:200]}") from None
+    refs: dict[Any, Cell] = {}
+    try:
+        here = ray.get_runtime_context().get_node_id()
+        keeper = ray.remote(Keeper).options(
+            num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote(
+            str(sweep.out.resolve()), {cell.index: cell.attempts for cell in sweep.cells})
+        task = ray.remote(_search_task)
+        packed: dict[Path, tuple[Any, str]] = {}
+        waiting = sweep.unfinished()
+        for cell in waiting:
+            options = {**sweep.grid.fixed, **cell.values}
+            if str(options.get("workers", "auto")) == "auto":
+                options["workers"] = 1
+            shipped = {}
+            for key in SHIPPED:
+                found = _shipped_path(str(options[key])) if key in options else None
+                if found is None:
+                    continue
+                prefix, path, suffix = found
+                if path not in packed:
+                    data = _pack(path)
+                    packed[path] = (ray.put(data), hashlib.sha256(data).hexdigest())
+                ref, digest = packed[path]
+                shipped[key] = (ref, digest, path.name, prefix, suffix)
+            refs[task.options(num_cpus=cpus_of(options), max_retries=MAX_RETRIES,
+                                  retry_exceptions=False).remote(cell.index, options, shipped, keeper)] = cell
+        at_once = max(1, int(ray.cluster_resources().get("CPU", 1)) // max(1, min(cpus_of(
+            {**sweep.grid.fixed, **cell.values}) for cell in waiting))) if waiting else 1
+        progress(f"{len(waiting)} cells sent to Ray ({len(ray.nodes())} nodes, "
+                 f"{ray.cluster_resources().get('CPU', 0):.0f} CPUs)")
+        attempts_seen = {cell.index: cell.attempts for cell in sweep.cells}
+        while refs:
+            ready, _ = ray.wait(list(refs), num_returns=1, timeout=1.0)
+            for index, state in ray.get(keeper.status.remote()).items():
+                cell = sweep.cells[index - 1]
+                if state["attempt"] > attempts_seen.get(index, 0) and cell.status not in ("done", "failed"):
+                    attempts_seen[index] = state["attempt"]
+                    again = "" if state["attempt"] == 1 else f", attempt {state['attempt']}"
+                    resumes = f", resuming {state['resumes']} trials" if state["resumes"] else ""
+                    cell.status, cell.attempts, cell.node = "running", state["attempt"], state["node"]
+                    sweep.save()
+                    progress(f"cell {cell.index}/{len(sweep.cells)} started on node {cell.node[:8]}{again}{resumes} "
+                             f"({cell.describe()})")
+            for ref in ready:
+                cell = refs.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except ray.exceptions.RayError as exc:
+                    status, error = "failed", f"Ray lost the cell's search: {str(exc).splitlines()[0][:200]}"
+                else:
+                    cell.seconds = round(cell.seconds + result["seconds"], 1)
+                    cell.node, cell.attempts = result["node"], result["attempt"]
+                    status, error = ("done", "") if result["returncode"] == 0 else ("failed", result["error"])
+                progress(sweep.finish(cell, status, error, left=len(refs), at_once=at_once))
+    except KeyboardInterrupt:
+        for ref in refs:
+            ray.cancel(ref)
+        for ref, cell in refs.items():
+            with contextlib.suppress(Exception):
+                ray.get(ref, timeout=90)
+            cell.status = "running" if cell.attempts else "pending"
+        sweep.save()
+        raise
+    finally:
+        ray.shutdown()
