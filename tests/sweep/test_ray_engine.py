@@ -51,24 +51,49 @@ def test_the_keeper_resumes_from_the_driver_s_journal_and_ignores_an_attempt_ray
     assert not (folder / "journal.sqlite-wal").exists()  # folded in: a snapshot renamed over it finds no stale log
     third = _journal_with(tmp_path / "node.sqlite", [1, 2, 3])
     third.close()
-    assert keeper.keep(2, 2, snapshot(tmp_path / "node.sqlite"), {"weights/trial-3.weights.h5": b"w3"}, b"trial 3\n",
-                       3)
+    assert keeper.keep(2, 2, snapshot(tmp_path / "node.sqlite"), {"weights/trial-3.weights.h5": b"w3"}, [],
+                       b"trial 3\n", 3)
     assert (folder / "weights" / "trial-3.weights.h5").read_bytes() == b"w3"
     assert _numbers((folder / "journal.sqlite").read_bytes()) == [1, 2, 3]
     # The node of attempt 2 died; Ray started attempt 3 elsewhere, and a late word from attempt 2 changes nothing.
     assert keeper.begin(2, "b" * 56)[0] == 3
-    assert not keeper.keep(2, 2, b"not a journal", {"card.json": b"late"}, b"", 9)
+    assert not keeper.keep(2, 2, b"not a journal", {"card.json": b"late"}, [], b"", 9)
     assert not (folder / "card.json").exists()
     assert _numbers((folder / "journal.sqlite").read_bytes()) == [1, 2, 3]
     # Names that would leave the folder or overwrite the journal from a file are not written.
     assert keeper.keep(2, 3, None, {"../escaped": b"x", "/tmp/abs": b"x", "journal.sqlite": b"x",
-                                    "journal.sqlite-wal": b"x", "report.md": b"r"}, b"resumed\n", 3)
+                                    "journal.sqlite-wal": b"x", "report.md": b"r"}, [], b"resumed\n", 3)
     assert not (tmp_path / "escaped").exists() and (folder / "report.md").read_bytes() == b"r"
     assert _numbers((folder / "journal.sqlite").read_bytes()) == [1, 2, 3]
+    # A file the search removed on the node is removed here; a name outside the folder is not touched.
+    (tmp_path / "outside").write_text("not ours")
+    assert keeper.keep(2, 3, None, {}, ["report.md", "../outside", "journal.sqlite"], b"resumed\n", 3)
+    assert not (folder / "report.md").exists() and (tmp_path / "outside").exists()
+    assert (folder / "journal.sqlite").exists()
     log = (folder / "search.log").read_text()
     assert log.startswith("searched here before\n") and "--- attempt 2 on node aaaaaaaa ---\ntrial 3" in log
     assert log.endswith("--- attempt 3 on node bbbbbbbb ---\nresumed\n")
     assert keeper.status() == {2: {"attempt": 3, "node": "b" * 56, "trials": 3, "resumes": 3}}
+
+
+def test_the_node_sends_what_changed_and_what_the_search_removed(tmp_path):
+    sender = ray_engine._Sender(tmp_path)
+    (tmp_path / "windows.npz").write_bytes(b"a")
+    (tmp_path / "journal.sqlite").write_bytes(b"j")
+    (tmp_path / ".card.json.x1.tmp").write_bytes(b"half")
+    assert sender.changed() == ({"windows.npz": b"a"}, [])
+    assert sender.changed() == ({}, [])
+    (tmp_path / "windows.npz").unlink()
+    (tmp_path / "card.json").write_bytes(b"c")
+    assert sender.changed() == ({"card.json": b"c"}, ["windows.npz"])
+
+
+def test_a_driver_killed_mid_write_leaves_no_temporary_file_to_a_new_attempt(tmp_path):
+    folder = tmp_path / "cell-001"
+    folder.mkdir()
+    (folder / ".search.log.ab12.tmp").write_bytes(b"half")
+    Keeper(str(tmp_path), {}).begin(1, "n" * 56)
+    assert not (folder / ".search.log.ab12.tmp").exists()
 
 
 def test_a_new_cell_starts_without_a_journal(tmp_path):

@@ -110,6 +110,10 @@ class Keeper:
         attempt = self.attempts.get(index, 0) + 1
         self.attempts[index] = attempt
         folder = self._folder(index)
+        # A driver killed while this actor wrote leaves the writes' temporary files (`.NAME.XXXX.tmp`): not the
+        # cell's files, never read; removed before they could travel to a node.
+        for stale in folder.rglob(".*.tmp"):
+            stale.unlink(missing_ok=True)
         if attempt == 1 or index not in self.logs:  # the log of earlier drivers' attempts stays at its head
             self.logs[index] = {0: (folder / _LOG).read_bytes() if (folder / _LOG).exists() else b""}
         self.state[index] = {"attempt": attempt, "node": node, "trials": 0, "resumes": 0}
@@ -124,13 +128,17 @@ class Keeper:
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return attempt, copy, {name: (folder / name).read_bytes() for name in _files(folder)}
 
-    def keep(self, index: int, attempt: int, journal: bytes | None, files: dict[str, bytes], log_bytes: bytes,
-             trials: int) -> bool:
+    def keep(self, index: int, attempt: int, journal: bytes | None, files: dict[str, bytes], gone: list[str],
+             log_bytes: bytes, trials: int) -> bool:
         """Write what attempt `attempt` sent of its cell (its journal, the files new or changed since it last sent,
-        its log); False, and nothing written, when Ray has started a newer attempt."""
+        those the search removed since, its log); False, and nothing written, when Ray has started a newer
+        attempt."""
         if attempt != self.attempts.get(index):
             return False
         folder = self._folder(index)
+        for name in gone:  # e.g. a file the search keeps only while it works
+            if _travels(name):
+                (folder / name).unlink(missing_ok=True)
         for name, data in files.items():
             if _travels(name):
                 (folder / name).parent.mkdir(parents=True, exist_ok=True)
@@ -169,9 +177,14 @@ class _Sender:
         self.folder = folder
         self.sent: dict[str, tuple[int, int]] = {}
 
-    def changed(self) -> dict[str, bytes]:
+    def changed(self) -> tuple[dict[str, bytes], list[str]]:
+        """The files new or changed since the last call, and the names sent before that are gone now."""
         out = {}
-        for name in _files(self.folder):
+        names = _files(self.folder)
+        gone = sorted(set(self.sent) - set(names))
+        for name in gone:
+            del self.sent[name]
+        for name in names:
             stamp = _stat(self.folder / name)
             if self.sent.get(name) != stamp:
                 try:
@@ -179,7 +192,7 @@ class _Sender:
                 except OSError:  # replaced as we looked: sent next time
                     continue
                 self.sent[name] = stamp
-        return out
+        return out, gone
 
 
 def _finished_trials(journal: bytes) -> int:
@@ -252,7 +265,8 @@ def _search_task(index: int, options: dict[str, Any], shipped: dict[str, tuple[A
 
         def send(trials: bool = True) -> None:
             copy = snapshot(folder / _JOURNAL) if (folder / _JOURNAL).exists() else None
-            _wait(keeper.keep.remote(index, attempt, copy, sender.changed(), (folder / _LOG).read_bytes(),
+            files, gone = sender.changed()
+            _wait(keeper.keep.remote(index, attempt, copy, files, gone, (folder / _LOG).read_bytes(),
                                      _finished_trials(copy) if copy and trials else 0))
 
         argv = [sys.executable, "-m", "tinynas.cli", "search", *search_arguments(options), "--out", str(folder),
