@@ -3,9 +3,10 @@
     python benchmarks/strategies.py --data cwru --target STM32F030F4P6 --budget 10m --seeds 0,1,2
     python benchmarks/strategies.py --data isl --target STM32C011F6P6 --budget 10m --seeds 0,1,2
 
-Every run is a full `Study` (search, then the winner's final stage: retraining or export, int8
-conversion, LiteRT on the test split), timed from start to exported model. paper and fast runs are
-interleaved seed by seed so that the machine's state affects both alike; the baselines follow.
+Every run is a full search (search, then the winner's final stage: retraining or export, int8
+conversion, LiteRT on the test split), timed from start to exported model: a cell of a sweep
+(`tinynas.sweep`, one `tinynas search` per cell, resumable with `--work DIR`). paper and fast runs
+are interleaved seed by seed so that the machine's state affects both alike; the baselines follow.
 `--baseline-seeds` limits greedy / random / tpe to the first N seeds when time is short (they use
 the whole budget); the table says how many seeds each row has.
 
@@ -19,9 +20,9 @@ wall time. Writes benchmarks/results/strategies-<data>[-<suffix>].md, .json and 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
-import resource
 import shlex
 import sys
 import tempfile
@@ -30,15 +31,17 @@ from pathlib import Path
 
 import numpy as np
 
+from tinynas.card import read_card
+from tinynas.cli.sweeping import search_options
 from tinynas.cost.estimate import estimate
 from tinynas.cost.targets import get_target
 from tinynas.data.spec import load_windows
-from tinynas.progress import Progress
 from tinynas.search import FINAL_FIDELITY, SearchSpace, final_recipe, make_strategy
 from tinynas.search.tpe import optuna_available
-from tinynas.study import Study
+from tinynas.study.journal import peek
+from tinynas.sweep.grid import grid_from
+from tinynas.sweep.run import Sweep
 from tinynas.trial import Fidelity, TrialState
-from tinynas.units import parse_duration
 
 RESULTS = Path(__file__).parent / "results"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -95,35 +98,59 @@ def recipes(args) -> str:
     return f"{args.final_epochs} epochs of each strategy's own recipe (lr 0.01; fast's falling along a cosine)"
 
 
-def run_one(args, windows, target, strategy: str, seed: int, scratch: Path) -> dict:
-    """One study; what it cost and what it found."""
+def fixed_options(args) -> dict:
+    """The search options every run shares: a sweep's [fixed] table."""
+    fixed = {"data": DATA[args.data], "target": args.target, "split": args.split, "budget": args.budget,
+             "epochs": args.epochs, "batch_size": 16, "learning_rate": 1e-3, "workers": args.workers,
+             "augment": "none", "kernels": "3", "runtime": args.runtime, "accounting": args.accounting,
+             "track_test": True}  # the anytime curves' float test accuracy: measured for the plot, seen by no strategy
+    if args.final_epochs is not None:
+        fixed["final_epochs"] = args.final_epochs
+    return fixed
+
+
+def run_from(folder: Path, args, windows, target, strategy: str, seed: int, wall: float) -> dict:
+    """What one search (a sweep's cell folder) cost and found: from its card and journal."""
+    card = read_card(folder).to_dict()
+    trials, _meta = peek(folder / "journal.sqlite") or ([], {})
     fidelity = Fidelity(args.epochs, 16, 1e-3)
     final = final_recipe(strategy, args.final_epochs)  # the strategy's own (fast's is shorter, cosine)
-    started = time.monotonic()
-    result = Study(scratch / f"{strategy}-{seed}", windows, target, strategy=strategy,
-                   budget_seconds=parse_duration(args.budget), seed=seed, fidelity=fidelity,
-                   final_fidelity=final, workers=args.workers if args.workers == "auto" else int(args.workers),
-                   data_spec=args.data, split=args.split,
-                   progress=Progress(interactive=False), track_test=True, augment="none", kernels="3",
-                   runtime=args.runtime, accounting=args.accounting).run()
-    wall = time.monotonic() - started
-    card = result.card.to_dict()
     space = SearchSpace(windows.window_length, windows.channels, windows.classes)
     objective = make_strategy(strategy, space, seed=seed, fidelity=fidelity, final_fidelity=final,
                               is_feasible=lambda arch: estimate(arch, runtime=args.runtime, accounting=args.accounting,
                                                                 core=target.core).fits(target)).objective
     memory = card["search"]["peak_worker_memory_bytes"]
-    trained = [t for t in result.trials if t.state in (TrialState.COMPLETE, TrialState.FAILED)]
+    trained = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.FAILED)]
     return {"strategy": strategy, "seed": seed, "wall_seconds": round(wall, 1),
             "search_seconds": card["search"]["seconds"], "final_seconds": card["final_training"]["seconds"],
             "retrained": card["final_training"].get("retrained", True),
-            "winner": result.winner.architecture.name(), "int8_test_accuracy": card["int8_test_accuracy"],
+            "winner": card["name"], "int8_test_accuracy": card["int8_test_accuracy"],
             "float_test_accuracy": card["float_test_accuracy"], "trained": len(trained),
             "candidates": card["search"]["candidates"], "infeasible": card["search"]["infeasible"],
             "stopped_early": sum(1 for t in trained if t.details.get("stopped")),
             "peak_worker_rss_bytes": memory.get("rss", 0), "peak_worker_private_bytes": memory.get("private", 0),
-            "peak_parent_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-            "phases": _phases(trained, card), "anytime": _anytime(result.trials, objective)}
+            "phases": _phases(trained, card), "anytime": _anytime(trials, objective)}
+
+
+def run_sweeps(args, order: list[tuple[int, str]], work: Path, progress) -> list[tuple[Path, str, int, float]]:
+    """The runs of `order` as sweeps (`tinynas.sweep`): paper and fast interleaved seed by seed, then the baselines,
+    each a search in its own folder under `work`, resumed there when the benchmark is run again with `--work`."""
+    names = search_options()[1]
+    done = []
+    for part, strategies in (("main", ("paper", "fast")), ("baselines", ("greedy", "random", "tpe"))):
+        seeds = list(dict.fromkeys(seed for seed, strategy in order if strategy in strategies))
+        mine = list(dict.fromkeys(strategy for _seed, strategy in order if strategy in strategies))
+        if not seeds:
+            continue
+        grid = grid_from({"grid": {"seed": seeds, "strategy": mine}, "fixed": fixed_options(args)}, names)
+        sweep = Sweep(work / part, grid, resume=(work / part / "sweep.json").exists())
+        sweep.run(parallel=1, progress=progress)
+        for cell in sweep.cells:
+            if cell.status != "done":
+                raise SystemExit(f"{cell.describe()}: {cell.error} (the search's log: {cell.folder(sweep.out)}/"
+                                 f"search.log)")
+            done.append((cell.folder(sweep.out), cell.values["strategy"], cell.values["seed"], cell.seconds))
+    return done
 
 
 def summarise(runs: list[dict], strategies: list[str]) -> list[dict]:
@@ -293,6 +320,8 @@ def main() -> int:
                         help="keep the runs of other strategies / seeds already in results/strategies-<data>.json")
     parser.add_argument("--rewrite", action="store_true",
                         help="only re-render the stored results (md, png) from results/strategies-<data>.json")
+    parser.add_argument("--work", help="keep the searches (sweeps) in this folder, and resume them there when run "
+                                       "again (default: a temporary folder)")
     parser.add_argument("--suffix", default="",
                         help="results go to strategies-<data>-<suffix>.* (e.g. another target)")
     args = parser.parse_args()
@@ -327,14 +356,14 @@ def main() -> int:
             command = stored["command"]
             vars(args).update({key: value for key, value in stored["args"].items() if key not in ("merge", "rewrite")})
             target = get_target(args.target)
-    with tempfile.TemporaryDirectory() as scratch:
-        for seed, strategy in order:
-            print(f"[{time.strftime('%H:%M:%S')}] {args.data} {strategy} seed {seed}", file=sys.stderr, flush=True)
-            run = dict(run_one(args, windows, target, strategy, seed, Path(scratch)), command=command)
-            print(f"    {run['winner']} int8 {run['int8_test_accuracy']:.4f} in {run['wall_seconds']:.0f} s "
-                  f"({run['trained']} trained)", file=sys.stderr, flush=True)
-            runs.append(run)
-            write(args, windows, target, runs, command)
+    def progress(line: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {args.data}: {line}", file=sys.stderr, flush=True)
+
+    with contextlib.ExitStack() as stack:
+        work = Path(args.work) if args.work else Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        for folder, strategy, seed, wall in run_sweeps(args, order, work, progress):
+            runs.append(dict(run_from(folder, args, windows, target, strategy, seed, wall), command=command))
+        write(args, windows, target, runs, command)
     print(write(args, windows, target, runs, command))
     return 0
 

@@ -153,9 +153,9 @@ def write(runs: dict, args, machine: str) -> str:
                 f"{killed['attempts']}.")
         else:
             lines.append("No cell had finished 2 trials on the second node before the sweep ended: nothing to kill.")
-    lines += ["", "Runs in the table's order; the first (`local --parallel 1`) starts from cold file caches, so compare "
-                  "the Ray runs with each other. When a node dies, Ray's driver prints the dead raylet's last log lines "
-                  "on the terminal (its own monitor; `log_to_driver=False` does not cover it)."]
+    lines += ["", "Runs in the table's order; the first (`local --parallel 1`) starts from cold file caches, so "
+                  "compare the Ray runs with each other. When a node dies, Ray's driver prints the dead raylet's last "
+                  "log lines on the terminal (its own monitor; `log_to_driver=False` does not cover it)."]
     return "\n".join(lines) + "\n"
 
 

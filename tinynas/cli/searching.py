@@ -87,6 +87,9 @@ def register(sub) -> None:
                         help="how candidates are ranked: on the validation windows, by cross-validation over "
                              "recordings (each candidate trains once per fold), or auto (default: cross-validation "
                              f"when a class has fewer than {CV_BELOW_PER_CLASS} validation windows)")
+    search.add_argument("--track-test", action="store_true",
+                        help="also measure each trained candidate's float accuracy on the test windows, kept in the "
+                             "journal for anytime plots (benchmarks); no strategy and no ranking sees it")
     search.add_argument("--json", action="store_true", help="print the model card as JSON on stdout")
     search.set_defaults(func=_cmd_search)
 
@@ -181,7 +184,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
                   split=args.split, check_data=not args.ignore_data_checks, normalize=args.normalize,
                   test_windows=test_windows, test_spec=args.test_data or "", augment=args.augment,
                   kernels=args.kernels, runtime=args.runtime, accounting=args.accounting, c_prefix=args.c_prefix,
-                  task=args.task, selection=args.selection, **rate)
+                  task=args.task, selection=args.selection, track_test=args.track_test, **rate)
     _print_result(study.run(), args.json)
     return 0
 
