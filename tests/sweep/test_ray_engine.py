@@ -18,7 +18,7 @@ def _journal_with(path, rows):
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("CREATE TABLE IF NOT EXISTS trials (number INTEGER PRIMARY KEY, state TEXT)")
     for number in rows:
-        db.execute("INSERT INTO trials VALUES (?, 'done')", (number,))
+        db.execute("INSERT INTO trials VALUES (?, 'complete')", (number,))
     return db
 
 

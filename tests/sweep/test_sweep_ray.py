@@ -37,8 +37,8 @@ def _finished(journal):
     if not journal.exists():
         return []
     with contextlib.closing(sqlite3.connect(f"file:{journal}?mode=ro", uri=True)) as db:
-        return db.execute("SELECT number, architecture, score, updated FROM trials WHERE state != 'running' "
-                          "ORDER BY number").fetchall()
+        return db.execute("SELECT number, architecture, score, updated FROM trials "
+                          "WHERE state IN ('complete', 'failed') ORDER BY number").fetchall()
 
 
 def _whole(journal):

@@ -199,7 +199,8 @@ def _finished_trials(journal: bytes) -> int:
     with contextlib.closing(sqlite3.connect(":memory:")) as db:
         db.deserialize(journal)
         try:
-            return db.execute("SELECT COUNT(*) FROM trials WHERE state != 'running'").fetchone()[0]
+            # Trained to the end (an interrupted or running candidate is trained again on resume).
+            return db.execute("SELECT COUNT(*) FROM trials WHERE state IN ('complete', 'failed')").fetchone()[0]
         except sqlite3.Error:
             return 0
 
