@@ -281,7 +281,7 @@ def _search_task(index: int, options: dict[str, Any], shipped: dict[str, tuple[A
             try:
                 while True:
                     ended = process.poll() is not None
-                    stamp = tuple(_stat(folder / f"{_JOURNAL}{end}") for end in ("", "-wal", "-shm"))
+                    stamp = (_stat(folder / _JOURNAL), _stat(folder / f"{_JOURNAL}-wal"))
                     if stamp != seen or ended:  # a trial finished (or the search ended): the folder goes back
                         seen = stamp
                         send()
@@ -345,6 +345,7 @@ def run_on_ray(sweep: Sweep, address: str | None = None, progress: Callable[[str
         task = ray.remote(_search_task)
         packed: dict[Path, tuple[Any, str]] = {}
         waiting = sweep.unfinished()
+        cpus: list[int] = []
         for cell in waiting:
             options = {**sweep.grid.fixed, **cell.values}
             if str(options.get("workers", "auto")) == "auto":
@@ -360,10 +361,10 @@ def run_on_ray(sweep: Sweep, address: str | None = None, progress: Callable[[str
                     packed[path] = (ray.put(data), hashlib.sha256(data).hexdigest())
                 ref, digest = packed[path]
                 shipped[key] = (ref, digest, path.name, prefix, suffix)
-            refs[task.options(num_cpus=cpus_of(options), max_retries=MAX_RETRIES,
+            cpus.append(cpus_of(options))
+            refs[task.options(num_cpus=cpus[-1], max_retries=MAX_RETRIES,
                                   retry_exceptions=False).remote(cell.index, options, shipped, keeper)] = cell
-        at_once = max(1, int(ray.cluster_resources().get("CPU", 1)) // max(1, min(cpus_of(
-            {**sweep.grid.fixed, **cell.values}) for cell in waiting))) if waiting else 1
+        at_once = max(1, int(ray.cluster_resources().get("CPU", 1)) // min(cpus, default=1))  # for the time left
         progress(f"{len(waiting)} cells sent to Ray ({len(ray.nodes())} nodes, "
                  f"{ray.cluster_resources().get('CPU', 0):.0f} CPUs)")
         attempts_seen = {cell.index: cell.attempts for cell in sweep.cells}
