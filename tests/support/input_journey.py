@@ -37,6 +37,10 @@ def onboard_through(root: Path, wire: str) -> dict:
         run.simulator.unplug(1.0)  # the cable pulled; the device comes back restarted
         run.wait(lambda: _served(run), 600, "the model to be served")
         run.wait(lambda: run.status().get("predictions"), 60, "live predictions")
+        # The person's states are those the follower read from the page (it polls every 50 ms, but a step can be
+        # busy for seconds: a reaction, an unanswered request on a loaded machine): the test goes on once it saw
+        # SERVING too, as a person who looks at the page would (CI once read the states before it had).
+        run.wait(lambda: "SERVING" in run.seen_states, 60, "the person to see the model served")
         status = run.status()
         session = run.session()
         manifest = json.loads((session / "manifest.json").read_text())
