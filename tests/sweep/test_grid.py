@@ -18,6 +18,21 @@ def test_cells_are_every_combination_the_last_key_fastest():
     assert search_arguments({"ignore_data_checks": False}) == []
 
 
+def test_cells_entries_vary_together_crossed_with_the_grid():
+    # A data set drawn per seed is searched with that seed only: [[cells]] couples them; [grid] crosses them all.
+    table = {"cells": [{"data": "npz:s0.npz", "seed": 0}, {"data": "npz:s1.npz", "seed": 1}],
+             "grid": {"strategy": ["paper", "fast"]}, "fixed": {"budget": "1m"}}
+    grid = grid_from(table, OPTIONS)
+    assert grid.cells() == [{"data": "npz:s0.npz", "seed": 0, "strategy": "paper"},
+                            {"data": "npz:s0.npz", "seed": 0, "strategy": "fast"},
+                            {"data": "npz:s1.npz", "seed": 1, "strategy": "paper"},
+                            {"data": "npz:s1.npz", "seed": 1, "strategy": "fast"}]
+    assert grid.varied() == ["data", "seed", "strategy"] and grid.values("seed") == [0, 1]
+    assert grid.to_dict()["cells"] == table["cells"]
+    only = grid_from({"cells": table["cells"]}, OPTIONS)
+    assert only.cells() == table["cells"] and "cells" not in grid_from({"grid": {"seed": [0]}}, OPTIONS).to_dict()
+
+
 @pytest.mark.parametrize(("table", "why"), [
     ({"grid": {"colour": ["red"]}}, "'colour' is not an option of `tinynas search`"),
     ({"grid": {}}, "the grid is empty"),
@@ -25,7 +40,16 @@ def test_cells_are_every_combination_the_last_key_fastest():
     ({"grid": {"seed": []}}, "grid.seed must be a non-empty list"),
     ({"grid": {"seed": 3}}, "grid.seed must be a non-empty list"),
     ({"grid": {"seed": [1, 1]}}, "names a value twice"),
-    ({"grid": {"seed": [0, 1]}, "fixed": {"seed": 2}}, "'seed' is both varied and fixed"),
+    ({"grid": {"seed": [0, 1]}, "fixed": {"seed": 2}}, r"'seed' is in both \[grid\] and \[fixed\]"),
+    ({"grid": {"seed": [0]}, "cells": [{"seed": 1, "data": "a"}]}, r"'seed' is in both \[grid\] and \[\[cells\]\]"),
+    ({"cells": [{"data": "a", "seed": 0}, {"data": "b"}]}, "entry 2 gives data, the first data, seed"),
+    ({"cells": [{"data": "a"}, {"data": "a"}]}, r"two \[\[cells\]\] entries are the same"),
+    ({"cells": [{}]}, "entry 1 is empty"),
+    ({"cells": {"data": "a"}}, r"cells must be \[\[cells\]\] tables"),
+    ({"cells": [{"colour": "red"}]}, "'colour' is not an option"),
+    ({"cells": []}, "the grid is empty"),
+    ({"cells": [{"data": [1]}]}, "cells.data must be a string"),
+    ({"grid": {"seed": list(range(20))}, "cells": [{"data": str(n)} for n in range(11)]}, "220 cells"),
     ({"grid": {"out": ["x"]}}, "'out' is the sweep's own"),
     ({"grid": {"seed": [[1, 2]]}}, "must be a string, number or true/false"),
     ({"grid": {"seed": [float("nan")]}}, "must be a string, number or true/false"),

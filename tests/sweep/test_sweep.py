@@ -27,7 +27,10 @@ def _sweep(*args):
 @pytest.mark.slow
 def test_a_sweep_killed_outright_resumes_records_a_failing_cell_and_tables_every_cell(tmp_path):
     grid = tmp_path / "grid.toml"
-    grid.write_text(f'[grid]\ndata = ["{DATA}", "npz:{tmp_path}/missing.npz"]\nseed = [0, 1]\n' + FIXED)
+    # The data as [[cells]] entries (options varied together; here one each), crossed with the seeds: the same four
+    # cells as `data = [...]` in [grid], the data slowest.
+    grid.write_text(f'[[cells]]\ndata = "{DATA}"\n[[cells]]\ndata = "npz:{tmp_path}/missing.npz"\n'
+                    '[grid]\nseed = [0, 1]\n' + FIXED)
     out = tmp_path / "sweep"
     driver = subprocess.Popen([sys.executable, "-m", "tinynas.cli", "sweep", str(grid), "--out", str(out)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -65,4 +68,5 @@ def test_a_sweep_killed_outright_resumes_records_a_failing_cell_and_tables_every
     assert all(int(row["ram_bytes"]) <= 2200 for row in rows[:2]) and rows[2]["accuracy"] == ""
     table = (out / "sweep.md").read_text()
     assert table == resumed.stdout and "## Over seeds" in table and "2 done, 2 failed" in table
+    assert "| cell | data | seed |" in table and list(rows[0])[:2] == ["data", "seed"]
     assert "(sweep.png)" in table and (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

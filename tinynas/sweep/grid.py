@@ -9,8 +9,17 @@
     strategy = "fast"
     budget = "2m"
 
+    [[cells]]                   # options that vary together: one entry each, crossed with [grid]
+    data = "npz:anna.npz"
+    test_data = "npz:anna-day2.npz"
+
+    [[cells]]
+    data = "npz:ben.npz"
+    test_data = "npz:ben-day2.npz"
+
 Keys are `tinynas search` options, written as in a config (`final_epochs`, `test_data`); `out`, `resume` and
-`json` belong to the sweep. Cells are numbered in the order of the grid's keys, the last varying fastest.
+`json` belong to the sweep. Cells are numbered with the [[cells]] entries slowest, then the grid's keys in order,
+the last varying fastest.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ import itertools
 import math
 import tomllib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +44,30 @@ class Grid:
     axes: dict[str, list[Any]]
     """Each varied option and its values, in the file's order."""
     fixed: dict[str, Any]
+    together: list[dict[str, Any]] = field(default_factory=list)
+    """The [[cells]] entries: options varied together (a user's data with that user's test data; a data set drawn
+    per seed with that seed), each entry crossed with every combination of the axes."""
 
     def cells(self) -> list[dict[str, Any]]:
-        """Every combination of the axes' values (the fixed options not included)."""
+        """Every combination of the axes' values with every [[cells]] entry (the fixed options not included)."""
         names = list(self.axes)
-        return [dict(zip(names, values)) for values in itertools.product(*self.axes.values())]
+        combinations = [dict(zip(names, values)) for values in itertools.product(*self.axes.values())]
+        return [{**entry, **combination} for entry in self.together or [{}] for combination in combinations]
+
+    def varied(self) -> list[str]:
+        """The options that differ between cells: the [[cells]] entries' keys, then the axes'."""
+        return [*(self.together[0] if self.together else {}), *self.axes]
+
+    def values(self, key: str) -> list[Any]:
+        """The distinct values `key` takes over the cells, in cell order."""
+        seen: dict[str, Any] = {}
+        for cell in self.cells():
+            if key in cell:
+                seen.setdefault(repr(cell[key]), cell[key])
+        return list(seen.values())
 
     def to_dict(self) -> dict:
-        return {"grid": self.axes, "fixed": self.fixed}
+        return {"grid": self.axes, "fixed": self.fixed, **({"cells": self.together} if self.together else {})}
 
 
 def load_grid(path: str | Path, options: Iterable[str], max_cells: int = MAX_CELLS) -> Grid:
@@ -62,24 +87,27 @@ def load_grid(path: str | Path, options: Iterable[str], max_cells: int = MAX_CEL
 def grid_from(table: dict, options: Iterable[str], max_cells: int = MAX_CELLS, where: str = "the grid") -> Grid:
     """The grid of a parsed TOML table (see the module docstring)."""
     allowed = {option.replace("-", "_") for option in options} - set(RESERVED)
-    unknown = sorted(set(table) - {"grid", "fixed"})
+    unknown = sorted(set(table) - {"grid", "fixed", "cells"})
     if unknown:
-        raise UsageError(f"{where}: unknown table {unknown[0]!r}: a grid has [grid] (the options varied) and [fixed] "
-                         f"(the options every cell shares)")
-    axes, fixed = table.get("grid", {}), table.get("fixed", {})
+        raise UsageError(f"{where}: unknown table {unknown[0]!r}: a grid has [grid] (the options varied), [fixed] "
+                         f"(the options every cell shares) and [[cells]] (options varied together)")
+    axes, fixed, together = table.get("grid", {}), table.get("fixed", {}), table.get("cells", [])
     if not isinstance(axes, dict) or not isinstance(fixed, dict):
         raise UsageError(f"{where}: [grid] and [fixed] must be tables of options")
-    for key in [*axes, *fixed]:
+    together = _together(together, where)
+    for key in [*axes, *fixed, *(together[0] if together else {})]:
         if key in RESERVED:
             raise UsageError(f"{where}: {key!r} is the sweep's own (each cell's folder is under --out)")
         if key not in allowed:
             raise UsageError(f"{where}: {key!r} is not an option of `tinynas search` (it has "
                              f"{', '.join(sorted(allowed))})")
-    both = sorted(set(axes) & set(fixed))
-    if both:
-        raise UsageError(f"{where}: {both[0]!r} is both varied and fixed: give it in one table")
-    if not axes:
-        raise UsageError(f"{where}: the grid is empty: give [grid] at least one option with a list of values")
+    tables = {"[grid]": set(axes), "[fixed]": set(fixed), "[[cells]]": set(together[0] if together else {})}
+    for (first, one), (second, other) in itertools.combinations(tables.items(), 2):
+        if one & other:
+            raise UsageError(f"{where}: {sorted(one & other)[0]!r} is in both {first} and {second}: give it in one")
+    if not axes and not together:
+        raise UsageError(f"{where}: the grid is empty: give [grid] at least one option with a list of values, or "
+                         f"[[cells]] entries")
     for key, values in axes.items():
         if not isinstance(values, list) or not values:
             raise UsageError(f"{where}: grid.{key} must be a non-empty list of values, e.g. {key} = [0, 1, 2]")
@@ -89,10 +117,28 @@ def grid_from(table: dict, options: Iterable[str], max_cells: int = MAX_CELLS, w
             raise UsageError(f"{where}: grid.{key} names a value twice")
     for key, value in fixed.items():
         _check_scalar(f"fixed.{key}", value, where)
-    size = math.prod(len(values) for values in axes.values())
+    size = math.prod(len(values) for values in axes.values()) * max(1, len(together))
     if size > max_cells:
         raise UsageError(f"{where}: {size:,} cells, more than {max_cells:,}: narrow the grid or raise --max-cells")
-    return Grid({key: list(values) for key, values in axes.items()}, dict(fixed))
+    return Grid({key: list(values) for key, values in axes.items()}, dict(fixed), together)
+
+
+def _together(entries: Any, where: str) -> list[dict[str, Any]]:
+    """The [[cells]] entries, checked: tables of the same options, none twice (the option names are checked with
+    the grid's)."""
+    if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
+        raise UsageError(f"{where}: cells must be [[cells]] tables, one per group of options varied together")
+    for number, entry in enumerate(entries, 1):
+        if not entry:
+            raise UsageError(f"{where}: [[cells]] entry {number} is empty")
+        if set(entry) != set(entries[0]):
+            raise UsageError(f"{where}: [[cells]] entry {number} gives {', '.join(sorted(entry))}, the first "
+                             f"{', '.join(sorted(entries[0]))}: every entry gives the same options")
+        for key, value in entry.items():
+            _check_scalar(f"cells.{key}", value, where)
+    if len({repr(sorted(entry.items())) for entry in entries}) != len(entries):
+        raise UsageError(f"{where}: two [[cells]] entries are the same")
+    return [dict(entry) for entry in entries]
 
 
 def _check_scalar(name: str, value: Any, where: str) -> None:

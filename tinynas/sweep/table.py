@@ -49,7 +49,7 @@ def rows(sweep: Sweep) -> list[dict[str, Any]]:
 def write_tables(sweep: Sweep, goal: float | None = None) -> str:
     """Write DIR/sweep.md and DIR/sweep.csv; return the Markdown."""
     table = rows(sweep)
-    axes = list(sweep.grid.axes)
+    axes = sweep.grid.varied()
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=[*axes, *COLUMNS], extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
@@ -66,7 +66,7 @@ def write_tables(sweep: Sweep, goal: float | None = None) -> str:
         lines.append(f"| {number} | " + " | ".join(str(row[axis]) for axis in axes) + f" | {_accuracy(row)} | "
                      f"{_kib(row['ram_bytes'])} | {_kib(row['flash_bytes'])} | {_count(row['macs'])} | "
                      f"{row['seconds']:.0f} s | {row['status']} |")
-    if "seed" in axes and len(sweep.grid.axes["seed"]) > 1:
+    if "seed" in axes and len(sweep.grid.values("seed")) > 1:
         lines += ["", "## Over seeds", "", "| " + " | ".join(a for a in axes if a != "seed")
                   + " | seeds | mean int8 accuracy ± sd |", "|---" * len(axes) + "|---|"]
         for key, values in _groups(table, [a for a in axes if a != "seed"]).items():
