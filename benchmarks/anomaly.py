@@ -16,7 +16,8 @@ windows at 12 kHz (the 48 kHz normal baseline resampled 1:4, as the loader does)
   windows of other recordings measures the false-alarm rate, 600 windows per fault class the detection.
 Scorer families side by side at the same threshold rule (split conformal, 1 % false alarms):
 - network: `tinynas search --task anomaly` (the A(k, c) family, `fast`, int8 through LiteRT), per target
-  (STM32F030F4P6, STM32C011F6P6, nRF52840) and runtime (tflm, c);
+  (STM32F030F4P6, STM32C011F6P6, nRF52840) and runtime (tflm, c); the searches are the cells of two sweeps
+  (`tinynas.sweep`, `grid_runs.py`; the training windows written as .npz), `--work DIR` keeps and resumes them;
 - classical: band energies + kurtosis / crest / RMS / skewness and a Gaussian (tinynas.anomaly.baseline),
   fitted on the same training windows and calibrated on the same calibration windows.
 Selection check (CWRU 0 hp, STM32C011F6P6): 8 feasible architectures trained alike; the criterion the
@@ -26,6 +27,7 @@ search ranks by (validation loss on normal and synthetic windows) against each o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -35,6 +37,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from grid_runs import npz_spec, searched
 
 RESULTS = Path(__file__).parent / "results"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -117,28 +120,36 @@ def figures(normal_scores: dict[str, np.ndarray], faults: dict[str, tuple], thre
     return out
 
 
-def network_run(train, sets, target: str, runtime: str, seed: int, budget: float, work: Path) -> dict:
-    from tinynas.cost.targets import resolve_target
-    from tinynas.progress import Progress
-    from tinynas.study import Study
+ACCOUNTING = {"tflm": "arena", "c": "chip"}
+"""As the committed results were budgeted (issue 37): TFLite Micro's arena alone, since its whole footprint does not
+fit two of these three chips at all."""
 
-    out = work / f"{target}-{runtime}-{seed}"
-    started = time.monotonic()
-    result = Study(out, train, resolve_target(target), strategy="fast", budget_seconds=budget, seed=seed,
-                   workers=int(os.environ.get("WORKERS", "2")), task="anomaly", false_alarm_rate=RATE,
-                   runtime=runtime, progress=Progress(interactive=False),
-                   # As the committed results were budgeted (issue 37): TFLite Micro's arena alone, since its
-                   # whole footprint does not fit two of these three chips at all.
-                   accounting="arena" if runtime == "tflm" else "chip").run()
-    card = result.card.to_dict()
+
+def search_tables(train_spec: str, synthetic: dict[tuple[int, float], str], seeds: list[int], targets: list[str],
+                  budget: float) -> dict[str, dict]:
+    """The network searches as two sweeps: CWRU's (each runtime with its accounting, crossed with seeds and
+    targets) and the synthetic machine's (one data set per seed and noise, searched with that seed, one target)."""
+    fixed = {"task": "anomaly", "false_alarm_rate": RATE, "strategy": "fast", "budget": f"{budget:g}s",
+             "workers": int(os.environ.get("WORKERS", "2"))}
+    return {
+        "cwru": {"cells": [{"runtime": runtime, "accounting": ACCOUNTING[runtime]} for runtime in RUNTIMES],
+                 "grid": {"seed": seeds, "target": targets}, "fixed": {"data": train_spec, **fixed}},
+        "synthetic": {"cells": [{"data": spec, "seed": seed} for (seed, _noise), spec in synthetic.items()],
+                      "fixed": {"target": "STM32C011F6P6", "runtime": "tflm", "accounting": ACCOUNTING["tflm"],
+                                **fixed}}}
+
+
+def network_run(folder: Path, sets, target: str, runtime: str, seed: int, seconds: float) -> dict:
+    """The scorer searched in `folder` (a sweep's cell) on the held-out normal and fault sets."""
+    card = json.loads((folder / "card.json").read_text())
     anomaly = card["anomaly"]
-    normal = {name: scores_of(out, w) for name, w in sets["normal"].items()}
-    faults = {name: (scores_of(out, w), w.y, w.class_names) for name, w in sets["faults"].items()}
+    normal = {name: scores_of(folder, w) for name, w in sets["normal"].items()}
+    faults = {name: (scores_of(folder, w), w.y, w.class_names) for name, w in sets["faults"].items()}
     return {"family": "network", "target": target, "runtime": runtime, "seed": seed,
-            "architecture": result.winner.architecture.name(), "ram": card["cost_estimate"]["peak_ram_bytes"],
+            "architecture": card["name"], "ram": card["cost_estimate"]["peak_ram_bytes"],
             "flash": card["cost_estimate"]["flash_bytes"] if runtime == "c" else card["flash_bytes"],
             "calibration_windows": anomaly["calibration"]["calibration_windows"],
-            "threshold_steps": anomaly["threshold_steps"], "seconds": round(time.monotonic() - started, 1),
+            "threshold_steps": anomaly["threshold_steps"], "seconds": round(seconds, 1),
             "synthetic_test_auroc": anomaly["synthetic_test"]["auroc"],
             **figures(normal, faults, anomaly["threshold_steps"])}
 
@@ -304,6 +315,8 @@ def main() -> int:
     parser.add_argument("--targets", default=",".join(TARGETS))
     parser.add_argument("--selection", type=int, default=8, help="candidates of the selection check (0: none)")
     parser.add_argument("--out", default=str(RESULTS / "anomaly.md"))
+    parser.add_argument("--work", help="keep the searches (two sweeps) in this folder, and resume them there when "
+                                       "run again with the same arguments (default: a temporary folder)")
     parser.add_argument("--render", action="store_true", help="only write the .md again from the .jsonl")
     args = parser.parse_args()
     if not (SHARED / "cwru" / "97.mat").exists():
@@ -332,27 +345,36 @@ def main() -> int:
         write_results(runs, synthetic, selection, info, Path(args.out))
         return 0
     runs, synthetic = [], []
-    with tempfile.TemporaryDirectory() as work, open(log, "w") as jsonl:
+    targets = args.targets.split(",")
+    with contextlib.ExitStack() as stack, open(log, "w") as jsonl:
+        work = Path(args.work) if args.work else Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        # Synthetic: one data set per seed and noise, written for its search.
+        drawn = {(seed, noise): synthetic_sets(seed, noise) for seed in seeds for noise in SYNTHETIC_NOISE}
+        specs = {key: npz_spec(sets_[0], work / "data" / f"synthetic-s{key[0]}-noise{key[1]:g}.npz")
+                 for key, sets_ in drawn.items()}
+        tables = search_tables(npz_spec(train, work / "data" / "cwru-0hp-normal-train.npz"), specs, seeds, targets,
+                               args.budget)
+        searches = {part: searched(work / part, table, progress=lambda line: print(line, flush=True))
+                    for part, table in tables.items()}
+        found = {(cell.values["seed"], cell.values["target"], cell.values["runtime"]): (folder, cell.seconds)
+                 for cell, folder in searches["cwru"]}
         for seed in seeds:
             runs.append(baseline_run(train, sets, seed))
             jsonl.write(json.dumps(runs[-1], default=float) + "\n")
-            for target in args.targets.split(","):
+            for target in targets:
                 for runtime in RUNTIMES:
-                    print(f"seed {seed} {target} {runtime}", flush=True)
-                    runs.append(network_run(train, sets, target, runtime, seed, args.budget, Path(work)))
+                    folder, seconds = found[seed, target, runtime]
+                    runs.append(network_run(folder, sets, target, runtime, seed, seconds))
                     jsonl.write(json.dumps(runs[-1], default=float) + "\n")
                     jsonl.flush()
-            # Synthetic: one target, tflm.
-            for noise in SYNTHETIC_NOISE:
-                print(f"seed {seed} synthetic noise {noise}", flush=True)
-                strain, long_run, sfaults = synthetic_sets(seed, noise)
-                ssets = {"normal": {"held_out": long_run, "long_run": long_run}, "faults": {"faults": sfaults}}
-                for row in (baseline_run(strain, ssets, seed),
-                            network_run(strain, ssets, "STM32C011F6P6", "tflm", seed, args.budget,
-                                        Path(work) / f"syn{noise}")):
-                    synthetic.append({**row, "noise": noise})
-                    jsonl.write(json.dumps(synthetic[-1], default=float) + "\n")
-                    jsonl.flush()
+        for (seed, noise), (cell, folder) in zip(drawn, searches["synthetic"], strict=True):
+            strain, long_run, sfaults = drawn[seed, noise]
+            ssets = {"normal": {"held_out": long_run, "long_run": long_run}, "faults": {"faults": sfaults}}
+            for row in (baseline_run(strain, ssets, seed),
+                        network_run(folder, ssets, "STM32C011F6P6", "tflm", seed, cell.seconds)):
+                synthetic.append({**row, "noise": noise})
+                jsonl.write(json.dumps(synthetic[-1], default=float) + "\n")
+                jsonl.flush()
         print("selection check", flush=True)
         selection = selection_check(train, sets, 0, args.selection) if args.selection else []
         jsonl.write(json.dumps({"selection": selection}, default=float) + "\n")

@@ -18,23 +18,26 @@ validating and the other testing (both folds, so 52 test windows per seed):
   tested on the other. For the two-donning model that repetition has already chosen its architecture and epoch:
   in the product, the day-2 repetition would be a third donning, so this row is an upper bound for it.
 
-Both searches run with a frozen clock (`fast` ends when its race does), so what shares the machine changes the time,
-not the result. Results: `benchmarks/results/donning.md` (and `.jsonl`, one record per seed and fold).
+Both searches are cells of one sweep (`tinynas.sweep`, `grid_runs.py`: June's search once per seed, the two-donning
+search per seed and fold, its data written as .npz), each a `tinynas search` with a budget of an hour that `fast`
+never reaches (it ends when its race does; a search that reached it would stop the benchmark): what shares the
+machine changes the time, not the result. `--work DIR` keeps the searches and resumes them. Results:
+`benchmarks/results/donning.md` (and `.jsonl`, one record per seed and fold).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import multiprocessing
 import os
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
+from grid_runs import npz_spec, searched
 
 from tinynas.verdict import wilson
 
@@ -64,29 +67,45 @@ def _combined(june, reworn, fold: int):
                    np.concatenate([june.time_index.astype(np.int64), times]))
 
 
-def _search(out: Path, windows, split: str, seed: int):
-    from tinynas.cost.targets import get_target
-    from tinynas.progress import Progress
-    from tinynas.study import Study
-
-    return Study(out, windows, get_target(TARGET), strategy="fast", budget_seconds=3600, seed=seed,
-                 data_spec=f"benchmarks/donning.py {split}", split=split, workers=1, runtime=RUNTIME,
-                 clock=lambda: 0.0, progress=Progress(interactive=False)).run()
+BUDGET = "1h"
+"""Far above the race's end: the searches end when `fast`'s race does, whatever shares the machine."""
 
 
-def _trained_as(result, windows, split, seed: int, out: Path) -> Path:
-    """The winner of `result` trained again with its final recipe on `split` of `windows`, as a model folder."""
+def search_table(seeds: list[int], folds: dict[int, str]) -> dict:
+    """The sweep: June's search per seed (the session split), the two-donning search per seed and fold (`folds`: its
+    data spec; leave-one-session-out, as the two-donning plan does)."""
+    cells = [{"data": JUNE, "split": "session", "seed": seed} for seed in seeds]
+    cells += [{"data": spec, "split": "auto", "seed": seed} for seed in seeds for spec in folds.values()]
+    return {"cells": cells, "fixed": {"target": TARGET, "runtime": RUNTIME, "strategy": "fast", "budget": BUDGET,
+                                      "workers": 1}}
+
+
+def _searched_within_budget(folder: Path) -> None:
+    from tinynas.card import read_card
+    from tinynas.units import parse_duration
+
+    seconds = read_card(folder).to_dict()["search"]["seconds"]
+    if seconds >= 0.95 * parse_duration(BUDGET):
+        raise SystemExit(f"{folder}: the search ran {seconds:.0f} s, its whole budget: its result depends on the "
+                         f"machine's speed; raise BUDGET")
+
+
+def _trained_as(folder: Path, windows, split, seed: int, out: Path) -> Path:
+    """The winner of the search in `folder` trained again with its final recipe on `split` of `windows`, as a model
+    folder."""
+    from tinynas.card import read_card
     from tinynas.data.preprocess import Preprocessing
     from tinynas.deploy.export import convert_int8, write_export
     from tinynas.folders import MODEL_WEIGHTS, SPLIT, WINDOWS, save_split, save_weights
+    from tinynas.space import Architecture
     from tinynas.training.train import fit
     from tinynas.trial import Fidelity
 
-    card = result.card
+    card = read_card(folder)
     recipe = {key: value for key, value in card.final_training.items()
               if key in Fidelity.__dataclass_fields__}
     pre = Preprocessing.fit(windows, split.train, card.preprocessing.get("normalize", "none"))
-    arch = result.winner.architecture
+    arch = Architecture.from_dict(card.architecture)
     trained = fit(arch, pre.apply(windows.x[split.train]), windows.y[split.train], pre.apply(windows.x[split.val]),
                   windows.y[split.val], Fidelity(**recipe), seed=seed)
     tflite = convert_int8(trained.model, pre.apply(windows.x[split.train]))
@@ -99,17 +118,15 @@ def _trained_as(result, windows, split, seed: int, out: Path) -> Path:
     return out
 
 
-def run_fold(seed: int, fold: int) -> dict:
-    """One seed and fold: both searches, the 2 x 2 of architecture and training, each tested on the re-worn
-    repetition that did not validate."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+def run_fold(seed: int, fold: int, june, reworn, june_search: Path, donning_search: Path, root: Path) -> dict:
+    """One seed and fold, from its two searches' folders: the 2 x 2 of architecture and training, each tested on the
+    re-worn repetition that did not validate; each search's model adapted and recalibrated."""
     from tinynas.adaptation.adapt import adapt
     from tinynas.adaptation.recalibrate import Recipe, recalibrate
-    from tinynas.data.spec import load_windows
+    from tinynas.card import read_card
     from tinynas.data.splits import make_split
     from tinynas.deploy.evaluate import evaluate
 
-    june, reworn = load_windows(JUNE), load_windows(REWORN)
     both = _combined(june, reworn, fold)
     donning_split = make_split(both, "auto", seed=seed)
     assert donning_split.held_out == "2020-07-09", donning_split.protocol
@@ -119,39 +136,28 @@ def run_fold(seed: int, fold: int) -> dict:
     june_split = make_split(june, "session", seed=seed)
     record = {"seed": seed, "fold": fold, "tested": len(test), "validated_on": len(donning_split.val)}
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="donning-") as folder:
-        root = Path(folder)
-        june_result = _search(root / "june", june, "session", seed)
-        donning_result = _search(root / "donning", both, "auto", seed)
-        record.update(june_arch=june_result.winner.architecture.name(),
-                      donning_arch=donning_result.winner.architecture.name(),
-                      june_same_block=june_result.card.int8_test_accuracy)
-        models = {
-            ARMS[0]: root / "june",
-            ARMS[1]: _trained_as(june_result, both, donning_split, seed, root / "june-donning"),
-            ARMS[2]: _trained_as(donning_result, june, june_split, seed, root / "donning-june"),
-            ARMS[3]: root / "donning",
-        }
-        for arm, model in models.items():
-            record[arm] = evaluate(model, test).accuracy
-        calibration = both.subset(np.setdiff1d(donning_split.val[donning_split.val >= len(june)], tested))
-        for name, model in (("june model", root / "june"), ("donning model", root / "donning")):
-            adapted = adapt(model, calibration, root / f"{name}-adapt").out_dir
-            record[f"{name} + adapt"] = evaluate(adapted, test).accuracy
-            recal = recalibrate(model, calibration, root / f"{name}-recal", seed=seed,
-                                recipe=Recipe(statistics="new", max_forgetting=1.0))
-            record[f"{name} + recalibrate"] = evaluate(recal.out_dir or model, test).accuracy  # rejected: the old one
-        record["calibrated_on"] = len(calibration)
+    june_card, donning_card = read_card(june_search).to_dict(), read_card(donning_search).to_dict()
+    record.update(june_arch=june_card["name"], donning_arch=donning_card["name"],
+                  june_same_block=june_card["int8_test_accuracy"],
+                  search_seconds=[june_card["search"]["seconds"], donning_card["search"]["seconds"]])
+    models = {
+        ARMS[0]: june_search,
+        ARMS[1]: _trained_as(june_search, both, donning_split, seed, root / "june-donning"),
+        ARMS[2]: _trained_as(donning_search, june, june_split, seed, root / "donning-june"),
+        ARMS[3]: donning_search,
+    }
+    for arm, model in models.items():
+        record[arm] = evaluate(model, test).accuracy
+    calibration = both.subset(np.setdiff1d(donning_split.val[donning_split.val >= len(june)], tested))
+    for name, model in (("june model", june_search), ("donning model", donning_search)):
+        adapted = adapt(model, calibration, root / f"{name}-adapt").out_dir
+        record[f"{name} + adapt"] = evaluate(adapted, test).accuracy
+        recal = recalibrate(model, calibration, root / f"{name}-recal", seed=seed,
+                            recipe=Recipe(statistics="new", max_forgetting=1.0))
+        record[f"{name} + recalibrate"] = evaluate(recal.out_dir or model, test).accuracy  # rejected: the old one
+    record["calibrated_on"] = len(calibration)
     record["seconds"] = round(time.perf_counter() - started, 1)
     return record
-
-
-def _job(arguments):
-    try:
-        return run_fold(*arguments)
-    except Exception as exc:  # reported, not fatal to the other folds
-        seed, fold = arguments
-        return {"seed": seed, "fold": fold, "failed": f"{type(exc).__name__}: {exc}"[:300]}
 
 
 def report(records: list[dict], command: str, shared: str) -> str:
@@ -159,7 +165,8 @@ def report(records: list[dict], command: str, shared: str) -> str:
     seeds = sorted({r["seed"] for r in done})
     lines = ["# A second donning at onboarding: architecture selection or training? (issue 36)", "",
              f"Command: `{command}`. Machine: 2-core x86_64 VM; what shared it: {shared or 'nothing noted'} (the "
-             "searches run with a frozen clock, so it changed their time, not their result).", "",
+             "searches end when their race does, far within their budget, so it changed their time, not their "
+             "result).", "",
              __doc__.split("\n\n", 2)[2].split("Both searches")[0].strip(), "",
              f"`fast` search, {TARGET} with the C runtime (`--runtime c`), int8 through LiteRT. Per arm: the mean "
              "+- sd over seeds of each seed's accuracy (both folds pooled: 52 test windows per seed), then "
@@ -191,24 +198,43 @@ def report(records: list[dict], command: str, shared: str) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument("--processes", type=int, default=1, help="searches at once (the sweep's --parallel)")
+    parser.add_argument("--work", help="keep the searches (a sweep) in this folder, and resume them there when "
+                                       "run again with the same arguments (default: a temporary folder)")
     parser.add_argument("--shared", default="", help="what else ran on the machine (recorded in the results)")
     args = parser.parse_args(argv)
     if not (SHARED / "isl").is_dir() or not (SHARED / "isl_session3_dev").is_dir():
         print(f"skipped: {SHARED}/isl and isl_session3_dev are needed", file=sys.stderr)
         return 0
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from tinynas.data.spec import load_windows
+
     log = RESULTS / "donning.jsonl"
     records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     finished = {(r["seed"], r["fold"]) for r in records if all(arm in r for arm in ARMS + AFTER)}
-    jobs = [(int(seed), fold) for seed in args.seeds.split(",") for fold in (0, 1)
-            if (int(seed), fold) not in finished]
+    seeds = [int(seed) for seed in args.seeds.split(",")]
+    jobs = [(seed, fold) for seed in seeds for fold in (0, 1) if (seed, fold) not in finished]
+    if not jobs:
+        return 0
     command = "python benchmarks/donning.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    # Not multiprocessing.Pool: its processes are daemons, which may not start the search's worker processes.
-    with ProcessPoolExecutor(args.processes, mp_context=multiprocessing.get_context("spawn"),
-                             max_tasks_per_child=1) as pool:
-        for record in (future.result() for future in as_completed([pool.submit(_job, job) for job in jobs])):
-            records = [r for r in records if (r["seed"], r["fold"]) != (record["seed"], record["fold"])]
-            records.append(record)
+    june, reworn = load_windows(JUNE), load_windows(REWORN)
+    with contextlib.ExitStack() as stack:
+        work = Path(args.work) if args.work else Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        folds = {fold: npz_spec(_combined(june, reworn, fold), work / "data" / f"two-donnings-fold{fold}.npz")
+                 for fold in (0, 1)}
+        mine = sorted({seed for seed, _fold in jobs})
+        table = search_table(mine, folds)
+        searches = {(cell.values["seed"], cell.values["data"]): folder for cell, folder in searched(
+            work / "searches", table, parallel=args.processes, progress=lambda line: print(line, flush=True))}
+        for folder in searches.values():
+            _searched_within_budget(folder)
+        for seed, fold in jobs:
+            try:
+                record = run_fold(seed, fold, june, reworn, searches[seed, JUNE], searches[seed, folds[fold]],
+                                  work / "after" / f"seed{seed}-fold{fold}")
+            except Exception as exc:  # reported, not fatal to the other folds
+                record = {"seed": seed, "fold": fold, "failed": f"{type(exc).__name__}: {exc}"[:300]}
+            records = [r for r in records if (r["seed"], r["fold"]) != (seed, fold)] + [record]
             log.write_text("".join(json.dumps(r) + "\n" for r in records))
             (RESULTS / "donning.md").write_text(report(records, command, args.shared))
             print(json.dumps(record), flush=True)

@@ -9,39 +9,38 @@ a good model, and the model itself is worse. Measured here on real sEMG, as the 
 - For each repetition count r and seed: r recordings per class drawn at random are "the session" (what the user
   records); the service's own pipeline runs on it: the `auto` split (by recording), a `fast` search on the service's
   default target and budget, the int8 model on the held-out side, the deploy gate at min_accuracy 0.5. The other
-  27 - r recordings of those classes, never seen, say what the served model would really get.
+  27 - r recordings of those classes, never seen, say what the served model would really get. Each run is a cell
+  of one sweep (`tinynas.sweep`, `grid_runs.py`): its session written as .npz and searched with its seed by a
+  `tinynas search` of its own, as a user's would be.
 - Reported per r: the held-out count, the share of seeds the gate deploys / asks for more / refuses, and the
   accuracy on the unseen recordings (mean over seeds, with the Wilson interval pooled over seeds' windows).
 
-Run: `python benchmarks/repetitions.py` (about 20-30 minutes on 2 cores). Writes
+Run: `python benchmarks/repetitions.py [--work DIR]` (about 20-30 minutes on 2 cores; `--work` keeps the searches
+and resumes them). Writes
 benchmarks/results/repetitions.md and .json.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+from grid_runs import npz_spec, searched
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tinynas.cost.targets import resolve_target  # noqa: E402
+from tinynas.card import read_card  # noqa: E402
 from tinynas.data.spec import load_windows  # noqa: E402
 from tinynas.data.splits import make_split  # noqa: E402
 from tinynas.data.windows import Windows  # noqa: E402
 from tinynas.deploy.evaluate import evaluate  # noqa: E402
-from tinynas.progress import Progress  # noqa: E402
-from tinynas.search import final_recipe  # noqa: E402
 from tinynas.service.config import ServiceConfig  # noqa: E402
-from tinynas.study import Study  # noqa: E402
-from tinynas.trial import Fidelity  # noqa: E402
-from tinynas.units import parse_duration  # noqa: E402
 from tinynas.verdict import HeldOut, deploy_gate, wilson  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -60,9 +59,9 @@ def _only(windows, indices, wanted: list[int], classes: list[str]):
                    None if windows.time_index is None else windows.time_index[indices])
 
 
-def one_run(windows, classes: list[str], reps: int, seed: int, config: ServiceConfig, budget: str,
-            scratch: Path) -> dict:
-    """The service's pipeline on `reps` recordings per class; the model's verdict and its unseen accuracy."""
+def draw(windows, classes: list[str], reps: int, seed: int):
+    """The session of `reps` recordings per class drawn with `seed` (what the user records), and the windows of the
+    other recordings of those classes (what the served model would really meet)."""
     rng = np.random.default_rng(seed)
     wanted = [windows.class_names.index(c) for c in classes]
     session, unseen = [], []
@@ -71,26 +70,36 @@ def one_run(windows, classes: list[str], reps: int, seed: int, config: ServiceCo
         chosen = rng.choice(members, size=reps, replace=False)
         session += list(chosen)
         unseen += [m for m in members if m not in set(chosen)]
-    recorded = _only(windows, sorted(session), wanted, classes)
+    return _only(windows, sorted(session), wanted, classes), _only(windows, sorted(unseen), wanted, classes)
+
+
+def search_table(runs: list[tuple[list[str], int, int]], windows, config: ServiceConfig, budget: str,
+                 work: Path) -> dict:
+    """The sweep of every run: each session written as .npz and searched with its seed ([[cells]]), the service's
+    recipe fixed."""
+    cells = [{"data": npz_spec(draw(windows, classes, reps, seed)[0], work / "data" / f"c{len(classes)}-r{reps}-"
+                               f"s{seed}.npz"), "seed": seed} for classes, reps, seed in runs]
+    return {"cells": cells, "fixed": {
+        "target": config.target, "strategy": config.strategy, "budget": budget, "epochs": config.epochs,
+        "batch_size": config.batch_size, "learning_rate": config.learning_rate, "final_epochs": config.final_epochs,
+        "workers": 2, "runtime": config.runtime, "split": "auto"}}
+
+
+def one_run(windows, classes: list[str], reps: int, seed: int, config: ServiceConfig, folder: Path,
+            seconds: float) -> dict:
+    """The deploy gate's verdict on the search in `folder` (a sweep's cell) and its model's unseen accuracy."""
+    recorded, unseen = draw(windows, classes, reps, seed)
     split = make_split(recorded, "auto", seed=0)
-    started = time.monotonic()
-    result = Study(scratch / f"c{len(classes)}-r{reps}-s{seed}", recorded, resolve_target(config.target),
-                   strategy=config.strategy,
-                   budget_seconds=parse_duration(budget), seed=seed,
-                   fidelity=Fidelity(config.epochs, config.batch_size, config.learning_rate),
-                   final_fidelity=final_recipe(config.strategy, config.final_epochs), workers=2,
-                   runtime=config.runtime, data_spec="isl (benchmark subset)",
-                   progress=Progress(interactive=False)).run()
-    card = result.card.to_dict()
+    card = read_card(folder).to_dict()
     held = card.get("int8_test") or {}
     verdict = deploy_gate(HeldOut(held.get("hits", 0), held.get("windows", 0)), config.min_accuracy, len(classes),
                           len(split.test) / len(recorded))
-    truth = evaluate(result.out_dir, _only(windows, sorted(unseen), wanted, classes))
+    truth = evaluate(folder, unseen)
     hits = int(round(truth.accuracy * len(unseen)))
     return {"reps": reps, "seed": seed, "classes": len(classes), "held_out_windows": held.get("windows"),
             "held_out_hits": held.get("hits"), "gate": verdict.decision, "more_per_class": verdict.more_per_class,
             "unseen_windows": len(unseen), "unseen_hits": hits, "unseen_accuracy": round(truth.accuracy, 4),
-            "winner": card.get("name"), "seconds": round(time.monotonic() - started, 1)}
+            "winner": card.get("name"), "seconds": round(seconds, 1)}
 
 
 def render(runs: list[dict], args) -> str:
@@ -136,6 +145,8 @@ def main() -> int:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--budget", default="90s", help="search budget per run (the service's default is 10m)")
     parser.add_argument("--shared", default="nothing else ran", help="what shared the machine (for the results)")
+    parser.add_argument("--work", help="keep the searches (a sweep) in this folder, and resume them there when "
+                                       "run again with the same arguments (default: a temporary folder)")
     parser.add_argument("--rewrite", action="store_true", help="only re-render repetitions.md from repetitions.json")
     parser.add_argument("--merge", action="store_true",
                         help="keep the runs already in results/repetitions.json (other plans or seeds)")
@@ -155,13 +166,16 @@ def main() -> int:
     stored = RESULTS / "repetitions.json"
     runs = json.loads(stored.read_text()) if args.merge and stored.exists() else []
     RESULTS.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory() as scratch:
-        for classes, reps in plans:
-            for seed in seeds:
-                run = one_run(windows, classes, reps, seed, config, args.budget, Path(scratch))
-                runs = [r for r in runs if (r["classes"], r["reps"], r["seed"]) != (len(classes), reps, seed)] + [run]
-                stored.write_text(json.dumps(runs, indent=1) + "\n")  # each run kept as it ends
-                print(json.dumps(run), flush=True)
+    wanted = [(classes, reps, seed) for classes, reps in plans for seed in seeds]
+    with contextlib.ExitStack() as stack:
+        work = Path(args.work) if args.work else Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        searches = searched(work / "searches", search_table(wanted, windows, config, args.budget, work),
+                            progress=lambda line: print(line, flush=True))
+        for (classes, reps, seed), (cell, folder) in zip(wanted, searches, strict=True):
+            run = one_run(windows, classes, reps, seed, config, folder, cell.seconds)
+            runs = [r for r in runs if (r["classes"], r["reps"], r["seed"]) != (len(classes), reps, seed)] + [run]
+            stored.write_text(json.dumps(runs, indent=1) + "\n")
+            print(json.dumps(run), flush=True)
     (RESULTS / "repetitions.md").write_text(render(runs, args))
     print(render(runs, args))
     return 0

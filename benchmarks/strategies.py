@@ -30,17 +30,15 @@ import time
 from pathlib import Path
 
 import numpy as np
+from grid_runs import searched
 
 from tinynas.card import read_card
-from tinynas.cli.sweeping import search_options
 from tinynas.cost.estimate import estimate
 from tinynas.cost.targets import get_target
 from tinynas.data.spec import load_windows
 from tinynas.search import FINAL_FIDELITY, SearchSpace, final_recipe, make_strategy
 from tinynas.search.tpe import optuna_available
 from tinynas.study.journal import peek
-from tinynas.sweep.grid import grid_from
-from tinynas.sweep.run import Sweep
 from tinynas.trial import Fidelity, TrialState
 
 RESULTS = Path(__file__).parent / "results"
@@ -135,21 +133,15 @@ def run_from(folder: Path, args, windows, target, strategy: str, seed: int, wall
 def run_sweeps(args, order: list[tuple[int, str]], work: Path, progress) -> list[tuple[Path, str, int, float]]:
     """The runs of `order` as sweeps (`tinynas.sweep`): paper and fast interleaved seed by seed, then the baselines,
     each a search in its own folder under `work`, resumed there when the benchmark is run again with `--work`."""
-    names = search_options()[1]
     done = []
     for part, strategies in (("main", ("paper", "fast")), ("baselines", ("greedy", "random", "tpe"))):
         seeds = list(dict.fromkeys(seed for seed, strategy in order if strategy in strategies))
         mine = list(dict.fromkeys(strategy for _seed, strategy in order if strategy in strategies))
         if not seeds:
             continue
-        grid = grid_from({"grid": {"seed": seeds, "strategy": mine}, "fixed": fixed_options(args)}, names)
-        sweep = Sweep(work / part, grid, resume=(work / part / "sweep.json").exists())
-        sweep.run(parallel=1, progress=progress)
-        for cell in sweep.cells:
-            if cell.status != "done":
-                raise SystemExit(f"{cell.describe()}: {cell.error} (the search's log: {cell.folder(sweep.out)}/"
-                                 f"search.log)")
-            done.append((cell.folder(sweep.out), cell.values["strategy"], cell.values["seed"], cell.seconds))
+        table = {"grid": {"seed": seeds, "strategy": mine}, "fixed": fixed_options(args)}
+        for cell, folder in searched(work / part, table, progress=progress):
+            done.append((folder, cell.values["strategy"], cell.values["seed"], cell.seconds))
     return done
 
 
