@@ -9,7 +9,8 @@ budget holds) with the final recipe (100 epochs, lr 0.01, batch 16, best validat
 one training measure, then goes through the product's own steps: int8 export (LiteRT), the model
 folder, `evaluate`, `adapt`, `recalibrate`. Rows differ only in the measure, so the table says
 what each measure does; a kind of augmentation goes into a sensor's preset only if it helped here.
-Part B (`--search`): the whole product, `fast` search with the preset, on the same data.
+Part B (`--search`): the whole product, `fast` search with the preset, on the same data (the searches one sweep,
+`tinynas.sweep`, `grid_runs.py`; `--work DIR` keeps and resumes them).
 
 Data and splits (never a window of one recording on two sides):
 - ISL: train on ../shared/data/isl (June, the session split: temporal within each letter's block,
@@ -29,6 +30,7 @@ recall of the new-condition test, averaged over seeds (ISL: one test window per 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
@@ -38,6 +40,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from grid_runs import searched
 
 RESULTS = Path(__file__).parent / "results"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -190,27 +193,30 @@ def _evaluate_new(setting: str, base: Path, new, record: dict, seed: int, folder
     return record
 
 
-def run_search(setting: str, target_name: str, seed: int, budget: float = 900.0) -> dict:
-    """Part B: the whole product: `fast` search with the defaults (the sensor's preset), then the same steps."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    from tinynas.cost.targets import get_target
-    from tinynas.data.spec import load_windows
-    from tinynas.progress import Progress
-    from tinynas.study import Study
+SEARCH_BUDGET = "900s"
 
+
+def search_table(setting: str, targets: list[str], seeds: list[int]) -> dict:
+    """Part B's searches as one sweep: `fast` with the defaults (the sensor's preset), per seed and target."""
     config = SETTINGS[setting]
-    windows, new = load_windows(config["train"]), load_windows(config["new"])
-    record = {"setting": setting, "target": target_name, "row": SEARCH_ROW, "seed": seed}
-    with tempfile.TemporaryDirectory(prefix="shift-search-") as folder:
-        out = Path(folder) / "run"
-        started = time.perf_counter()
-        result = Study(out, windows, get_target(target_name), strategy="fast", budget_seconds=budget, seed=seed,
-                       data_spec=config["train"], split=config["split"], workers=1,
-                       progress=Progress(interactive=False)).run()
-        record.update(architecture=result.winner.architecture.name(), search_seconds=round(
-            time.perf_counter() - started, 1), same_block=result.card.int8_test_accuracy,
-            recipe=result.card.training_recipe)
-        return _evaluate_new(setting, out, new, record, seed, Path(folder))
+    return {"grid": {"seed": seeds, "target": targets},
+            "fixed": {"data": config["train"], "split": config["split"], "strategy": "fast",
+                      "budget": SEARCH_BUDGET, "workers": 1}}
+
+
+def run_search(setting: str, target_name: str, seed: int, folder: Path, seconds: float) -> dict:
+    """Part B: the whole product: the search in `folder` (a sweep's cell), then the same steps."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from tinynas.card import read_card
+    from tinynas.data.spec import load_windows
+
+    card = read_card(folder)
+    new = load_windows(SETTINGS[setting]["new"])
+    record = {"setting": setting, "target": target_name, "row": SEARCH_ROW, "seed": seed,
+              "architecture": card.to_dict()["name"], "search_seconds": round(seconds, 1),
+              "same_block": card.int8_test_accuracy, "recipe": card.training_recipe}
+    with tempfile.TemporaryDirectory(prefix="shift-search-") as scratch:
+        return _evaluate_new(setting, folder, new, record, seed, Path(scratch))
 
 
 REWEAR_CONFIGS = {
@@ -553,8 +559,6 @@ def decision(setting: str, records: list[dict]) -> list[str]:
 
 def _job(arguments):
     try:
-        if arguments[2] == SEARCH_ROW:
-            return run_search(arguments[0], arguments[1], arguments[3])
         return run_one(*arguments)
     except Exception as exc:  # a benchmark row that fails is reported, not fatal to the others
         setting, target, row, seed = arguments
@@ -606,6 +610,8 @@ def main(argv=None) -> int:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--search", action="store_true",
                         help="part B: the whole product (fast search with the preset) instead of the recipe rows")
+    parser.add_argument("--work", help="--search: keep the searches (a sweep) in this folder, and resume them there "
+                                       "when run again with the same arguments (default: a temporary folder)")
     parser.add_argument("--inputs", help="isl-rewear: comma-separated inputs (default: all)")
     parser.add_argument("--configs", help="isl-rewear: semicolon-separated architectures (default: all)")
     parser.add_argument("--shared", help="isl-rewear: what else ran on the machine meanwhile (kept in the results)")
@@ -632,9 +638,19 @@ def main(argv=None) -> int:
         print(json.dumps({k: v for k, v in record.items() if not k.endswith("recall")}), flush=True)
         (RESULTS / f"shift-{args.setting}.md").write_text(report(args.setting, done, command))
 
-    if args.search:  # a study starts its own worker processes: not from a (daemonic) pool worker
-        for job in jobs:
-            finished_one(_job(job))
+    if args.search:  # the searches as one sweep (each a `tinynas search`), then each model to the new condition
+        with contextlib.ExitStack() as stack:
+            work = Path(args.work) if args.work else Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            wanted = sorted({seed for _setting, _target, _row, seed in jobs})
+            table = search_table(args.setting, sorted({target for _s, target, _r, _seed in jobs}), wanted)
+            found = {(cell.values["seed"], cell.values["target"]): (folder, cell.seconds) for cell, folder in
+                     searched(work / "searches", table, progress=lambda line: print(line, flush=True))}
+            for setting, target, _row, seed in jobs:
+                try:
+                    finished_one(run_search(setting, target, seed, *found[seed, target]))
+                except Exception as exc:  # a benchmark row that fails is reported, not fatal to the others
+                    finished_one({"setting": setting, "target": target, "row": SEARCH_ROW, "seed": seed,
+                                  "skipped": f"failed: {type(exc).__name__}: {exc}"[:300]})
     else:
         context = multiprocessing.get_context("spawn")
         with context.Pool(args.processes, maxtasksperchild=1) as pool:
