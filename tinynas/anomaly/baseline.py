@@ -7,9 +7,8 @@ a few hundred windows give a stable inverse); the score is the squared Mahalanob
 split-conformal threshold (`threshold.py`) turns it into a detector, so both are compared at the same
 false-alarm rate.
 
-On a microcontroller it needs a real FFT of the window in float32 (4 bytes per sample, in place), the
-features and the Gaussian's mean and inverse covariance: `cost` states that estimate (not a compiled
-measurement), so that the comparison is made at the same budget.
+As a search candidate with generated C (int16 input, its cost measured against what links), it is
+`classical.py`.
 """
 
 from __future__ import annotations
@@ -62,12 +61,3 @@ class GaussianBaseline:
         d = features(x) - self.mean
         return np.einsum("ij,jk,ik->i", d, self.precision, d)
 
-
-def cost(length: int, channels: int) -> dict:
-    """Estimated RAM / flash / MACs on a 32-bit MCU (float32 in-place real FFT, features, Gaussian)."""
-    d = channels * (STATISTICS + BANDS)
-    fft_macs = int(2.5 * length * np.log2(max(length, 2))) * channels
-    return {"ram_bytes": 4 * length + 4 * d * 2 + length * channels,  # FFT buffer, features, int8 input
-            "flash_bytes": 4 * (d + d * d) + 4 * length // 2 + 2048,   # mean, precision, twiddles, code
-            "macs": fft_macs + 6 * length * channels + d * d,
-            "note": "estimate: CMSIS-DSP-style float32 rfft, one channel at a time; not compiled"}

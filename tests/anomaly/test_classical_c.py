@@ -1,0 +1,106 @@
+"""The classical scorer's generated C against its Python score, on every window: the int16 input bit for bit, the
+score within the stated float32 tolerance, the verdict wherever the score is not within that tolerance of the
+threshold; and its code, linked for a Cortex-M0 and a Cortex-M4F, within the cost the search budgets it at."""
+
+import subprocess
+
+import numpy as np
+import pytest
+
+from tinynas.anomaly import classical
+from tinynas.anomaly.classical_c import SCORE_TOLERANCE, generate_classical_c
+from tinynas.data.synthetic import vibration
+
+HARNESS = r"""
+#include <stdio.h>
+#include "model_compiled.h"
+int main(void) {
+  static float window[TINYNAS_INPUT_SIZE];
+  static int16_t input[TINYNAS_INPUT_SIZE];
+  while (fread(window, sizeof(float), TINYNAS_INPUT_SIZE, stdin) == TINYNAS_INPUT_SIZE) {
+    const int32_t clamped = tinynas_prepare(window, input);
+    float score;
+    const int32_t verdict = tinynas_score(input, &score);
+    fwrite(input, sizeof(int16_t), TINYNAS_INPUT_SIZE, stdout);
+    fwrite(&score, sizeof(float), 1, stdout);
+    fwrite(&verdict, sizeof(int32_t), 1, stdout);
+    fwrite(&clamped, sizeof(int32_t), 1, stdout);
+  }
+  return 0;
+}
+"""
+
+
+def _windows(length: int, channels: int):
+    """(normal, anomalous) windows: the synthetic machine's (one channel), or channels of it side by side."""
+    made = vibration(windows_per_class=60, length=length, windows_per_recording=10, seed=4)
+    x = np.concatenate([np.roll(made.x, shift, axis=0) for shift in range(channels)], axis=2)
+    return x[made.y == 0], x[made.y != 0]
+
+
+@pytest.mark.parametrize(("length", "channels"), [(256, 1), (200, 2), (8, 1)],
+                         ids=["real FFT", "direct DFT, two channels", "short: empty bands"])
+def test_the_c_score_is_the_python_score_on_every_window(tmp_path, c_compiler, length, channels):
+    normal, faults = _windows(length, channels)
+    scorer = classical.fit(normal[::2], faults[::3])
+    threshold = float(np.quantile(scorer.score(normal[1::2]), 0.95))
+    source, header = generate_classical_c(scorer, threshold, "model_compiled.h", "tinynas", "test")
+    (tmp_path / "model_compiled.c").write_text(source)
+    (tmp_path / "model_compiled.h").write_text(header)
+    (tmp_path / "main.c").write_text(HARNESS)
+    subprocess.run([c_compiler, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(tmp_path / "run"),
+                    str(tmp_path / "main.c"), str(tmp_path / "model_compiled.c"), "-lm"], check=True, timeout=120)
+    # Every window: normal and faulty, and some ten times louder than the headroom (clamped).
+    x = np.concatenate([normal, faults, faults[:10] * 10]).astype(np.float32)
+    ran = subprocess.run([str(tmp_path / "run")], input=x.tobytes(), capture_output=True, check=True, timeout=120)
+    size = length * channels
+    record = np.dtype([("input", "<i2", (size,)), ("score", "<f4"), ("verdict", "<i4"), ("clamped", "<i4")])
+    out = np.frombuffer(ran.stdout, dtype=record)
+    assert len(out) == len(x)
+    expected = scorer.quantize(x)
+    np.testing.assert_array_equal(out["input"], expected.reshape(len(x), -1))
+    raw = x.reshape(len(x), -1) / np.float32(scorer.input_scale)
+    np.testing.assert_array_equal(out["clamped"], np.sum((raw > 32767) | (raw < -32768), axis=1))
+    assert out["clamped"][-10:].min() > 0
+    py = scorer.score_input(expected)
+    error = np.abs(out["score"].astype(np.float64) - py) / (1 + py)
+    assert error.max() <= SCORE_TOLERANCE, error.max()
+    clear = np.abs(py - threshold) > SCORE_TOLERANCE * (1 + threshold)
+    np.testing.assert_array_equal(out["verdict"][clear], (py > threshold)[clear])
+    assert 0 < out["verdict"].sum() < len(x)
+
+
+ENTRY = r"""
+#include "model_compiled.h"
+int16_t input[TINYNAS_INPUT_SIZE];
+float score;
+int entry(void) { return tinynas_score(input, &score); }
+"""
+
+
+@pytest.mark.parametrize(("core", "flags"), [("Cortex-M0", ["-mcpu=cortex-m0"]),
+                                             ("Cortex-M4F", ["-mcpu=cortex-m4", "-mfloat-abi=hard",
+                                                             "-mfpu=fpv4-sp-d16"])])
+def test_the_linked_scorer_fits_the_cost_the_search_gives_it(tmp_path, arm_toolchain, core, flags):
+    """Linked with what it calls (logf, sqrtf; the soft-float arithmetic where there is no float unit), its flash
+    and static RAM are within the estimate."""
+    normal, faults = _windows(512, 1)
+    scorer = classical.fit(normal, faults)
+    source, header = generate_classical_c(scorer, 10.0, "model_compiled.h", "tinynas")
+    (tmp_path / "model_compiled.c").write_text(source)
+    (tmp_path / "model_compiled.h").write_text(header)
+    (tmp_path / "entry.c").write_text(ENTRY)
+    elf = tmp_path / "scorer.elf"
+    subprocess.run(["arm-none-eabi-gcc", "-Os", "-mthumb", *flags, "-std=c99", "--specs=picolibc.specs",
+                    "-nostartfiles", "-ffunction-sections", "-fdata-sections", "-Wl,--gc-sections", "-Wl,-e,entry",
+                    "-o", str(elf), str(tmp_path / "entry.c"), str(tmp_path / "model_compiled.c"), "-lm"],
+                   check=True, timeout=120)
+    sizes = subprocess.run(["arm-none-eabi-size", "-A", str(elf)], capture_output=True, text=True, check=True)
+    section = {line.split()[0]: int(line.split()[1]) for line in sizes.stdout.splitlines()[2:] if
+               len(line.split()) >= 2 and line.split()[1].isdigit()}
+    costed = classical.cost(512, 1, core)
+    assert section[".text"] + section.get(".data", 0) <= costed["flash_bytes"]
+    # .bss holds the input (here a global), the channel buffer and the features; the stack is the estimate's rest.
+    assert section[".bss"] <= costed["peak_ram_bytes"] - classical.STACK_BYTES + 16
+    # The estimate is not loose either: within 1.5 KiB of what links.
+    assert costed["flash_bytes"] - section[".text"] < 1536

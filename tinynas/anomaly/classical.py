@@ -1,0 +1,212 @@
+"""The classical scorer as a candidate of the anomaly search: condition-monitoring features and a Gaussian
+(`baseline.py`), read from 16-bit input as a device gives it, ranked by the networks' own criterion.
+
+- **Input**: the window quantized to int16 with one scale (`INPUT_HEADROOM` x the largest |sample| of the normal
+  training windows, over 32767), rounded half to even as the generated C does (`tinynas.anomaly.classical_c`); the
+  Python score reads the same integers, so the two agree to float32 rounding. A sensor's ADC gives 12-16 bits: the
+  quantization step is far below the features' spread, and a window louder than the headroom clips, which a
+  detector of normal running rightly scores as far from normal anyway.
+- **Score**: the squared Mahalanobis distance of the window's features to the Gaussian of the normal training
+  windows', computed as ||L^T d||^2 with the precision P = L L^T (its Cholesky factor): a sum of squares, so
+  float32 on a microcontroller loses no digits to cancellation.
+- **Criterion**: the networks are ranked by their validation loss: the cross-entropy of telling the held-out normal
+  validation windows from the synthetic anomalies made of them (`task.py`). The classical score becomes such a
+  probability through a logistic link on log(1 + score), fitted on the training side (the Gaussian on the normal
+  training windows only; the link's two numbers on training normal and synthetic windows, as the networks train
+  on both); its validation loss is taken on the same validation windows, so one number ranks both families.
+- **Threshold**: the networks' split-conformal rule on the same calibration windows (`threshold.py`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from tinynas.anomaly.baseline import BANDS, SHRINKAGE, STATISTICS, features
+from tinynas.anomaly.threshold import Threshold, calibrate
+
+NAME = "features + Gaussian"
+"""The candidate's name in the journal, the card and the tables."""
+INPUT_HEADROOM = 2.0
+"""The int16 input's full scale, as a multiple of the largest |sample| of the normal training windows."""
+INT16_MAX = 32767
+
+
+@dataclass(frozen=True)
+class ClassicalScorer:
+    """A fitted classical scorer: its input scale, the Gaussian (mean, Cholesky factor of the precision) and the
+    logistic link that makes its score comparable with the networks' validation loss."""
+
+    input_scale: float
+    """real value = input_scale x int16 value."""
+    mean: np.ndarray
+    """(D,) the normal training windows' mean features."""
+    cholesky: np.ndarray
+    """(D, D) lower-triangular L with precision = L L^T."""
+    link: tuple[float, float]
+    """(a, b): P(anomalous) = sigmoid(a log(1 + score) + b)."""
+    length: int
+    channels: int
+
+    @property
+    def feature_count(self) -> int:
+        return len(self.mean)
+
+    def quantize(self, x: np.ndarray) -> np.ndarray:
+        """Windows (n, T, C) in the data's units -> the int16 input the device gives (float32 arithmetic, rounded
+        half to even, clamped), as the generated `PREFIX_prepare` does."""
+        scaled = np.asarray(x, dtype=np.float32) / np.float32(self.input_scale)
+        return np.clip(np.round(scaled), -INT16_MAX - 1, INT16_MAX).astype(np.int16)
+
+    def score_input(self, q: np.ndarray) -> np.ndarray:
+        """Scores of int16 windows (n, T, C): ||L^T (features - mean)||^2 (float64)."""
+        d = features(np.asarray(q, np.float64) * np.float64(np.float32(self.input_scale))) - self.mean
+        return np.sum((d @ self.cholesky) ** 2, axis=1)
+
+    def score(self, x: np.ndarray) -> np.ndarray:
+        """Scores of windows (n, T, C) in the data's units."""
+        return self.score_input(self.quantize(x))
+
+    def probability(self, scores: np.ndarray) -> np.ndarray:
+        """P(anomalous) of scores through the link."""
+        a, b = self.link
+        return 1.0 / (1.0 + np.exp(-(a * np.log1p(scores) + b)))
+
+    def to_dict(self) -> dict:
+        return {"family": "classical", "name": NAME, "input_scale": float(self.input_scale),
+                "mean": [float(v) for v in self.mean],
+                "cholesky": [[float(v) for v in row[: i + 1]] for i, row in enumerate(self.cholesky)],
+                "link": [float(v) for v in self.link], "length": self.length, "channels": self.channels,
+                "features": {"per_channel": ["log RMS", "log kurtosis", "log crest factor", "skewness"]
+                             + [f"log energy of band {b + 1} of {BANDS}" for b in range(BANDS)],
+                             "shrinkage": SHRINKAGE}}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ClassicalScorer:
+        size = len(data["mean"])
+        cholesky = np.zeros((size, size))
+        for i, row in enumerate(data["cholesky"]):
+            cholesky[i, : len(row)] = row
+        return cls(float(data["input_scale"]), np.asarray(data["mean"], np.float64), cholesky,
+                   (float(data["link"][0]), float(data["link"][1])), int(data["length"]), int(data["channels"]))
+
+
+def fit(normal: np.ndarray, synthetic: np.ndarray) -> ClassicalScorer:
+    """The scorer of normal training windows (n, T, C) (the Gaussian) with its link fitted on them and the synthetic
+    anomalies made of them."""
+    normal = np.asarray(normal)
+    peak = float(np.max(np.abs(normal))) if normal.size else 0.0
+    scale = float(np.float32(INPUT_HEADROOM * peak / INT16_MAX if peak > 0 else 1.0))
+    partial = ClassicalScorer(scale, np.zeros(0), np.zeros((0, 0)), (1.0, 0.0), normal.shape[1], normal.shape[2])
+    f = features(partial.quantize(normal).astype(np.float64) * np.float64(np.float32(scale)))
+    mean = f.mean(axis=0)
+    covariance = np.cov(f, rowvar=False)
+    covariance = (1 - SHRINKAGE) * covariance + SHRINKAGE * np.diag(np.diag(covariance)) + 1e-9 * np.eye(len(mean))
+    cholesky = np.linalg.cholesky(np.linalg.inv(covariance))
+    gaussian = ClassicalScorer(scale, mean, cholesky, (1.0, 0.0), normal.shape[1], normal.shape[2])
+    return ClassicalScorer(scale, mean, cholesky, _link(gaussian.score(normal), gaussian.score(synthetic)),
+                           normal.shape[1], normal.shape[2])
+
+
+def _link(normal: np.ndarray, anomalous: np.ndarray) -> tuple[float, float]:
+    """Logistic regression of anomalous vs normal on log(1 + score) (two numbers, convex: scipy's BFGS)."""
+    from scipy.optimize import minimize
+
+    s = np.log1p(np.concatenate([normal, anomalous]))
+    y = np.concatenate([np.zeros(len(normal)), np.ones(len(anomalous))])
+
+    def loss(params: np.ndarray) -> tuple[float, np.ndarray]:
+        z = params[0] * s + params[1]
+        p = 1.0 / (1.0 + np.exp(-z))
+        value = float(np.mean(np.logaddexp(0.0, z) - y * z))
+        grad = np.array([np.mean((p - y) * s), np.mean(p - y)])
+        return value, grad
+
+    result = minimize(loss, np.array([1.0, -float(np.median(s))]), jac=True, method="BFGS")
+    return float(result.x[0]), float(result.x[1])
+
+
+def cross_entropy(probability: np.ndarray, anomalous: np.ndarray) -> float:
+    """Mean binary cross-entropy (what the networks' validation loss is, for two outputs)."""
+    p = np.clip(probability, 1e-7, 1 - 1e-7)
+    return float(-np.mean(np.where(anomalous, np.log(p), np.log(1 - p))))
+
+
+@dataclass(frozen=True)
+class ClassicalCandidate:
+    """The classical scorer fitted on a study's anomaly data: its criterion, threshold and cost."""
+
+    scorer: ClassicalScorer
+    val_loss: float
+    """The criterion the networks are ranked by, on the same validation windows."""
+    val_accuracy: float
+    threshold: Threshold
+    cost: dict
+    seconds: float
+
+
+def candidate(data, rate: float) -> ClassicalCandidate:
+    """Fit the classical scorer on `data` (`task.AnomalyData`: the normal windows' split and the synthetic
+    anomalies made of each side) and measure it as the search measures a network."""
+    started = time.monotonic()
+    windows, split = data.windows, data.split
+    train, val = split.train, split.val
+    normal_train = train[windows.y[train] == 0]
+    synthetic_train = train[windows.y[train] == 1]
+    scorer = fit(windows.x[normal_train], windows.x[synthetic_train])
+    anomalous = windows.y[val] == 1
+    probability = scorer.probability(scorer.score(windows.x[val]))
+    calibration = data.calibration
+    sessions = windows.sessions[calibration] if windows.sessions is not None else None
+    threshold = calibrate(scorer.score(windows.x[calibration]), sessions, rate)
+    return ClassicalCandidate(scorer, cross_entropy(probability, anomalous),
+                              float(np.mean((probability > 0.5) == anomalous)), threshold,
+                              cost(windows.window_length, windows.channels), time.monotonic() - started)
+
+
+CODE_BYTES = {"float unit": 1800, "soft float": 6600}
+"""Flash of the generated scorer's code with the float routines it calls (logf, sqrtf; without a float unit also the
+soft-float arithmetic), its tables apart: measured for a 512-sample window with arm-none-eabi-gcc -Os and picolibc
+(Cortex-M4F: 1,754 bytes; Cortex-M0: 6,514, of which the scorer's own code 1,416), rounded up.
+tests/anomaly/test_classical_c.py links it again and checks the estimate."""
+STACK_BYTES = 192
+"""The scorer's frame (120 bytes by -fstack-usage on Cortex-M0) and a library routine's below it."""
+
+
+def has_float_unit(core: str) -> bool:
+    """Whether a target's core computes float32 in hardware (Cortex-M4F, M7F, M33F, an ESP32-S3's LX7); an unknown
+    core is costed without (the larger code)."""
+    core = core.strip().upper()
+    return core.endswith("F") or "LX7" in core
+
+
+def is_power_of_two(length: int) -> bool:
+    return length >= 2 and length & (length - 1) == 0
+
+
+def cost(length: int, channels: int, core: str = "") -> dict:
+    """RAM, flash and MACs of the generated C scorer (`tinynas.anomaly.classical_c`) for windows of `length` x
+    `channels` on `core`: the int16 input, one float32 channel buffer transformed in place (a real FFT of a
+    power-of-two length, else a direct DFT of its bins), the features, the Gaussian's tables, the code."""
+    d = channels * (STATISTICS + BANDS)
+    bins = length // 2
+    if is_power_of_two(length):
+        half = length // 2
+        transform = 2 * half * int(math.log2(half)) + 8 * half  # radix-2 butterflies, then the real-FFT split
+        tables = 4 * (half + 1)  # cos(2 pi j / T) for j <= T/2 (sines by symmetry)
+    else:
+        transform = 2 * length * bins  # a direct DFT of bins 1..T/2
+        tables = 8 * length  # cos and sin of 2 pi j / T
+    ram = 2 * length * channels + 4 * length + 4 * d + STACK_BYTES
+    code = CODE_BYTES["float unit" if has_float_unit(core) else "soft float"]
+    flash = tables + 4 * d + 4 * d * (d + 1) // 2 + 2 * (BANDS + 1) + code
+    macs = channels * (transform + 6 * length + bins) + d * (d + 1) // 2 + d
+    return {"peak_ram_bytes": int(ram), "flash_bytes": int(flash), "macs": int(macs),
+            "input_bytes": 2 * length * channels,
+            "note": (f"generated C, float32 ({'float unit' if has_float_unit(core) else 'soft float'}): int16 input, "
+                     "one channel at a time "
+                     + ("(real FFT)" if is_power_of_two(length) else "(direct DFT: the window is not a power of "
+                                                                      "two)"))}
