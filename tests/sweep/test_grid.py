@@ -47,6 +47,7 @@ def test_cells_entries_vary_together_crossed_with_the_grid():
     ({"cells": [{}]}, "entry 1 is empty"),
     ({"cells": {"data": "a"}}, r"cells must be \[\[cells\]\] tables"),
     ({"cells": [{"colour": "red"}]}, "'colour' is not an option"),
+    ({"cells": [{"colour": [1]}]}, "'colour' is not an option"),  # the name first, then its value
     ({"cells": []}, "the grid is empty"),
     ({"cells": [{"data": [1]}]}, "cells.data must be a string"),
     ({"grid": {"seed": list(range(20))}, "cells": [{"data": str(n)} for n in range(11)]}, "220 cells"),

@@ -17,8 +17,8 @@ def register(sub) -> None:
     """Add `sweep` to the `tinynas` parser's subcommands."""
     sweep = sub.add_parser("sweep", help="a grid of searches (GRID.toml), each in its own folder under --out, "
                                           "resumable, and one table of them")
-    sweep.add_argument("grid", help="the grid: a TOML file with [grid] (the search options varied, each a list) "
-                                    "and [fixed] (those every cell shares)")
+    sweep.add_argument("grid", help="the grid: a TOML file with [grid] (the search options varied, each a list), "
+                                    "[fixed] (those every cell shares) and [[cells]] (options varied together)")
     sweep.add_argument("--out", required=True, help="the sweep's folder: a cell-NNN search folder per cell, "
                                                     "sweep.json (its state), sweep.md and sweep.csv")
     sweep.add_argument("--resume", action="store_true", help="take up the sweep in --out (same grid)")

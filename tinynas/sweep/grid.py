@@ -115,8 +115,9 @@ def grid_from(table: dict, options: Iterable[str], max_cells: int = MAX_CELLS, w
             _check_scalar(f"grid.{key}", value, where)
         if len({repr(value) for value in values}) != len(values):
             raise UsageError(f"{where}: grid.{key} names a value twice")
-    for key, value in fixed.items():
-        _check_scalar(f"fixed.{key}", value, where)
+    for key, value in [*(("fixed." + k, v) for k, v in fixed.items()),
+                       *(("cells." + k, v) for entry in together for k, v in entry.items())]:
+        _check_scalar(key, value, where)
     size = math.prod(len(values) for values in axes.values()) * max(1, len(together))
     if size > max_cells:
         raise UsageError(f"{where}: {size:,} cells, more than {max_cells:,}: narrow the grid or raise --max-cells")
@@ -124,8 +125,8 @@ def grid_from(table: dict, options: Iterable[str], max_cells: int = MAX_CELLS, w
 
 
 def _together(entries: Any, where: str) -> list[dict[str, Any]]:
-    """The [[cells]] entries, checked: tables of the same options, none twice (the option names are checked with
-    the grid's)."""
+    """The [[cells]] entries, checked: tables of the same options, none twice (their names and values are checked
+    with the grid's)."""
     if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
         raise UsageError(f"{where}: cells must be [[cells]] tables, one per group of options varied together")
     for number, entry in enumerate(entries, 1):
@@ -134,8 +135,6 @@ def _together(entries: Any, where: str) -> list[dict[str, Any]]:
         if set(entry) != set(entries[0]):
             raise UsageError(f"{where}: [[cells]] entry {number} gives {', '.join(sorted(entry))}, the first "
                              f"{', '.join(sorted(entries[0]))}: every entry gives the same options")
-        for key, value in entry.items():
-            _check_scalar(f"cells.{key}", value, where)
     if len({repr(sorted(entry.items())) for entry in entries}) != len(entries):
         raise UsageError(f"{where}: two [[cells]] entries are the same")
     return [dict(entry) for entry in entries]
