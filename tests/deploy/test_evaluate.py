@@ -49,8 +49,11 @@ def searched(tmp_path_factory):
     base = tmp_path_factory.mktemp("byod")
     day1, day2 = _write_days(base)
     out = base / "model"
+    # What evaluate reads is the folder, not how its candidates were compared: validation on one side, not the
+    # cross-validation the search picks for so few windows (three times the training, in the slowest tier).
     run = tinynas("search", "--data", day1, "--test-data", day2, "--normalize", "channel", "--strategy", "fast",
-                  "--epochs", "4", "--final-epochs", "4", "--budget", "5m", *TARGET, "--out", str(out), "--json")
+                  "--epochs", "4", "--final-epochs", "4", "--budget", "5m", "--selection", "validation", *TARGET,
+                  "--out", str(out), "--json")
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["int8_test_accuracy"] >= 0
     return base, day1, day2, out, json.loads((out / "card.json").read_text())
@@ -173,7 +176,8 @@ def test_evaluate_on_the_search_split_reproduces_the_card(tmp_path):
     windows = load_windows(spec)
     recipe = Fidelity(2, 16, 3e-3)
     result = Study(tmp_path / "out", windows, resolve_target(ram="2200", flash="64k", macs="1M"), strategy="fast",
-                   budget_seconds=300, fidelity=recipe, final_fidelity=recipe, data_spec=spec).run()
+                   budget_seconds=300, fidelity=recipe, final_fidelity=recipe, data_spec=spec,
+                   selection="validation").run()
     test = result.card.split["test"]
     from tinynas.data.splits import make_split
 
