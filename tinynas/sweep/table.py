@@ -66,13 +66,18 @@ def write_tables(sweep: Sweep, goal: float | None = None) -> str:
         lines.append(f"| {number} | " + " | ".join(str(row[axis]) for axis in axes) + f" | {_accuracy(row)} | "
                      f"{_kib(row['ram_bytes'])} | {_kib(row['flash_bytes'])} | {_count(row['macs'])} | "
                      f"{row['seconds']:.0f} s | {row['status']} |")
-    if "seed" in axes and len(sweep.grid.values("seed")) > 1:
-        lines += ["", "## Over seeds", "", "| " + " | ".join(a for a in axes if a != "seed")
-                  + " | seeds | mean int8 accuracy ± sd |", "|---" * len(axes) + "|---|"]
-        for key, values in _groups(table, [a for a in axes if a != "seed"]).items():
+    pooled = _pooled_with_seeds(sweep)
+    kept = [a for a in axes if a not in pooled]
+    if "seed" in axes and len(sweep.grid.values("seed")) > 1 and any(
+            len(values) > 1 for values in _groups(table, kept).values()):
+        together = f" (each with its own {', '.join(a for a in pooled if a != 'seed')})" if len(pooled) > 1 else ""
+        lines += ["", f"## Over seeds{together}", "", "| " + " | ".join(kept)
+                  + " | seeds | mean int8 accuracy ± sd |", "|---" * (len(kept) + 2) + "|"]
+        for key, values in _groups(table, kept).items():
             lines.append("| " + " | ".join(map(str, key)) + f" | {len(values)} | {_mean_sd(values)} |")
     if "target" in axes and goal is not None:
-        lines += ["", f"## The cheapest target reaching {goal:.0%}", "", *_cheapest(table, axes, goal)]
+        lines += ["", f"## The cheapest target reaching {goal:.0%}", "",
+                  *_cheapest(table, [a for a in kept if a != "target"], goal)]
     if any(row["accuracy"] is not None for row in table):
         plot(table, axes, sweep.out / "sweep.png")
         lines += ["", "![int8 accuracy against the estimated RAM, one point per cell](sweep.png)"]
@@ -123,10 +128,15 @@ def _groups(table: list[dict], keys: list[str]) -> dict[tuple, list[float]]:
     return groups
 
 
-def _cheapest(table: list[dict], axes: list[str], goal: float) -> list[str]:
-    """Per combination of the other axes (seeds pooled): the target with the least RAM (then flash) whose cells all
-    finished and whose mean accuracy reaches `goal`."""
-    others = [a for a in axes if a not in ("target", "seed")]
+def _pooled_with_seeds(sweep: Sweep) -> list[str]:
+    """What a mean over seeds pools: the seed, and what varies with it in [[cells]] (a data set drawn per seed)."""
+    coupled = list(sweep.grid.together[0]) if sweep.grid.together else []
+    return coupled if "seed" in coupled else ["seed"]
+
+
+def _cheapest(table: list[dict], others: list[str], goal: float) -> list[str]:
+    """Per combination of `others` (the varied options but the target and what the seeds pool): the target with the
+    least RAM (then flash) whose cells all finished and whose mean accuracy reaches `goal`."""
     by_case: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for row in table:
         by_case[tuple(row[a] for a in others)][row["target"]].append(row)
