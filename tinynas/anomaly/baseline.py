@@ -23,6 +23,12 @@ SHRINKAGE = 0.1
 """Weight of the diagonal in the covariance (Ledoit-Wolf-like, fixed: no tuning on anomalies)."""
 
 
+def band_edges(length: int) -> list[int]:
+    """The first spectrum bin of each of the BANDS bands and one past the last, for windows of `length` samples (bin
+    0, the mean, left out; a short window's bands may be empty). The generated C reads the same list."""
+    return [int(v) for v in np.linspace(1, length // 2 + 1, BANDS + 1).astype(int)]
+
+
 def features(x: np.ndarray) -> np.ndarray:
     """(n, T, C) windows -> (n, C * (STATISTICS + BANDS)) features."""
     x = np.asarray(x, dtype=np.float64)
@@ -33,7 +39,7 @@ def features(x: np.ndarray) -> np.ndarray:
     skewness = np.mean(centred ** 3, axis=1) / variance ** 1.5
     crest = np.max(np.abs(x), axis=1) / rms
     power = np.abs(np.fft.rfft(centred, axis=1)) ** 2
-    edges = np.linspace(1, power.shape[1], BANDS + 1).astype(int)
+    edges = band_edges(x.shape[1])
     bands = np.stack([power[:, a:b].sum(axis=1) for a, b in zip(edges[:-1], edges[1:])], axis=1)
     stats = np.stack([np.log(rms), np.log(kurtosis), np.log(crest), skewness], axis=1)
     return np.concatenate([stats.reshape(len(x), -1), np.log(bands + 1e-12).reshape(len(x), -1)], axis=1)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinynas.anomaly.baseline import BANDS, SHRINKAGE, STATISTICS, features
+from tinynas.anomaly.baseline import BANDS, SHRINKAGE, STATISTICS, GaussianBaseline, features
 from tinynas.anomaly.threshold import Threshold, calibrate
 
 NAME = "features + Gaussian"
@@ -61,9 +61,13 @@ class ClassicalScorer:
         scaled = np.asarray(x, dtype=np.float32) / np.float32(self.input_scale)
         return np.clip(np.round(scaled), -INT16_MAX - 1, INT16_MAX).astype(np.int16)
 
+    def dequantize(self, q: np.ndarray) -> np.ndarray:
+        """int16 windows -> the data's units (float64), as the features read them."""
+        return np.asarray(q, np.float64) * np.float64(np.float32(self.input_scale))
+
     def score_input(self, q: np.ndarray) -> np.ndarray:
         """Scores of int16 windows (n, T, C): ||L^T (features - mean)||^2 (float64)."""
-        d = features(np.asarray(q, np.float64) * np.float64(np.float32(self.input_scale))) - self.mean
+        d = features(self.dequantize(q)) - self.mean
         return np.sum((d @ self.cholesky) ** 2, axis=1)
 
     def score(self, x: np.ndarray) -> np.ndarray:
@@ -101,11 +105,8 @@ def fit(normal: np.ndarray, synthetic: np.ndarray) -> ClassicalScorer:
     peak = float(np.max(np.abs(normal))) if normal.size else 0.0
     scale = float(np.float32(INPUT_HEADROOM * peak / INT16_MAX if peak > 0 else 1.0))
     partial = ClassicalScorer(scale, np.zeros(0), np.zeros((0, 0)), (1.0, 0.0), normal.shape[1], normal.shape[2])
-    f = features(partial.quantize(normal).astype(np.float64) * np.float64(np.float32(scale)))
-    mean = f.mean(axis=0)
-    covariance = np.cov(f, rowvar=False)
-    covariance = (1 - SHRINKAGE) * covariance + SHRINKAGE * np.diag(np.diag(covariance)) + 1e-9 * np.eye(len(mean))
-    cholesky = np.linalg.cholesky(np.linalg.inv(covariance))
+    fitted = GaussianBaseline.fit(partial.dequantize(partial.quantize(normal)))  # the Gaussian of what C reads
+    mean, cholesky = fitted.mean, np.linalg.cholesky(fitted.precision)
     gaussian = ClassicalScorer(scale, mean, cholesky, (1.0, 0.0), normal.shape[1], normal.shape[2])
     return ClassicalScorer(scale, mean, cholesky, _link(gaussian.score(normal), gaussian.score(synthetic)),
                            normal.shape[1], normal.shape[2])

@@ -18,10 +18,10 @@ import math
 
 import numpy as np
 
-from tinynas.anomaly.baseline import BANDS, STATISTICS
+from tinynas.anomaly.baseline import BANDS, STATISTICS, band_edges
 from tinynas.anomaly.classical import ClassicalScorer, is_power_of_two
 from tinynas.c_names import include_guard
-from tinynas.deploy.c_prepare import float_literal
+from tinynas.deploy.c_prepare import ROUND_HALF_EVEN, float_literal
 
 SCORE_TOLERANCE = 1e-3
 """|C score - Python score| <= SCORE_TOLERANCE x (1 + Python score): float32 features and sums against float64."""
@@ -31,11 +31,6 @@ def _floats(name: str, values, per_line: int = 6) -> str:
     items = [float_literal(float(v)) for v in np.ravel(values)]
     lines = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
     return f"static const float {name}[{len(items)}] = {{\n  " + ",\n  ".join(lines) + "\n};\n"
-
-
-def band_edges(length: int) -> list[int]:
-    """The first bin of each band and one past the last (the Python features' `np.linspace(...).astype(int)`)."""
-    return [int(v) for v in np.linspace(1, length // 2 + 1, BANDS + 1).astype(int)]
 
 
 def generate_classical_c(scorer: ClassicalScorer, threshold: float, header_name: str, prefix: str,
@@ -82,7 +77,8 @@ def generate_classical_c(scorer: ClassicalScorer, threshold: float, header_name:
         parts.append(_floats("sin_table", np.sin(angles)))
     parts.append("static float buffer[T];\nstatic float feature[D];\n\n")
     parts.append(_FFT if power_of_two else _DFT)
-    parts.append(_SCORE.replace("PREFIX_", f"{prefix}_").replace("UPPER_", f"{upper}_"))
+    parts.append(_SCORE.replace("PREFIX_", f"{prefix}_").replace("UPPER_", f"{upper}_")
+                 .replace("ROUND_HALF_EVEN\n", ROUND_HALF_EVEN))
     return "".join(parts), header
 
 
@@ -198,15 +194,7 @@ int PREFIX_score(const int16_t *input, float *score) {
   return total > UPPER_ANOMALY_THRESHOLD;
 }
 
-/* numpy's round (half to even) of v, for |v| < 2^23. */
-static int32_t round_half_even(float v) {
-  int32_t t = (int32_t)v;
-  const float d = v - (float)t;
-  if (d > 0.5f || (d == 0.5f && (t & 1))) return t + 1;
-  if (d < -0.5f || (d == -0.5f && (t & 1))) return t - 1;
-  return t;
-}
-
+ROUND_HALF_EVEN
 int PREFIX_prepare(const float *window, int16_t *input) {
   int clamped = 0;
   for (int i = 0; i < UPPER_INPUT_SIZE; ++i) {

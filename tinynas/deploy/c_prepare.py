@@ -27,6 +27,22 @@ def float_literal(value: float) -> str:
     return f"{np.float32(value)!r}".replace("np.float32(", "").rstrip(")") + "f"
 
 
+ROUND_HALF_EVEN = (
+    "/* numpy's round (half to even) of v, for |v| < 2^23: v - trunc(v) is exact there. */\n"
+    "static int32_t round_half_even(float v) {\n"
+    "  int32_t t = (int32_t)v;\n"
+    "  const float d = v - (float)t;\n"
+    "  if (d > 0.5f || (d == 0.5f && (t & 1))) {\n"
+    "    t += 1;\n"
+    "  } else if (d < -0.5f || (d == -0.5f && (t & 1))) {\n"
+    "    t -= 1;\n"
+    "  }\n"
+    "  return t;\n"
+    "}\n\n")
+"""The C of numpy's rounding, which every generated preparation quantizes with (int8 here, int16 for the classical
+anomaly scorer, tinynas.anomaly.classical_c)."""
+
+
 def prepare_declaration(prefix: str) -> str:
     """What the compiled header declares (the definition is in the model's `_prepare.c`)."""
     upper = prefix.upper()
@@ -53,18 +69,8 @@ def generate_prepare(preprocessing: Preprocessing, header_name: str, prefix: str
         parts.append(f"static const float offset[{channels}] = {{{offsets}}};\n"
                      f"static const float scale[{channels}] = {{{scales}}};\n\n")
     parts.append(
-        "/* numpy's round (half to even) of v, for |v| < 2^23: v - trunc(v) is exact there. */\n"
-        "static int32_t round_half_even(float v) {\n"
-        "  int32_t t = (int32_t)v;\n"
-        "  const float d = v - (float)t;\n"
-        "  if (d > 0.5f || (d == 0.5f && (t & 1))) {\n"
-        "    t += 1;\n"
-        "  } else if (d < -0.5f || (d == -0.5f && (t & 1))) {\n"
-        "    t -= 1;\n"
-        "  }\n"
-        "  return t;\n"
-        "}\n\n"
-        f"int {prefix}_prepare(const float *window, int8_t *input) {{\n"
+        ROUND_HALF_EVEN
+        + f"int {prefix}_prepare(const float *window, int8_t *input) {{\n"
         "  int clamped = 0;\n")
     if window:
         parts.append(

@@ -68,12 +68,12 @@ def write_tables(sweep: Sweep, goal: float | None = None) -> str:
                      f"{row['seconds']:.0f} s | {row['status']} |")
     pooled = _pooled_with_seeds(sweep)
     kept = [a for a in axes if a not in pooled]
-    if "seed" in axes and len(sweep.grid.values("seed")) > 1 and any(
-            len(values) > 1 for values in _groups(table, kept).values()):
+    groups = _groups(table, kept)
+    if "seed" in axes and len(sweep.grid.values("seed")) > 1 and any(len(values) > 1 for values in groups.values()):
         together = f" (each with its own {', '.join(a for a in pooled if a != 'seed')})" if len(pooled) > 1 else ""
         lines += ["", f"## Over seeds{together}", "", "| " + " | ".join(kept)
                   + " | seeds | mean int8 accuracy ± sd |", "|---" * (len(kept) + 2) + "|"]
-        for key, values in _groups(table, kept).items():
+        for key, values in groups.items():
             lines.append("| " + " | ".join(map(str, key)) + f" | {len(values)} | {_mean_sd(values)} |")
     if "target" in axes and goal is not None:
         lines += ["", f"## The cheapest target reaching {goal:.0%}", "",
