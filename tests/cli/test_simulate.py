@@ -1,5 +1,7 @@
 """`tinynas simulate`'s person and machine: the signs and states they take from a data set."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -162,3 +164,34 @@ def test_the_follower_says_why_it_cannot_read_the_status_and_follows_once_it_can
     finally:
         other.shutdown()
         other.server_close()
+
+
+def test_the_follower_records_what_the_gates_one_more_step_asks_once(tmp_path):
+    """The gate's "one more step" is a normal state (error empty, the outcome in `gate`), as the service's status
+    shows it: the simulated person records the N more per class it asks, once per outcome (CI stop 63: the follower
+    read only `error`, and the person never recorded them)."""
+    from firmware_bridge.person import Person
+    from firmware_bridge.plan import Plan
+    from tinynas.service.follower import Follower
+    from tinynas.service.gate import outcome
+    from tinynas.service.paths import ServicePaths
+    from tinynas.service.state import ServiceState
+    from tinynas.verdict import HeldOut, deploy_gate
+
+    plan = Plan("p", ("rest", "fist"), repetitions=5, window_seconds=1.0, rest_seconds=1.0, countdown=1,
+                rest_class="rest")
+    verdict = deploy_gate(HeldOut(3, 4), 0.5, 2, 0.2)
+    gate = outcome(verdict, {**HeldOut(3, 4).to_dict(), "recall": [1.0, 0.5]}, plan.classes, plan, "alice", 0.2, "")
+    assert gate.decision == "undecided"
+    state = ServiceState(state="IDLE", user="alice", gate=gate)
+    status = {**state.to_dict(), "state": "IDLE"}
+    follower = Follower("http://127.0.0.1:9/status.json", "", Person({}, 2, 200.0, np.int8), tmp_path, None)
+    follower.status = lambda: status
+    follower.step()
+    follower.step()  # the same outcome still shown: not a second time
+    asked = [json.loads(path.read_text()) for path in ServicePaths(tmp_path).requests.glob("*-onboard.json")]
+    assert asked == [{"kind": "onboard", "user": "alice", "more": gate.more_per_class}] and gate.more_per_class > 0
+    status["gate"] = {**status["gate"], "decision": "refuse"}  # record again: a person's decision, not followed
+    status["gate"]["text"] = "other"
+    follower.step()
+    assert len(list(ServicePaths(tmp_path).requests.glob("*-onboard.json"))) == 1

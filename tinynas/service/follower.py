@@ -12,7 +12,6 @@ from __future__ import annotations
 import http.client
 import json
 import logging
-import re
 import time
 import urllib.error
 import urllib.request
@@ -30,9 +29,6 @@ counted from the service's GO time, so this only bounds how late a reaction can 
 SAY_AGAIN_SECONDS = 30.0
 """How often the follower repeats that it still cannot read the status: a person left waiting in silence thinks it
 is working."""
-
-MORE_ASKED = re.compile(r"tinynas onboard --user (\S+) --more (\d+)")
-"""The deploy gate's advice when the held-out windows cannot decide (tinynas.service.search_deploy.deploy)."""
 
 
 class Follower:
@@ -58,7 +54,7 @@ class Follower:
         self.warned: set[str] = set()
         self.serve_state, self.fault, self.fault_after = serve_state, fault, fault_after
         self.serving_since: float | None = None
-        self.answered_more = ""  # the status error whose "--more N" was followed (once per error)
+        self.answered_more = ""  # the gate outcome whose "record N more" was followed (once per outcome)
 
     def source_names(self) -> set[str]:
         """The signs the person knows or the states the machine has."""
@@ -185,13 +181,16 @@ class Follower:
             log.info("the simulated machine runs %s while the model is served", wanted)
 
     def _record_more(self, status: dict) -> bool:
-        """As a person reading the page: a model the data could not judge asks for N more per class; record them."""
-        match = MORE_ASKED.search(str(status.get("error") or ""))
-        if match is None or self.data_dir is None or status.get("error") == self.answered_more:
+        """As a person reading the page: a model the held-out windows could not judge (the gate's amber "one more
+        step", tinynas.service.gate) asks for N more per class; record them, once per such outcome."""
+        gate = status.get("gate") or {}
+        if not isinstance(gate, dict) or gate.get("decision") != "undecided" or self.data_dir is None:
             return False
-        self.answered_more = str(status.get("error"))
-        user, more = match.group(1), int(match.group(2))
-
+        user, more = gate.get("user"), gate.get("more_per_class")
+        key = json.dumps(gate, sort_keys=True)
+        if not isinstance(user, str) or not isinstance(more, int) or more < 1 or key == self.answered_more:
+            return False
+        self.answered_more = key
         request(self.data_dir, "onboard", user=user, more=more)
         self.note({"more": more, "user": user})
         log.info("the simulated %s records %d more per class for %s, as the service asked",
