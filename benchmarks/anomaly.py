@@ -93,13 +93,13 @@ def synthetic_sets(seed: int, noise: float):
 
 
 def scores_of(folder: Path, windows) -> np.ndarray:
-    from tinynas.anomaly.card import steps
+    from tinynas.anomaly.card import int8_scores, read_section
     from tinynas.data.preprocess import Preprocessing
     from tinynas.deploy.litert import Int8Model
 
     card = json.loads((folder / "card.json").read_text())
     model = Int8Model((folder / "model.tflite").read_bytes())
-    return steps(model.logits(Preprocessing.from_card(card).apply(windows.x)), card["anomaly"]["score_scale"])
+    return int8_scores(model, Preprocessing.from_card(card).apply(windows.x), read_section(card).saturation_step)
 
 
 def figures(normal_scores: dict[str, np.ndarray], faults: dict[str, tuple], threshold: float) -> dict:

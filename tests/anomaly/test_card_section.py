@@ -20,9 +20,12 @@ def test_figures_a_section_may_lack_are_none_never_a_guess():
     section = read_section({"anomaly": {**bare, "synthetic_test": {"auroc": float("nan")}}})
     assert section.synthetic_auroc is None and section.calibration_windows is None
     assert section.threshold == 12 * 0.25 and section.normal_class == "normal"
+    assert section.saturation_step == 0  # a card made before the input range was scored: scored as it was
+    assert read_section({"anomaly": {**bare, "saturation_step": 512}}).saturation_step == 512
 
 
-@pytest.mark.parametrize("change", [{"score_scale": 0}, {"threshold_steps": "12"}, {"false_alarm_rate": None}])
+@pytest.mark.parametrize("change", [{"score_scale": 0}, {"threshold_steps": "12"}, {"false_alarm_rate": None},
+                                    {"saturation_step": -1}, {"saturation_step": 0.5}, {"saturation_step": True}])
 def test_a_damaged_section_is_one_error(change):
     with pytest.raises(AnomalyCardError):
         read_section({"anomaly": {**SECTION, **change}})

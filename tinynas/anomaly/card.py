@@ -6,6 +6,14 @@ the calibration windows' scores, is a whole number of steps. TFLite Micro and th
 the same score and verdict bit for bit (`PREFIX_score` in model_compiled.h); LiteRT, which sets the threshold
 and serves on the Pi, rounds some products otherwise in its optimized kernels: its score can differ by a step
 or two (tests/anomaly/test_scorer.py).
+
+A window that leaves the int8 input's range is scored above every window that does not (`SATURATION_STEP`):
+the converter sets that range on the training windows, so a fault louder than normal running reaches the
+network clipped to normal's range, and a small scorer may then not tell it from normal (issue 59: CWRU's
+development data, the 4 KiB `fast` winners of seeds 0 and 2 detected OR007@3 in 58 % and OR021@12 in 22 % of
+their windows with the clipped input alone, 100 % and 98 % with the rule; no calibration window reached the
+range's edge, so no false alarm was added). The calibration windows are scored by the same rule, so the
+threshold's guarantee is unchanged.
 """
 
 from __future__ import annotations
@@ -20,12 +28,16 @@ from tinynas.anomaly.task import NORMAL, score_of
 from tinynas.anomaly.threshold import calibrate
 from tinynas.card_checks import is_number
 from tinynas.deploy.export import io_quantization
-from tinynas.deploy.measure import run_int8
+from tinynas.deploy.litert import Int8Model
 from tinynas.errors import TinynasError
 
 SELECTION = ("validation loss of the scorer on held-out normal windows and synthetic anomalies made from them "
              "(tinynas.anomaly.perturb: bearing-like impulse trains, resonance bands, broadband noise, at "
              "severities from faint to strong); no fault recording is used to choose or tune")
+SATURATION_STEP = 512
+"""What each int8 input sample at the edge of the range (-128 or 127) adds to a window's score, in output steps:
+more than logit[1] - logit[0] can span in int8 (2 x 255), so one such sample puts a window above every window
+that has none. Recorded in the card (`anomaly.saturation_step`); a card without it (made before) scores without."""
 GUARANTEE = ("split conformal: for a normal window exchangeable with the calibration windows, P(score > threshold) "
              "<= the rate; the deployed threshold is the largest of the per-condition ones")
 
@@ -35,26 +47,44 @@ class AnomalyCardError(TinynasError, ValueError):
 
 
 def steps(logits: np.ndarray, scale: float) -> np.ndarray:
-    """Scores in the int8 output's steps (whole numbers) from dequantized logits."""
+    """Scores in the int8 output's steps (whole numbers) from dequantized logits (the input's range not counted:
+    a float model's, or one read before `SATURATION_STEP`)."""
     return np.round(score_of(logits) / scale).astype(np.int64)
 
 
-def anomaly_section(study, tflite: bytes, test_logits: np.ndarray) -> dict:
+def saturated(quantized: np.ndarray) -> np.ndarray:
+    """Per int8 input window (n, T, C): how many of its samples sit at the edge of the range (-128 or 127)."""
+    q = np.asarray(quantized)
+    return np.sum((q == -128) | (q == 127), axis=tuple(range(1, q.ndim))).astype(np.int64)
+
+
+def int8_scores(model, inputs: np.ndarray, saturation_step: int) -> np.ndarray:
+    """Scores in output steps of preprocessed float windows `inputs` (n, T, C) by the int8 scorer `model`
+    (`tinynas.deploy.litert.Int8Model`): output[1] - output[0], plus `saturation_step` per input sample at the
+    range's edge: what the generated `PREFIX_score` computes."""
+    quantized = model.quantize(inputs)
+    outputs = model.int8_outputs(quantized).astype(np.int64)
+    return outputs[:, 1] - outputs[:, 0] + int(saturation_step) * saturated(quantized)
+
+
+def anomaly_section(study, tflite: bytes) -> dict:
     """The card's anomaly section for a finished anomaly study: threshold from the normal test side (int8
     scores), the synthetic test side's figures, and the --test-data evaluation when given."""
 
     data, settings = study.anomaly, study.settings
     scale = float(io_quantization(tflite)["output"]["scale"])
     test = study.split.test
-    scores = steps(test_logits, scale)
+    model = Int8Model(tflite)
+    scores = int8_scores(model, study.test_set()[0], SATURATION_STEP)
     is_normal = study.windows.y[test] == 0
     sessions = study.windows.sessions[test][is_normal] if study.windows.sessions is not None else None
     threshold = calibrate(scores[is_normal], sessions, settings.false_alarm_rate)
     alarm = Alarm()
     section = {
         "task": "anomaly", "normal_class": study.source_windows.class_names[0],
-        "score": "logit[1] - logit[0] of the int8 model, in output steps; real score = steps x score_scale",
-        "score_scale": scale, "threshold_steps": int(threshold.value),
+        "score": (f"output[1] - output[0] of the int8 model, in output steps (real score = steps x score_scale), "
+                  f"plus {SATURATION_STEP} per input sample at the edge of the int8 input range"),
+        "score_scale": scale, "saturation_step": SATURATION_STEP, "threshold_steps": int(threshold.value),
         "threshold": float(threshold.value) * scale, "false_alarm_rate": settings.false_alarm_rate,
         "calibration": threshold.to_dict(), "guarantee": GUARANTEE, "selection": SELECTION,
         "training": data.describe(), "debounce": alarm.describe(settings.false_alarm_rate),
@@ -63,8 +93,8 @@ def anomaly_section(study, tflite: bytes, test_logits: np.ndarray) -> dict:
     }
     if study.test_windows is not None:
         windows = study.test_windows
-        result = run_int8(tflite, study.preprocessing.apply(windows.x))
-        section["evaluation"] = score_report(steps(result.logits, scale), windows.y, windows.class_names,
+        section["evaluation"] = score_report(int8_scores(model, study.preprocessing.apply(windows.x),
+                                                         SATURATION_STEP), windows.y, windows.class_names,
                                              _normal_of(windows), threshold.value)
     return section
 
@@ -88,6 +118,8 @@ class AnomalySection:
     false_alarm_rate: float
     threshold: float
     """The threshold in score units (threshold_steps x score_scale)."""
+    saturation_step: int
+    """Steps added per input sample at the int8 range's edge (0: a card made before the rule)."""
     normal_class: str
     synthetic_auroc: float | None
     """AUROC on the held-out synthetic anomalies (None: not measured)."""
@@ -110,6 +142,10 @@ def read_section(card: dict) -> AnomalySection | None:
     if section["score_scale"] <= 0:
         raise AnomalyCardError("card.json: anomaly.score_scale must be positive")
     steps_, scale = int(section["threshold_steps"]), float(section["score_scale"])
+    saturation = section.get("saturation_step", 0)
+    if isinstance(saturation, bool) or not isinstance(saturation, int) or not 0 <= saturation <= 1 << 16:
+        raise AnomalyCardError(f"card.json: anomaly.saturation_step must be a whole number of steps from 0 to "
+                               f"{1 << 16}, got {saturation!r}")
     threshold = section.get("threshold")
     auroc = (section.get("synthetic_test") or {}).get("auroc") if isinstance(section.get("synthetic_test"), dict) \
         else None
@@ -117,7 +153,7 @@ def read_section(card: dict) -> AnomalySection | None:
         if isinstance(section.get("calibration"), dict) else None
     return AnomalySection(
         threshold_steps=steps_, score_scale=scale, false_alarm_rate=float(section["false_alarm_rate"]),
-        threshold=float(threshold) if is_number(threshold) else steps_ * scale,
+        threshold=float(threshold) if is_number(threshold) else steps_ * scale, saturation_step=saturation,
         normal_class=str(section.get("normal_class") or NORMAL),
         synthetic_auroc=float(auroc) if is_number(auroc) else None,
         calibration_windows=int(windows) if is_number(windows) else None, raw=section)
@@ -130,7 +166,8 @@ def recalibrated_section(section: dict, tflite: bytes, held_out_inputs: np.ndarr
     again, for the same rate, on int8 scores of normal windows the change did not see; the old one is kept."""
 
     scale = float(io_quantization(tflite)["output"]["scale"])
-    scores = steps(run_int8(tflite, held_out_inputs).logits, scale)
+    saturation = read_section({"anomaly": section}).saturation_step  # type: ignore[union-attr]
+    scores = int8_scores(Int8Model(tflite), held_out_inputs, saturation)
     threshold = calibrate(scores, sessions, float(section["false_alarm_rate"]))
     previous = {key: section.get(key) for key in ("threshold", "threshold_steps", "score_scale", "calibration")}
     return {**section, "score_scale": scale, "threshold_steps": int(threshold.value),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinynas.anomaly.card import AnomalyCardError, read_section, steps
+from tinynas.anomaly.card import AnomalyCardError, int8_scores, read_section
 from tinynas.anomaly.metrics import report_lines, score_report
 from tinynas.atomic import atomic_write_bytes
 from tinynas.data.preprocess import Preprocessing
@@ -46,14 +46,13 @@ def evaluate_scorer(tflite, card: dict, windows) -> AnomalyEvaluation:
     preprocessing.check_input(windows)
     model = load_model(tflite)
     started = time.perf_counter()
-    logits = model.logits(preprocessing.apply(windows.x))
+    scores = int8_scores(model, preprocessing.apply(windows.x), section.saturation_step)
     latency = (time.perf_counter() - started) / len(windows) * 1e6
     normal = section.normal_class
     if normal not in windows.class_names:
         normal = "normal" if "normal" in windows.class_names else normal
     order = np.lexsort((windows.time_index if windows.time_index is not None else np.arange(len(windows)),
                         windows.groups))
-    scores = steps(logits, section.score_scale)
     return AnomalyEvaluation(str(tflite), scores[order], windows.y[order], windows.class_names, normal, section.raw,
                              float(latency))
 

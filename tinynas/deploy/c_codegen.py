@@ -143,11 +143,13 @@ def _conv_initializer(name: str, stage: ConvStage) -> str:
 
 def generate_c(model: IntegerModel, header_name: str = COMPILED_H, title: str = "",
                prefix: str = DEFAULT_PREFIX, anomaly_threshold: int | None = None,
-               declare_prepare: bool = False) -> tuple[str, str]:
+               declare_prepare: bool = False, saturation_step: int = 0) -> tuple[str, str]:
     """(source, header) of the C runtime for `model`; `title` goes in the first comment line, `prefix` starts
     the entry point's and the macros' names (PREFIX_infer, PREFIX_INPUT_SIZE). An anomaly scorer's model
     (`anomaly_threshold`: its threshold in output steps, tinynas.anomaly.card) also gets PREFIX_score, which
-    returns the score and the verdict in one call. `declare_prepare`: the header also declares PREFIX_prepare
+    returns the score and the verdict in one call; `saturation_step` steps are added to the score per input sample
+    at the edge of the int8 range (tinynas.anomaly.card.SATURATION_STEP; 0: none). `declare_prepare`: the header
+    also declares PREFIX_prepare
     (tinynas.deploy.c_prepare, in the model's own _prepare.c)."""
     function, upper = entry_point(prefix), prefix.upper()
     plan = model.plan
@@ -173,7 +175,7 @@ def generate_c(model: IntegerModel, header_name: str = COMPILED_H, title: str = 
         + f"/* Classifies one window: reads input[{upper}_INPUT_SIZE] in place, writes\n"
         + f" * output[{upper}_OUTPUT_SIZE] (int8 logits). Not reentrant (one static arena). Returns 0. */\n"
         + f"int {function}(const int8_t *input, int8_t *output);\n\n"
-        + (_score_declaration(prefix, anomaly_threshold) if anomaly_threshold is not None else "")
+        + (_score_declaration(prefix, anomaly_threshold, saturation_step) if anomaly_threshold is not None else "")
         + (prepare_declaration(prefix) if declare_prepare else "")
         + "#ifdef __cplusplus\n}\n#endif\n\n"
         + f"#endif  /* {guard} */\n")
@@ -230,22 +232,33 @@ def generate_c(model: IntegerModel, header_name: str = COMPILED_H, title: str = 
         f"    }}\n"
         f"  }}\n  return 0;\n}}\n")
     if anomaly_threshold is not None:
+        saturation = (f"  for (int i = 0; i < {upper}_INPUT_SIZE; ++i) {{\n"
+                      f"    steps += (input[i] == -128 || input[i] == 127) ? {int(saturation_step)} : 0;\n"
+                      f"  }}\n") if saturation_step else ""
         parts.append(
             f"\nint {prefix}_score(const int8_t *input, int16_t *score) {{\n"
             f"  int8_t output[{upper}_OUTPUT_SIZE];\n"
             f"  {function}(input, output);\n"
-            f"  *score = (int16_t)((int16_t)output[1] - (int16_t)output[0]);\n"
-            f"  return *score > {upper}_ANOMALY_THRESHOLD;\n}}\n")
+            f"  int32_t steps = (int32_t)output[1] - (int32_t)output[0];\n"
+            + saturation +
+            f"  *score = (int16_t)(steps > INT16_MAX ? INT16_MAX : steps);\n"
+            f"  return steps > {upper}_ANOMALY_THRESHOLD;\n}}\n")
     return "".join(parts), header
 
 
-def _score_declaration(prefix: str, threshold: int) -> str:
+def _score_declaration(prefix: str, threshold: int, saturation_step: int = 0) -> str:
     upper = prefix.upper()
+    saturation = (f" * Each input sample at the edge of the int8 range (-128 or 127) adds {upper}_SATURATION_STEP:\n"
+                  f" * a window louder than the windows the input range was set on scores above every one that is\n"
+                  f" * not.\n"
+                  if saturation_step else "")
     return (f"/* Anomaly scorer: score = output[1] - output[0] in output steps (real score = {upper}_OUTPUT_SCALE *\n"
             f" * score); a window is anomalous when score > {upper}_ANOMALY_THRESHOLD, set on held-out normal windows\n"
-            f" * for the false-alarm rate in card.json (anomaly.false_alarm_rate). */\n"
+            f" * for the false-alarm rate in card.json (anomaly.false_alarm_rate).\n{saturation} */\n"
             f"#define {upper}_ANOMALY_THRESHOLD ({int(threshold)})\n"
-            f"/* Scores one window (as {prefix}_infer) and writes *score; returns 1 if it is anomalous, else 0. */\n"
+            + (f"#define {upper}_SATURATION_STEP ({int(saturation_step)})\n" if saturation_step else "")
+            + f"/* Scores one window (as {prefix}_infer) and writes *score (at most INT16_MAX; the verdict is taken\n"
+            f" * before that bound); returns 1 if it is anomalous, else 0. */\n"
             f"int {prefix}_score(const int8_t *input, int16_t *score);\n\n")
 
 

@@ -135,7 +135,8 @@ class ExportedModel:
 
 
 def compiled_c_card(tflite: bytes, symbol: str, prefix: str = "tinynas", anomaly_threshold: int | None = None,
-                    preprocessing: dict | None = None) -> tuple[dict[str, Any], tuple[str, ...] | None]:
+                    preprocessing: dict | None = None, saturation_step: int = 0
+                    ) -> tuple[dict[str, Any], tuple[str, ...] | None]:
     """The card's `c_runtime` section and the generated C runtime's (source, header[, prepare source]), or None
     and the reason. With the card's `preprocessing`, the runtime also gets PREFIX_prepare (tinynas.deploy.c_prepare)
     in `<symbol>_prepare.c`: raw window -> int8 input, as tinynas serves.
@@ -152,7 +153,7 @@ def compiled_c_card(tflite: bytes, symbol: str, prefix: str = "tinynas", anomaly
     header_name = f"{symbol}_compiled.h"
     pre = Preprocessing.from_dict(preprocessing) if preprocessing is not None else None
     files: tuple[str, ...] = generate_c(integer_model, header_name, f"{symbol}.tflite", prefix, anomaly_threshold,
-                                        declare_prepare=pre is not None)
+                                        declare_prepare=pre is not None, saturation_step=saturation_step)
     plan = integer_model.plan
     scoring = {} if anomaly_threshold is None else {"score_function": f"{prefix}_score",
                                                     "threshold_macro": f"{prefix.upper()}_ANOMALY_THRESHOLD"}
@@ -176,9 +177,11 @@ def write_export(out_dir: str | os.PathLike, architecture: Architecture, tflite:
     out = Path(out_dir)
     anomaly = card.get("anomaly")
     threshold = anomaly.get("threshold_steps") if isinstance(anomaly, dict) else None
+    saturation = anomaly.get("saturation_step", 0) if isinstance(anomaly, dict) else 0
     c_runtime, compiled = compiled_c_card(tflite, symbol, c_prefix,
                                           int(threshold) if isinstance(threshold, (int, float)) else None,
-                                          card.get("preprocessing"))
+                                          card.get("preprocessing"),
+                                          int(saturation) if isinstance(saturation, int) else 0)
     out.mkdir(parents=True, exist_ok=True)
     source, header = c_array_source(tflite, symbol)
     paths = ExportedModel(out / f"{symbol}.tflite", out / f"{symbol}.c", out / f"{symbol}.h",

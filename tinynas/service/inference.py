@@ -16,7 +16,7 @@ from typing import IO
 import numpy as np
 
 from tinynas.anomaly.alarm import Alarm
-from tinynas.anomaly.card import read_section
+from tinynas.anomaly.card import int8_scores, read_section
 from tinynas.data.preprocess import Preprocessing
 from tinynas.data.windows import DataError
 from tinynas.deploy.litert import Int8Model
@@ -109,14 +109,14 @@ class LiveScorer(LiveClassifier):
         section = read_section(card)
         assert section is not None  # the service serves a LiveScorer for an anomaly card only
         self.scale, self.threshold = section.score_scale, section.threshold_steps
+        self.saturation_step = section.saturation_step
         self.alarm = Alarm(k, n)
 
     def step(self) -> list[Prediction]:
         """Scores for every hop that completed since the last call (skips gaps, which do not count as normal)."""
         out = []
         for end, window in self.windows():
-            logits = self.model.logits(self.preprocessing.apply(window[None]))
-            steps = int(round(float(logits[0, 1] - logits[0, 0]) / self.scale))
+            steps = int(int8_scores(self.model, self.preprocessing.apply(window[None]), self.saturation_step)[0])
             anomalous = steps > self.threshold
             raised = self.alarm.update(anomalous)
             out.append(Prediction(end, "anomalous" if anomalous else NORMAL_RUNNING, 1.0,

@@ -71,7 +71,7 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
     cost = budget.estimate(winner.architecture)
     anomaly = None
     if study.anomaly is not None:
-        anomaly = anomaly_section(study, tflite, int8.logits)
+        anomaly = anomaly_section(study, tflite)
     card = ModelCard(
         classes=list(study.windows.class_names),
         input={"shape": [study.windows.window_length, study.windows.channels],
