@@ -29,3 +29,24 @@ def test_figures_a_section_may_lack_are_none_never_a_guess():
 def test_a_damaged_section_is_one_error(change):
     with pytest.raises(AnomalyCardError):
         read_section({"anomaly": {**SECTION, **change}})
+
+
+def test_a_chosen_classical_scorer_is_read_checked_and_its_figures_are_the_served_ones():
+    import numpy as np
+
+    from tinynas.anomaly.classical import fit
+
+    rng = np.random.default_rng(0)
+    scorer = fit(rng.normal(size=(60, 32, 1)), rng.normal(size=(60, 32, 1)) * 3)
+    held = {"scorer": scorer.to_dict(), "threshold": 40.0, "synthetic_test": {"auroc": 0.88},
+            "calibration": {"calibration_windows": 150}}
+    section = read_section({"anomaly": {**SECTION, "family_choice": {"family": "classical", "classical": held}}})
+    assert np.allclose(section.classical.mean, scorer.mean) and section.classical.link == scorer.link
+    assert (section.threshold, section.synthetic_auroc, section.calibration_windows) == (40.0, 0.88, 150)
+    network = read_section({"anomaly": {**SECTION, "family_choice": {"family": "network", "classical": held}}})
+    assert network.classical is None and network.threshold == 3.0
+    for damage in ({"threshold": "40"}, {"scorer": {**held["scorer"], "mean": [1.0]}},
+                   {"scorer": {**held["scorer"], "channels": 0}}, {"scorer": None}):
+        with pytest.raises(AnomalyCardError, match="family_choice"):
+            read_section({"anomaly": {**SECTION, "family_choice": {"family": "classical",
+                                                                   "classical": {**held, **damage}}}})

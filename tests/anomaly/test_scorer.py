@@ -9,45 +9,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from tests.support.anomaly_machine import LENGTH, RATE, RECIPE, TARGET, Results, machine, only
 from tinynas.anomaly.card import int8_scores, saturated, steps
 from tinynas.anomaly.evaluation import evaluate_scorer
 from tinynas.cost.targets import resolve_target
 from tinynas.data.synthetic import vibration
 from tinynas.data.windows import Windows
 from tinynas.deploy.litert import Int8Model
-from tinynas.progress import Progress
 from tinynas.study import Study, StudyError
-from tinynas.trial import Fidelity
-
-LENGTH = 128
-RATE = 0.05
-RECIPE = Fidelity(epochs=6, batch_size=32, learning_rate=3e-3)
-TARGET = dict(ram="6k", flash="32k", macs="1M")
-
-
-def machine(seed, count=300):
-    """A synthetic motor's windows: normal running and the three faults, 10 windows per recording."""
-    return vibration(windows_per_class=count, length=LENGTH, windows_per_recording=10, seed=seed)
-
-
-def only(data, labels):
-    keep = np.flatnonzero(np.isin(data.y, labels))
-    names = tuple(data.class_names[i] for i in labels)
-    relabel = {old: new for new, old in enumerate(labels)}
-    return Windows(data.x[keep], np.array([relabel[v] for v in data.y[keep]]), data.groups[keep], names,
-                   data.sample_rate_hz, data.channel_names, data.provenance)
-
-
-class Results(Progress):
-    """Counts trained candidates: the test's clock, so that the search ends after a few whatever the machine."""
-
-    def __init__(self):
-        super().__init__(interactive=False)
-        self.results = 0
-
-    def event(self, text):
-        super().event(text)
-        self.results += "val loss" in text or " failed: " in text
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +27,7 @@ def scorer(tmp_path_factory):
     result = Study(out, normal, resolve_target(**TARGET), strategy="random", budget_seconds=25,
                    fidelity=RECIPE, final_fidelity=RECIPE, task="anomaly", false_alarm_rate=RATE, seed=0,
                    progress=progress, clock=lambda: 10.0 * progress.results,
-                   runtime="tflm", accounting="arena").run()  # TARGET was set for TFLite Micro's arena alone
+                   runtime="tflm", accounting="arena", scorer="network").run()  # TARGET: for the arena alone
     return out, result
 
 

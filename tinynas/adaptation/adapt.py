@@ -25,7 +25,8 @@ from tinynas.adaptation.common import (
     original_test,
     rounded_int8_accuracy,
 )
-from tinynas.anomaly.card import AnomalySection, read_section, recalibrated_section
+from tinynas.anomaly.card import AnomalySection, read_section, recalibrated_section, refitted_classical
+from tinynas.anomaly.classical_c import classical_c_card
 from tinynas.anomaly.task import NORMAL, normal_only
 from tinynas.anomaly.threshold import check_enough, windows_needed
 from tinynas.card import task_of
@@ -166,14 +167,25 @@ def adapt(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec
              "new_data_int8_accuracy": {"before": new_before, "after": new_after} if labels is not None else None,
              "original_test_int8_accuracy": {"before": test_before, "after": test_after}}
     card = changed_card(source, tflite, pre, entry, test_after)
+    scorer_c = None
     if held_out is not None:
         say(f"setting the threshold again on {len(held_out)} later normal windows")
         section = recalibrated_section(
             _section(card).raw, tflite, pre.apply(held_out.x), None,
             f"adapt: batch norm re-estimated on the first {len(windows)} new windows, the threshold set on the "
             f"{len(held_out)} after them")
+        if _section(source.card).classical is not None:  # the served classical scorer: its Gaussian fitted again
+            say(f"fitting the classical scorer's Gaussian again on {len(windows)} new windows")
+            section, classical, threshold = refitted_classical(
+                section, windows.x, held_out.x, None,
+                f"adapt: the Gaussian fitted on the first {len(windows)} new windows, the threshold set on the "
+                f"{len(held_out)} after them")
+            prefix = (source.card.get("c_runtime") or {}).get("prefix", "tinynas")
+            scorer_c = classical_c_card(classical, threshold, prefix, title="classical anomaly scorer, adapted")
+            adapted.append("the classical scorer's Gaussian")
         card["anomaly"] = section
-        card["history"][-1]["threshold"] = {"before": _section(source.card).threshold, "after": section["threshold"]}
-    write_model_dir(out, source, model, tflite, card)
+        card["history"][-1]["threshold"] = {"before": _section(source.card).threshold,
+                                            "after": _section(card).threshold}
+    write_model_dir(out, source, model, tflite, card, scorer_c)
     return AdaptResult(out, tuple(adapted), len(windows), seconds, new_before, new_after, test_before, test_after,
                        card)

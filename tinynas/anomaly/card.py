@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tinynas.anomaly import classical
 from tinynas.anomaly.alarm import Alarm
+from tinynas.anomaly.choice import Finalist, choose, flags, validation_rate
+from tinynas.anomaly.classical import ClassicalScorer, refit
 from tinynas.anomaly.metrics import above, auroc, score_report
 from tinynas.anomaly.task import NORMAL, score_of
 from tinynas.anomaly.threshold import calibrate
@@ -67,9 +70,10 @@ def int8_scores(model, inputs: np.ndarray, saturation_step: int) -> np.ndarray:
     return outputs[:, 1] - outputs[:, 0] + int(saturation_step) * saturated(quantized)
 
 
-def anomaly_section(study, tflite: bytes) -> dict:
+def anomaly_section(study, tflite: bytes, name: str = "", cost=None) -> dict:
     """The card's anomaly section for a finished anomaly study: threshold from the normal test side (int8
-    scores), the synthetic test side's figures, and the --test-data evaluation when given."""
+    scores), the synthetic test side's figures, the --test-data evaluation when given, and (given the network
+    winner's `name` and budgeted `cost`) which scorer family the rule chooses (`family_choice`)."""
 
     data, settings = study.anomaly, study.settings
     scale = float(io_quantization(tflite)["output"]["scale"])
@@ -91,12 +95,50 @@ def anomaly_section(study, tflite: bytes) -> dict:
         "synthetic_test": {"auroc": round(auroc(scores[is_normal], scores[~is_normal]), 4),
                            "detected": above(scores[~is_normal], threshold.value)},
     }
+    if cost is not None:
+        section["family_choice"] = family_choice(study, model, name, cost)
     if study.test_windows is not None:
         windows = study.test_windows
         section["evaluation"] = score_report(int8_scores(model, study.preprocessing.apply(windows.x),
                                                          SATURATION_STEP), windows.y, windows.class_names,
                                              _normal_of(windows), threshold.value)
     return section
+
+
+def family_choice(study, model, name: str, cost) -> dict:
+    """The network winner (int8 `model`, its budgeted `cost`) against the classical scorer fitted on the same
+    training windows, by `tinynas.anomaly.choice`'s rule on the validation side; the classical scorer's own figures
+    (its criterion, its threshold on the calibration windows, its cost on the target) beside them."""
+    windows, split, target = study.windows, study.split, study.target
+    val = np.asarray(split.val)
+    normal, synthetic = val[windows.y[val] == 0], val[windows.y[val] == 1]
+    rate = validation_rate(study.settings.false_alarm_rate, len(normal))
+    candidate = classical.candidate(study.anomaly, study.settings.false_alarm_rate, target.core)
+    scorer = candidate.scorer
+    scores = int8_scores(model, study.preprocessing.apply(windows.x[np.concatenate([normal, synthetic])]),
+                         SATURATION_STEP)
+    network_flags, network_threshold = flags(scores[:len(normal)], scores[len(normal):], rate)
+    classical_flags, classical_threshold = flags(scorer.score(windows.x[normal]), scorer.score(windows.x[synthetic]),
+                                                 rate)
+    over = [f"{what} {need:,} > {have:,}" for what, need, have in (
+        ("RAM", candidate.cost["peak_ram_bytes"], target.ram_bytes),
+        ("flash", candidate.cost["flash_bytes"], target.flash_bytes),
+        ("MACs", candidate.cost["macs"], target.mac_budget)) if need > have]
+    choice = choose(Finalist("network", name, network_flags, network_threshold, cost.peak_ram_bytes,
+                             cost.flash_bytes),
+                    Finalist("classical", classical.NAME, classical_flags, classical_threshold,
+                             candidate.cost["peak_ram_bytes"], candidate.cost["flash_bytes"], not over,
+                             ", ".join(over), candidate.val_loss), rate, study.settings.scorer)
+    test = np.asarray(split.test)
+    test_scores = scorer.score(windows.x[test])
+    is_normal = windows.y[test] == 0
+    threshold = candidate.threshold
+    return {**choice.to_dict(),
+            "classical": {"name": classical.NAME, "scorer": scorer.to_dict(), "threshold": threshold.value,
+                          "calibration": threshold.to_dict(), "val_loss": round(candidate.val_loss, 5),
+                          "synthetic_test": {"auroc": round(auroc(test_scores[is_normal], test_scores[~is_normal]), 4),
+                                             "detected": above(test_scores[~is_normal], threshold.value)},
+                          "cost": candidate.cost, "seconds": round(candidate.seconds, 2)}}
 
 
 def _normal_of(windows) -> str:
@@ -117,12 +159,17 @@ class AnomalySection:
     """One output step, in score units."""
     false_alarm_rate: float
     threshold: float
-    """The threshold in score units (threshold_steps x score_scale)."""
+    """The served scorer's threshold in score units: the network's (threshold_steps x score_scale), or the classical
+    scorer's when the family rule chose it."""
     saturation_step: int
     """Steps added per input sample at the int8 range's edge (0: a card made before the rule)."""
+    classical: ClassicalScorer | None
+    """The classical scorer when the family rule chose it (`family_choice`): then it is what is served and
+    exported, with `classical_threshold` in its own score units; None: the int8 network is."""
+    classical_threshold: float | None
     normal_class: str
     synthetic_auroc: float | None
-    """AUROC on the held-out synthetic anomalies (None: not measured)."""
+    """The served scorer's AUROC on the held-out synthetic anomalies (None: not measured)."""
     calibration_windows: int | None
     raw: dict = field(repr=False, compare=False)
 
@@ -151,12 +198,50 @@ def read_section(card: dict) -> AnomalySection | None:
         else None
     windows = (section.get("calibration") or {}).get("calibration_windows") \
         if isinstance(section.get("calibration"), dict) else None
+    classical, classical_threshold = _chosen_classical(section)
+    if classical is not None:  # the served scorer's own figures
+        held = section["family_choice"]["classical"]
+        synthetic = held.get("synthetic_test")
+        auroc = synthetic.get("auroc") if isinstance(synthetic, dict) else None
+        windows = (held.get("calibration") or {}).get("calibration_windows") \
+            if isinstance(held.get("calibration"), dict) else None
     return AnomalySection(
         threshold_steps=steps_, score_scale=scale, false_alarm_rate=float(section["false_alarm_rate"]),
-        threshold=float(threshold) if is_number(threshold) else steps_ * scale, saturation_step=saturation,
+        threshold=(classical_threshold if classical_threshold is not None
+                   else float(threshold) if is_number(threshold) else steps_ * scale), saturation_step=saturation,
         normal_class=str(section.get("normal_class") or NORMAL),
         synthetic_auroc=float(auroc) if is_number(auroc) else None,
-        calibration_windows=int(windows) if is_number(windows) else None, raw=section)
+        calibration_windows=int(windows) if is_number(windows) else None, classical=classical,
+        classical_threshold=classical_threshold, raw=section)
+
+
+def served_scores(section: AnomalySection, model, preprocessing, windows: np.ndarray) -> tuple[np.ndarray, float]:
+    """(scores, threshold) of raw `windows` (n, T, C) by the scorer the card serves: the classical scorer when the
+    family rule chose it (its float score), else the int8 network `model` (output steps, `int8_scores`). A window
+    is anomalous when its score is above the threshold."""
+    if section.classical is not None and section.classical_threshold is not None:
+        return section.classical.score(windows), section.classical_threshold
+    return int8_scores(model, preprocessing.apply(windows), section.saturation_step), float(section.threshold_steps)
+
+
+def score_unit(section: AnomalySection) -> float:
+    """One unit of `served_scores` in the score units the page and the predictions show."""
+    return 1.0 if section.classical is not None else section.score_scale
+
+
+def _chosen_classical(section: dict) -> tuple[ClassicalScorer | None, float | None]:
+    """The classical scorer and its threshold when the card's family choice is the classical scorer."""
+    choice = section.get("family_choice")
+    if not isinstance(choice, dict) or choice.get("family") != "classical":
+        return None, None
+    held = choice.get("classical")
+    threshold = held.get("threshold") if isinstance(held, dict) else None
+    if not isinstance(held, dict) or not is_number(threshold):
+        raise AnomalyCardError("card.json: anomaly.family_choice.classical.threshold must be a number")
+    try:
+        return ClassicalScorer.from_dict(held.get("scorer")), float(threshold)
+    except ValueError as exc:
+        raise AnomalyCardError(f"card.json: anomaly.family_choice.classical: {exc}") from None
 
 
 
@@ -173,3 +258,19 @@ def recalibrated_section(section: dict, tflite: bytes, held_out_inputs: np.ndarr
     return {**section, "score_scale": scale, "threshold_steps": int(threshold.value),
             "threshold": float(threshold.value) * scale, "calibration": {**threshold.to_dict(), "why": why},
             "previous_threshold": previous}
+
+
+def refitted_classical(section: dict, fit_windows: np.ndarray, calibration_windows: np.ndarray,
+                       sessions: np.ndarray | None, why: str) -> tuple[dict, ClassicalScorer, float]:
+    """The anomaly section of a folder serving the classical scorer, on a new condition's normal windows: its
+    Gaussian (and input scale) fitted on `fit_windows`, its threshold set again for the same rate on the scores of
+    `calibration_windows` (raw windows it did not see); the old scorer's threshold is kept. Returns the section, the
+    scorer and its threshold (for its C)."""
+    choice = section["family_choice"]
+    held = choice["classical"]
+    scorer = refit(ClassicalScorer.from_dict(held["scorer"]), fit_windows)
+    threshold = calibrate(scorer.score(calibration_windows), sessions, float(section["false_alarm_rate"]))
+    changed = {**held, "scorer": scorer.to_dict(), "threshold": threshold.value,
+               "calibration": {**threshold.to_dict(), "why": why},
+               "previous_threshold": {"threshold": held.get("threshold"), "calibration": held.get("calibration")}}
+    return {**section, "family_choice": {**choice, "classical": changed}}, scorer, threshold.value

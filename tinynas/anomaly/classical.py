@@ -89,13 +89,34 @@ class ClassicalScorer:
                              "shrinkage": SHRINKAGE}}
 
     @classmethod
-    def from_dict(cls, data: dict) -> ClassicalScorer:
-        size = len(data["mean"])
+    def from_dict(cls, data: object) -> ClassicalScorer:
+        """The scorer a card holds (`to_dict`), checked: ValueError saying what is wrong (a card edited by hand)."""
+        if not isinstance(data, dict):
+            raise ValueError("the classical scorer must be an object")
+        length, channels, scale = data.get("length"), data.get("channels"), data.get("input_scale")
+        if not (isinstance(length, int) and isinstance(channels, int) and not isinstance(length, bool)
+                and not isinstance(channels, bool) and 0 < length <= 1 << 20 and 0 < channels <= 1 << 10):
+            raise ValueError(f"the classical scorer's length and channels must be positive whole numbers, got "
+                             f"{length!r} and {channels!r}")
+        size = channels * (STATISTICS + BANDS)
+        mean, rows, link = data.get("mean"), data.get("cholesky"), data.get("link")
+        if not (_numbers(mean, size) and isinstance(rows, list) and len(rows) == size
+                and all(_numbers(row, i + 1) for i, row in enumerate(rows)) and isinstance(link, list)
+                and _numbers(link, 2) and isinstance(scale, (int, float)) and _numbers([scale], 1) and scale > 0):
+            raise ValueError(f"the classical scorer of {channels} channel(s) needs {size} mean features, a "
+                             f"lower-triangular {size} x {size} factor, a two-number link and a positive input "
+                             f"scale")
         cholesky = np.zeros((size, size))
-        for i, row in enumerate(data["cholesky"]):
+        for i, row in enumerate(rows):
             cholesky[i, : len(row)] = row
-        return cls(float(data["input_scale"]), np.asarray(data["mean"], np.float64), cholesky,
-                   (float(data["link"][0]), float(data["link"][1])), int(data["length"]), int(data["channels"]))
+        return cls(float(scale), np.asarray(mean, np.float64), cholesky, (float(link[0]), float(link[1])),
+                   length, channels)
+
+
+def _numbers(values, count: int) -> bool:
+    """Whether `values` is a list of `count` finite numbers."""
+    return (isinstance(values, list) and len(values) == count
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values))
 
 
 def fit(normal: np.ndarray, synthetic: np.ndarray) -> ClassicalScorer:
@@ -108,8 +129,17 @@ def fit(normal: np.ndarray, synthetic: np.ndarray) -> ClassicalScorer:
     fitted = GaussianBaseline.fit(partial.dequantize(partial.quantize(normal)))  # the Gaussian of what C reads
     mean, cholesky = fitted.mean, np.linalg.cholesky(fitted.precision)
     gaussian = ClassicalScorer(scale, mean, cholesky, (1.0, 0.0), normal.shape[1], normal.shape[2])
-    return ClassicalScorer(scale, mean, cholesky, _link(gaussian.score(normal), gaussian.score(synthetic)),
-                           normal.shape[1], normal.shape[2])
+    link = _link(gaussian.score(normal), gaussian.score(synthetic)) if len(synthetic) else (1.0, 0.0)
+    return ClassicalScorer(scale, mean, cholesky, link, normal.shape[1], normal.shape[2])
+
+
+def refit(scorer: ClassicalScorer, normal: np.ndarray) -> ClassicalScorer:
+    """`scorer` with its input scale and Gaussian fitted again on new normal windows (a new operating condition);
+    its link (only the search's criterion reads it) kept."""
+    normal = np.asarray(normal)
+    fresh = fit(normal, normal[:0])  # no synthetic anomalies: the link is not fitted again
+    return ClassicalScorer(fresh.input_scale, fresh.mean, fresh.cholesky, scorer.link, scorer.length,
+                           scorer.channels)
 
 
 def _link(normal: np.ndarray, anomalous: np.ndarray) -> tuple[float, float]:
@@ -149,7 +179,7 @@ class ClassicalCandidate:
     seconds: float
 
 
-def candidate(data, rate: float) -> ClassicalCandidate:
+def candidate(data, rate: float, core: str = "") -> ClassicalCandidate:
     """Fit the classical scorer on `data` (`task.AnomalyData`: the normal windows' split and the synthetic
     anomalies made of each side) and measure it as the search measures a network."""
     started = time.monotonic()
@@ -165,7 +195,7 @@ def candidate(data, rate: float) -> ClassicalCandidate:
     threshold = calibrate(scorer.score(windows.x[calibration]), sessions, rate)
     return ClassicalCandidate(scorer, cross_entropy(probability, anomalous),
                               float(np.mean((probability > 0.5) == anomalous)), threshold,
-                              cost(windows.window_length, windows.channels), time.monotonic() - started)
+                              cost(windows.window_length, windows.channels, core), time.monotonic() - started)
 
 
 CODE_BYTES = {"float unit": 1800, "soft float": 6600}

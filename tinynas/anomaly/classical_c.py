@@ -208,3 +208,19 @@ int PREFIX_prepare(const float *window, int16_t *input) {
   return clamped;
 }
 """
+
+
+def classical_c_card(scorer: ClassicalScorer, threshold: float, prefix: str, symbol: str = "model",
+                     title: str = "") -> tuple[dict, tuple[str, str]]:
+    """The card's `c_runtime` section and (source, header) of a model folder that serves the classical scorer:
+    `<symbol>_compiled.c/.h` hold `PREFIX_score` and `PREFIX_prepare` (tinynas.deploy.export.write_export)."""
+    header_name = f"{symbol}_compiled.h"
+    source, header = generate_classical_c(scorer, threshold, header_name, prefix, title)
+    length, channels = scorer.length, scorer.channels
+    section = {"family": "classical", "source": f"{symbol}_compiled.c", "header": header_name,
+               "entry_point": f"{prefix}_score", "score_function": f"{prefix}_score",
+               "threshold_macro": f"{prefix.upper()}_ANOMALY_THRESHOLD", "prepare_function": f"{prefix}_prepare",
+               "prefix": prefix, "input_type": "int16", "needs_libm": True,
+               "arena_bytes": 4 * length + 4 * scorer.feature_count, "input_bytes": 2 * length * channels,
+               "output_bytes": 4}
+    return section, (source, header)

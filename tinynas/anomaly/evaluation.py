@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinynas.anomaly.card import AnomalyCardError, int8_scores, read_section
+from tinynas.anomaly.card import AnomalyCardError, read_section, score_unit, served_scores
 from tinynas.anomaly.metrics import report_lines, score_report
 from tinynas.atomic import atomic_write_bytes
 from tinynas.data.preprocess import Preprocessing
@@ -15,21 +15,26 @@ class AnomalyEvaluation:
     """`tinynas evaluate` of an anomaly scorer: its scores on every window and what they say."""
 
     def __init__(self, model: str, scores: np.ndarray, labels: np.ndarray, class_names: tuple[str, ...],
-                 normal: str, section: dict, latency_us: float) -> None:
+                 normal: str, section: dict, latency_us: float, threshold: float | None = None,
+                 unit: float | None = None, scorer: str = "int8 network, LiteRT") -> None:
         self.model, self.scores, self.labels, self.class_names = model, scores, labels, class_names
         self.normal, self.section, self.latency_us = normal, section, latency_us
-        self.report = score_report(scores, labels, class_names, normal, section["threshold_steps"])
+        self.threshold = float(section["threshold_steps"]) if threshold is None else threshold
+        self.unit = float(section["score_scale"]) if unit is None else unit
+        """One score step in score units (the int8 network's output scale; 1 for the classical scorer)."""
+        self.scorer = scorer
+        self.report = score_report(scores, labels, class_names, normal, self.threshold)
 
     def to_dict(self) -> dict:
-        """JSON-ready dict (the --json output); scores in output steps, the threshold in the same steps."""
-        return {"model": self.model, "task": "anomaly", "n_windows": int(len(self.scores)),
+        """JSON-ready dict (the --json output); the threshold in the scorer's steps (x score_scale: score units)."""
+        return {"model": self.model, "task": "anomaly", "scorer": self.scorer, "n_windows": int(len(self.scores)),
                 "false_alarm_rate_set": self.section["false_alarm_rate"], "normal_class": self.normal,
-                "score_scale": self.section["score_scale"], **self.report, "latency_us": self.latency_us}
+                "score_scale": self.unit, **self.report, "latency_us": self.latency_us}
 
     def text(self) -> str:
         """A report for people."""
-        lines = [f"{self.model}: anomaly scorer, {len(self.scores)} windows; threshold set for "
-                 f"{self.section['false_alarm_rate']:.2%} false alarms ({self.latency_us:.0f} us per window, LiteRT)"]
+        lines = [f"{self.model}: anomaly scorer, {len(self.scores)} windows ({self.scorer}); threshold set for "
+                 f"{self.section['false_alarm_rate']:.2%} false alarms ({self.latency_us:.0f} us per window)"]
         return "\n".join(lines + [f"  {line}" for line in report_lines(self.report)])
 
 
@@ -46,15 +51,17 @@ def evaluate_scorer(tflite, card: dict, windows) -> AnomalyEvaluation:
     preprocessing.check_input(windows)
     model = load_model(tflite)
     started = time.perf_counter()
-    scores = int8_scores(model, preprocessing.apply(windows.x), section.saturation_step)
+    scores, threshold = served_scores(section, model, preprocessing, windows.x)
     latency = (time.perf_counter() - started) / len(windows) * 1e6
     normal = section.normal_class
     if normal not in windows.class_names:
         normal = "normal" if "normal" in windows.class_names else normal
     order = np.lexsort((windows.time_index if windows.time_index is not None else np.arange(len(windows)),
                         windows.groups))
-    return AnomalyEvaluation(str(tflite), scores[order], windows.y[order], windows.class_names, normal, section.raw,
-                             float(latency))
+    scorer = "int8 network, LiteRT" if section.classical is None else "classical: features + Gaussian"
+    return AnomalyEvaluation(str(tflite) if section.classical is None else f"{tflite} (its folder's classical scorer)",
+                             scores[order], windows.y[order], windows.class_names, normal, section.raw,
+                             float(latency), threshold, score_unit(section), scorer)
 
 
 def plot_scores(evaluation: AnomalyEvaluation, path, maker: str) -> None:
@@ -67,7 +74,7 @@ def plot_scores(evaluation: AnomalyEvaluation, path, maker: str) -> None:
     import matplotlib.pyplot as plt
 
 
-    scale = evaluation.section["score_scale"]
+    scale = evaluation.unit
     figure, axes = plt.subplots(figsize=(10, 4))
     index = np.arange(len(evaluation.scores))
     for label, name in enumerate(evaluation.class_names):
@@ -75,7 +82,7 @@ def plot_scores(evaluation: AnomalyEvaluation, path, maker: str) -> None:
         if mine.any():
             axes.scatter(index[mine], evaluation.scores[mine] * scale, s=3,
                          color="tab:green" if name == evaluation.normal else None, label=name)
-    axes.axhline(evaluation.section["threshold_steps"] * scale, color="tab:red", linestyle="--",
+    axes.axhline(evaluation.threshold * scale, color="tab:red", linestyle="--",
                  label=f"threshold ({evaluation.section['false_alarm_rate']:.1%} false alarms)")
     axes.set_xlabel("window (by recording, in time order)")
     axes.set_ylabel("anomaly score")

@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 
 from tinynas.anomaly.card import read_section
+from tinynas.anomaly.choice import SCORERS
 from tinynas.anomaly.threshold import check_rate
 from tinynas.cli.common import add_runtime_flag, add_target_flags
 from tinynas.cost.runtime import RUNTIME_NAMES
@@ -83,6 +84,10 @@ def register(sub) -> None:
                              "--test-data, to evaluate on)")
     search.add_argument("--false-alarm-rate", type=float, default=None, metavar="RATE",
                         help="with --task anomaly: the share of normal windows the threshold may flag (default 0.01)")
+    search.add_argument("--scorer", default="auto", choices=SCORERS,
+                        help="with --task anomaly: the family exported: auto (default: the int8 network or the "
+                             "classical features + Gaussian, whichever flags more held-out synthetic anomalies at the "
+                             "false-alarm rate; a tie goes to the cheaper), network or classical")
     search.add_argument("--selection", default="auto", choices=SELECTIONS,
                         help="how candidates are ranked: on the validation windows, by cross-validation over "
                              "recordings (each candidate trains once per fold), or auto (default: cross-validation "
@@ -127,7 +132,14 @@ def _print_result(result, as_json: bool) -> None:
     footprint = f"{RUNTIME_NAMES[cost.runtime]}: {cost.summary(result.card.flash_bytes)}"
     anomaly = read_section(card)
     if anomaly is not None:
-        print(f"{result.winner.architecture.name()}: anomaly scorer, threshold {anomaly.threshold:.3g} for "
+        name = result.winner.architecture.name()
+        if anomaly.classical is not None:  # the family rule chose the classical scorer: its own footprint
+            held = anomaly.raw["family_choice"]["classical"]["cost"]
+            footprint = (f"generated C: RAM {held['peak_ram_bytes'] / 1024:.1f} KiB, flash "
+                         f"{held['flash_bytes'] / 1024:.1f} KiB, {held['macs']:,} MACs (the network finalist {name}: "
+                         f"{footprint})")
+            name = "features + Gaussian (classical)"
+        print(f"{name}: anomaly scorer, threshold {anomaly.threshold:.3g} for "
               f"{anomaly.false_alarm_rate:.2%} false alarms ({anomaly.calibration_windows} "
               f"held-out normal windows); {footprint}; files in {result.out_dir}/")
         print(time_line(result.trials)[2:])
@@ -164,6 +176,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
                              "has no threshold to set)")
         check_rate(args.false_alarm_rate)
     rate = {} if args.false_alarm_rate is None else {"false_alarm_rate": args.false_alarm_rate}  # else Study's own
+    if args.scorer != "auto" and args.task != Task.ANOMALY:
+        raise UsageError(f"--scorer {args.scorer} chooses an anomaly scorer's family: add --task anomaly")
     target = resolve_target(args.target, ram=args.ram, flash=args.flash, macs=args.macs)
     check_out_dir(args.out)
     windows = load_windows(args.data)
@@ -184,7 +198,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
                   split=args.split, check_data=not args.ignore_data_checks, normalize=args.normalize,
                   test_windows=test_windows, test_spec=args.test_data or "", augment=args.augment,
                   kernels=args.kernels, runtime=args.runtime, accounting=args.accounting, c_prefix=args.c_prefix,
-                  task=args.task, selection=args.selection, track_test=args.track_test, **rate)
+                  task=args.task, selection=args.selection, track_test=args.track_test, scorer=args.scorer, **rate)
     _print_result(study.run(), args.json)
     return 0
 

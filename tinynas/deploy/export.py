@@ -170,18 +170,24 @@ def compiled_c_card(tflite: bytes, symbol: str, prefix: str = "tinynas", anomaly
 
 
 def write_export(out_dir: str | os.PathLike, architecture: Architecture, tflite: bytes,
-                 card: dict[str, Any], symbol: str = "model", c_prefix: str = "tinynas") -> ExportedModel:
+                 card: dict[str, Any], symbol: str = "model", c_prefix: str = "tinynas",
+                 scorer_c: tuple[dict[str, Any], tuple[str, str]] | None = None) -> ExportedModel:
     """Write model.tflite, model.c/.h (TFLite Micro), model_compiled.c/.h (the C runtime, its names starting
     with `c_prefix`: two models of one firmware take two), model_prepare.c (its input preparation, when the card
-    has a "preprocessing") and card.json atomically into `out_dir`; the card is written last."""
+    has a "preprocessing") and card.json atomically into `out_dir`; the card is written last.
+
+    `scorer_c`: the card's `c_runtime` section and (source, header) of another scorer the folder serves (an anomaly
+    search's classical scorer, `tinynas.anomaly.classical_c`): written as model_compiled.c/.h instead of the int8
+    network's runtime, with no model_prepare.c (its preparation is in its own source)."""
     out = Path(out_dir)
     anomaly = card.get("anomaly")
     threshold = anomaly.get("threshold_steps") if isinstance(anomaly, dict) else None
     saturation = anomaly.get("saturation_step", 0) if isinstance(anomaly, dict) else 0
-    c_runtime, compiled = compiled_c_card(tflite, symbol, c_prefix,
-                                          int(threshold) if isinstance(threshold, (int, float)) else None,
-                                          card.get("preprocessing"),
-                                          int(saturation) if isinstance(saturation, int) else 0)
+    c_runtime, compiled = (compiled_c_card(tflite, symbol, c_prefix,
+                                           int(threshold) if isinstance(threshold, (int, float)) else None,
+                                           card.get("preprocessing"),
+                                           int(saturation) if isinstance(saturation, int) else 0)
+                           if scorer_c is None else scorer_c)
     out.mkdir(parents=True, exist_ok=True)
     source, header = c_array_source(tflite, symbol)
     paths = ExportedModel(out / f"{symbol}.tflite", out / f"{symbol}.c", out / f"{symbol}.h",
@@ -197,6 +203,8 @@ def write_export(out_dir: str | os.PathLike, architecture: Architecture, tflite:
         atomic_write_text(paths.compiled_header_path, compiled[1])
     if compiled is not None and paths.prepare_path:
         atomic_write_text(paths.prepare_path, compiled[2])
+    elif scorer_c is not None and (out / f"{symbol}_prepare.c").is_file():  # an earlier export's: not this scorer's
+        (out / f"{symbol}_prepare.c").unlink()
     full_card = {"architecture": architecture.to_dict(), "name": architecture.name(),
                  "digest": architecture.digest(), "quantization": io_quantization(tflite),
                  "c_runtime": c_runtime, **card, "tools": tool_versions(), "card_schema": CARD_SCHEMA}

@@ -216,9 +216,11 @@ def check_new_folder(out: str | os.PathLike, source: Path) -> Path:
     return out
 
 
-def write_model_dir(out: Path, source: ModelDir, model, tflite: bytes, card: dict) -> None:
-    """Write a changed model: int8 files and card (`write_export`), float weights, and the source's
-    training windows and split (copied, so the new folder can be changed again).
+def write_model_dir(out: Path, source: ModelDir, model, tflite: bytes, card: dict,
+                    scorer_c: tuple[dict, tuple[str, str]] | None = None) -> None:
+    """Write a changed model: int8 files and card (`write_export`; `scorer_c`: the C of the classical scorer the
+    folder serves, as there), float weights, and the source's training windows and split (copied, so the new folder
+    can be changed again).
 
     Everything is written into a staging folder beside `out`, which then replaces `out` in one step: a
     full disk, a kill -9 or a power cut leaves the previous folder as it was (or no folder), never new
@@ -233,7 +235,7 @@ def write_model_dir(out: Path, source: ModelDir, model, tflite: bytes, card: dic
                 shutil.copyfile(source.path / name, staging / name)
         # The source's C names: a firmware that links it keeps linking the adapted model.
         prefix = (source.card.get("c_runtime") or {}).get("prefix", "tinynas")  # checked by read_card
-        write_export(staging, source.architecture, tflite, card, c_prefix=prefix)
+        write_export(staging, source.architecture, tflite, card, c_prefix=prefix, scorer_c=scorer_c)
         publish_folder(staging, out)
     except OSError as exc:
         discard_folder(staging)

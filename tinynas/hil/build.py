@@ -158,6 +158,9 @@ def write_firmware(model_dir: str | Path, board: Board, out: str | Path, *, emul
     if not runtime.get("source"):
         why = runtime.get("error") or "the card names no generated C runtime"
         raise FirmwareError(f"{model_dir}: no C runtime to build a firmware from ({why})")
+    if runtime.get("family") == "classical":
+        raise FirmwareError(f"{model_dir} serves the classical anomaly scorer: the test firmware runs int8 networks "
+                            f"only; its model_compiled.c builds on its own (tinynas service's firmware.zip, main.c)")
     source = read_model_file(model_dir, runtime["source"])
     header = read_model_file(model_dir, runtime["header"])
     prefix = runtime.get("prefix", "tinynas")
@@ -180,8 +183,8 @@ def bundle_files(model_dir: str | Path) -> tuple[dict[str, bytes], str]:
     model's target where one is built in, else the micro:bit; and the README's lines on building and checking it."""
     card = read_card(model_dir)
     runtime = card.c_runtime or {}
-    if not runtime.get("source"):
-        return {}, ""  # no C runtime: the bundle says so itself
+    if not runtime.get("source") or runtime.get("family") == "classical":
+        return {}, ""  # no C runtime (the bundle says so itself), or a classical scorer the test firmware cannot run
     target = (card.target or {}).get("name")
     board = next((b for b in builtin_boards().values() if b.target and b.target == target),
                  builtin_boards()["microbit"])

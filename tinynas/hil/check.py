@@ -142,6 +142,8 @@ def check_on_board(model_dir: str | Path, firmware_dir: str | Path | None, board
     runtime = card.c_runtime or {}
     if "source" not in runtime:
         raise HilError(f"{model_dir} has no C runtime on its card (an older folder?): export it again")
+    if runtime.get("family") == "classical":
+        raise HilError(f"{model_dir} serves the classical anomaly scorer: the hardware check runs int8 networks only")
     source = read_model_file(model_dir, runtime["source"])
     manifest = read_manifest(firmware_dir) if firmware_dir is not None else {}
     expected = model_hash(source)

@@ -16,7 +16,7 @@ from typing import IO
 import numpy as np
 
 from tinynas.anomaly.alarm import Alarm
-from tinynas.anomaly.card import int8_scores, read_section
+from tinynas.anomaly.card import read_section, score_unit, served_scores
 from tinynas.data.preprocess import Preprocessing
 from tinynas.data.windows import DataError
 from tinynas.deploy.litert import Int8Model
@@ -108,19 +108,20 @@ class LiveScorer(LiveClassifier):
         super().__init__(model_path, card, ring, hop_samples, 1)
         section = read_section(card)
         assert section is not None  # the service serves a LiveScorer for an anomaly card only
-        self.scale, self.threshold = section.score_scale, section.threshold_steps
-        self.saturation_step = section.saturation_step
+        self.section = section
+        self.unit = score_unit(section)
         self.alarm = Alarm(k, n)
 
     def step(self) -> list[Prediction]:
         """Scores for every hop that completed since the last call (skips gaps, which do not count as normal)."""
         out = []
         for end, window in self.windows():
-            steps = int(int8_scores(self.model, self.preprocessing.apply(window[None]), self.saturation_step)[0])
-            anomalous = steps > self.threshold
+            scores, threshold = served_scores(self.section, self.model, self.preprocessing, window[None])
+            steps = float(scores[0])
+            anomalous = steps > threshold
             raised = self.alarm.update(anomalous)
             out.append(Prediction(end, "anomalous" if anomalous else NORMAL_RUNNING, 1.0,
-                                  ALARM if raised else NORMAL_RUNNING, score=round(steps * self.scale, 4),
+                                  ALARM if raised else NORMAL_RUNNING, score=round(steps * self.unit, 4),
                                   alarm=raised))
         return out
 

@@ -15,7 +15,7 @@ import numpy as np
 from tinynas.adaptation.adapt import adapt
 from tinynas.adaptation.recalibrate import Recipe, recalibrate
 from tinynas.adaptation.rewear_job import RewearJob, RewearOutcome
-from tinynas.anomaly.card import int8_scores, read_section
+from tinynas.anomaly.card import read_section, served_scores
 from tinynas.atomic import atomic_write_text
 from tinynas.card import read_card, task_of
 from tinynas.data.preprocess import Preprocessing
@@ -106,9 +106,9 @@ def _scorer_outcome(source: Path, adapted, windows) -> RewearOutcome:
     old_card = read_card(source).to_dict()
     old, new = read_section(old_card), read_section(adapted.card)
     assert old is not None and new is not None  # both scorers: the adaptation keeps the task
-    scores = int8_scores(Int8Model(read_model_file(source, MODEL)), Preprocessing.from_card(old_card).apply(windows.x),
-                         old.saturation_step)
-    flagged = float(np.mean(scores > old.threshold_steps))
+    scores, threshold = served_scores(old, Int8Model(read_model_file(source, MODEL)),
+                                      Preprocessing.from_card(old_card), windows.x)
+    flagged = float(np.mean(scores > threshold))
     reason = (f"accepted: the machine's new normal running set the threshold again ({old.threshold:.3g} -> "
               f"{new.threshold:.3g}, for {new.false_alarm_rate:.2%} false alarms, on "
               f"{new.calibration_windows} windows batch norm did not see); the old threshold "

@@ -224,6 +224,7 @@ def _deploy_scorer(service: ServiceContext, study: Path, card: dict) -> Transiti
                                  "synthetic_auroc": section.synthetic_auroc, "alarm": alarm},
                         serving={"alarm": alarm}, made=time.time())
     _publish(service, study, target, {**card, "serving": {"alarm": alarm}}, deployed)
-    log.info("serving the anomaly scorer of %s: threshold %.3g for %.2g false alarms, alarm at %d of %d windows",
-             state.user, section.threshold, section.false_alarm_rate, config.alarm_k, config.alarm_n)
+    log.info("serving the %s anomaly scorer of %s: threshold %.3g for %.2g false alarms, alarm at %d of %d windows",
+             "classical" if section.classical is not None else "network", state.user, section.threshold,
+             section.false_alarm_rate, config.alarm_k, config.alarm_n)
     return to(Phase.SERVING, deployed=deployed, error="")

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinynas.anomaly.card import anomaly_section
+from tinynas.anomaly.classical import ClassicalScorer
+from tinynas.anomaly.classical_c import classical_c_card
 from tinynas.anomaly.metrics import report_lines
 from tinynas.card import ModelCard, read_card
 from tinynas.cost.estimate import estimate
@@ -71,7 +73,7 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
     cost = budget.estimate(winner.architecture)
     anomaly = None
     if study.anomaly is not None:
-        anomaly = anomaly_section(study, tflite)
+        anomaly = anomaly_section(study, tflite, winner.architecture.name(), cost)
     card = ModelCard(
         classes=list(study.windows.class_names),
         input={"shape": [study.windows.window_length, study.windows.channels],
@@ -111,7 +113,7 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
         selection=_selection(jobs, winner),
     )
     exported = write_export(study.out_dir, winner.architecture, tflite, card.to_dict(),
-                            c_prefix=study.settings.c_prefix)
+                            c_prefix=study.settings.c_prefix, scorer_c=_classical_c(study, anomaly))
     card = read_card(exported.card_path.parent)  # as every reader will read it: checked
     save_split(study.out_dir / SPLIT, study.split)
     journal.set_meta("finished", True)
@@ -124,6 +126,16 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
                          f"(float {result.float_test_accuracy:.3f}) on {len(y_test)} held-out windows; "
                          f"{RUNTIME_NAMES[budget.runtime]}: {cost.summary(len(tflite))}")
     return StudyResult(winner, card, study.out_dir, trials)
+
+
+def _classical_c(study, anomaly: dict | None) -> tuple[dict, tuple[str, str]] | None:
+    """The classical scorer's C for the folder when the family rule chose it (else the network's is written)."""
+    chosen = (anomaly or {}).get("family_choice") or {}
+    if chosen.get("family") != "classical":
+        return None
+    held = chosen["classical"]
+    return classical_c_card(ClassicalScorer.from_dict(held["scorer"]), float(held["threshold"]),
+                            study.settings.c_prefix, title="classical anomaly scorer (features + Gaussian)")
 
 
 def _selection(jobs: JobFactory, winner: Trial) -> dict | None:
@@ -145,6 +157,14 @@ def _say_anomaly(study, anomaly: dict) -> None:
     study.progress.event(f"anomaly threshold {anomaly['threshold']:.3g} for {anomaly['false_alarm_rate']:.2%} false "
                          f"alarms, set on {calibration['calibration_windows']} held-out normal windows; synthetic "
                          f"anomalies: AUROC {synthetic['auroc']:.3f}, {synthetic['detected']['rate']:.1%} detected")
+    choice = anomaly.get("family_choice")
+    if choice:
+        held = choice["classical"]
+        served = ("the classical scorer (features + Gaussian) is served and exported as model_compiled.c; the "
+                  "network finalist stays in model.tflite" if choice["family"] == "classical" else
+                  "the network is served")
+        study.progress.event(f"scorer family: {served}: {choice['why']}; classical: threshold {held['threshold']:.4g}, "
+                             f"RAM {held['cost']['peak_ram_bytes']:,} B, flash {held['cost']['flash_bytes']:,} B")
     if "evaluation" in anomaly:
         for line in report_lines(anomaly["evaluation"]):
             study.progress.event(f"test data: {line}")

@@ -76,6 +76,12 @@ def anomaly_line(anomaly: dict) -> str:
             f"alarms, set ({calibration['method']}) on {calibration['calibration_windows']} held-out normal windows; "
             f"synthetic anomalies of the test side: AUROC {synthetic['auroc']:.3f}, "
             f"{synthetic['detected']['rate']:.1%} detected; selection: {anomaly['selection']}")
+    choice = anomaly.get("family_choice")
+    if choice:
+        cost = choice["classical"]["cost"]
+        line += (f"\n- scorer family: **{choice['family']}** ({choice['why']}); the classical scorer: RAM "
+                 f"{cost['peak_ram_bytes']:,} B, flash {cost['flash_bytes']:,} B, {cost['macs']:,} MACs "
+                 f"({cost['note']})")
     evaluation = anomaly.get("evaluation")
     if evaluation and evaluation.get("all_anomalies"):
         every = evaluation["all_anomalies"]

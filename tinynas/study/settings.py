@@ -13,6 +13,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
+from tinynas.anomaly.choice import check_scorer
 from tinynas.anomaly.task import check_task
 from tinynas.anomaly.threshold import check_rate
 from tinynas.c_names import check_prefix
@@ -82,6 +83,9 @@ class StudySettings:
     `tinynas.anomaly`)."""
     false_alarm_rate: float = 0.01
     """`--false-alarm-rate`: the anomaly task's share of normal windows its threshold may flag."""
+    scorer: str = "auto"
+    """`--scorer`: the anomaly task's exported family: auto (`tinynas.anomaly.choice`'s rule), network or classical.
+    Not part of a resumed search's settings: it decides only after the search."""
     selection: str = "auto"
     """`--selection`: how candidates are ranked: on the split's validation side, by cross-validation over recordings
     (`tinynas.study.crossval`), or auto (cross-validation where the validation side is small)."""
@@ -92,6 +96,7 @@ class StudySettings:
 
         check_task(self.task)
         check_rate(self.false_alarm_rate)
+        check_scorer(self.scorer)
 
         check_selection(self.selection)
 

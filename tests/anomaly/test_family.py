@@ -1,0 +1,125 @@
+"""An anomaly search whose two finalists tie at the alarm's operating point: the cheaper classical scorer is chosen,
+and it is what the folder exports, evaluates, bundles and adapts (issue 59)."""
+
+import io
+import json
+import subprocess
+import zipfile
+
+import numpy as np
+import pytest
+
+from tests.support.anomaly_machine import LENGTH, RATE, RECIPE, TARGET, Results, machine, only
+from tinynas.anomaly.card import read_section, served_scores
+from tinynas.anomaly.classical_c import SCORE_TOLERANCE
+from tinynas.anomaly.evaluation import evaluate_scorer
+from tinynas.cost.targets import resolve_target
+from tinynas.study import Study
+
+
+@pytest.fixture(scope="module")
+def chosen(tmp_path_factory):
+    out = tmp_path_factory.mktemp("family")
+    progress = Results()
+    result = Study(out, only(machine(seed=11), [0]), resolve_target(**TARGET), strategy="random", budget_seconds=25,
+                   fidelity=RECIPE, final_fidelity=RECIPE, task="anomaly", false_alarm_rate=RATE, seed=0,
+                   progress=progress, clock=lambda: 10.0 * progress.results, runtime="tflm",
+                   accounting="arena").run()
+    return out, result
+
+
+def test_a_tie_goes_to_the_cheaper_classical_scorer_and_the_card_says_why(chosen):
+    out, _ = chosen
+    card = json.loads((out / "card.json").read_text())
+    choice = card["anomaly"]["family_choice"]
+    network, classical = choice["finalists"]
+    # This machine's faults are as visible to the features as to the network: the two flag about as many
+    # validation anomalies (the paired test cannot tell them apart), and the classical scorer needs less RAM.
+    assert choice["family"] == "classical" and choice["p_value"] >= 0.05 and "a tie" in choice["why"]
+    assert classical["ram_bytes"] < network["ram_bytes"] and classical["fits"]
+    assert network["windows"] == classical["windows"] > 0
+    assert "scorer family: **classical**" in (out / "report.md").read_text()
+    assert card["c_runtime"]["family"] == "classical" and not (out / "model_prepare.c").exists()
+    header = (out / "model_compiled.h").read_text()
+    assert "int tinynas_score(const int16_t *input, float *score);" in header
+
+
+def test_the_exported_c_scores_as_python_does(chosen, c_compiler, tmp_path):
+    out, _ = chosen
+    card = json.loads((out / "card.json").read_text())
+    section = read_section(card)
+    faults = machine(seed=13, count=20)
+    (tmp_path / "main.c").write_text(HOST_MAIN)
+    binary = tmp_path / "score"
+    built = subprocess.run([c_compiler, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(binary),
+                            str(tmp_path / "main.c"), str(out / "model_compiled.c"), "-I", str(out), "-lm"],
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    raw = faults.x.astype(np.float32).reshape(len(faults.x), -1)
+    ran = subprocess.run([str(binary)], input=raw.tobytes(), capture_output=True, check=True, timeout=300)
+    got = np.frombuffer(ran.stdout, dtype=np.float32).reshape(len(raw), 2)
+    python, threshold = served_scores(section, None, None, faults.x)
+    assert np.all(np.abs(got[:, 0] - python) <= SCORE_TOLERANCE * (1 + python))
+    clear = np.abs(python - threshold) > SCORE_TOLERANCE * (1 + python)
+    assert np.array_equal(got[clear, 1] > 0, python[clear] > threshold)
+
+
+HOST_MAIN = r"""
+#include <stdio.h>
+#include "model_compiled.h"
+int main(void) {
+  static float raw[TINYNAS_INPUT_SIZE];
+  static int16_t input[TINYNAS_INPUT_SIZE];
+  while (fread(raw, sizeof raw[0], TINYNAS_INPUT_SIZE, stdin) == TINYNAS_INPUT_SIZE) {
+    float out[2];
+    tinynas_prepare(raw, input);
+    out[1] = (float)tinynas_score(input, &out[0]);
+    fwrite(out, sizeof out[0], 2, stdout);
+  }
+  return 0;
+}
+"""
+
+
+def test_evaluate_scores_with_the_classical_scorer_and_finds_the_faults(chosen):
+    out, _ = chosen
+    card = json.loads((out / "card.json").read_text())
+    evaluation = evaluate_scorer(out / "model.tflite", card, machine(seed=12, count=100))
+    assert "classical" in evaluation.text() and evaluation.threshold == read_section(card).threshold
+    assert evaluation.report["all_anomalies"]["auroc"] > 0.8
+    assert evaluation.report["false_alarms"]["interval95"][0] <= RATE
+
+
+def test_the_firmware_bundle_builds_and_runs_the_classical_scorer(chosen, c_compiler, tmp_path):
+    from tinynas.deploy.bundle import firmware_zip
+
+    out, _ = chosen
+    with zipfile.ZipFile(io.BytesIO(firmware_zip(out))) as bundle:
+        bundle.extractall(tmp_path)
+        assert "tinynas_score" in bundle.read("README.txt").decode()
+    built = subprocess.run([c_compiler, "-std=c99", "-Wall", "-Werror", "main.c", "model_compiled.c", "-lm", "-o",
+                            "model"], cwd=tmp_path, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    ran = subprocess.run(["./model"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True)
+    assert ran.stdout.startswith("score ") and ran.stdout.strip().endswith(("anomalous", "normal"))
+
+
+def test_adapting_to_a_new_condition_fits_the_gaussian_again(chosen, tmp_path):
+    from tinynas.adaptation.adapt import adapt
+
+    out, _ = chosen
+    louder = only(machine(seed=21, count=260), [0])
+    louder = type(louder)(louder.x * 3.0, louder.y, louder.groups, louder.class_names, louder.sample_rate_hz,
+                          louder.channel_names, louder.provenance)  # the machine at a higher load: 3x the vibration
+    old = read_section(json.loads((out / "card.json").read_text()))
+    old_scores, old_threshold = served_scores(old, None, None, louder.x)
+    assert np.mean(old_scores > old_threshold) > 0.5  # the old Gaussian calls the new load a fault
+    result = adapt(out, louder, tmp_path / "adapted")
+    card = json.loads((tmp_path / "adapted" / "card.json").read_text())
+    new = read_section(card)
+    assert new.classical is not None and "the classical scorer's Gaussian" in result.adapted
+    fresh = only(machine(seed=22, count=200), [0])
+    scores, threshold = served_scores(new, None, None, fresh.x * 3.0)
+    assert np.mean(scores > threshold) <= 0.15  # new normal running at that load: near the rate again
+    assert "float *score" in (tmp_path / "adapted" / "model_compiled.h").read_text()
+    assert LENGTH == new.classical.length
