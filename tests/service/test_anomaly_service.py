@@ -1,5 +1,6 @@
-"""A healthy motor through the device service: normal running recorded, a scorer searched and served, and the
-alarm raised once the simulated machine starts to fail.
+"""A healthy motor through the device service: normal running recorded, a scorer searched and served (once as the
+int8 network, once as the classical scorer: the service's `scorer` option), and the alarm raised once the simulated
+machine starts to fail.
 
 The real service process, a simulated front-end on a real pseudo-terminal, and the product's simulated machine
 (`tinynas simulate --machine --serve-state normal --fault inner_race`: tinynas/service/follower.py's Follower): it
@@ -21,9 +22,10 @@ from firmware_bridge.person import Machine
 from firmware_bridge.protocol import Hello
 from firmware_bridge.simulator import Simulator
 from tests.support.net import free_port
+from tinynas.anomaly.card import read_section
 from tinynas.data.synthetic import vibration
 from tinynas.service.follower import Follower
-from tinynas.service.runner import request
+from tinynas.service.runner import request as ask
 
 RATE = 4000.0
 HOP_SECONDS = 0.25
@@ -38,8 +40,10 @@ def _machine_states():
             for i, name in enumerate(data.class_names) if name in ("normal", "inner_race")}
 
 
-@pytest.fixture(scope="module")
-def motor(tmp_path_factory):
+@pytest.fixture(scope="module", params=["network", "classical"])
+def motor(tmp_path_factory, request):
+    """The journey once per scorer family (the service's `scorer` option): each is served, alarms and restarts."""
+    family = request.param
     root = tmp_path_factory.mktemp("motor")
     data = root / "data"
     machine = Machine(_machine_states(), np.int16)
@@ -58,7 +62,7 @@ def motor(tmp_path_factory):
     config.write_text(f'port = "{simulator.port}"\ndata_dir = "{data}"\ntarget = "STM32C011F6P6"\nmin_auroc = 0.5\n'
                       f'budget = "{25 * slowdown:.0f}s"\nepochs = 6\nfinal_epochs = 8\nlearning_rate = 0.003\n'
                       f'workers = 2\nplan = "{plan}"\nhop_seconds = {HOP_SECONDS}\nalarm_k = {K}\nalarm_n = {N}\n'
-                      f'http_port = {http_port}\n')
+                      f'http_port = {http_port}\nscorer = "{family}"\n')
     log = open(root / "service.log", "a")
     process = subprocess.Popen([sys.executable, "-m", "tinynas.cli", "service", "run", "--config", str(config)],
                                stdout=log, stderr=log)
@@ -99,7 +103,7 @@ def motor(tmp_path_factory):
 
     try:
         wait(lambda: status().get("state") == "IDLE", 60, "the service to come up")
-        request(data, "onboard", user="motor", plan=str(plan))
+        ask(data, "onboard", user="motor", plan=str(plan))
         wait(lambda: status().get("state") == "SERVING", 400, "serving")
         # A power cut while serving: the scorer is served again at the next start (its state file reads back).
         process.kill()
@@ -117,13 +121,13 @@ def motor(tmp_path_factory):
         alarmed = status()
         shown = subprocess.run([sys.executable, "-m", "tinynas.cli", "service", "status", "--config", str(config)],
                                capture_output=True, text=True, timeout=60)
-        yield {"serving": serving, "alarmed": alarmed, "fault": fault, "predictions": predictions(),
+        yield {"family": family, "serving": serving, "alarmed": alarmed, "fault": fault, "predictions": predictions(),
                "shown": shown.stdout, "card": json.loads(open(serving["deployed"]["card"]).read()),
                "log": (root / "service.log").read_text()}
     finally:
         halt.set()
         if process.poll() is None:
-            request(data, "stop")
+            ask(data, "stop")
             try:
                 process.wait(30)
             except subprocess.TimeoutExpired:
@@ -136,7 +140,11 @@ def motor(tmp_path_factory):
 def test_a_scorer_of_normal_running_is_served(motor):
     deployed = motor["serving"]["deployed"]
     assert deployed["task"] == "anomaly" and deployed["anomaly"]["false_alarm_rate"] == 0.01
-    assert motor["card"]["anomaly"]["calibration"]["calibration_windows"] >= 99
+    section = read_section(motor["card"])
+    assert section.calibration_windows >= 99
+    assert motor["card"]["anomaly"]["family_choice"]["family"] == motor["family"]
+    assert (section.classical is not None) == (motor["family"] == "classical")
+    assert f"serving the {motor['family']} anomaly scorer" in motor["log"]
     assert motor["card"]["serving"]["alarm"]["k"] == K
 
 
@@ -164,5 +172,5 @@ def test_the_alarm_raises_within_the_debounce_once_the_machine_fails(motor):
     assert first["end_sample"] >= fault_from
     assert first["end_sample"] - fault_from <= window + (N - 1) * hop + 256
     alarm = motor["alarmed"]["alarm"]
-    assert alarm["raised"] is True and alarm["threshold"] == motor["card"]["anomaly"]["threshold"]
+    assert alarm["raised"] is True and alarm["threshold"] == read_section(motor["card"]).threshold
     assert "ALARM: the machine does not run normally" in motor["shown"]

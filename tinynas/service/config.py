@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from firmware_bridge.safe_read import SETTINGS_FILE_BYTES, read_regular
+from tinynas.anomaly.choice import SCORERS
 from tinynas.cost.budget import Budget
 from tinynas.cost.runtime import RUNTIME_CHOICES
 from tinynas.cost.targets import resolve_target
@@ -61,6 +62,9 @@ min_accuracy = 0.5
 false_alarm_rate = 0.01
 alarm_k = 3
 alarm_n = 5
+# Which scorer family is served: auto (the int8 network or the classical features + Gaussian, whichever flags more
+# held-out synthetic anomalies at the false-alarm rate; a tie goes to the cheaper), network or classical.
+scorer = "auto"
 # A scorer is served only if it tells its held-out synthetic anomalies from normal running at this AUROC or above.
 # The synthetic anomalies run from faint to strong, so a good scorer stays well under 1: those that then detected
 # real or held-out faults reached 0.77-0.81 on CWRU (benchmarks/results/anomaly.md) and 0.68-0.69 on the synthetic
@@ -113,6 +117,7 @@ class ServiceConfig:
     false_alarm_rate: float = 0.01
     alarm_k: int = 3
     alarm_n: int = 5
+    scorer: str = "auto"
     min_auroc: float = 0.6
     rewear_repetitions: int = 2
     rewear_epochs: int = 30
@@ -180,7 +185,7 @@ _CHECKS = {
     # The same ranges as the command line's (tinynas.options.RANGES): a config is the CLI's options in a file.
     "epochs": _ranged("epochs"), "learning_rate": _ranged("learning_rate"),
     "batch_size": _ranged("batch_size"), "final_epochs": _ranged("final_epochs"), "workers": None,
-    "normalize": _text(), "plan": _text(), "hop_seconds": _number(0.0, 60.0, low_open=True),
+    "normalize": _text(), "plan": _text(), "scorer": _text(), "hop_seconds": _number(0.0, 60.0, low_open=True),
     "smoothing": _integer(1, 1000), "min_accuracy": _number(0.0, 1.0), "min_auroc": _number(0.5, 1.0),
     # The same ranges as `--false-alarm-rate` (tinynas.anomaly.threshold) and the alarm's (tinynas.anomaly.alarm).
     "false_alarm_rate": _number(1e-6, 0.5), "alarm_k": _integer(1, 100), "alarm_n": _integer(1, 100),
@@ -210,6 +215,8 @@ def _check_choices(origin: str, data: dict) -> None:
         raise ConfigError(f"{origin}: normalize must be one of {', '.join(NORMALIZATIONS)}, not {data['normalize']!r}")
     if "strategy" in data and data["strategy"] not in STRATEGIES:
         raise ConfigError(f"{origin}: strategy must be one of {', '.join(STRATEGIES)}, not {data['strategy']!r}")
+    if "scorer" in data and data["scorer"] not in SCORERS:
+        raise ConfigError(f"{origin}: scorer must be one of {', '.join(SCORERS)}, not {data['scorer']!r}")
     if "runtime" in data and data["runtime"] not in RUNTIME_CHOICES:
         raise ConfigError(f"{origin}: runtime must be one of {', '.join(RUNTIME_CHOICES)}, not {data['runtime']!r}")
     k, n = data.get("alarm_k", ServiceConfig.alarm_k), data.get("alarm_n", ServiceConfig.alarm_n)

@@ -74,7 +74,7 @@ def search(service: ServiceContext) -> Transition:
                 spent = float(journal.get_meta("search_seconds") or 0.0)
         service.search_clock = (time.time(), spent)
         Study(study, windows, resolve_target(config.target), strategy=config.strategy, task=task,
-              false_alarm_rate=config.false_alarm_rate,
+              false_alarm_rate=config.false_alarm_rate, scorer=config.scorer,
               budget_seconds=parse_duration(config.budget), seed=0,
               fidelity=Fidelity(config.epochs, config.batch_size, config.learning_rate),
               # The strategy's own recipe at the configured length (fast's falls along a cosine).
