@@ -494,6 +494,11 @@ ROWS = [
     Row("huge-unknown-option", (*SEARCH, "--max-trials", HUGE), "(4001 characters)"),
     Row("false-alarm-rate-for-a-classifier", (*SEARCH, "--false-alarm-rate", "0.05"),
         "--false-alarm-rate sets an anomaly scorer's threshold: add --task anomaly"),
+    Row("scorer-for-a-classifier", (*SEARCH, "--scorer", "classical"),
+        "--scorer classical chooses an anomaly scorer's family: add --task anomaly"),
+    Row("scorer-unknown", (*SEARCH, "--task", "anomaly", "--scorer", "tree"), "--scorer"),
+    Row("config-scorer-unknown", ("service", "status", "--config", "{w}/service.toml"),
+        "scorer must be one of auto, network, classical", setup=_service_config('scorer = "tree"\n')),
     # Options the robustness benchmark tried on its own before the two tables became this one (issue 55).
     Row("threads-negative", (*SEARCH, "--threads", "-1"), "--threads must be at least 1"),
     Row("epochs-negative", (*SEARCH, "--epochs", "-1"), "--epochs must be between 1 and"),
