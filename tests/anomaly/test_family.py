@@ -38,7 +38,9 @@ def test_a_tie_goes_to_the_cheaper_classical_scorer_and_the_card_says_why(chosen
     assert choice["family"] == "classical" and choice["p_value"] >= 0.05 and "a tie" in choice["why"]
     assert classical["ram_bytes"] < network["ram_bytes"] and classical["fits"]
     assert network["windows"] == classical["windows"] > 0
-    assert "scorer family: **classical**" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "scorer family: **classical**" in report
+    assert f"threshold **{choice['classical']['threshold']:.4g}**" in report  # the served scorer's, not the network's
     assert card["c_runtime"]["family"] == "classical" and not (out / "model_prepare.c").exists()
     header = (out / "model_compiled.h").read_text()
     assert "int tinynas_score(const int16_t *input, float *score);" in header

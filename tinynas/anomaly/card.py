@@ -97,12 +97,17 @@ def anomaly_section(study, tflite: bytes, name: str = "", cost=None) -> dict:
     }
     if cost is not None:
         section["family_choice"] = family_choice(study, model, name, cost)
-    if study.test_windows is not None:
+    if study.test_windows is not None:  # by the scorer the folder serves (the family chosen above)
         windows = study.test_windows
-        section["evaluation"] = score_report(int8_scores(model, study.preprocessing.apply(windows.x),
-                                                         SATURATION_STEP), windows.y, windows.class_names,
-                                             _normal_of(windows), threshold.value)
+        served, cut = served_scores(_checked(section), model, study.preprocessing, windows.x)
+        section["evaluation"] = score_report(served, windows.y, windows.class_names, _normal_of(windows), cut)
     return section
+
+
+def _checked(section: dict) -> AnomalySection:
+    checked = read_section({"anomaly": section})
+    assert checked is not None  # a section this module has just written
+    return checked
 
 
 def family_choice(study, model, name: str, cost) -> dict:

@@ -152,9 +152,11 @@ def _selection(jobs: JobFactory, winner: Trial) -> dict | None:
 
 
 def _say_anomaly(study, anomaly: dict) -> None:
-    calibration = anomaly["calibration"]
-    synthetic = anomaly["synthetic_test"]
-    study.progress.event(f"anomaly threshold {anomaly['threshold']:.3g} for {anomaly['false_alarm_rate']:.2%} false "
+    choice = anomaly.get("family_choice") or {}
+    served = choice["classical"] if choice.get("family") == "classical" else anomaly  # the scorer the folder serves
+    calibration = served["calibration"]
+    synthetic = served["synthetic_test"]
+    study.progress.event(f"anomaly threshold {served['threshold']:.3g} for {anomaly['false_alarm_rate']:.2%} false "
                          f"alarms, set on {calibration['calibration_windows']} held-out normal windows; synthetic "
                          f"anomalies: AUROC {synthetic['auroc']:.3f}, {synthetic['detected']['rate']:.1%} detected")
     choice = anomaly.get("family_choice")

@@ -71,12 +71,13 @@ def validation_line(split: dict) -> str:
 
 def anomaly_line(anomaly: dict) -> str:
     """An anomaly scorer's threshold, how it was set, and what the synthetic test side says."""
-    calibration, synthetic = anomaly["calibration"], anomaly["synthetic_test"]
-    line = (f"- anomaly scorer: threshold **{anomaly['threshold']:.4g}** for {anomaly['false_alarm_rate']:.2%} false "
+    choice = anomaly.get("family_choice") or {}
+    served = choice["classical"] if choice.get("family") == "classical" else anomaly  # the scorer the folder serves
+    calibration, synthetic = served["calibration"], served["synthetic_test"]
+    line = (f"- anomaly scorer: threshold **{served['threshold']:.4g}** for {anomaly['false_alarm_rate']:.2%} false "
             f"alarms, set ({calibration['method']}) on {calibration['calibration_windows']} held-out normal windows; "
             f"synthetic anomalies of the test side: AUROC {synthetic['auroc']:.3f}, "
             f"{synthetic['detected']['rate']:.1%} detected; selection: {anomaly['selection']}")
-    choice = anomaly.get("family_choice")
     if choice:
         cost = choice["classical"]["cost"]
         line += (f"\n- scorer family: **{choice['family']}** ({choice['why']}); the classical scorer: RAM "
