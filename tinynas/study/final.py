@@ -122,7 +122,9 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
         _say_anomaly(study, anomaly)
     measured = ("int8 test accuracy" if anomaly is None else
                 "int8 accuracy telling normal from synthetic anomalies")
-    study.progress.event(f"winner {winner.architecture.name()}: {measured} {int8_accuracy:.3f} "
+    chosen = ((anomaly or {}).get("family_choice") or {}).get("family")
+    said = "the network finalist" if chosen == "classical" else "winner"  # the classical scorer is served instead
+    study.progress.event(f"{said} {winner.architecture.name()}: {measured} {int8_accuracy:.3f} "
                          f"(float {result.float_test_accuracy:.3f}) on {len(y_test)} held-out windows; "
                          f"{RUNTIME_NAMES[budget.runtime]}: {cost.summary(len(tflite))}")
     return StudyResult(winner, card, study.out_dir, trials)
