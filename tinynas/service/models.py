@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from firmware_bridge.safe_read import plain_name, read_regular
+from tinynas.anomaly.card import read_section
 from tinynas.atomic import atomic_write_text
 from tinynas.card import ModelCard, read_card
 from tinynas.data.windows import readable
@@ -99,11 +100,12 @@ def _from_card(user: str, folder: Path, card: ModelCard) -> dict:
     anomaly = card.anomaly
     if isinstance(anomaly, dict):
         serving = card.serving or {}
+        served = read_section({"anomaly": anomaly})  # the served family's figures (a classical scorer's own)
+        assert served is not None
         deployed.update(task="anomaly", accuracy=None,
-                        anomaly={"threshold": anomaly.get("threshold"),
-                                 "threshold_steps": anomaly.get("threshold_steps"),
-                                 "false_alarm_rate": anomaly.get("false_alarm_rate"),
-                                 "calibration_windows": (anomaly.get("calibration") or {}).get("calibration_windows"),
+                        anomaly={"threshold": served.threshold, "threshold_steps": served.threshold_steps,
+                                 "false_alarm_rate": served.false_alarm_rate,
+                                 "calibration_windows": served.calibration_windows,
                                  "alarm": serving.get("alarm") or {}})
     elif isinstance(card.serving, dict):
         deployed["serving"] = card.serving
