@@ -20,54 +20,26 @@ import argparse
 import json
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
-from anomaly import RATE, SHARED, cwru_sets
-from anomaly_saturation import fault_sets
-from grid_runs import npz_spec, searched
+from anomaly import SHARED
+from anomaly_saturation import cwru_searches, fault_sets
 
 RESULTS = Path(__file__).parent / "results"
 TARGETS = ("STM32F030F4P6", "STM32C011F6P6", "nRF52840")
 
-HOST_MAIN = r"""
-#include <stdio.h>
-#include "model_compiled.h"
-int main(void) {
-  static float raw[TINYNAS_INPUT_SIZE];
-  static int16_t input[TINYNAS_INPUT_SIZE];
-  while (fread(raw, sizeof raw[0], TINYNAS_INPUT_SIZE, stdin) == TINYNAS_INPUT_SIZE) {
-    float out[2];
-    tinynas_prepare(raw, input);
-    out[1] = (float)tinynas_score(input, &out[0]);
-    fwrite(out, sizeof out[0], 2, stdout);
-  }
-  return 0;
-}
-"""
-
-
 def c_against_python(scorer, threshold: float, windows: np.ndarray, work: Path) -> dict:
     """The generated C's scores and verdicts on `windows` against the Python scorer's."""
-    from tinynas.anomaly.classical_c import SCORE_TOLERANCE, classical_c_card
+    from tinynas.anomaly.classical_c import SCORE_TOLERANCE, classical_c_card, host_scores
 
     _, (source, header) = classical_c_card(scorer, threshold, "tinynas")
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "model_compiled.c").write_text(source)
-    (work / "model_compiled.h").write_text(header)
-    (work / "main.c").write_text(HOST_MAIN)
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    subprocess.run([compiler, "-std=c99", "-O2", "-o", str(work / "score"), str(work / "main.c"),
-                    str(work / "model_compiled.c"), "-lm"], check=True, capture_output=True)
-    raw = np.asarray(windows, np.float32).reshape(len(windows), -1)
-    ran = subprocess.run([str(work / "score")], input=raw.tobytes(), capture_output=True, check=True)
-    got = np.frombuffer(ran.stdout, np.float32).reshape(len(raw), 2)
+    got = host_scores(source, header, windows, work, shutil.which("cc") or shutil.which("gcc") or "cc")
     python = scorer.score(windows)
     relative = np.abs(got[:, 0] - python) / (1 + python)
-    return {"windows": len(raw), "max_relative": float(relative.max()), "tolerance": SCORE_TOLERANCE,
+    return {"windows": len(windows), "max_relative": float(relative.max()), "tolerance": SCORE_TOLERANCE,
             "verdicts_differ": int(np.sum((got[:, 1] > 0) != (python > threshold)))}
 
 
@@ -147,12 +119,9 @@ def main(argv=None) -> int:
         return 0
     seeds = [int(s) for s in args.seeds.split(",")]
     work = Path(args.work or tempfile.mkdtemp(prefix="tinynas-family-"))
-    grid = {"cells": [{"runtime": "tflm", "accounting": "arena"}], "grid": {"seed": seeds, "target": list(TARGETS)},
-            "fixed": {"data": npz_spec(cwru_sets()[0], work / "data" / "train.npz"), "task": "anomaly",
-                      "false_alarm_rate": RATE, "strategy": "fast", "budget": "300s"}}
     sets = fault_sets()
     rows = []
-    for cell, folder in searched(work / "sweep", grid, parallel=2):
+    for cell, folder in cwru_searches(work, seeds, TARGETS):
         rows.append({"seed": cell.values["seed"], "target": cell.values["target"],
                      "normal_later": len(sets["normal later"]), **measure(folder, sets, work / "c")})
         print(json.dumps({key: rows[-1][key] for key in ("seed", "target", "chosen")}), flush=True)

@@ -83,6 +83,15 @@ def fault_sets() -> dict:
     return sets
 
 
+def cwru_searches(work: Path, seeds: list[int], targets) -> list:
+    """One `fast` anomaly search (300 s, tflm with the arena accounted) per seed and target on CWRU 0 hp's training
+    normal windows, run as a sweep in `work` (resumed there): each cell with its folder."""
+    grid = {"cells": [{"runtime": "tflm", "accounting": "arena"}], "grid": {"seed": seeds, "target": list(targets)},
+            "fixed": {"data": npz_spec(cwru_sets()[0], work / "data" / "train.npz"), "task": "anomaly",
+                      "false_alarm_rate": RATE, "strategy": "fast", "budget": "300s"}}
+    return searched(work / "sweep", grid, parallel=2)
+
+
 def report(rows: list[dict], command: str, shared: str) -> str:
     faults = [name for name in rows[0]["clipped"] if name not in ("synthetic test", "normal later")]
     lines = ["# Scoring the int8 input's range: the small scorer's misses", "",
@@ -127,13 +136,9 @@ def main(argv=None) -> int:
         return 0
     seeds = [int(s) for s in args.seeds.split(",")]
     work = Path(args.work or tempfile.mkdtemp(prefix="tinynas-saturation-"))
-    train = cwru_sets()[0]
-    grid = {"cells": [{"runtime": "tflm", "accounting": "arena"}], "grid": {"seed": seeds, "target": list(TARGETS)},
-            "fixed": {"data": npz_spec(train, work / "data" / "train.npz"), "task": "anomaly",
-                      "false_alarm_rate": RATE, "strategy": "fast", "budget": "300s"}}
     sets = fault_sets()
     rows = []
-    for cell, folder in searched(work / "sweep", grid, parallel=2):
+    for cell, folder in cwru_searches(work, seeds, TARGETS):
         row = {"seed": cell.values["seed"], "target": cell.values["target"], "normal_later": len(sets["normal later"]),
                **measure(folder, sets)}
         rows.append(row)

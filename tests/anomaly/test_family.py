@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.anomaly_machine import LENGTH, RATE, RECIPE, TARGET, Results, machine, only
 from tinynas.anomaly.card import read_section, served_scores
-from tinynas.anomaly.classical_c import SCORE_TOLERANCE
+from tinynas.anomaly.classical_c import SCORE_TOLERANCE, host_scores
 from tinynas.anomaly.evaluation import evaluate_scorer
 from tinynas.cost.targets import resolve_target
 from tinynas.study import Study
@@ -51,36 +51,12 @@ def test_the_exported_c_scores_as_python_does(chosen, c_compiler, tmp_path):
     card = json.loads((out / "card.json").read_text())
     section = read_section(card)
     faults = machine(seed=13, count=20)
-    (tmp_path / "main.c").write_text(HOST_MAIN)
-    binary = tmp_path / "score"
-    built = subprocess.run([c_compiler, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(binary),
-                            str(tmp_path / "main.c"), str(out / "model_compiled.c"), "-I", str(out), "-lm"],
-                           capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr
-    raw = faults.x.astype(np.float32).reshape(len(faults.x), -1)
-    ran = subprocess.run([str(binary)], input=raw.tobytes(), capture_output=True, check=True, timeout=300)
-    got = np.frombuffer(ran.stdout, dtype=np.float32).reshape(len(raw), 2)
+    got = host_scores((out / "model_compiled.c").read_text(), (out / "model_compiled.h").read_text(), faults.x,
+                      tmp_path, c_compiler)
     python, threshold = served_scores(section, None, None, faults.x)
     assert np.all(np.abs(got[:, 0] - python) <= SCORE_TOLERANCE * (1 + python))
     clear = np.abs(python - threshold) > SCORE_TOLERANCE * (1 + python)
     assert np.array_equal(got[clear, 1] > 0, python[clear] > threshold)
-
-
-HOST_MAIN = r"""
-#include <stdio.h>
-#include "model_compiled.h"
-int main(void) {
-  static float raw[TINYNAS_INPUT_SIZE];
-  static int16_t input[TINYNAS_INPUT_SIZE];
-  while (fread(raw, sizeof raw[0], TINYNAS_INPUT_SIZE, stdin) == TINYNAS_INPUT_SIZE) {
-    float out[2];
-    tinynas_prepare(raw, input);
-    out[1] = (float)tinynas_score(input, &out[0]);
-    fwrite(out, sizeof out[0], 2, stdout);
-  }
-  return 0;
-}
-"""
 
 
 def test_evaluate_scores_with_the_classical_scorer_and_finds_the_faults(chosen):

@@ -15,6 +15,8 @@ The Python score is float64: the C score agrees to float32 rounding, a relative 
 from __future__ import annotations
 
 import math
+import subprocess
+from pathlib import Path
 
 import numpy as np
 
@@ -224,3 +226,40 @@ def classical_c_card(scorer: ClassicalScorer, threshold: float, prefix: str, sym
                "arena_bytes": 4 * length + 4 * scorer.feature_count, "input_bytes": 2 * length * channels,
                "output_bytes": 4}
     return section, (source, header)
+
+
+HOST_PROGRAM = r"""
+#include <stdio.h>
+#include "model_compiled.h"
+int main(void) {
+  static float raw[TINYNAS_INPUT_SIZE];
+  static int16_t input[TINYNAS_INPUT_SIZE];
+  while (fread(raw, sizeof raw[0], TINYNAS_INPUT_SIZE, stdin) == TINYNAS_INPUT_SIZE) {
+    float out[2];
+    tinynas_prepare(raw, input);
+    out[1] = (float)tinynas_score(input, &out[0]);
+    fwrite(out, sizeof out[0], 2, stdout);
+  }
+  return 0;
+}
+"""
+"""A host program around a generated scorer (prefix tinynas, header model_compiled.h): raw float32 windows on
+stdin, each window's score and verdict out as two float32."""
+
+
+def host_scores(source: str, header: str, windows: np.ndarray, work: Path, compiler: str) -> np.ndarray:
+    """(n, 2) float32: score and verdict of the generated scorer (`source`, `header`: model_compiled.c/.h, prefix
+    tinynas) on raw `windows` (n, T, C), built in `work` with the host's `compiler` and run: how the tests and the
+    benchmarks check the C against the Python score."""
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "model_compiled.c").write_text(source)
+    (work / "model_compiled.h").write_text(header)
+    (work / "main.c").write_text(HOST_PROGRAM)
+    built = subprocess.run([compiler, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(work / "score"),
+                            str(work / "main.c"), str(work / "model_compiled.c"), "-lm"],
+                           capture_output=True, text=True)
+    if built.returncode:
+        raise RuntimeError(f"the generated scorer did not build: {built.stderr.strip()}")
+    raw = np.asarray(windows, np.float32).reshape(len(windows), -1)
+    ran = subprocess.run([str(work / "score")], input=raw.tobytes(), capture_output=True, check=True, timeout=600)
+    return np.frombuffer(ran.stdout, np.float32).reshape(len(raw), 2)
