@@ -101,3 +101,17 @@ def test_adapting_to_a_new_condition_fits_the_gaussian_again(chosen, tmp_path):
     assert np.mean(scores > threshold) <= 0.15  # new normal running at that load: near the rate again
     assert "float *score" in (tmp_path / "adapted" / "model_compiled.h").read_text()
     assert LENGTH == new.classical.length
+
+
+def test_the_status_page_shows_the_classical_scorer_not_the_network_finalist(chosen):
+    from tinynas.service.state import Deployed
+    from tinynas.service.status_views import served_model
+
+    out, _ = chosen
+    card = json.loads((out / "card.json").read_text())
+    cost = card["anomaly"]["family_choice"]["classical"]["cost"]
+    shown = served_model(Deployed(user="motor", model=str(out / "model.tflite"), card=str(out / "card.json"),
+                                  task="anomaly"))
+    assert shown["name"] == "features + Gaussian (classical)"
+    assert (shown["ram_bytes"], shown["flash_bytes"]) == (cost["peak_ram_bytes"], cost["flash_bytes"])
+    assert "int8 networks only" in shown["no_chip_check"]  # not the `tinynas hil` advice it cannot follow

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from firmware_bridge.guide import FULL_SCALE
+from tinynas.anomaly.card import AnomalyCardError, read_section
 from tinynas.card import read_card
 from tinynas.cost.runtime import RUNTIME_NAMES
 from tinynas.folders import JOURNAL, FolderError
@@ -136,6 +137,17 @@ def served_model(deployed: Deployed) -> dict[str, Any]:
                    "int8_test_accuracy": card.int8_test_accuracy, "classes": card.classes,
                    "held_out": card.int8_test, "downloads": download_names(folder), "made": deployed.made or changed,
                    "chip": card.hil, "folder": str(folder)}
+        try:
+            section = read_section({"anomaly": card.anomaly}) if card.anomaly is not None else None
+        except AnomalyCardError as exc:
+            _MODEL_CACHE[card_path] = (changed, {"damaged": str(exc)})
+            return _MODEL_CACHE[card_path][1]
+        if section is not None and section.classical is not None:  # served: the classical scorer, not the network
+            held = section.raw["family_choice"]["classical"].get("cost")
+            held = held if isinstance(held, dict) else {}
+            summary.update(name="features + Gaussian (classical)", ram_bytes=held.get("peak_ram_bytes"),
+                           flash_bytes=held.get("flash_bytes"), runtime="generated C, float32", runtime_reason="",
+                           no_chip_check="the hardware check (tinynas hil) runs int8 networks only")
         _MODEL_CACHE[card_path] = (changed, summary)
     return _MODEL_CACHE[card_path][1]
 

@@ -181,6 +181,7 @@ function drawScores(svg, history, threshold) {  // the score history against the
 function drawChip(m, check) {
   const c = m.chip;
   if (!m.name || m.damaged) { text("chip", ""); return; }
+  if (m.no_chip_check) { text("chip", m.no_chip_check); return; }
   if (check && check.text && (check.state !== "stopped" || !c)) { text("chip", `on the sensor's chip: ${check.text}`); return; }
   if (!c) {
     text("chip", `not checked on a chip yet: tinynas hil ${m.folder} --qemu microbit (on your board: tinynas firmware, ` +
