@@ -14,9 +14,10 @@ RECIPE = Fidelity(epochs=6, batch_size=32, learning_rate=3e-3)
 TARGET = dict(ram="6k", flash="32k", macs="1M")
 
 
-def machine(seed, count=300):
-    """A synthetic motor's windows: normal running and the three faults, 10 windows per recording."""
-    return vibration(windows_per_class=count, length=LENGTH, windows_per_recording=10, seed=seed)
+def machine(seed, count=300, noise=0.5):
+    """A synthetic motor's windows: normal running and the three faults, 10 windows per recording (`noise`: the
+    sensor's noise floor against shaft harmonics of 0.3, 0.15 and 0.08)."""
+    return vibration(windows_per_class=count, length=LENGTH, windows_per_recording=10, noise=noise, seed=seed)
 
 
 def only(data, labels):
