@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 from grid_runs import npz_spec, searched
+from md_blocks import write_owned
 
 RESULTS = Path(__file__).parent / "results"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -308,7 +309,7 @@ def write_results(runs: list[dict], synthetic: list[dict], selection: list[dict]
                      if rho is not None else "every candidate reached the same worst-class figures: no ranking to "
                      "correlate with.")]
     lines += ["", info.get("notes", ""), ""]
-    path.write_text("\n".join(lines))
+    write_owned(path, "\n".join(lines))  # after it, the sections other benchmarks wrote (anomaly_family.py's)
 
 
 def main() -> int:

@@ -1,7 +1,7 @@
 """Which scorer family the anomaly search exports at 4, 6 and 256 KiB, what each costs and detects, and the classical
 scorer's C against its Python score (issue 59)
 
-    nice python benchmarks/anomaly_family.py --seeds 0,1,2 [--work DIR]      # -> results/anomaly-family.md
+    nice python benchmarks/anomaly_family.py --seeds 0,1,2 [--work DIR]      # -> its section of results/anomaly.md
 
 Each search (`fast`, 300 s budget, tflm with the arena accounted, one per seed and chip) ends with both finalists,
 the network winner and the classical scorer (features + Gaussian) fitted on the same training windows, and the
@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 from anomaly import SHARED
 from anomaly_saturation import cwru_searches, fault_sets
+from md_blocks import write_block
 
 RESULTS = Path(__file__).parent / "results"
 TARGETS = ("STM32F030F4P6", "STM32C011F6P6", "nRF52840")
@@ -68,7 +69,7 @@ def measure(folder: Path, sets: dict, work: Path) -> dict:
 
 def report(rows: list[dict], command: str, shared: str) -> str:
     faults = [name for name in rows[0]["network detected"] if name != "normal later"]
-    lines = ["# Scorer families: what the anomaly search exports, what each costs and detects", "",
+    lines = ["## Classical and network scorers in the same searches: which is exported, its cost and detection", "",
              f"Command: `{command}`. Machine: 2-core x86_64 VM; what shared it: {shared or 'nothing recorded'}.", "",
              "\n\n".join(__doc__.split("\n\n")[2:3]), "",
              "Per search: the family the rule chose (the validation synthetic anomalies each finalist flags, of the "
@@ -127,9 +128,9 @@ def main(argv=None) -> int:
         print(json.dumps({key: rows[-1][key] for key in ("seed", "target", "chosen")}), flush=True)
     said = [f"benchmarks/{Path(__file__).name}", *(argv or sys.argv[1:])]
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "anomaly-family.md").write_text(report(rows, "nice python " + " ".join(shlex.quote(a) for a in said),
-                                                      args.shared))
-    print(f"wrote {RESULTS / 'anomaly-family.md'}")
+    write_block(RESULTS / "anomaly.md", Path(__file__).name,
+                report(rows, "nice python " + " ".join(shlex.quote(a) for a in said), args.shared))
+    print(f"wrote its section of {RESULTS / 'anomaly.md'}")
     return 0
 
 
