@@ -1,0 +1,56 @@
+"""Operating conditions of one machine (loads, speeds), each with its own normal running: a classical scorer fitted
+on it and its threshold, kept side by side so that a machine going back to an earlier load raises no alarm.
+
+Which condition a window is read under:
+- **the operator's**: the condition named (the machine's controller knows its set point): the window is scored by
+  that condition's scorer against its threshold, and the false-alarm rate is that condition's own;
+- **the live signal's**: the condition the window looks most like, its score smallest relative to its threshold. A
+  window is anomalous only if it is anomalous under every kept condition. A normal window of condition c is flagged
+  only if c's own scorer flags it, so each condition's false-alarm rate stays at most its rate; the price is that a
+  fault that looks like another condition's normal running is missed (measured: benchmarks/anomaly_conditions.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tinynas.anomaly.classical import ClassicalScorer
+from tinynas.errors import TinynasError
+
+LIVE = "live"
+"""The operator's choice that means: read each window under the condition it looks most like."""
+
+
+class ConditionError(TinynasError, ValueError):
+    """An unknown condition was asked for."""
+
+
+@dataclass(frozen=True)
+class Condition:
+    name: str
+    scorer: ClassicalScorer
+    threshold: float
+
+
+def relative_scores(conditions: list[Condition], x: np.ndarray) -> np.ndarray:
+    """(n, K): each window's score under each condition over that condition's threshold (above 1: anomalous)."""
+    return np.stack([c.scorer.score(x) / c.threshold for c in conditions], axis=1)
+
+
+def read_under(conditions: list[Condition], x: np.ndarray, chosen: str = LIVE) -> tuple[np.ndarray, np.ndarray]:
+    """(relative score, index of the condition read under) of each window of `x` (n, T, C): under the condition
+    `chosen` names, or, with `LIVE`, the one it looks most like. A window is anomalous when its relative score is
+    above 1."""
+    if not conditions:
+        raise ConditionError("no operating condition is kept")
+    relative = relative_scores(conditions, x)
+    if chosen == LIVE:
+        index = np.argmin(relative, axis=1)
+    else:
+        names = [c.name for c in conditions]
+        if chosen not in names:
+            raise ConditionError(f"condition {chosen!r} is not kept; kept: {', '.join(names)} (or {LIVE})")
+        index = np.full(len(x), names.index(chosen))
+    return relative[np.arange(len(x)), index], index
