@@ -115,3 +115,38 @@ def test_the_status_page_shows_the_classical_scorer_not_the_network_finalist(cho
     assert shown["name"] == "features + Gaussian (classical)"
     assert (shown["ram_bytes"], shown["flash_bytes"]) == (cost["peak_ram_bytes"], cost["flash_bytes"])
     assert "int8 networks only" in shown["no_chip_check"]  # not the `tinynas hil` advice it cannot follow
+
+
+def test_a_new_condition_is_kept_beside_the_old_one_in_python_and_in_c(chosen, c_compiler, tmp_path):
+    from tinynas.adaptation.adapt import adapt
+
+    out, _ = chosen
+    heavy = only(machine(seed=23, count=260), [0])
+    heavy = type(heavy)(heavy.x * 3.0, heavy.y, heavy.groups, heavy.class_names, heavy.sample_rate_hz,
+                        heavy.channel_names, heavy.provenance)
+    result = adapt(out, heavy, tmp_path / "two", condition="heavy load")
+    section = read_section(result.card)
+    assert [c.name for c in section.conditions] == ["as searched", "heavy load"]
+    assert "2 conditions kept" in result.text()
+    fresh = machine(seed=24, count=100)
+    normal, faults = fresh.x[fresh.y == 0], fresh.x[fresh.y != 0]
+    source = (tmp_path / "two" / "model_compiled.c").read_text()
+    header = (tmp_path / "two" / "model_compiled.h").read_text()
+    assert "TINYNAS_CONDITIONS 2" in header and "heavy load" in header
+    for gain in (1.0, 3.0):  # back at the searched load, and at the heavy one: normal running is normal at both
+        scores, threshold = served_scores(section, None, None, gain * normal)
+        assert np.mean(scores > threshold) <= 3 * RATE
+        fault_scores, _ = served_scores(section, None, None, gain * faults)
+        assert np.mean(fault_scores > threshold) > 0.5
+        windows = np.concatenate([gain * normal, gain * faults])
+        got = host_scores(source, header, windows, tmp_path / f"c{gain:g}", c_compiler)
+        python = np.concatenate([scores, fault_scores])
+        assert np.all(np.abs(got[:, 0] - python) <= SCORE_TOLERANCE * (1 + python))
+        clear = np.abs(python - threshold) > SCORE_TOLERANCE * (1 + python)
+        assert np.array_equal(got[clear, 1] > 0, python[clear] > threshold)
+    # The same name again replaces that condition; the searched one stays.
+    again = adapt(tmp_path / "two", heavy, tmp_path / "again", condition="heavy load")
+    assert [c.name for c in read_section(again.card).conditions] == ["as searched", "heavy load"]
+    # Without --condition the new one replaces them all (as before conditions were kept).
+    alone = adapt(tmp_path / "two", heavy, tmp_path / "alone")
+    assert read_section(alone.card).conditions == ()

@@ -58,3 +58,16 @@ def test_on_windows_neither_saw_the_network_detects_more_faint_faults(network_ch
     # ... at about the same false-alarm rate on the fresh motor's normal running (600 windows, 60 recordings).
     network_alarms = int8_scores(model, prepare(fresh.x), section.saturation_step) > section.threshold_steps
     assert network_alarms.mean() <= 3 * RATE and (classical.score(fresh.x) > held["threshold"]).mean() <= 3 * RATE
+
+
+def test_conditions_are_kept_for_a_classical_scorer_only(network_chosen, cli_in_process, tmp_path):
+    fresh = tmp_path / "fresh.npz"
+    only(machine(seed=33, count=240, noise=QUIET), [0]).save(fresh)
+    ran = cli_in_process("adapt", str(network_chosen), "--data", f"npz:{fresh}", "--out",
+                         str(tmp_path / "out"), "--condition", "heavy load")
+    assert ran.returncode == 2 and ran.stderr.count("\n") == 1, ran.stderr
+    assert "classical anomaly scorer only" in ran.stderr and "leave --condition out" in ran.stderr
+    assert not (tmp_path / "out").exists()
+    ran = cli_in_process("adapt", str(network_chosen), "--data", f"npz:{fresh}", "--out",
+                         str(tmp_path / "out"), "--condition", "live")
+    assert ran.returncode == 2 and "other than 'live'" in ran.stderr and ran.stderr.count("\n") == 1

@@ -26,7 +26,9 @@ from tinynas.adaptation.common import (
     rounded_int8_accuracy,
 )
 from tinynas.anomaly.card import AnomalySection, read_section, recalibrated_section, refitted_classical
+from tinynas.anomaly.classical import cost
 from tinynas.anomaly.classical_c import classical_c_card
+from tinynas.anomaly.conditions import check_condition_name
 from tinynas.anomaly.task import NORMAL, normal_only
 from tinynas.anomaly.threshold import check_enough, windows_needed
 from tinynas.card import task_of
@@ -81,6 +83,25 @@ def _section(card: dict) -> AnomalySection:
     return section
 
 
+def _kept_within_budget(card: dict, section: dict) -> tuple:
+    """The conditions the adapted classical scorer keeps (`section`'s), its cost updated in `section`; refused in
+    one line when keeping them all no longer fits the target the search was given."""
+    kept = read_section({"anomaly": section}).conditions  # type: ignore[union-attr]
+    if not kept:
+        return ()
+    held = section["family_choice"]["classical"]
+    target = card.get("target") or {}
+    scorer = kept[-1].scorer
+    held["cost"] = cost(scorer.length, scorer.channels, str(target.get("core") or ""), len(kept))
+    for what, key, limit in (("RAM", "peak_ram_bytes", "ram_bytes"), ("flash", "flash_bytes", "flash_bytes")):
+        have = target.get(limit)
+        if isinstance(have, int) and held["cost"][key] > have:
+            raise AdaptationError(f"keeping {len(kept)} conditions ({', '.join(c.name for c in kept)}) needs "
+                                  f"{held['cost'][key]:,} bytes of {what}; the target has {have:,}: adapt without "
+                                  f"--condition to replace them, or from a folder that keeps fewer")
+    return kept
+
+
 def _scorer_halves(source: ModelDir, windows: Windows) -> tuple[Windows, Windows]:
     """An anomaly scorer's new windows, taken as normal running (labels ignored, as adapt's are), except that
     data labelled with faults beside a normal class is refused: a fault window must never set the threshold.
@@ -103,10 +124,14 @@ def _scorer_halves(source: ModelDir, windows: Windows) -> tuple[Windows, Windows
 
 
 def adapt(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec: str = "",
-          parts: tuple[str, ...] = PARTS, progress=None) -> AdaptResult:
-    """Adapt the model in `model_path` to `windows` (labels ignored) and write it to `out_dir`."""
+          parts: tuple[str, ...] = PARTS, progress=None, condition: str | None = None) -> AdaptResult:
+    """Adapt the model in `model_path` to `windows` (labels ignored) and write it to `out_dir`. `condition`: a
+    classical anomaly scorer keeps its earlier operating conditions beside this one, named so
+    (`tinynas.anomaly.conditions`); without it the new condition replaces them."""
 
     windows_argument(windows)
+    if condition is not None:
+        condition = check_condition_name(condition)
     if isinstance(parts, str):  # "batchnorm" would otherwise read as its letters
         parts = tuple(part.strip() for part in parts.split(",") if part.strip())
     unknown = [part for part in parts if part not in PARTS]
@@ -122,6 +147,11 @@ def adapt(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec
         raise AdaptationError(f"the new data holds {len(windows)} window(s); adapting needs at least {MIN_WINDOWS} "
                               f"(record a few more seconds)")
     scorer = task_of(source.card) == Task.ANOMALY
+    if condition is not None and (not scorer or _section(source.card).classical is None):
+        raise AdaptationError(f"--condition {condition!r}: conditions are kept side by side for a classical anomaly "
+                              f"scorer only; this model is "
+                              + ("an int8 network scorer, adapted in place (its batch norm changes): leave "
+                                 "--condition out" if scorer else "a classifier"))
     held_out = None
     if scorer:
         windows, held_out = _scorer_halves(source, windows)
@@ -179,10 +209,13 @@ def adapt(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec
             section, classical, threshold = refitted_classical(
                 section, windows.x, held_out.x, None,
                 f"adapt: the Gaussian fitted on the first {len(windows)} new windows, the threshold set on the "
-                f"{len(held_out)} after them")
+                f"{len(held_out)} after them", condition)
+            kept = _kept_within_budget(source.card, section)
             prefix = (source.card.get("c_runtime") or {}).get("prefix", "tinynas")
-            scorer_c = classical_c_card(classical, threshold, prefix, title="classical anomaly scorer, adapted")
-            adapted.append("the classical scorer's Gaussian")
+            scorer_c = classical_c_card(classical, threshold, prefix, title="classical anomaly scorer, adapted",
+                                        kept=kept)
+            adapted.append("the classical scorer's Gaussian" + (
+                f" (condition {condition!r}, {len(kept)} conditions kept)" if kept else ""))
         card["anomaly"] = section
         card["history"][-1]["threshold"] = {"before": _section(source.card).threshold,
                                             "after": _section(card).threshold}

@@ -18,14 +18,15 @@ threshold's guarantee is unchanged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from tinynas.anomaly import classical
 from tinynas.anomaly.alarm import Alarm
 from tinynas.anomaly.choice import Finalist, choose, flags, validation_rate
-from tinynas.anomaly.classical import ClassicalScorer, refit
+from tinynas.anomaly.classical import ClassicalScorer, input_scale_of, refit
+from tinynas.anomaly.conditions import FIRST, LIVE, Condition, read_under
 from tinynas.anomaly.metrics import above, auroc, score_report
 from tinynas.anomaly.task import NORMAL, score_of
 from tinynas.anomaly.threshold import calibrate
@@ -172,6 +173,9 @@ class AnomalySection:
     """The classical scorer when the family rule chose it (`family_choice`): then it is what is served and
     exported, with `classical_threshold` in its own score units; None: the int8 network is."""
     classical_threshold: float | None
+    conditions: tuple[Condition, ...]
+    """Every operating condition the classical scorer keeps (`adapt --condition`), the served one last; () for one
+    condition or a network."""
     normal_class: str
     synthetic_auroc: float | None
     """The served scorer's AUROC on the held-out synthetic anomalies (None: not measured)."""
@@ -204,12 +208,14 @@ def read_section(card: dict) -> AnomalySection | None:
     windows = (section.get("calibration") or {}).get("calibration_windows") \
         if isinstance(section.get("calibration"), dict) else None
     classical, classical_threshold = _chosen_classical(section)
+    conditions: tuple[Condition, ...] = ()
     if classical is not None:  # the served scorer's own figures
         held = section["family_choice"]["classical"]
         synthetic = held.get("synthetic_test")
         auroc = synthetic.get("auroc") if isinstance(synthetic, dict) else None
         windows = (held.get("calibration") or {}).get("calibration_windows") \
             if isinstance(held.get("calibration"), dict) else None
+        conditions = _kept_conditions(held, classical, float(classical_threshold))  # type: ignore[arg-type]
     return AnomalySection(
         threshold_steps=steps_, score_scale=scale, false_alarm_rate=float(section["false_alarm_rate"]),
         threshold=(classical_threshold if classical_threshold is not None
@@ -217,13 +223,19 @@ def read_section(card: dict) -> AnomalySection | None:
         normal_class=str(section.get("normal_class") or NORMAL),
         synthetic_auroc=float(auroc) if is_number(auroc) else None,
         calibration_windows=int(windows) if is_number(windows) else None, classical=classical,
-        classical_threshold=classical_threshold, raw=section)
+        classical_threshold=classical_threshold, conditions=conditions, raw=section)
 
 
-def served_scores(section: AnomalySection, model, preprocessing, windows: np.ndarray) -> tuple[np.ndarray, float]:
+def served_scores(section: AnomalySection, model, preprocessing, windows: np.ndarray,
+                  condition: str = LIVE) -> tuple[np.ndarray, float]:
     """(scores, threshold) of raw `windows` (n, T, C) by the scorer the card serves: the classical scorer when the
     family rule chose it (its float score), else the int8 network `model` (output steps, `int8_scores`). A window
-    is anomalous when its score is above the threshold."""
+    is anomalous when its score is above the threshold. With several conditions kept, a window is read under
+    `condition` (`tinynas.anomaly.conditions`: the operator's, or the live signal's) and its score is its score
+    there over that condition's threshold, times the served condition's threshold."""
+    if len(section.conditions) > 1 and section.classical_threshold is not None:
+        relative, _ = read_under(list(section.conditions), windows, condition)
+        return relative * section.classical_threshold, section.classical_threshold
     if section.classical is not None and section.classical_threshold is not None:
         return section.classical.score(windows), section.classical_threshold
     return int8_scores(model, preprocessing.apply(windows), section.saturation_step), float(section.threshold_steps)
@@ -232,6 +244,43 @@ def served_scores(section: AnomalySection, model, preprocessing, windows: np.nda
 def score_unit(section: AnomalySection) -> float:
     """One unit of `served_scores` in the score units the page and the predictions show."""
     return 1.0 if section.classical is not None else section.score_scale
+
+
+def served_conditions(section: AnomalySection, windows: np.ndarray, condition: str = LIVE) -> list[str] | None:
+    """The condition each window is read under (None: one condition is kept)."""
+    if len(section.conditions) < 2:
+        return None
+    _, index = read_under(list(section.conditions), windows, condition)
+    return [section.conditions[i].name for i in index]
+
+
+def _kept_conditions(held: dict, served: ClassicalScorer, threshold: float) -> tuple[Condition, ...]:
+    """The conditions an adapted classical scorer keeps: the earlier ones (`kept_conditions`), then the served one."""
+    kept = held.get("kept_conditions")
+    if kept is None:
+        return ()
+    if not isinstance(kept, list) or not kept:
+        raise AnomalyCardError("card.json: anomaly.family_choice.classical.kept_conditions must be a list of "
+                               "conditions")
+    out = []
+    for entry in kept:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not is_number(entry.get("threshold")) or entry["threshold"] <= 0:
+            raise AnomalyCardError("card.json: each of anomaly.family_choice.classical.kept_conditions needs a name "
+                                   "and a positive threshold")
+        try:
+            scorer = ClassicalScorer.from_dict(entry.get("scorer"))
+        except ValueError as exc:
+            raise AnomalyCardError(f"card.json: kept condition {name!r}: {exc}") from None
+        if (scorer.length, scorer.channels, scorer.input_scale) != (served.length, served.channels,
+                                                                     served.input_scale):
+            raise AnomalyCardError(f"card.json: kept condition {name!r} does not read the served scorer's input "
+                                   f"(window, channels and int16 scale must be the same)")
+        out.append(Condition(name, scorer, float(entry["threshold"])))
+    out.append(Condition(str(held.get("condition") or FIRST), served, threshold))
+    if len({c.name for c in out}) != len(out):
+        raise AnomalyCardError("card.json: two kept conditions have the same name")
+    return tuple(out)
 
 
 def _chosen_classical(section: dict) -> tuple[ClassicalScorer | None, float | None]:
@@ -266,16 +315,35 @@ def recalibrated_section(section: dict, tflite: bytes, held_out_inputs: np.ndarr
 
 
 def refitted_classical(section: dict, fit_windows: np.ndarray, calibration_windows: np.ndarray,
-                       sessions: np.ndarray | None, why: str) -> tuple[dict, ClassicalScorer, float]:
+                       sessions: np.ndarray | None, why: str,
+                       condition: str | None = None) -> tuple[dict, ClassicalScorer, float]:
     """The anomaly section of a folder serving the classical scorer, on a new condition's normal windows: its
     Gaussian (and input scale) fitted on `fit_windows`, its threshold set again for the same rate on the scores of
-    `calibration_windows` (raw windows it did not see); the old scorer's threshold is kept. Returns the section, the
-    scorer and its threshold (for its C)."""
+    `calibration_windows` (raw windows it did not see); the old scorer's threshold is kept. With a `condition` name
+    the earlier conditions are kept beside it (`kept_conditions`, all on one int16 input scale: the largest any of
+    them needs) and a condition of that name is replaced. Returns the section, the scorer and its threshold."""
     choice = section["family_choice"]
     held = choice["classical"]
-    scorer = refit(ClassicalScorer.from_dict(held["scorer"]), fit_windows)
+    old = read_section({"anomaly": section})
+    kept: list[Condition] = []
+    if condition is not None:
+        assert old is not None and old.classical is not None and old.classical_threshold is not None
+        earlier = old.conditions or (Condition(str(held.get("condition") or FIRST), old.classical,
+                                               old.classical_threshold),)
+        kept = [c for c in earlier if c.name != condition]
+    scale = max([input_scale_of(fit_windows)] + [c.scorer.input_scale for c in kept]) if kept else None
+    scorer = refit(ClassicalScorer.from_dict(held["scorer"]), fit_windows, scale)
     threshold = calibrate(scorer.score(calibration_windows), sessions, float(section["false_alarm_rate"]))
     changed = {**held, "scorer": scorer.to_dict(), "threshold": threshold.value,
                "calibration": {**threshold.to_dict(), "why": why},
                "previous_threshold": {"threshold": held.get("threshold"), "calibration": held.get("calibration")}}
+    changed.pop("kept_conditions", None)
+    changed.pop("condition", None)  # unnamed: the new condition replaces every earlier one
+    if condition is not None:
+        changed["condition"] = condition
+    if kept:
+        # An earlier condition read on the common scale: its features move by far less than their spread (the
+        # int16 step stays below 1e-4 of the loudest condition's peak), and the Python and C scores stay one.
+        changed["kept_conditions"] = [{"name": c.name, "scorer": replace(c.scorer, input_scale=scale).to_dict(),
+                                       "threshold": c.threshold} for c in kept]
     return {**section, "family_choice": {**choice, "classical": changed}}, scorer, threshold.value

@@ -119,12 +119,19 @@ def _numbers(values, count: int) -> bool:
             and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values))
 
 
-def fit(normal: np.ndarray, synthetic: np.ndarray) -> ClassicalScorer:
-    """The scorer of normal training windows (n, T, C) (the Gaussian) with its link fitted on them and the synthetic
-    anomalies made of them."""
+def input_scale_of(normal: np.ndarray) -> float:
+    """The int16 input's scale for normal windows: `INPUT_HEADROOM` x their largest |sample| at full scale."""
     normal = np.asarray(normal)
     peak = float(np.max(np.abs(normal))) if normal.size else 0.0
-    scale = float(np.float32(INPUT_HEADROOM * peak / INT16_MAX if peak > 0 else 1.0))
+    return float(np.float32(INPUT_HEADROOM * peak / INT16_MAX if peak > 0 else 1.0))
+
+
+def fit(normal: np.ndarray, synthetic: np.ndarray, input_scale: float | None = None) -> ClassicalScorer:
+    """The scorer of normal training windows (n, T, C) (the Gaussian) with its link fitted on them and the synthetic
+    anomalies made of them; its input scale `input_scale` (conditions kept side by side share one), else the
+    windows' own."""
+    normal = np.asarray(normal)
+    scale = input_scale_of(normal) if input_scale is None else float(np.float32(input_scale))
     partial = ClassicalScorer(scale, np.zeros(0), np.zeros((0, 0)), (1.0, 0.0), normal.shape[1], normal.shape[2])
     fitted = GaussianBaseline.fit(partial.dequantize(partial.quantize(normal)))  # the Gaussian of what C reads
     mean, cholesky = fitted.mean, np.linalg.cholesky(fitted.precision)
@@ -133,11 +140,11 @@ def fit(normal: np.ndarray, synthetic: np.ndarray) -> ClassicalScorer:
     return ClassicalScorer(scale, mean, cholesky, link, normal.shape[1], normal.shape[2])
 
 
-def refit(scorer: ClassicalScorer, normal: np.ndarray) -> ClassicalScorer:
-    """`scorer` with its input scale and Gaussian fitted again on new normal windows (a new operating condition);
-    its link (only the search's criterion reads it) kept."""
+def refit(scorer: ClassicalScorer, normal: np.ndarray, input_scale: float | None = None) -> ClassicalScorer:
+    """`scorer` with its Gaussian fitted again on new normal windows (a new operating condition), and its input scale
+    (`input_scale`, else the new windows' own); its link (only the search's criterion reads it) kept."""
     normal = np.asarray(normal)
-    fresh = fit(normal, normal[:0])  # no synthetic anomalies: the link is not fitted again
+    fresh = fit(normal, normal[:0], input_scale)  # no synthetic anomalies: the link is not fitted again
     return ClassicalScorer(fresh.input_scale, fresh.mean, fresh.cholesky, scorer.link, scorer.length,
                            scorer.channels)
 
@@ -218,10 +225,11 @@ def is_power_of_two(length: int) -> bool:
     return length >= 2 and length & (length - 1) == 0
 
 
-def cost(length: int, channels: int, core: str = "") -> dict:
+def cost(length: int, channels: int, core: str = "", conditions: int = 1) -> dict:
     """RAM, flash and MACs of the generated C scorer (`tinynas.anomaly.classical_c`) for windows of `length` x
     `channels` on `core`: the int16 input, one float32 channel buffer transformed in place (a real FFT of a
-    power-of-two length, else a direct DFT of its bins), the features, the Gaussian's tables, the code."""
+    power-of-two length, else a direct DFT of its bins), the features, the Gaussian's tables (and distance) once per
+    kept operating condition, the code."""
     d = channels * (STATISTICS + BANDS)
     bins = length // 2
     if is_power_of_two(length):
@@ -233,8 +241,9 @@ def cost(length: int, channels: int, core: str = "") -> dict:
         tables = 8 * length  # cos and sin of 2 pi j / T
     ram = 2 * length * channels + 4 * length + 4 * d + STACK_BYTES
     code = CODE_BYTES["float unit" if has_float_unit(core) else "soft float"]
-    flash = tables + 4 * d + 4 * d * (d + 1) // 2 + 2 * (BANDS + 1) + code
-    macs = channels * (transform + 6 * length + bins) + d * (d + 1) // 2 + d
+    gaussian = 4 * d + 4 * d * (d + 1) // 2 + (4 if conditions > 1 else 0)  # mean, factor (and threshold)
+    flash = tables + conditions * gaussian + 2 * (BANDS + 1) + code
+    macs = channels * (transform + 6 * length + bins) + conditions * (d * (d + 1) // 2 + d)
     return {"peak_ram_bytes": int(ram), "flash_bytes": int(flash), "macs": int(macs),
             "input_bytes": 2 * length * channels,
             "note": (f"generated C, float32 ({'float unit' if has_float_unit(core) else 'soft float'}): int16 input, "

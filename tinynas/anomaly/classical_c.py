@@ -22,6 +22,7 @@ import numpy as np
 
 from tinynas.anomaly.baseline import BANDS, STATISTICS, band_edges
 from tinynas.anomaly.classical import ClassicalScorer, is_power_of_two
+from tinynas.anomaly.conditions import Condition
 from tinynas.c_names import include_guard
 from tinynas.deploy.c_prepare import ROUND_HALF_EVEN, float_literal
 
@@ -36,8 +37,9 @@ def _floats(name: str, values, per_line: int = 6) -> str:
 
 
 def generate_classical_c(scorer: ClassicalScorer, threshold: float, header_name: str, prefix: str,
-                         title: str = "") -> tuple[str, str]:
-    """(source, header) of the C scorer; `threshold` in score units (a window is anomalous above it)."""
+                         title: str = "", kept: tuple[Condition, ...] = ()) -> tuple[str, str]:
+    """(source, header) of the C scorer; `threshold` in score units (a window is anomalous above it). `kept`: every
+    operating condition kept (the served one last, `AnomalySection.conditions`), or () for one."""
     upper, length, channels = prefix.upper(), scorer.length, scorer.channels
     d = scorer.feature_count
     assert d == channels * (STATISTICS + BANDS)
@@ -57,6 +59,7 @@ def generate_classical_c(scorer: ClassicalScorer, threshold: float, header_name:
         + " * features; a window is anomalous when score > the threshold, set on held-out normal windows for the\n"
         + " * false-alarm rate in card.json (anomaly.false_alarm_rate). */\n"
         + f"#define {upper}_ANOMALY_THRESHOLD {float_literal(threshold)}\n\n"
+        + _conditions_header(kept, prefix, upper)
         + f"/* Scores one window (input[{upper}_INPUT_SIZE]) and writes *score; returns 1 if it is anomalous,\n"
         + " * else 0. Not reentrant (one static buffer). */\n"
         + f"int {prefix}_score(const int16_t *input, float *score);\n\n"
@@ -69,19 +72,39 @@ def generate_classical_c(scorer: ClassicalScorer, threshold: float, header_name:
     edges = band_edges(length)
     power_of_two = is_power_of_two(length)
     angles = 2 * math.pi * np.arange(length // 2 + 1 if power_of_two else length) / length
-    lower = [scorer.cholesky[i, j] for i in range(d) for j in range(i + 1)]
+    conditions = kept or (Condition("", scorer, threshold),)
+    assert all((c.scorer.input_scale, c.scorer.length, c.scorer.channels) == (scorer.input_scale, length, channels)
+               for c in conditions), "kept conditions read one input"
+    lower = [c.scorer.cholesky[i, j] for c in conditions for i in range(d) for j in range(i + 1)]
     parts = [banner, "#include <math.h>\n", f"#include \"{header_name}\"\n\n",
              f"#define T {length}\n#define C {channels}\n#define D {d}\n#define BANDS {BANDS}\n\n",
-             _floats("mean", scorer.mean), _floats("cholesky", lower),
+             _floats("mean", [c.scorer.mean for c in conditions]), _floats("cholesky", lower),
+             _floats("thresholds", [c.threshold for c in conditions]) if kept else "",
              f"static const int16_t edges[BANDS + 1] = {{{', '.join(map(str, edges))}}};\n",
              _floats("cos_table", np.cos(angles))]
     if not power_of_two:
         parts.append(_floats("sin_table", np.sin(angles)))
     parts.append("static float buffer[T];\nstatic float feature[D];\n\n")
     parts.append(_FFT if power_of_two else _DFT)
-    parts.append(_SCORE.replace("PREFIX_", f"{prefix}_").replace("UPPER_", f"{upper}_")
+    code = _FEATURES + (_SCORE_CONDITIONS if kept else _SCORE_ONE) + _PREPARE
+    parts.append(code.replace("PREFIX_", f"{prefix}_").replace("UPPER_", f"{upper}_")
                  .replace("ROUND_HALF_EVEN\n", ROUND_HALF_EVEN))
     return "".join(parts), header
+
+
+def _conditions_header(kept: tuple[Condition, ...], prefix: str, upper: str) -> str:
+    """The header's lines for several kept operating conditions (none for one)."""
+    if not kept:
+        return ""
+    names = "\n".join(f" *   {i}: {c.name.replace('*/', '* /')} (threshold {c.threshold:.6g})"
+                      for i, c in enumerate(kept))
+    return (f"/* Operating conditions kept side by side, each with its own Gaussian and threshold:\n{names}\n"
+            f" * {prefix}_score reads a window under the condition it is nearest to relative to that condition's\n"
+            f" * threshold (anomalous only if anomalous under every one); {prefix}_score_under under the operator's\n"
+            f" * condition (0..{upper}_CONDITIONS - 1; -1: the nearest) and writes which one in *read_under (may be\n"
+            f" * NULL). The score is the distance there over its threshold, times {upper}_ANOMALY_THRESHOLD. */\n"
+            f"#define {upper}_CONDITIONS {len(kept)}\n"
+            f"int {prefix}_score_under(const int16_t *input, int condition, float *score, int *read_under);\n\n")
 
 
 # The spectrum's band energies of buffer[0..T) (the centred channel), added into feature[...]: a real FFT of a
@@ -156,8 +179,8 @@ static void band_energies(float *bands) {
 }
 """
 
-_SCORE = r"""
-int PREFIX_score(const int16_t *input, float *score) {
+_FEATURES = r"""
+static void features(const int16_t *input) {
   for (int c = 0; c < C; ++c) {
     float sum = 0.0f, squares = 0.0f, peak = 0.0f;
     for (int t = 0; t < T; ++t) {
@@ -184,18 +207,57 @@ int PREFIX_score(const int16_t *input, float *score) {
     band_energies(bands);
     for (int b = 0; b < BANDS; ++b) feature[(4 + b) * C + c] = logf(bands[b] + 1e-12f);
   }
-  for (int i = 0; i < D; ++i) feature[i] -= mean[i];
-  /* ||L^T d||^2: column j of L is L[i][j] for i >= j, row-major lower triangle: L[i][j] at i (i + 1) / 2 + j. */
+}
+
+/* ||L^T (feature - mean)||^2 of condition k: column j of L is L[i][j] for i >= j, row-major lower triangle:
+ * L[i][j] at i (i + 1) / 2 + j. */
+static float distance(int k) {
+  const float *m = mean + k * D, *l = cholesky + k * (D * (D + 1) / 2);
   float total = 0.0f;
   for (int j = 0; j < D; ++j) {
     float dot = 0.0f;
-    for (int i = j; i < D; ++i) dot += cholesky[i * (i + 1) / 2 + j] * feature[i];
+    for (int i = j; i < D; ++i) dot += l[i * (i + 1) / 2 + j] * (feature[i] - m[i]);
     total += dot * dot;
   }
+  return total;
+}
+"""
+
+_SCORE_ONE = r"""
+int PREFIX_score(const int16_t *input, float *score) {
+  features(input);
+  const float total = distance(0);
   *score = total;
   return total > UPPER_ANOMALY_THRESHOLD;
 }
+"""
 
+# Several conditions kept (tinynas.anomaly.conditions): the window read under the operator's condition, or under the
+# one it is nearest to relative to its threshold; the score is that relative distance times the served threshold.
+_SCORE_CONDITIONS = r"""
+int PREFIX_score_under(const int16_t *input, int condition, float *score, int *read_under) {
+  features(input);
+  int best = condition;
+  float relative = 0.0f;
+  if (condition >= 0 && condition < UPPER_CONDITIONS) {
+    relative = distance(condition) / thresholds[condition];
+  } else {
+    for (int k = 0; k < UPPER_CONDITIONS; ++k) {
+      const float r = distance(k) / thresholds[k];
+      if (k == 0 || r < relative) { relative = r; best = k; }
+    }
+  }
+  if (read_under) *read_under = best;
+  *score = relative * UPPER_ANOMALY_THRESHOLD;
+  return relative > 1.0f;
+}
+
+int PREFIX_score(const int16_t *input, float *score) {
+  return PREFIX_score_under(input, -1, score, 0);
+}
+"""
+
+_PREPARE = r"""
 ROUND_HALF_EVEN
 int PREFIX_prepare(const float *window, int16_t *input) {
   int clamped = 0;
@@ -213,18 +275,20 @@ int PREFIX_prepare(const float *window, int16_t *input) {
 
 
 def classical_c_card(scorer: ClassicalScorer, threshold: float, prefix: str, symbol: str = "model",
-                     title: str = "") -> tuple[dict, tuple[str, str]]:
+                     title: str = "", kept: tuple[Condition, ...] = ()) -> tuple[dict, tuple[str, str]]:
     """The card's `c_runtime` section and (source, header) of a model folder that serves the classical scorer:
-    `<symbol>_compiled.c/.h` hold `PREFIX_score` and `PREFIX_prepare` (tinynas.deploy.export.write_export)."""
+    `<symbol>_compiled.c/.h` hold `PREFIX_score` and `PREFIX_prepare` (tinynas.deploy.export.write_export), and with
+    several conditions kept `PREFIX_score_under`."""
     header_name = f"{symbol}_compiled.h"
-    source, header = generate_classical_c(scorer, threshold, header_name, prefix, title)
+    source, header = generate_classical_c(scorer, threshold, header_name, prefix, title, kept)
     length, channels = scorer.length, scorer.channels
     section = {"family": "classical", "source": f"{symbol}_compiled.c", "header": header_name,
                "entry_point": f"{prefix}_score", "score_function": f"{prefix}_score",
                "threshold_macro": f"{prefix.upper()}_ANOMALY_THRESHOLD", "prepare_function": f"{prefix}_prepare",
                "prefix": prefix, "input_type": "int16", "needs_libm": True,
                "arena_bytes": 4 * length + 4 * scorer.feature_count, "input_bytes": 2 * length * channels,
-               "output_bytes": 4}
+               "output_bytes": 4, **({"conditions": [c.name for c in kept],
+                                      "score_under_function": f"{prefix}_score_under"} if kept else {})}
     return section, (source, header)
 
 

@@ -21,10 +21,24 @@ from tinynas.errors import TinynasError
 
 LIVE = "live"
 """The operator's choice that means: read each window under the condition it looks most like."""
+FIRST = "as searched"
+"""The name of the condition a search's scorer was fitted on, when it was not named."""
+
+
+NAME_LENGTH = 40
 
 
 class ConditionError(TinynasError, ValueError):
-    """An unknown condition was asked for."""
+    """An unknown condition was asked for, or a name no condition can have."""
+
+
+def check_condition_name(name: str) -> str:
+    """`name` stripped, when a condition can be called so (printable, 1-40 characters, not `LIVE`)."""
+    name = name.strip()
+    if not name or len(name) > NAME_LENGTH or not name.isprintable() or name == LIVE:
+        raise ConditionError(f"condition {name!r}: give a name of 1 to {NAME_LENGTH} printable characters other than "
+                             f"{LIVE!r} (e.g. \"1 hp\" or \"high load\")")
+    return name
 
 
 @dataclass(frozen=True)

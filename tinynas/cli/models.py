@@ -69,6 +69,9 @@ def register(sub) -> None:
     adapting.add_argument("--data", required=True, help="windows of the new session/condition (labels not used)")
     adapting.add_argument("--out", required=True, help="new folder for the adapted model (the old one is kept)")
     adapting.add_argument("--only", help="batchnorm or normalization (default: both, where the model has them)")
+    adapting.add_argument("--condition", help="a classical anomaly scorer: keep its earlier operating conditions "
+                                              "and add this one under this name (e.g. \"1 hp\"); without it the "
+                                              "new condition replaces them")
     adapting.add_argument("--json", action="store_true")
     adapting.set_defaults(func=_cmd_adapt)
 
@@ -281,6 +284,7 @@ def _evaluate_scorer(args: argparse.Namespace, tflite, card: dict) -> int:
 
 def _cmd_adapt(args: argparse.Namespace) -> int:
     from tinynas.adaptation.adapt import PARTS, adapt
+    from tinynas.anomaly.conditions import check_condition_name
     from tinynas.data.spec import load_windows
     from tinynas.deploy.modeldir import ModelDir, check_new_folder
     from tinynas.progress import Progress
@@ -288,8 +292,10 @@ def _cmd_adapt(args: argparse.Namespace) -> int:
     parts = PARTS if args.only is None else tuple(part.strip() for part in args.only.split(",") if part.strip())
     source = ModelDir.open(args.model)  # a missing or old model is reported before the data is loaded
     check_new_folder(args.out, source.path)
+    if args.condition is not None:
+        check_condition_name(args.condition)
     result = adapt(source.path, load_windows(args.data), args.out, spec=args.data, parts=parts,
-                   progress=Progress().event)
+                   progress=Progress().event, condition=args.condition)
     if args.json:
         entry = result.card["history"][-1]
         print(json.dumps({"out": str(result.out_dir), **entry}, indent=2))
