@@ -150,3 +150,95 @@ def test_a_new_condition_is_kept_beside_the_old_one_in_python_and_in_c(chosen, c
     # Without --condition the new one replaces them all (as before conditions were kept).
     alone = adapt(tmp_path / "two", heavy, tmp_path / "alone")
     assert read_section(alone.card).conditions == ()
+
+
+def test_the_service_flow_keeps_the_new_condition_beside_the_old(chosen, tmp_path):
+    from tinynas.adaptation.rewear_job import RewearJob
+    from tinynas.data.windows import Windows
+    from tinynas.service.rewear_child import _job
+
+    out, _ = chosen
+    heavy = only(machine(seed=25, count=260), [0])
+    # The halves of an unlabelled recording, as the service records them, at 3x the vibration.
+    halves = Windows(3.0 * heavy.x, (np.arange(len(heavy)) >= len(heavy) // 2).astype(int), heavy.groups,
+                     ("first", "second"), heavy.sample_rate_hz, heavy.channel_names, heavy.provenance,
+                     time_index=np.arange(len(heavy)))
+    halves.save(tmp_path / "heavy.npz")
+    job = RewearJob(mode="unlabelled", source=str(out), spec=f"npz:{tmp_path / 'heavy.npz'}",
+                    staging=str(tmp_path / "staging"), condition="heavy load")
+    assert RewearJob.from_dict(job.to_dict()) == job  # the job file carries the condition to the child
+    outcome = _job(job)
+    assert outcome.accepted and "conditions kept: as searched, heavy load" in outcome.reason
+    assert outcome.old_threshold_flagged > 0.5  # the old scorer called the heavy load a fault
+    section = read_section(json.loads((tmp_path / "staging" / "card.json").read_text()))
+    assert [c.name for c in section.conditions] == ["as searched", "heavy load"]
+
+
+def test_the_operator_asks_for_a_new_condition_and_then_names_the_load(chosen, tmp_path):
+    from tinynas.adaptation.adapt import adapt
+    from tinynas.errors import UsageError
+    from tinynas.service import actions
+    from tinynas.service.config import ServiceConfig
+    from tinynas.service.paths import ServicePaths, pending_requests
+    from tinynas.service.state import Deployed, ServiceState, save_state
+
+    out, _ = chosen
+    config = ServiceConfig(data_dir=str(tmp_path / "service"))
+    paths = ServicePaths(config.data_dir)
+
+    def serving(folder):
+        paths.root.mkdir(parents=True, exist_ok=True)
+        save_state(paths.state, ServiceState(state="SERVING", user="motor", deployed=Deployed(
+            user="motor", model=str(folder / "model.tflite"), card=str(folder / "card.json"), task="anomaly",
+            anomaly={"false_alarm_rate": RATE, "threshold": 1.0})))
+
+    serving(out)
+    said = actions.recalibrate(config, "motor", True, " heavy load ")
+    assert "keeping its earlier conditions beside 'heavy load'" in said
+    (_, wanted), = pending_requests(paths.requests, "recalibrate")
+    assert wanted["condition"] == "heavy load" and wanted["unlabelled"] is True
+    with pytest.raises(UsageError, match="other than 'live'"):
+        actions.recalibrate(config, "motor", True, "live")
+    with pytest.raises(UsageError, match="keeps one condition"):  # nothing to choose between yet
+        actions.condition(config, "motor", "as searched")
+    heavy = only(machine(seed=26, count=260), [0])
+    two = adapt(out, type(heavy)(3.0 * heavy.x, heavy.y, heavy.groups, heavy.class_names, heavy.sample_rate_hz,
+                                 heavy.channel_names, heavy.provenance), tmp_path / "two", condition="heavy load")
+    serving(two.out_dir)
+    assert "condition 'heavy load' requested" in actions.condition(config, "motor", "heavy load")
+    assert "looks most like" in actions.condition(config, "motor", "live")
+    with pytest.raises(UsageError, match="keeps 'as searched', 'heavy load'"):
+        actions.condition(config, "motor", "half load")
+    assert [w["condition"] for _, w in pending_requests(paths.requests, "condition")] == ["heavy load", "live"]
+
+
+def test_served_live_a_load_change_and_back_raises_no_alarm_and_a_fault_does(chosen, tmp_path):
+    from firmware_bridge.protocol import Samples
+    from firmware_bridge.ring import SampleRing
+    from tinynas.adaptation.adapt import adapt
+    from tinynas.service.inference import ALARM, LiveScorer
+
+    out, _ = chosen
+    heavy = only(machine(seed=27, count=260), [0])
+    two = adapt(out, type(heavy)(3.0 * heavy.x, heavy.y, heavy.groups, heavy.class_names, heavy.sample_rate_hz,
+                                 heavy.channel_names, heavy.provenance), tmp_path / "two", condition="heavy load")
+    fresh = machine(seed=28, count=40)
+    normal, faults = fresh.x[fresh.y == 0], fresh.x[fresh.y == 1]
+    # The machine as a stream of windows: light load, heavy load, light again, then a fault at the heavy load.
+    stream = np.concatenate([*normal[:20], *(3.0 * normal[20:40]), *normal[:20], *(3.0 * faults[:20])])
+    ring = SampleRing(1, len(stream) + LENGTH)
+    live = LiveScorer(two.out_dir / "model.tflite", two.card, ring, hop_samples=LENGTH, k=3, n=5)
+    ring.add(Samples(0, stream))
+    said = live.step()
+    assert len(said) == 80
+    running, failing = said[:60], said[60:]
+    assert [p.condition for p in running[5:15]] == ["as searched"] * 10
+    assert [p.condition for p in running[25:35]] == ["heavy load"] * 10
+    assert not any(p.alarm for p in running)  # a load change, and back: no alarm
+    assert failing[-1].smoothed == ALARM and sum(p.alarm for p in failing) >= 10
+    # The operator pins the light load while the machine runs heavy: read there, it is far from normal.
+    ring = SampleRing(1, 20 * LENGTH)
+    pinned = LiveScorer(two.out_dir / "model.tflite", two.card, ring, hop_samples=LENGTH, k=3, n=5)
+    pinned.condition = "as searched"
+    ring.add(Samples(0, np.concatenate(3.0 * normal[:20])))
+    assert all(p.condition == "as searched" for p in pinned.step()) and pinned.alarm.raised

@@ -28,18 +28,22 @@ class RewearJob:
     epochs: int = 30
     learning_rate: float = 1e-3
     """The fine-tuning of a labelled job (adapt has none)."""
+    condition: str = ""
+    """An unlabelled job on a classical anomaly scorer: the new operating condition's name, kept beside the earlier
+    ones (`adapt --condition`); empty: the new condition replaces them."""
 
     def to_dict(self) -> dict:
         return {"mode": self.mode, "source": self.source, "staging": self.staging, "spec": self.spec,
                 "epochs": self.epochs, "learning_rate": self.learning_rate, "result": self.result,
-                "progress": self.progress}
+                "progress": self.progress, **({"condition": self.condition} if self.condition else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> RewearJob:
         """The job of a job file's JSON (KeyError when it lacks a field the job needs)."""
         return cls(mode=data["mode"], source=data["source"], staging=data["staging"], spec=data["spec"],
                    result=data.get("result") or "", progress=data.get("progress") or "",
-                   epochs=data.get("epochs", cls.epochs), learning_rate=data.get("learning_rate", cls.learning_rate))
+                   epochs=data.get("epochs", cls.epochs), learning_rate=data.get("learning_rate", cls.learning_rate),
+                   condition=str(data.get("condition") or ""))
 
 
 @dataclass(frozen=True)

@@ -233,25 +233,26 @@ def served_scores(section: AnomalySection, model, preprocessing, windows: np.nda
     is anomalous when its score is above the threshold. With several conditions kept, a window is read under
     `condition` (`tinynas.anomaly.conditions`: the operator's, or the live signal's) and its score is its score
     there over that condition's threshold, times the served condition's threshold."""
+    scores, threshold, _ = served_reading(section, model, preprocessing, windows, condition)
+    return scores, threshold
+
+
+def served_reading(section: AnomalySection, model, preprocessing, windows: np.ndarray,
+                   condition: str = LIVE) -> tuple[np.ndarray, float, list[str] | None]:
+    """`served_scores`, and the condition each window was read under (None: one condition is kept)."""
     if len(section.conditions) > 1 and section.classical_threshold is not None:
-        relative, _ = read_under(list(section.conditions), windows, condition)
-        return relative * section.classical_threshold, section.classical_threshold
+        relative, index = read_under(list(section.conditions), windows, condition)
+        return (relative * section.classical_threshold, section.classical_threshold,
+                [section.conditions[i].name for i in index])
     if section.classical is not None and section.classical_threshold is not None:
-        return section.classical.score(windows), section.classical_threshold
-    return int8_scores(model, preprocessing.apply(windows), section.saturation_step), float(section.threshold_steps)
+        return section.classical.score(windows), section.classical_threshold, None
+    return (int8_scores(model, preprocessing.apply(windows), section.saturation_step),
+            float(section.threshold_steps), None)
 
 
 def score_unit(section: AnomalySection) -> float:
     """One unit of `served_scores` in the score units the page and the predictions show."""
     return 1.0 if section.classical is not None else section.score_scale
-
-
-def served_conditions(section: AnomalySection, windows: np.ndarray, condition: str = LIVE) -> list[str] | None:
-    """The condition each window is read under (None: one condition is kept)."""
-    if len(section.conditions) < 2:
-        return None
-    _, index = read_under(list(section.conditions), windows, condition)
-    return [section.conditions[i].name for i in index]
 
 
 def _kept_conditions(held: dict, served: ClassicalScorer, threshold: float) -> tuple[Condition, ...]:

@@ -59,6 +59,9 @@ def register(sub) -> None:
                               "(swapped only if at least as good on the new windows)")
     onboard.add_argument("--unlabelled", action="store_true",
                          help="with --recalibrate: record unlabelled data (rewear_unlabelled_seconds) and adapt")
+    onboard.add_argument("--condition", metavar="NAME",
+                         help="with --recalibrate --unlabelled, for a classical anomaly scorer: a new operating "
+                              "condition (e.g. \"1 hp\"), kept beside the earlier ones instead of replacing them")
     answer.add_argument("--test", action="store_true",
                         help="test the user's served model live: signs prompted in random order, its answers counted")
     onboard.add_argument("--signs", type=int, help="with --test: how many signs to prompt (default 10)")
@@ -74,6 +77,10 @@ def register(sub) -> None:
     which.add_argument("--model", help="the model's id (tinynas service models); default: the user's newest")
     which.add_argument("--previous", action="store_true",
                        help="roll back to the model of this user served before the current one")
+    which.add_argument("--condition", metavar="NAME",
+                       help="the served classical anomaly scorer: read its windows under this kept operating "
+                            "condition (the machine's load as the operator knows it), or 'live' (the one each window "
+                            "looks most like, the default)")
     serve.add_argument("--config", help="service config (TOML)")
     serve.set_defaults(func=_cmd_serve)
 
@@ -250,6 +257,9 @@ def _cmd_onboard(args: argparse.Namespace) -> int:
         raise UsageError("--recalibrate uses the plan the served model was collected with: drop --plan")
     if args.unlabelled and not args.recalibrate:
         raise UsageError("--unlabelled goes with --recalibrate (record unlabelled data and adapt the served model)")
+    if args.condition is not None and not (args.recalibrate and args.unlabelled):
+        raise UsageError("--condition goes with --recalibrate --unlabelled (a new operating condition's normal "
+                         "running)")
     if args.test:
         return _live_test(config, args)
     if args.signs is not None:
@@ -261,7 +271,7 @@ def _cmd_onboard(args: argparse.Namespace) -> int:
     elif args.resume or args.cancel:
         print(actions.answer(config, "continue" if args.resume else "cancel", args.user))
     elif args.recalibrate:
-        print(actions.recalibrate(config, args.user, args.unlabelled))
+        print(actions.recalibrate(config, args.user, args.unlabelled, args.condition))
     else:
         print(actions.onboard(config, args.user, args.plan))
     return 0
@@ -341,6 +351,9 @@ def _cmd_service_models(args: argparse.Namespace) -> int:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from tinynas.service import actions
 
+    if args.condition is not None:
+        print(actions.condition(_service_config(args), args.user, args.condition))
+        return 0
     print(actions.serve(_service_config(args), args.user, args.model, args.previous))
     return 0
 

@@ -7,18 +7,21 @@ and checks the same.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from tinynas.errors import UsageError
+from tinynas.anomaly.card import read_section
+from tinynas.anomaly.conditions import LIVE, check_condition_name
+from tinynas.errors import TinynasError, UsageError, user_message
 from tinynas.options import check_range
 from tinynas.service.config import ServiceConfig, config_hint, page_plans
 from tinynas.service.fit import check_plan_fits
 from tinynas.service.models import choose
 from tinynas.service.onboarding import MAX_MORE
 from tinynas.service.paths import ServicePaths, request, running_pid
-from tinynas.service.rewear_request import served_model_problem
+from tinynas.service.rewear_request import condition_problem, served_model_problem
 from tinynas.service.state import check_user_name, load_state
 
-PAGE_ACTIONS = ("onboard", "more", "continue", "cancel", "redo", "recalibrate", "serve")
+PAGE_ACTIONS = ("onboard", "more", "continue", "cancel", "redo", "recalibrate", "serve", "condition")
 """What the page's buttons may ask (stopping the service stays a terminal's command)."""
 
 
@@ -79,16 +82,58 @@ def answer(config: ServiceConfig, kind: str, user: str) -> str:
     return f"{what[kind]} of {user} requested; {_follow(config)}"
 
 
-def recalibrate(config: ServiceConfig, user: str, unlabelled: bool = False) -> str:
-    """Ask for the re-wear / new-condition flow of the user whose model is served."""
+def recalibrate(config: ServiceConfig, user: str, unlabelled: bool = False, condition: str | None = None) -> str:
+    """Ask for the re-wear / new-condition flow of the user whose model is served; `condition`: a classical anomaly
+    scorer keeps its earlier operating conditions and adds this one, so named."""
 
     check_user_name(user)
-    problem = served_model_problem(load_state(ServicePaths(config.data_dir).state).deployed, user)
+    deployed = load_state(ServicePaths(config.data_dir).state).deployed
+    problem = served_model_problem(deployed, user)
     if problem:  # the service would refuse it too; said here at once
         raise UsageError(f"cannot recalibrate: {problem}")
-    request(config.data_dir, "recalibrate", user=user, unlabelled=bool(unlabelled))
-    return (f"{'adaptation to unlabelled data' if unlabelled else 'recalibration'} of {user}'s served model "
+    assert deployed is not None  # else a problem
+    extra = {}
+    if condition is not None:
+        problem = condition_problem(_served_card(deployed), condition)
+        if problem:
+            raise UsageError(f"cannot recalibrate: {problem}")
+        extra = {"condition": check_condition_name(condition)}
+    request(config.data_dir, "recalibrate", user=user, unlabelled=bool(unlabelled), **extra)
+    kept = f" keeping its earlier conditions beside {extra['condition']!r}" if extra else ""
+    return (f"{'adaptation to unlabelled data' if unlabelled else 'recalibration'} of {user}'s served model{kept} "
             f"requested (it keeps serving meanwhile); {_follow(config)}")
+
+
+def condition(config: ServiceConfig, user: str, name: str) -> str:
+    """Ask the service to read the served classical scorer's windows under the operating condition `name` (the
+    operator knows the machine's load), or under the one each looks most like (`live`)."""
+
+    check_user_name(user)
+    deployed = load_state(ServicePaths(config.data_dir).state).deployed
+    problem = served_model_problem(deployed, user)
+    if problem:
+        raise UsageError(f"cannot choose a condition: {problem}")
+    assert deployed is not None  # else a problem
+    name = name.strip()
+    section = read_section(_served_card(deployed))
+    kept = [c.name for c in section.conditions] if section is not None else []
+    if name != LIVE and name not in kept:
+        raise UsageError(f"condition {name!r}: the served model keeps "
+                         + (f"{', '.join(repr(k) for k in kept)} (or {LIVE!r}: the one each window looks most like)"
+                            if kept else "one condition (add one with --recalibrate --unlabelled --condition NAME)"))
+    request(config.data_dir, "condition", user=user, condition=name)
+    return (f"{user}'s windows read under " + ("the condition each looks most like" if name == LIVE else
+                                               f"condition {name!r}") + f" requested; {_follow(config)}")
+
+
+def _served_card(deployed) -> dict:
+    """The served model's card (UsageError in one line when it cannot be read)."""
+    from tinynas.card import read_card
+
+    try:
+        return read_card(Path(deployed.card).parent).to_dict()
+    except TinynasError as exc:
+        raise UsageError(f"the served model's card cannot be read: {user_message(exc) or exc}") from None
 
 
 def serve(config: ServiceConfig, user: str, model_id: str | None = None, previous: bool = False) -> str:
@@ -126,7 +171,15 @@ def from_page(config: ServiceConfig, kind: str, fields: dict) -> str:
         count = fields.get("count")
         return more(config, user, int(count) if isinstance(count, str) and count.strip().isdigit() else count)
     if kind == "recalibrate":
-        return recalibrate(config, user, bool(fields.get("unlabelled")))
+        named = fields.get("condition") or None
+        if named is not None and not isinstance(named, str):
+            raise UsageError("a condition is a name")
+        return recalibrate(config, user, bool(fields.get("unlabelled")), named)
+    if kind == "condition":
+        named = fields.get("condition")
+        if not isinstance(named, str):
+            raise UsageError("a condition is a name")
+        return condition(config, user, named)
     if kind == "serve":
         model_id = fields.get("model") or None
         if model_id is not None and not isinstance(model_id, str):

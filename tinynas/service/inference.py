@@ -16,7 +16,8 @@ from typing import IO
 import numpy as np
 
 from tinynas.anomaly.alarm import Alarm
-from tinynas.anomaly.card import read_section, score_unit, served_scores
+from tinynas.anomaly.card import read_section, score_unit, served_reading
+from tinynas.anomaly.conditions import LIVE
 from tinynas.data.preprocess import Preprocessing
 from tinynas.data.windows import DataError
 from tinynas.deploy.litert import Int8Model
@@ -42,12 +43,16 @@ class Prediction:
     """An anomaly scorer's score of the window (the card's threshold is in the same units); None: a classifier."""
     alarm: bool | None = None
     """An anomaly scorer's alarm after this window (k of the last n windows above the threshold)."""
+    condition: str | None = None
+    """A classical scorer keeping several operating conditions: the one the window was read under."""
 
     def to_dict(self) -> dict:
         """JSON-ready dict (a classifier's has no score or alarm keys)."""
         record = asdict(self)
         if self.score is None:
             del record["score"], record["alarm"]
+        if self.condition is None:
+            del record["condition"]
         return record
 
 
@@ -111,18 +116,21 @@ class LiveScorer(LiveClassifier):
         self.section = section
         self.unit = score_unit(section)
         self.alarm = Alarm(k, n)
+        self.condition = LIVE
+        """The operating condition windows are read under (the operator's), or LIVE: the one each looks most like."""
 
     def step(self) -> list[Prediction]:
         """Scores for every hop that completed since the last call (skips gaps, which do not count as normal)."""
         out = []
         for end, window in self.windows():
-            scores, threshold = served_scores(self.section, self.model, self.preprocessing, window[None])
+            scores, threshold, read_under = served_reading(self.section, self.model, self.preprocessing,
+                                                           window[None], self.condition)
             steps = float(scores[0])
             anomalous = steps > threshold
             raised = self.alarm.update(anomalous)
             out.append(Prediction(end, "anomalous" if anomalous else NORMAL_RUNNING, 1.0,
                                   ALARM if raised else NORMAL_RUNNING, score=round(steps * self.unit, 4),
-                                  alarm=raised))
+                                  alarm=raised, condition=read_under[0] if read_under else None))
         return out
 
 

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 
 from firmware_bridge.errors import BridgeError
 from firmware_bridge.plan import load_plan
+from tinynas.anomaly.card import read_section
+from tinynas.anomaly.conditions import LIVE
 from tinynas.atomic import atomic_write_text
+from tinynas.card import read_card
 from tinynas.errors import TinynasError, user_message
 from tinynas.service.collection import Collection
 from tinynas.service.config import config_hint
 from tinynas.service.context import Phase, ServiceContext, Transition, to
 from tinynas.service.models import choose
-from tinynas.service.rewear_request import flow_plan, new_flow
+from tinynas.service.rewear_request import RewearRefused, flow_plan, new_flow, served_model_problem
 from tinynas.service.state import user_name_problem
 
 log = logging.getLogger(__name__)
@@ -64,6 +68,7 @@ def take_request(service: ServiceContext) -> Transition | None:
     switch = _take_serve(service)
     if switch is not None:
         return switch
+    _take_condition(service)
     for kind in ("continue", "cancel", "redo"):  # nothing is paused or recorded: such a request has nothing to act on
         for path, wanted in service.requests(kind):
             path.unlink(missing_ok=True)
@@ -140,6 +145,32 @@ def _take_serve(service: ServiceContext) -> Transition | None:
     return None
 
 
+def _take_condition(service: ServiceContext) -> None:
+    """Read the served classical scorer's windows under the operating condition a `condition` request names (or the
+    one each looks most like: `live`), kept in the state until another model is served."""
+
+    for path, wanted in service.requests("condition"):
+        path.unlink(missing_ok=True)
+        deployed, name = service.state.deployed, wanted.get("condition")
+        problem = served_model_problem(deployed, str(wanted.get("user")))
+        if problem is None and isinstance(name, str):
+            assert deployed is not None  # else a problem
+            try:
+                section = read_section(read_card(Path(deployed.card).parent).to_dict())
+            except TinynasError as exc:
+                problem = user_message(exc) or str(exc)
+            else:
+                kept = [c.name for c in section.conditions] if section is not None else []
+                if name != LIVE and name not in kept:
+                    problem = f"condition {name!r} is not one the served model keeps ({', '.join(kept) or 'one'})"
+        if problem or not isinstance(name, str):
+            service.refuse(f"condition request ignored: {problem or 'no condition named'}")
+            continue
+        log.info("reading %s's windows under %s", deployed.user,
+                 "the condition each looks most like" if name == LIVE else f"condition {name!r}")
+        service.update(deployed=deployed.moved(condition=None if name == LIVE else name))
+
+
 def _take_rewear(service: ServiceContext) -> Transition | None:
     """Start the re-wear / new-condition flow of the first acceptable `recalibrate` request."""
 
@@ -152,7 +183,10 @@ def _take_rewear(service: ServiceContext) -> Transition | None:
             service.refuse(f"recalibration request ignored: {problem}")
             continue
         try:
-            flow = new_flow(service, user, bool(wanted.get("unlabelled")))
+            condition = wanted.get("condition")
+            if condition is not None and not isinstance(condition, str):
+                raise RewearRefused(f"condition {condition!r} is not a name")
+            flow = new_flow(service, user, bool(wanted.get("unlabelled")), condition)
             if flow.mode == "labelled":
                 service.plan_fit(flow_plan(flow))
         except (TinynasError, BridgeError) as exc:

@@ -57,14 +57,15 @@ def request_time_ns(path: Path) -> int | None:
     return int(head) if head.isdigit() else None
 
 
-REQUESTS = ("onboard", "recalibrate", "continue", "cancel", "redo", "serve", "stop")
+REQUESTS = ("onboard", "recalibrate", "continue", "cancel", "redo", "serve", "condition", "stop")
 
 
 def request(data_dir: str | Path, kind: str, **fields) -> Path:
     """Leave a request for a running service; it picks it up within a second.
 
-    onboard (user, plan): collect, search and deploy for a new user; recalibrate (user, unlabelled): the
-    re-wear / new-condition flow for the user whose model is served; continue / cancel (user): resume or
+    onboard (user, plan): collect, search and deploy for a new user; recalibrate (user, unlabelled, condition): the
+    re-wear / new-condition flow for the user whose model is served; condition (user, condition): read the served
+    classical scorer's windows under that kept condition (or `live`); continue / cancel (user): resume or
     drop a paused collection (its windows stay on disk), cancel also a running recalibration; redo (user): record
     again the window just kept, during the rest after it; serve (user, model,
     previous): serve another of the deployed models (`models.py`); stop: end the service cleanly.

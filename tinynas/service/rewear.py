@@ -96,7 +96,8 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
     progress_path.unlink(missing_ok=True)
     job = RewearJob(mode=flow.mode, source=str(Path(flow.source).parent), staging=str(staging),
                     spec=_spec(service, flow), result=str(result_path), progress=str(progress_path),
-                    epochs=service.config.rewear_epochs, learning_rate=service.config.rewear_learning_rate)
+                    epochs=service.config.rewear_epochs, learning_rate=service.config.rewear_learning_rate,
+                    condition=flow.condition or "")
     job_path = staging.with_name(staging.name + ".job.json")
     log_path = staging.with_name(staging.name + ".log")
     flow = flow.moved(phase="adapting" if flow.mode == "unlabelled" else "recalibrating", phase_started=time.time(),
@@ -152,7 +153,7 @@ def _swap(service: ServiceContext, flow: RewearFlow, staging: Path, final: Path,
     deployed = old.moved(model=str(final / MODEL), card=str(final / CARD),
                          accuracy=next((value for value in after if value is not None), old.accuracy),
                          held_out=_checked_on(outcome), card_int8_test_accuracy=card.get("int8_test_accuracy"),
-                         replaced=old.model,
+                         replaced=old.model, condition=None,  # an operator's pinned condition: read live again
                          changed_by="recalibrate" if flow.mode == "labelled" else "adapt", made=time.time())
     section = read_section(card)
     if section is not None and old.anomaly is not None:  # the new threshold is served

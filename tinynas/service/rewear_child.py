@@ -83,7 +83,7 @@ def _job(job: RewearJob) -> RewearOutcome:
                              # what the decision rests on: paired counts on today's wear and on the onboarding test
                              paired=result.paired)
 
-    adapted = adapt(job.source, windows, job.staging, spec=job.spec)
+    adapted = adapt(job.source, windows, job.staging, spec=job.spec, condition=job.condition or None)
     source = Path(job.source)
     if task_of(adapted.card) == Task.ANOMALY:
         return _scorer_outcome(source, adapted, windows)
@@ -109,10 +109,14 @@ def _scorer_outcome(source: Path, adapted, windows) -> RewearOutcome:
     scores, threshold = served_scores(old, Int8Model(read_model_file(source, MODEL)),
                                       Preprocessing.from_card(old_card), windows.x)
     flagged = float(np.mean(scores > threshold))
+    fitted = "the Gaussian" if new.classical is not None else "batch norm"
     reason = (f"accepted: the machine's new normal running set the threshold again ({old.threshold:.3g} -> "
               f"{new.threshold:.3g}, for {new.false_alarm_rate:.2%} false alarms, on "
-              f"{new.calibration_windows} windows batch norm did not see); the old threshold "
+              f"{new.calibration_windows} windows {fitted} did not see); the old threshold "
               f"flagged {flagged:.1%} of the {len(windows)} new windows")
+    if new.conditions:
+        reason += (f"; conditions kept: {', '.join(c.name for c in new.conditions)} (each window read under the one "
+                   f"it looks most like)")
     return RewearOutcome(accepted=True, reason=reason, windows=len(windows), seconds=round(adapted.seconds, 1),
                          old_threshold_flagged=round(flagged, 4), test=(adapted.test_before, adapted.test_after))
 

@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 
 from firmware_bridge.plan import Plan
+from tinynas.anomaly.card import read_section
+from tinynas.anomaly.conditions import check_condition_name
 from tinynas.anomaly.threshold import windows_needed
 from tinynas.deploy.modeldir import ModelDir
 from tinynas.errors import TinynasError
@@ -52,8 +54,23 @@ def onboarding_plan(deployed: Deployed, repetitions: int) -> Plan:
         raise RewearRefused(f"the served model's collection plan is not usable ({exc})") from None
 
 
-def new_flow(service: ServiceContext, user: str, unlabelled: bool) -> RewearFlow:
-    """The `state.rewear` of a new flow for `user` (RewearRefused in one line if it cannot start)."""
+def condition_problem(card: dict, condition: str) -> str | None:
+    """Why the served model (its `card`) cannot keep a new operating condition named `condition`, or None."""
+    try:
+        check_condition_name(condition)
+        section = read_section(card)
+    except TinynasError as exc:
+        return str(exc)
+    if section is None or section.classical is None:
+        return (f"condition {condition!r}: conditions are kept side by side for a classical anomaly scorer only; the "
+                f"served model is " + ("an int8 network scorer: recalibrate without --condition (the new condition "
+                                       "replaces the old)" if section is not None else "a classifier"))
+    return None
+
+
+def new_flow(service: ServiceContext, user: str, unlabelled: bool, condition: str | None = None) -> RewearFlow:
+    """The `state.rewear` of a new flow for `user` (RewearRefused in one line if it cannot start); `condition`: a
+    classical scorer's new operating condition, kept beside the earlier ones."""
 
     deployed = service.state.deployed
     problem = served_model_problem(deployed, user)
@@ -61,6 +78,11 @@ def new_flow(service: ServiceContext, user: str, unlabelled: bool) -> RewearFlow
         raise RewearRefused(problem)
     assert deployed is not None  # else a problem
     source = ModelDir.open(Path(deployed.model).parent)  # no float weights: refused before anyone records
+    if condition is not None:
+        problem = condition_problem(source.card, condition)
+        if problem:
+            raise RewearRefused(problem)
+        condition = check_condition_name(condition)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     profile = service.paths.profile(user)
     scorer = deployed.scorer
@@ -70,7 +92,7 @@ def new_flow(service: ServiceContext, user: str, unlabelled: bool) -> RewearFlow
                       session=str(profile / "sessions" / f"{stamp}-rewear"),
                       staging=str(profile / "deployed" / f"{stamp}-rewear.tmp"),
                       final=str(profile / "deployed" / f"{stamp}-rewear"), source=deployed.model,
-                      window=window, started=time.time())
+                      window=window, started=time.time(), condition=condition)
     if unlabelled:
         # At least 6 windows long: each half then gives 5 half-overlapping windows, 10 in all (adapt needs 8).
         rate = service.require_device().hello.sample_rate_hz

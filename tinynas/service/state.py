@@ -94,6 +94,7 @@ class RewearFlow:
     phase_started: float | None = None
     figures: dict = field(default_factory=dict)  # what was compared (verify, test, confidence, chosen, compared)
     finished: float | None = None
+    condition: str | None = None   # a classical scorer's new operating condition, kept beside the earlier ones
 
     @property
     def running(self) -> bool:
@@ -121,6 +122,8 @@ class RewearFlow:
             raise DamagedState("the re-wear flow has no window length or start time")
         if not isinstance(values.get("plan") or {}, dict) or not isinstance(values.get("figures") or {}, dict):
             raise DamagedState("the re-wear flow's plan or figures are not objects")
+        if not isinstance(values.get("condition") or "", str):
+            raise DamagedState("the re-wear flow's condition is not a name")
         return cls(**{key: value for key, value in values.items() if key in known})
 
 
@@ -146,6 +149,7 @@ class Deployed:
     made: float | None = None
     replaced: str | None = None    # a re-wear's: the model it replaced
     changed_by: str | None = None  # "recalibrate" or "adapt"
+    condition: str | None = None   # a classical scorer keeping several conditions: the operator's (None: live)
 
     @property
     def scorer(self) -> bool:
@@ -185,6 +189,8 @@ class Deployed:
         made = data.get("made")
         if made is not None and not (is_number(made) and 0 <= made < 1e11):
             raise DamagedState("the deployed model's made is not a time")
+        if not isinstance(data.get("condition") or "", str):
+            raise DamagedState("the deployed model's condition is not a name")
         if data.get("task", "classify") not in ("classify", "anomaly"):
             raise DamagedState(f"the deployed model's task {data.get('task')!r} is not known")
         if data.get("task") == "anomaly" and not isinstance(data.get("anomaly"), dict):

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from firmware_bridge.protocol import Samples
+from tinynas.anomaly.conditions import LIVE
 from tinynas.card import read_card, task_of
 from tinynas.modes import Task
 from tinynas.service.chip_check import check_chip
@@ -133,6 +134,10 @@ def serve(service: ServiceContext) -> None:
                 else:
                     log.info("serving %s (%s)", loaded, served_accuracy(deployed.held_out, deployed.accuracy))
         if service.classifier is not None:
+            if isinstance(service.classifier, LiveScorer) and deployed is not None:
+                kept = {c.name for c in service.classifier.section.conditions}
+                # The operator's condition, or the live signal's (also when a state names one no longer kept).
+                service.classifier.condition = deployed.condition if deployed.condition in kept else LIVE
             service.predictions.write(service.classifier.step())
 
 
