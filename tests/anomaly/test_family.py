@@ -242,3 +242,48 @@ def test_served_live_a_load_change_and_back_raises_no_alarm_and_a_fault_does(cho
     pinned.condition = "as searched"
     ring.add(Samples(0, np.concatenate(3.0 * normal[:20])))
     assert all(p.condition == "as searched" for p in pinned.step()) and pinned.alarm.raised
+
+
+def test_the_page_shows_the_conditions_and_asks_for_them(chosen, tmp_path):
+    import time
+
+    from tests.support.browser import Browser
+    from tests.support.net import free_port
+    from tinynas.adaptation.adapt import adapt
+    from tinynas.service.state import Deployed
+    from tinynas.service.status_server import StatusServer
+    from tinynas.service.status_views import served_model
+
+    out, _ = chosen
+    heavy = only(machine(seed=29, count=260), [0])
+    two = adapt(out, type(heavy)(3.0 * heavy.x, heavy.y, heavy.groups, heavy.class_names, heavy.sample_rate_hz,
+                                 heavy.channel_names, heavy.provenance), tmp_path / "two", condition="heavy load")
+    deployed = Deployed(user="motor", model=str(two.out_dir / "model.tflite"), card=str(two.out_dir / "card.json"),
+                        task="anomaly", anomaly={"false_alarm_rate": RATE, "threshold": 1.0, "calibration_windows": 130,
+                                                 "alarm": {"k": 3, "n": 5}})
+    status = {"state": "SERVING", "user": "motor", "error": "", "paused": "", "rewear": {}, "collection": {},
+              "search": {}, "deployed": deployed.to_dict(), "predictions": [], "plans": ["motor-normal"],
+              "serving": {"stale": ""}, "model": served_model(deployed), "models": [],
+              "alarm": {"raised": False, "score": 4.2, "threshold": 20.0, "debounce": "3 of the last 5 windows",
+                        "history": [], "condition": "heavy load", "chosen": "live"}}
+    asked = []
+    server = StatusServer(lambda: {**status, "time": time.time()}, host="127.0.0.1", port=free_port(),
+                          actions=lambda kind, fields: asked.append((kind, fields)) or f"{kind} requested").start()
+    browser = Browser(tmp_path / "chromium")
+    try:
+        browser.open(f"http://127.0.0.1:{server.address[1]}/")
+        browser.wait_for("!document.getElementById('condition-box').hidden")
+        assert ("Conditions kept: as searched, heavy load; read under the one each window looks most like (last "
+                "window: heavy load)") in browser.text("#model")
+        browser.evaluate("document.getElementById('condition-select').value = 'as searched'")
+        browser.click("#condition-set")
+        browser.wait_for("document.getElementById('action-result').textContent === 'condition requested'")
+        browser.evaluate("document.getElementById('unlabelled').checked = true")
+        browser.evaluate("document.getElementById('condition-name').value = ' half load '")
+        browser.click("#recalibrate")
+        browser.wait_for("document.getElementById('action-result').textContent === 'recalibrate requested'")
+    finally:
+        browser.close()
+        server.stop()
+    assert asked == [("condition", {"user": "motor", "condition": "as searched"}),
+                     ("recalibrate", {"user": "motor", "unlabelled": True, "condition": "half load"})]

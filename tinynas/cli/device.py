@@ -60,7 +60,7 @@ def register(sub) -> None:
     onboard.add_argument("--unlabelled", action="store_true",
                          help="with --recalibrate: record unlabelled data (rewear_unlabelled_seconds) and adapt")
     onboard.add_argument("--condition", metavar="NAME",
-                         help="with --recalibrate --unlabelled, for a classical anomaly scorer: a new operating "
+                         help="with --recalibrate, for a classical anomaly scorer: a new operating "
                               "condition (e.g. \"1 hp\"), kept beside the earlier ones instead of replacing them")
     answer.add_argument("--test", action="store_true",
                         help="test the user's served model live: signs prompted in random order, its answers counted")
@@ -257,9 +257,9 @@ def _cmd_onboard(args: argparse.Namespace) -> int:
         raise UsageError("--recalibrate uses the plan the served model was collected with: drop --plan")
     if args.unlabelled and not args.recalibrate:
         raise UsageError("--unlabelled goes with --recalibrate (record unlabelled data and adapt the served model)")
-    if args.condition is not None and not (args.recalibrate and args.unlabelled):
-        raise UsageError("--condition goes with --recalibrate --unlabelled (a new operating condition's normal "
-                         "running)")
+    if args.condition is not None and not args.recalibrate:
+        raise UsageError("--condition goes with --recalibrate (a new operating condition's normal running, recorded "
+                         "without labels)")
     if args.test:
         return _live_test(config, args)
     if args.signs is not None:

@@ -120,7 +120,8 @@ def condition(config: ServiceConfig, user: str, name: str) -> str:
     if name != LIVE and name not in kept:
         raise UsageError(f"condition {name!r}: the served model keeps "
                          + (f"{', '.join(repr(k) for k in kept)} (or {LIVE!r}: the one each window looks most like)"
-                            if kept else "one condition (add one with --recalibrate --unlabelled --condition NAME)"))
+                            if kept else f"one condition (add one: tinynas onboard --user {user} --recalibrate "
+                                         f"--condition NAME)"))
     request(config.data_dir, "condition", user=user, condition=name)
     return (f"{user}'s windows read under " + ("the condition each looks most like" if name == LIVE else
                                                f"condition {name!r}") + f" requested; {_follow(config)}")

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tinynas.anomaly.conditions import LIVE
 from tinynas.atomic import atomic_write_text
 from tinynas.cost.targets import resolve_target
 from tinynas.errors import TinynasError
@@ -69,7 +70,8 @@ def write_status_file(service: ServiceContext) -> None:
 
 
 def alarm_status(service: ServiceContext) -> dict:
-    """An anomaly scorer's alarm as status shows it: raised or not (since when), the last score and the threshold."""
+    """An anomaly scorer's alarm as status shows it: raised or not (since when), the last score and the threshold;
+    with several operating conditions kept, the one the last window was read under and the operator's choice."""
     assert service.state.deployed is not None and service.state.deployed.anomaly is not None  # a scorer is served
     anomaly = service.state.deployed.anomaly
     log = service.predictions
@@ -77,7 +79,8 @@ def alarm_status(service: ServiceContext) -> dict:
     return {"raised": bool(last.get("alarm")), "since": log.alarm_since, "score": last.get("score"),
             "threshold": anomaly["threshold"], "false_alarm_rate": anomaly["false_alarm_rate"],
             "debounce": f"{anomaly['alarm']['k']} of the last {anomaly['alarm']['n']} windows above the threshold",
-            "stale": service.serving_stale}
+            "stale": service.serving_stale, "condition": last.get("condition"),
+            "chosen": service.state.deployed.condition or LIVE}
 
 
 def page_snapshot(service: ServiceContext) -> dict:

@@ -147,7 +147,8 @@ def served_model(deployed: Deployed) -> dict[str, Any]:
             held = held if isinstance(held, dict) else {}
             summary.update(name="features + Gaussian (classical)", ram_bytes=held.get("peak_ram_bytes"),
                            flash_bytes=held.get("flash_bytes"), runtime="generated C, float32", runtime_reason="",
-                           no_chip_check="the hardware check (tinynas hil) runs int8 networks only")
+                           no_chip_check="the hardware check (tinynas hil) runs int8 networks only", classical=True,
+                           conditions=[c.name for c in section.conditions])
         _MODEL_CACHE[card_path] = (changed, summary)
     return _MODEL_CACHE[card_path][1]
 

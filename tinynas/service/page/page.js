@@ -195,12 +195,20 @@ function drawChip(m, check) {
        (c.stopped ? `; stopped after ${c.checked} of ${c.windows}: ${c.stopped}` : ""));
 }
 
+// A classical scorer keeping several operating conditions (loads): which, and which the windows are read under.
+function conditionsText(m, a) {
+  const kept = m.conditions || [];
+  if (kept.length < 2) return "";
+  const how = a.chosen && a.chosen !== "live" ? `the operator's: ${a.chosen}` : "the one each window looks most like";
+  return `. Conditions kept: ${kept.join(", ")}; read under ${how}` + (a.condition ? ` (last window: ${a.condition})` : "");
+}
+
 function drawAlarm(s) {
   const m = s.model || {}, d = s.deployed || {}, a = s.alarm || {}, an = d.anomaly || {};
   text("model", `${m.name || "anomaly scorer"} for ${d.user}: RAM ${kib(m.ram_bytes)}, flash ${kib(m.flash_bytes)}` +
        (m.runtime ? ` with ${m.runtime}` : "") + "; " +
        `threshold set for ${pct(an.false_alarm_rate || 0)} false alarms on ${an.calibration_windows} held-out normal ` +
-       `windows; alarm at ${a.debounce || "-"}`);
+       `windows; alarm at ${a.debounce || "-"}` + conditionsText(m, a));
   drawChip(m, s.chip_check);
   const stale = (s.serving || {}).stale;
   text("prediction", (a.raised ? "ALARM: not running normally" : "Running normally") + (stale ? " (not live)" : ""));
@@ -293,6 +301,16 @@ function drawActions(s, now) {
   show("cancel", s.state === "COLLECTING" || s.state === "RECALIBRATING");
   show("redo", !!redo);
   show("serve-actions", s.state === "SERVING");
+  const m = s.model || {}, kept = m.conditions || [];
+  show("new-condition", s.state === "SERVING" && !!m.classical);
+  show("condition-box", s.state === "SERVING" && kept.length > 1);
+  const conditions = $("condition-select"), names = ["live"].concat(kept);
+  if (conditions.dataset.keys !== names.join("\n")) {  // rebuilt only when the list changes
+    conditions.dataset.keys = names.join("\n");
+    conditions.innerHTML = "";
+    names.forEach((name) => el("option", { value: name, text: name === "live" ? "the one each looks most like" : name },
+                                conditions));
+  }
   const models = s.models || [], choice = $("model-select");
   show("switch-box", idle && models.length > 0);
   const keys = models.map((m) => m.user + "/" + m.id).join(",");
@@ -352,8 +370,14 @@ $("onboard-form").addEventListener("submit", (event) => {
 });
 ["continue", "cancel", "redo"].forEach((kind) => $(kind).addEventListener("click", () =>
   act(kind, { user: (last || {}).user || "" })));
-$("recalibrate").addEventListener("click", () =>
-  act("recalibrate", { user: ((last || {}).deployed || {}).user || "", unlabelled: $("unlabelled").checked }));
+$("recalibrate").addEventListener("click", () => {
+  const named = $("condition-name").value.trim(), fields = { user: ((last || {}).deployed || {}).user || "",
+                                                            unlabelled: $("unlabelled").checked };
+  if (named && !$("new-condition").hidden) fields.condition = named;
+  act("recalibrate", fields);
+});
+$("condition-set").addEventListener("click", () =>
+  act("condition", { user: ((last || {}).deployed || {}).user || "", condition: $("condition-select").value }));
 $("switch").addEventListener("click", () => act("serve", JSON.parse($("model-select").value)));
 $("more").addEventListener("click", () => act("more", { user: $("more").dataset.user, count: Number($("more").dataset.count) }));
 
