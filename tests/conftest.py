@@ -20,6 +20,7 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 LONGEST_FIRST = ("tests/service/test_rewear.py", "tests/service/test_anomaly_service.py",
                  "tests/service/test_two_users.py", "tests/service/test_service.py", "tests/service/test_input_",
+                 "tests/service/test_anomaly_conditions_service.py",
                  "tests/sweep/test_sweep_ray.py", "tests/study/test_study.py", "tests/deploy/test_evaluate.py",
                  "tests/adaptation/", "tests/test_boundary.py", "tests/deploy/test_c_codegen.py")
 """The files that take longest (`--durations` in CI: a real service with a simulated person, real searches)."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from firmware_bridge.person import Machine, Person
 from tinynas.service.runner import request
-from tinynas.service.state import Phase
+from tinynas.service.state import REWEAR_RUNNING, Phase
 
 log = logging.getLogger("tinynas")
 
@@ -109,6 +109,12 @@ class Follower:
         if self.serve_state and status.get("state") == Phase.SERVING and isinstance(self.source, Machine):
             self._serve(status)
             return
+        if self.serve_state and isinstance(self.source, Machine) and \
+                (status.get("rewear") or {}).get("phase") in REWEAR_RUNNING:
+            # A new condition is recorded, then adapted to, while the old model serves: an operator keeps the
+            # machine running as it runs now (switched off, the recording would be of a stopped machine).
+            self._run(self.source.state or self.serve_state, False)
+            return
         if status.get("state") != Phase.SERVING:
             self.serving_since = None
         if status.get("state") in (Phase.IDLE, Phase.SERVING) and self._record_more(status):
@@ -173,12 +179,18 @@ class Follower:
         if self.serving_since is None:
             self.serving_since = now
         wanted = self.fault if self.fault and now - self.serving_since >= self.fault_after else self.serve_state
+        self._run(wanted, True)
+
+    def _run(self, wanted: str, serving: bool) -> None:
+        """Run the machine in state `wanted` (noted with the device's sample index it streams from)."""
+        assert isinstance(self.source, Machine)
         if self.source.state != wanted:
             self.source.set_state(wanted)
             # The device's sample index from which the new state streams (to one frame).
-            self.note({"state": wanted, "serving": True,
+            self.note({"state": wanted, "serving": serving,
                        "device_first": self.simulator.sample_index if self.simulator is not None else None})
-            log.info("the simulated machine runs %s while the model is served", wanted)
+            log.info("the simulated machine runs %s %s", wanted,
+                     "while the model is served" if serving else "while its new condition is recorded")
 
     def _record_more(self, status: dict) -> bool:
         """As a person reading the page: a model the held-out windows could not judge (the gate's amber "one more
