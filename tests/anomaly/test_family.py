@@ -287,3 +287,20 @@ def test_the_page_shows_the_conditions_and_asks_for_them(chosen, tmp_path):
         server.stop()
     assert asked == [("condition", {"user": "motor", "condition": "as searched"}),
                      ("recalibrate", {"user": "motor", "unlabelled": True, "condition": "half load"})]
+
+
+def test_the_device_lists_a_classical_folder_as_what_it_serves(chosen, tmp_path):
+    import shutil
+
+    from tinynas.service.models import stored_models, write_deployment
+    from tinynas.service.state import Deployed
+
+    out, _ = chosen
+    folder = tmp_path / "profiles" / "motor" / "deployed" / "20261207-080000"
+    shutil.copytree(out, folder)
+    write_deployment(folder, Deployed(user="motor", model=str(folder / "model.tflite"), card=str(folder / "card.json"),
+                                      task="anomaly", anomaly={"false_alarm_rate": RATE, "threshold": 1.0}))
+    (listed,) = [m.summary(None) for m in stored_models(tmp_path / "profiles", "motor")]
+    cost = json.loads((out / "card.json").read_text())["anomaly"]["family_choice"]["classical"]["cost"]
+    assert listed["architecture"] == "features + Gaussian (classical)" and listed["runtime"] == "generated C, float32"
+    assert listed["ram_bytes"] == cost["peak_ram_bytes"] and listed["held_out"] == {}

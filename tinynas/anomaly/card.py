@@ -250,6 +250,18 @@ def served_reading(section: AnomalySection, model, preprocessing, windows: np.nd
             float(section.threshold_steps), None)
 
 
+def classical_summary(section: AnomalySection | None) -> dict | None:
+    """What a folder serving the classical scorer is, as lists and pages show it (its name, cost, runtime and the
+    conditions it keeps); None when the folder serves a network (or is a classifier)."""
+    if section is None or section.classical is None:
+        return None
+    cost = section.raw["family_choice"]["classical"].get("cost")
+    cost = cost if isinstance(cost, dict) else {}
+    return {"name": classical.NAME + " (classical)", "ram_bytes": cost.get("peak_ram_bytes"),
+            "flash_bytes": cost.get("flash_bytes"), "runtime": "generated C, float32",
+            "conditions": [c.name for c in section.conditions]}
+
+
 def score_unit(section: AnomalySection) -> float:
     """One unit of `served_scores` in the score units the page and the predictions show."""
     return 1.0 if section.classical is not None else section.score_scale

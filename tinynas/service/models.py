@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from firmware_bridge.safe_read import plain_name, read_regular
-from tinynas.anomaly.card import read_section
+from tinynas.anomaly.card import classical_summary, read_section
 from tinynas.atomic import atomic_write_text
 from tinynas.card import ModelCard, read_card
 from tinynas.data.windows import readable
 from tinynas.deploy.bundle import firmware_zip
-from tinynas.errors import UsageError
+from tinynas.errors import TinynasError, UsageError
 from tinynas.folders import (
     CARD,
     COMPILED_C,
@@ -82,12 +82,21 @@ class StoredModel:
                     "runtime": None, "ram_bytes": None, "architecture": None, "changed_by": "", "served": False}
         cost = self.card.cost_estimate or {}
         held = self.deployed.held_out or self.card.int8_test or {}
-        return {**base, "task": self.deployed.task, "accuracy": self.deployed.accuracy,
-                "held_out": {key: held[key] for key in ("hits", "windows", "interval", "measure") if key in held},
-                "runtime": self.card.runtime, "ram_bytes": cost.get("peak_ram_bytes"),
-                "architecture": readable(self.card.name) if self.card.name else None,
-                "changed_by": self.deployed.changed_by or "",
-                "served": served is not None and served.model == self.deployed.model}
+        summary = {**base, "task": self.deployed.task, "accuracy": self.deployed.accuracy,
+                   "held_out": {key: held[key] for key in ("hits", "windows", "interval", "measure") if key in held},
+                   "runtime": self.card.runtime, "ram_bytes": cost.get("peak_ram_bytes"),
+                   "architecture": readable(self.card.name) if self.card.name else None,
+                   "changed_by": self.deployed.changed_by or "",
+                   "served": served is not None and served.model == self.deployed.model}
+        try:  # a folder serving the classical scorer is listed as what it serves, not as its network finalist
+            classical = classical_summary(read_section({"anomaly": self.card.anomaly})) if self.card.anomaly else None
+        except TinynasError:
+            classical = None
+        if classical is not None:
+            kept = len(classical["conditions"])
+            summary.update(architecture=classical["name"] + (f", {kept} conditions" if kept else ""),
+                           runtime=classical["runtime"], ram_bytes=classical["ram_bytes"], held_out={})
+        return summary
 
 
 def _from_card(user: str, folder: Path, card: ModelCard) -> dict:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from firmware_bridge.guide import FULL_SCALE
-from tinynas.anomaly.card import AnomalyCardError, read_section
+from tinynas.anomaly.card import AnomalyCardError, classical_summary, read_section
 from tinynas.card import read_card
 from tinynas.cost.runtime import RUNTIME_NAMES
 from tinynas.folders import JOURNAL, FolderError
@@ -142,13 +142,10 @@ def served_model(deployed: Deployed) -> dict[str, Any]:
         except AnomalyCardError as exc:
             _MODEL_CACHE[card_path] = (changed, {"damaged": str(exc)})
             return _MODEL_CACHE[card_path][1]
-        if section is not None and section.classical is not None:  # served: the classical scorer, not the network
-            held = section.raw["family_choice"]["classical"].get("cost")
-            held = held if isinstance(held, dict) else {}
-            summary.update(name="features + Gaussian (classical)", ram_bytes=held.get("peak_ram_bytes"),
-                           flash_bytes=held.get("flash_bytes"), runtime="generated C, float32", runtime_reason="",
-                           no_chip_check="the hardware check (tinynas hil) runs int8 networks only", classical=True,
-                           conditions=[c.name for c in section.conditions])
+        classical = classical_summary(section)
+        if classical is not None:  # served: the classical scorer, not the network
+            summary.update(classical, runtime_reason="", classical=True,
+                           no_chip_check="the hardware check (tinynas hil) runs int8 networks only")
         _MODEL_CACHE[card_path] = (changed, summary)
     return _MODEL_CACHE[card_path][1]
 
