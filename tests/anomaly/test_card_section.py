@@ -50,3 +50,35 @@ def test_a_chosen_classical_scorer_is_read_checked_and_its_figures_are_the_serve
         with pytest.raises(AnomalyCardError, match="family_choice"):
             read_section({"anomaly": {**SECTION, "family_choice": {"family": "classical",
                                                                    "classical": {**held, **damage}}}})
+
+
+def test_kept_conditions_are_read_checked_and_each_damage_is_one_error():
+    import numpy as np
+
+    from tinynas.anomaly.classical import fit
+
+    rng = np.random.default_rng(1)
+    light = fit(rng.normal(size=(60, 32, 1)), rng.normal(size=(0, 32, 1)))
+    heavy = fit(3 * rng.normal(size=(60, 32, 1)), rng.normal(size=(0, 32, 1)), light.input_scale)
+    held = {"scorer": heavy.to_dict(), "threshold": 30.0, "condition": "heavy",
+            "kept_conditions": [{"name": "light", "scorer": light.to_dict(), "threshold": 25.0}]}
+
+    def read(classical):
+        return read_section({"anomaly": {**SECTION, "family_choice": {"family": "classical", "classical": classical}}})
+
+    section = read(held)
+    assert [(c.name, c.threshold) for c in section.conditions] == [("light", 25.0), ("heavy", 30.0)]
+    assert read({k: v for k, v in held.items() if k != "kept_conditions"}).conditions == ()
+    other_scale = fit(rng.normal(size=(60, 32, 1)) * 7, rng.normal(size=(0, 32, 1))).to_dict()
+    for damage, said in (({"kept_conditions": []}, "must be a list"), ({"kept_conditions": "light"}, "must be a list"),
+                         ({"kept_conditions": [{"name": "light", "scorer": light.to_dict(), "threshold": 0}]},
+                          "positive threshold"),
+                         ({"kept_conditions": [{"name": "heavy", "scorer": light.to_dict(), "threshold": 1.0}]},
+                          "same name"),
+                         ({"kept_conditions": [{"name": "light", "scorer": other_scale, "threshold": 1.0}]},
+                          "int16 scale"),
+                         ({"kept_conditions": [{"name": "l\nx", "scorer": light.to_dict(), "threshold": 1.0}]},
+                          "printable"),
+                         ({"condition": "live"}, "other than 'live'")):
+        with pytest.raises(AnomalyCardError, match=said):
+            read({**held, **damage})

@@ -26,7 +26,7 @@ from tinynas.anomaly import classical
 from tinynas.anomaly.alarm import Alarm
 from tinynas.anomaly.choice import Finalist, choose, flags, validation_rate
 from tinynas.anomaly.classical import ClassicalScorer, input_scale_of, refit
-from tinynas.anomaly.conditions import FIRST, LIVE, Condition, read_under
+from tinynas.anomaly.conditions import FIRST, LIVE, Condition, ConditionError, check_condition_name, read_under
 from tinynas.anomaly.metrics import above, auroc, score_report
 from tinynas.anomaly.task import NORMAL, score_of
 from tinynas.anomaly.threshold import calibrate
@@ -291,6 +291,11 @@ def _kept_conditions(held: dict, served: ClassicalScorer, threshold: float) -> t
                                    f"(window, channels and int16 scale must be the same)")
         out.append(Condition(name, scorer, float(entry["threshold"])))
     out.append(Condition(str(held.get("condition") or FIRST), served, threshold))
+    for condition in out:  # the names a page, a log line and the C header show: as `adapt --condition` takes them
+        try:
+            check_condition_name(condition.name)
+        except ConditionError as exc:
+            raise AnomalyCardError(f"card.json: a kept {exc}") from None
     if len({c.name for c in out}) != len(out):
         raise AnomalyCardError("card.json: two kept conditions have the same name")
     return tuple(out)
