@@ -144,6 +144,15 @@ def test_a_new_condition_is_kept_beside_the_old_one_in_python_and_in_c(chosen, c
         assert np.all(np.abs(got[:, 0] - python) <= SCORE_TOLERANCE * (1 + python))
         clear = np.abs(python - threshold) > SCORE_TOLERANCE * (1 + python)
         assert np.array_equal(got[clear, 1] > 0, python[clear] > threshold)
+    from tinynas.data.windows import Windows
+
+    evaluation = evaluate_scorer(tmp_path / "two" / "model.tflite", result.card,
+                                 Windows(np.concatenate([normal, 3.0 * normal, 3.0 * faults]),
+                                         np.concatenate([np.zeros(2 * len(normal), int), np.ones(len(faults), int)]),
+                                         np.array(["r"] * (2 * len(normal) + len(faults))), ("normal", "fault"),
+                                         fresh.sample_rate_hz, fresh.channel_names, fresh.provenance))
+    assert "conditions kept: as searched, heavy load" in evaluation.text()
+    assert evaluation.report["false_alarms"]["interval95"][0] <= RATE
     # The same name again replaces that condition; the searched one stays.
     again = adapt(tmp_path / "two", heavy, tmp_path / "again", condition="heavy load")
     assert [c.name for c in read_section(again.card).conditions] == ["as searched", "heavy load"]

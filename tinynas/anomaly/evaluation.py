@@ -59,6 +59,9 @@ def evaluate_scorer(tflite, card: dict, windows) -> AnomalyEvaluation:
     order = np.lexsort((windows.time_index if windows.time_index is not None else np.arange(len(windows)),
                         windows.groups))
     scorer = "int8 network, LiteRT" if section.classical is None else "classical: features + Gaussian"
+    if section.conditions:
+        scorer += (f"; conditions kept: {', '.join(c.name for c in section.conditions)}, each window read under the "
+                   f"one it looks most like")
     return AnomalyEvaluation(str(tflite) if section.classical is None else f"{tflite} (its folder's classical scorer)",
                              scores[order], windows.y[order], windows.class_names, normal, section.raw,
                              float(latency), threshold, score_unit(section), scorer)
