@@ -283,8 +283,7 @@ def _evaluate_scorer(args: argparse.Namespace, tflite, card: dict) -> int:
 
 
 def _cmd_adapt(args: argparse.Namespace) -> int:
-    from tinynas.adaptation.adapt import PARTS, adapt
-    from tinynas.anomaly.conditions import check_condition_name
+    from tinynas.adaptation.adapt import PARTS, adapt, check_condition_name
     from tinynas.data.spec import load_windows
     from tinynas.deploy.modeldir import ModelDir, check_new_folder
     from tinynas.progress import Progress

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tinynas.anomaly.card import read_section
 from tinynas.anomaly.conditions import LIVE, check_condition_name
+from tinynas.card import read_card
 from tinynas.errors import TinynasError, UsageError, user_message
 from tinynas.options import check_range
 from tinynas.service.config import ServiceConfig, config_hint, page_plans
@@ -129,8 +130,6 @@ def condition(config: ServiceConfig, user: str, name: str) -> str:
 
 def _served_card(deployed) -> dict:
     """The served model's card (UsageError in one line when it cannot be read)."""
-    from tinynas.card import read_card
-
     try:
         return read_card(Path(deployed.card).parent).to_dict()
     except TinynasError as exc:
