@@ -359,7 +359,7 @@ def refitted_classical(section: dict, fit_windows: np.ndarray, calibration_windo
     changed.pop("condition", None)  # unnamed: the new condition replaces every earlier one
     if condition is not None:
         changed["condition"] = condition
-    if kept:
+    if kept and scale is not None:
         # An earlier condition read on the common scale: its features move by far less than their spread (the
         # int16 step stays below 1e-4 of the loudest condition's peak), and the Python and C scores stay one.
         changed["kept_conditions"] = [{"name": c.name, "scorer": replace(c.scorer, input_scale=scale).to_dict(),

@@ -163,7 +163,7 @@ def _take_condition(service: ServiceContext) -> None:
                 kept = [c.name for c in section.conditions] if section is not None else []
                 if name != LIVE and name not in kept:
                     problem = f"condition {name!r} is not one the served model keeps ({', '.join(kept) or 'one'})"
-        if problem or not isinstance(name, str):
+        if problem or not isinstance(name, str) or deployed is None:
             service.refuse(f"condition request ignored: {problem or 'no condition named'}")
             continue
         log.info("reading %s's windows under %s", deployed.user,
