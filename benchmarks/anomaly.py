@@ -229,6 +229,9 @@ def mean_sd(values) -> str:
 
 def write_results(runs: list[dict], synthetic: list[dict], selection: list[dict], info: dict, path: Path) -> None:
     lines = ["# Anomaly detection from normal running only", "",
+             "**RAM accounting** (issue 37): the `tflm` rows are budgeted and reported by the `arena` accounting "
+             "(TFLite Micro's 32-bit arena and the `.tflite` alone); the `c` rows are the C runtime's whole footprint "
+             "(`chip`). The classical baseline's RAM is an estimate of its own.", "",
              "`nice python benchmarks/anomaly.py --seeds " + info["seeds"] + "` "
              f"({info['date']}, {info['machine']}; {info['shared']}). Budget per search {info['budget']:g} s, "
              f"`fast`, {info['workers']} workers. int8 scores through LiteRT. Threshold: split conformal for "
@@ -343,6 +346,11 @@ def main() -> int:
     log = Path(args.out).with_suffix(".jsonl")
     if args.render:
         rows = [json.loads(line) for line in log.read_text().splitlines()]
+        recorded = next((r["info"] for r in rows if "info" in r), None)
+        if recorded is None:  # a run before its facts were recorded: say whose they are, never pass them off as its
+            info["date"] += " (rendered; the run's own date and budget were not recorded)"
+        info = recorded or info
+        rows = [r for r in rows if "info" not in r]
         selection = next((r["selection"] for r in rows if "selection" in r), [])
         runs = [r for r in rows if "selection" not in r and "noise" not in r]
         synthetic = [r for r in rows if "noise" in r]
@@ -351,6 +359,7 @@ def main() -> int:
     runs, synthetic = [], []
     targets = args.targets.split(",")
     with contextlib.ExitStack() as stack, open(log, "w") as jsonl:
+        jsonl.write(json.dumps({"info": info}, default=float) + "\n")  # what --render writes the header from
         work = Path(args.work) if args.work else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         # Synthetic: one data set per seed and noise, written for its search.
         drawn = {(seed, noise): synthetic_sets(seed, noise) for seed in seeds for noise in SYNTHETIC_NOISE}
