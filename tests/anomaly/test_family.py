@@ -115,6 +115,7 @@ def test_the_status_page_shows_the_classical_scorer_not_the_network_finalist(cho
     assert shown["name"] == "features + Gaussian (classical)"
     assert (shown["ram_bytes"], shown["flash_bytes"]) == (cost["peak_ram_bytes"], cost["flash_bytes"])
     assert "int8 networks only" in shown["no_chip_check"]  # not the `tinynas hil` advice it cannot follow
+    assert shown["download_notes"]["model.tflite"] == "the network finalist, not served"
 
 
 def test_a_new_condition_is_kept_beside_the_old_one_in_python_and_in_c(chosen, c_compiler, tmp_path):
@@ -284,6 +285,7 @@ def test_the_page_shows_the_conditions_and_asks_for_them(chosen, tmp_path):
         browser.wait_for("!document.getElementById('condition-box').hidden")
         assert ("Conditions kept: as searched, heavy load; read under the one each window looks most like (last "
                 "window: heavy load)") in browser.text("#model")
+        assert "model.tflite (the network finalist, not served)" in browser.text("#downloads")
         browser.evaluate("document.getElementById('condition-select').value = 'as searched'")
         browser.click("#condition-set")
         browser.wait_for("document.getElementById('action-result').textContent === 'condition requested'")

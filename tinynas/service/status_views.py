@@ -14,7 +14,7 @@ from firmware_bridge.guide import FULL_SCALE
 from tinynas.anomaly.card import AnomalyCardError, classical_summary, read_section
 from tinynas.card import read_card
 from tinynas.cost.runtime import RUNTIME_NAMES
-from tinynas.folders import JOURNAL, FolderError
+from tinynas.folders import JOURNAL, MODEL, MODEL_C, MODEL_H, FolderError
 from tinynas.modes import Runtime
 from tinynas.service.models import download_names
 from tinynas.service.state import Deployed
@@ -145,7 +145,10 @@ def served_model(deployed: Deployed) -> dict[str, Any]:
         classical = classical_summary(section)
         if classical is not None:  # served: the classical scorer, not the network
             summary.update(classical, runtime_reason="", classical=True,
-                           no_chip_check="the hardware check (tinynas hil) runs int8 networks only")
+                           no_chip_check="the hardware check (tinynas hil) runs int8 networks only",
+                           # the folder keeps the network finalist's files beside the scorer it serves: said so
+                           download_notes={name: "the network finalist, not served" for name in (MODEL, MODEL_C,
+                                                                                                 MODEL_H)})
         _MODEL_CACHE[card_path] = (changed, summary)
     return _MODEL_CACHE[card_path][1]
 

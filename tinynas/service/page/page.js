@@ -358,7 +358,8 @@ function drawActions(s, now) {
     box.innerHTML = "";
     if (files.length) el("span", { text: "Download: " }, box);
     files.forEach((name, i) => {
-      el("a", { href: withToken("download/" + name), download: "", text: name + (name === "firmware.zip" ? " (C runtime, main.c, test firmware, README)" : "") }, box);
+      const note = name === "firmware.zip" ? "C runtime, main.c, test firmware, README" : ((s.model || {}).download_notes || {})[name];
+      el("a", { href: withToken("download/" + name), download: "", text: name + (note ? ` (${note})` : "") }, box);
       if (i < files.length - 1) el("span", { text: " · " }, box);
     });
   }
