@@ -53,3 +53,16 @@ def test_the_service_log_lines_carry_their_local_time(tmp_path):
         service.terminate()
         service.wait(30)
     assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} (INFO|WARNING) ", first), first
+
+
+@pytest.mark.parametrize("plan, scorer, said", [
+    ("motor-normal", "auto", "compared with the classical scorer"),
+    ("motor-normal", "classical", "served whatever the networks reach"),
+    ("motor-normal", "network", ""), ("gestures4", "auto", ""), ("no-such-plan", "auto", "")])
+def test_an_anomaly_search_says_what_happens_to_its_best_network(tmp_path, plan, scorer, said):
+    from tinynas.service.status import _family_note
+
+    service = ServiceContext(ServiceConfig(data_dir=str(tmp_path / "data"), scorer=scorer)).open()
+    service.state.plan = plan
+    note = _family_note(service)
+    assert (said in note) if said else note == ""

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from firmware_bridge.errors import BridgeError
+from firmware_bridge.plan import load_plan
 from tinynas.anomaly.conditions import LIVE
 from tinynas.atomic import atomic_write_text
 from tinynas.cost.targets import resolve_target
@@ -105,6 +107,7 @@ def page_snapshot(service: ServiceContext) -> dict:
         for trial in search["trials_list"]:
             trial["best"] = trial["name"] == search.get("best")
         search["ram_budget_bytes"] = _ram_budget(service)
+        search["family_note"] = _family_note(service)
     status["plans"] = page_plans(service.config)
     status["models"] = _models(service)
     if state_deployed := service.state.deployed:
@@ -115,6 +118,22 @@ def page_snapshot(service: ServiceContext) -> dict:
         if "alarm" in status:
             status["alarm"]["history"] = [[round(t, 2), score] for t, score in service.predictions.scores]
     return status
+
+
+def _family_note(service: ServiceContext) -> str:
+    """An anomaly search's page: what happens to its best network when it ends ("" for a classifier's)."""
+    try:
+        anomaly = load_plan(service.state.plan).task == "anomaly"
+    except (OSError, ValueError, TinynasError, BridgeError):
+        return ""
+    scorer = service.config.scorer
+    if not anomaly or scorer == "network":
+        return ""
+    if scorer == "classical":
+        return "the classical scorer (features + Gaussian) is served whatever the networks reach (config: scorer)"
+    return ("when the search ends, its best network is compared with the classical scorer (features + Gaussian) "
+            "fitted on the same windows: the one that flags more held-out synthetic faults at the false-alarm rate "
+            "is served, the cheaper when they tie")
 
 
 _MODELS: dict[str, tuple[float, tuple, list]] = {}

@@ -142,6 +142,7 @@ function drawSearching(q) {
   const stopped = $("stopped");
   stopped.innerHTML = "";
   (q.trials_list || []).filter((t) => t.note).forEach((t) => el("li", { text: `${t.name}: ${t.note}` }, stopped));
+  text("family-note", q.family_note || "");
 }
 
 function drawPerClass(h, classes) {  // recall per class and the confusion matrix on the held-out windows
