@@ -129,6 +129,8 @@ def test_a_new_condition_is_kept_beside_the_old_one_in_python_and_in_c(chosen, c
     section = read_section(result.card)
     assert [c.name for c in section.conditions] == ["as searched", "heavy load"]
     assert "2 conditions kept" in result.text()
+    assert "served: the classical scorer, kept conditions as searched, heavy load" in result.text()
+    assert "int8 accuracy" not in result.text()  # the network finalist's figures are not the served scorer's
     fresh = machine(seed=24, count=100)
     normal, faults = fresh.x[fresh.y == 0], fresh.x[fresh.y != 0]
     source = (tmp_path / "two" / "model_compiled.c").read_text()

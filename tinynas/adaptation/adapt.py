@@ -59,6 +59,18 @@ class AdaptResult:
     def text(self) -> str:
         lines = [f"adapted {', '.join(self.adapted)} on {self.windows} unlabelled windows "
                  f"in {self.seconds:.1f} s -> {self.out_dir}"]
+        section = read_section(self.card)
+        if section is not None and section.classical is not None:
+            # What the folder serves is the classical scorer; the network finalist's figures would read as its.
+            before = (self.card.get("history") or [{}])[-1].get("threshold") or {}
+            kept = section.conditions
+            threshold = (f"kept conditions {', '.join(c.name for c in kept)}, the new one's threshold "
+                         f"{section.threshold:.4g}" if kept else
+                         f"threshold {before.get('before', 0):.4g} -> {section.threshold:.4g}")
+            lines.append(f"  served: the classical scorer, {threshold} for {section.false_alarm_rate:.2%} false "
+                         f"alarms, set on {section.calibration_windows} later windows it did not see; the network "
+                         f"finalist in model.tflite was adapted too (its batch norm), not served")
+            return "\n".join(lines)
         if self.new_data_before is not None:
             lines.append(f"  new data (its labels were only scored, not used): int8 accuracy "
                          f"{self.new_data_before:.3f} -> {self.new_data_after:.3f}")
