@@ -67,7 +67,11 @@ class ClassicalScorer:
 
     def score_input(self, q: np.ndarray) -> np.ndarray:
         """Scores of int16 windows (n, T, C): ||L^T (features - mean)||^2 (float64)."""
-        d = features(self.dequantize(q)) - self.mean
+        return self.score_features(features(self.dequantize(q)))
+
+    def score_features(self, f: np.ndarray) -> np.ndarray:
+        """Scores of windows' features (n, D) (`features` of what the int16 input reads)."""
+        d = f - self.mean
         return np.sum((d @ self.cholesky) ** 2, axis=1)
 
     def score(self, x: np.ndarray) -> np.ndarray:

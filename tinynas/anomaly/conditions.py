@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinynas.anomaly.baseline import features
 from tinynas.anomaly.classical import ClassicalScorer
 from tinynas.errors import TinynasError
 
@@ -50,7 +51,12 @@ class Condition:
 
 def relative_scores(conditions: list[Condition], x: np.ndarray) -> np.ndarray:
     """(n, K): each window's score under each condition over that condition's threshold (above 1: anomalous)."""
-    return np.stack([c.scorer.score(x) / c.threshold for c in conditions], axis=1)
+    first = conditions[0].scorer
+    if any(c.scorer.input_scale != first.input_scale for c in conditions):  # fitted apart (a benchmark's)
+        return np.stack([c.scorer.score(x) / c.threshold for c in conditions], axis=1)
+    # Kept side by side (one int16 scale): the window's features are the same under every condition, made once.
+    f = features(first.dequantize(first.quantize(x)))
+    return np.stack([c.scorer.score_features(f) / c.threshold for c in conditions], axis=1)
 
 
 def read_under(conditions: list[Condition], x: np.ndarray, chosen: str = LIVE) -> tuple[np.ndarray, np.ndarray]:
@@ -59,12 +65,12 @@ def read_under(conditions: list[Condition], x: np.ndarray, chosen: str = LIVE) -
     above 1."""
     if not conditions:
         raise ConditionError("no operating condition is kept")
-    relative = relative_scores(conditions, x)
     if chosen == LIVE:
+        relative = relative_scores(conditions, x)
         index = np.argmin(relative, axis=1)
-    else:
-        names = [c.name for c in conditions]
-        if chosen not in names:
-            raise ConditionError(f"condition {chosen!r} is not kept; kept: {', '.join(names)} (or {LIVE})")
-        index = np.full(len(x), names.index(chosen))
-    return relative[np.arange(len(x)), index], index
+        return relative[np.arange(len(x)), index], index
+    names = [c.name for c in conditions]
+    if chosen not in names:
+        raise ConditionError(f"condition {chosen!r} is not kept; kept: {', '.join(names)} (or {LIVE})")
+    at = names.index(chosen)  # the operator's: only that condition is scored
+    return relative_scores(conditions[at:at + 1], x)[:, 0], np.full(len(x), at)
