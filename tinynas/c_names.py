@@ -59,6 +59,35 @@ def include_guard(prefix: str, header_name: str) -> str:
     return f"{check_prefix(prefix).upper()}_{stem}_"
 
 
+PLAIN_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,47}"
+"""A name that reaches generated C, a linker script or a file name as it is (a board's name): letters, digits, dot,
+dash and underscore, at most 48, not starting with punctuation. Nothing in it can close a string, a comment, or start
+a directive or a linker command."""
+
+
+def is_plain_name(name: object) -> bool:
+    return isinstance(name, str) and re.fullmatch(PLAIN_NAME, name) is not None
+
+
+def check_plain_name(name: object, what: str) -> str:
+    """`name` if it is a plain name (PLAIN_NAME), else CNameError in one line naming `what`."""
+    if not is_plain_name(name):
+        shown = repr(name) if len(repr(name)) <= 40 else repr(name)[:37] + "..."
+        raise CNameError(f"{what} {shown} is not a plain name: give letters, digits, '.', '-' and '_', at most 48, "
+                         f"starting with a letter or digit (e.g. my-board_v2)")
+    assert isinstance(name, str)
+    return name
+
+
+def c_comment(text: str) -> str:
+    """`text` made safe inside a C (or linker script) block comment: printable ASCII only, no `*/` or `/*` (which
+    would end the comment or, under -Wall -Werror, fail the build as a nested one), no line breaks."""
+    printable = "".join(char if 32 <= ord(char) < 127 else "?" for char in text)
+    while "*/" in printable or "/*" in printable:
+        printable = printable.replace("*/", "* /").replace("/*", "/ *")
+    return printable
+
+
 def c_string(text: str) -> str:
     """`text` as one C99 string literal: printable ASCII as is, every other byte as an octal escape; quotes,
     backslashes and question marks escaped too (a `?` could start a trigraph)."""

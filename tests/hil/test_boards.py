@@ -34,6 +34,14 @@ counter_hz = 80000000
     (("length = 40960", "length = 12"), "length must be a whole number from 1024"),
     (("cpu_flags = [\"-mcpu=cortex-m4\", \"-mthumb\"]", "cpu_flags = [\"; rm -rf /\"]"), "cpu_flags must be a list"),
     (("name = \"mine\"", ""), "name must be text"),
+    # A name goes into hil_config.h, memory.ld and the manifest: nothing that closes a string or a comment, starts a
+    # directive, or adds a linker command survives the reader.
+    (("name = \"mine\"", 'name = "x\\"\\n#include \\"/etc/passwd"'), "is not a plain name"),
+    (("name = \"mine\"", 'name = "x */ INCLUDE /etc/passwd /*"'), "is not a plain name"),
+    (("name = \"mine\"", 'name = "x */ MEMORY { EXTRA (rwx) : ORIGIN = 0, LENGTH = 4K } /*"'), "is not a plain name"),
+    (("name = \"mine\"", 'name = "../../etc"'), "is not a plain name"),
+    (("name = \"mine\"", 'name = "' + 'a' * 49 + '"'), "is not a plain name"),
+    (("\"-mthumb\"", '"-mthumb -specs=/tmp/evil.specs"'), "cpu_flags must be a list"),
 ])
 def test_a_bad_board_file_is_one_line_naming_the_key(tmp_path, change, words):
     path = tmp_path / "board.toml"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tinynas.hil.board import builtin_boards
-from tinynas.hil.build import FirmwareError, build_firmware, model_hash, write_firmware
+from tinynas.hil.board import builtin_boards, get_board
+from tinynas.hil.build import FirmwareError, build_firmware, manifest_board, model_hash, write_firmware
 
 
 def _model(exported_tiny) -> Path:
@@ -41,6 +41,56 @@ def test_a_folder_that_is_not_a_firmware_is_left_alone(exported_tiny, tmp_path):
         write_firmware(_model(exported_tiny), board, tmp_path / "file")
     again = write_firmware(_model(exported_tiny), board, tmp_path / "fw")
     assert write_firmware(_model(exported_tiny), board, tmp_path / "fw") == again  # its own folder: rewritten
+
+
+def _tinynas(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tinynas.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("manifest", [
+    '{"board": "microbit", "note": "my own build notes"}',  # JSON of the user's own
+    '{"written_by": "tinynas firmware"}',  # ours in words only
+    "not json at all",
+    '{"written_by": "tinynas firmware", "board": "microbit", "model_hash": "0", "input_size": 1, "output_size": 1, '
+    '"model_source": "../../etc/passwd", "files": []}',  # a tampered manifest naming a file outside
+])
+def test_a_folder_with_a_firmware_json_not_of_ours_is_left_alone_by_the_command(exported_tiny, tmp_path, manifest):
+    """Ownership is decided by reading the manifest, not by seeing a file of that name: the user's hil_main.c stays."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "firmware.json").write_text(manifest)
+    (mine / "hil_main.c").write_text("/* my own firmware */\n")
+    run = _tinynas("firmware", str(_model(exported_tiny)), "--board", "microbit", "--out", str(mine), "--no-build")
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
+    assert "holds files that are not a tinynas firmware" in run.stderr
+    assert (mine / "hil_main.c").read_text() == "/* my own firmware */\n"
+    assert (mine / "firmware.json").read_text() == manifest
+    assert sorted(p.name for p in mine.iterdir()) == ["firmware.json", "hil_main.c"]
+
+
+def test_a_board_files_name_cannot_reach_the_c_or_the_linker_script(exported_tiny, tmp_path):
+    shipped = (Path(__file__).resolve().parents[2] / "tinynas" / "hil" / "boards" / "microbit.toml").read_text()
+    evil = tmp_path / "evil.toml"
+    evil.write_text(shipped.replace('name = "microbit"', 'name = "x\\"\\n#include \\"/etc/passwd"'))
+    run = _tinynas("firmware", str(_model(exported_tiny)), "--board", str(evil), "--out", str(tmp_path / "fw"))
+    assert run.returncode == 2 and "is not a plain name" in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "fw").exists()
+
+
+def test_a_board_files_firmware_keeps_its_board_when_the_file_is_gone(exported_tiny, tmp_path):
+    """`hil --port` and `simulate --chip` read the board from the firmware's manifest, not from a name they would
+    have to find among the built-in boards."""
+    shipped = (Path(__file__).resolve().parents[2] / "tinynas" / "hil" / "boards" / "microbit.toml").read_text()
+    path = tmp_path / "my-microbit.toml"
+    path.write_text(shipped.replace('name = "microbit"', 'name = "my-microbit"').replace("16 KB", "my own"))
+    board = get_board(str(path))
+    write_firmware(_model(exported_tiny), board, tmp_path / "fw")
+    path.unlink()
+    assert manifest_board(tmp_path / "fw") == board
+    assert manifest_board(write_firmware(_model(exported_tiny), builtin_boards()["microbit"],
+                                         tmp_path / "fw2").folder) == builtin_boards()["microbit"]
+    config = (tmp_path / "fw" / "hil_config.h").read_text()
+    assert '#define HIL_BOARD "my-microbit"' in config
 
 
 def test_without_the_toolchain_the_sources_are_written_and_the_line_says_what_to_install(exported_tiny, tmp_path):

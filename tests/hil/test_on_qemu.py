@@ -197,3 +197,17 @@ def test_a_board_that_leaves_the_model_too_little_stack_is_told_in_one_line(hil_
     assert line.startswith("tinynas: error: stopped after 0 of ")
     assert "stack overflow: the model needs more than" in line
     assert f"estimates {read_card(model).cost().stack_bytes:,} B" in line
+
+
+def test_a_firmware_built_from_a_board_file_is_checked_over_its_port_after_the_file_is_gone(hil_model, tmp_path):
+    """`hil --port` takes the board from the firmware's manifest: a board file's firmware is not an unknown board."""
+    model = Path(shutil.copytree(hil_model, tmp_path / "model"))
+    path = _board_with_stack(tmp_path, 2048)
+    board = get_board(str(path))
+    assert _tinynas("firmware", str(model), "--board", str(path), "--out", str(tmp_path / "fw")).returncode == 0
+    path.unlink()
+    with emulated(board, tmp_path / "fw" / "firmware.elf") as pty:
+        run = _tinynas("hil", str(model), "--port", pty, "--firmware", str(tmp_path / "fw"), "--json")
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["board"] == board.name and report["identical_to_host"] == report["checked"] == report["windows"] > 0

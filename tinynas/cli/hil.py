@@ -16,7 +16,7 @@ from tinynas.card import read_card, record_section
 from tinynas.data.preprocess import Preprocessing
 from tinynas.errors import UsageError
 from tinynas.hil.board import get_board
-from tinynas.hil.build import ToolchainMissing, build_firmware, read_manifest, write_firmware
+from tinynas.hil.build import ToolchainMissing, build_firmware, manifest_board, write_firmware
 from tinynas.hil.check import check_on_board, folder_test_windows
 from tinynas.hil.protocol import DeviceError, HilLink
 from tinynas.hil.qemu import emulated
@@ -100,13 +100,15 @@ def _cmd_hil(args: argparse.Namespace) -> int:
     check_range("--warmup", args.warmup, 0, MAX_RUNS)
     check_positive("--timeout", args.timeout, " (seconds to wait for each answer)")
     given = Path(args.firmware) if args.firmware else None
-    built_for = read_manifest(given)["board"] if given is not None else None  # one line if not a firmware folder
+    # The board the firmware was built for, from its manifest (a board file's too): one line if not a firmware folder.
+    built_for = manifest_board(given) if given is not None else None
     if args.port and given is None:
         raise UsageError("--port needs --firmware FOLDER: the folder `tinynas firmware` wrote for the board (its "
                          "board, model and build are checked against the device)")
-    board = get_board(args.qemu or built_for or "")
-    if built_for is not None and built_for != board.name:
-        raise UsageError(f"--firmware {given} was built for {built_for}, not {board.name}")
+    board = get_board(args.qemu) if args.qemu else built_for
+    assert board is not None  # --qemu or --port (which needs --firmware): argparse and the line above
+    if built_for is not None and built_for.name != board.name:
+        raise UsageError(f"--firmware {given} was built for {built_for.name}, not {board.name}")
     if args.qemu and not board.emulated:
         raise UsageError(f"board {board.name} has no emulator (no qemu_machine in its file): flash the firmware of "
                          f"`tinynas firmware` to it and use --port")

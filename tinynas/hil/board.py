@@ -8,12 +8,14 @@ counter times an inference (DWT's cycle counter where the core has one; a timer 
 from __future__ import annotations
 
 import functools
+import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 
 from firmware_bridge.safe_read import read_regular
+from tinynas.c_names import CNameError, check_plain_name
 from tinynas.errors import UsageError
 
 UARTS = ("cmsdk", "nrf")
@@ -80,8 +82,13 @@ def _from_mapping(data: dict, origin: str) -> Board:
             raise BoardError(f"{origin}: {key} must be a table {{ origin = ..., length = ... }}")
         return _number(part, "origin", f"{origin} {key}"), _number(part, "length", f"{origin} {key}", 1024)
 
+    try:  # the name is written into hil_config.h, memory.ld and the manifest: plain, or not at all
+        check_plain_name(text("name"), f"{origin}: name")
+    except CNameError as exc:
+        raise BoardError(str(exc)) from None
     flags = data.get("cpu_flags")
-    if not isinstance(flags, list) or not flags or not all(isinstance(f, str) and f.startswith("-m") for f in flags):
+    if not isinstance(flags, list) or not flags or not all(
+            isinstance(f, str) and re.fullmatch(r"-m[A-Za-z0-9][A-Za-z0-9=.+_-]{0,39}", f) for f in flags):
         raise BoardError(f"{origin}: cpu_flags must be a list of compiler flags starting with -m (e.g. -mcpu=...)")
     uart, counter = text("uart"), text("counter")
     if uart not in UARTS:
@@ -101,6 +108,23 @@ def _from_mapping(data: dict, origin: str) -> Board:
     if board.stack_reserve and board.stack_reserve >= board.ram_bytes:
         raise BoardError(f"{origin}: stack_reserve ({board.stack_reserve}) must be less than the RAM")
     return board
+
+
+def board_mapping(board: Board) -> dict:
+    """The board as its file says it (what `board_from_mapping` reads back): a firmware's manifest keeps it, so a
+    firmware built from a board file is checked later without that file."""
+    data = {key: value for key, value in asdict(board).items()
+            if key not in ("flash_origin", "flash_bytes", "ram_origin", "ram_bytes")}
+    data.update(cpu_flags=list(board.cpu_flags), flash={"origin": board.flash_origin, "length": board.flash_bytes},
+                ram={"origin": board.ram_origin, "length": board.ram_bytes})
+    return data
+
+
+def board_from_mapping(data: object, origin: str) -> Board:
+    """A board from its mapping (a manifest's copy), checked as a board file is: BoardError in one line."""
+    if not isinstance(data, dict):
+        raise BoardError(f"{origin}: the board must be a table, got {type(data).__name__}")
+    return _from_mapping(data, origin)
 
 
 @functools.cache

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import serial
 
-from tinynas.hil.board import get_board
-from tinynas.hil.build import read_manifest
+from tinynas.hil.build import manifest_board, read_manifest
 from tinynas.hil.qemu import QemuError, emulated
 
 RESET_SECONDS = 10.0
@@ -32,7 +31,7 @@ class EmulatedChip:
     def __init__(self, firmware_dir: str | Path) -> None:
         self.folder = Path(firmware_dir)
         manifest = read_manifest(self.folder)  # one line if it is not a firmware folder
-        self.board = get_board(manifest["board"])
+        self.board = manifest_board(self.folder, manifest)  # a board file's board too
         if not (self.folder / "firmware.elf").is_file():
             raise QemuError(f"{self.folder} holds no firmware.elf: build it (tinynas firmware MODEL --board "
                             f"{self.board.name} --out {self.folder})")
