@@ -103,19 +103,23 @@ def plan_chain(lengths: tuple[int, ...], filters: tuple[int, ...], kernel_size: 
     return CArenaPlan(maps, sums_offset, sums_bytes, features_offset, features_bytes, arena)
 
 
-# Measured on the arm-none-eabi-gcc 12.2 -Os builds of benchmarks/c_runtime.py (10 architectures, Cortex-M0
-# and Cortex-M4, results/c-runtime.md) and set just above every measurement:
-STACK_BYTES = 192
-"""Peak stack of tinynas_infer: 92 B (no cell), 132 B (one cell), 172 B (more) measured on the Cortex-M0."""
-CODE_FIXED_BYTES = 768
-CODE_PER_CELL_BYTES = 80
-"""Flash beyond the tables (code, one constant stage descriptor per conv): 519 B with no cell, 782 B with one,
-1,169 B with six measured on the Cortex-M0 (the larger of the two)."""
+# Measured on arm-none-eabi-gcc 12.2 -Os builds of 40 random architectures (0-7 cells, five input shapes) for the
+# Cortex-M0 and the Cortex-M4F (`benchmarks/latency.py fit` measures the stack of every run; results/latency-fit.md)
+# and set just above every measurement:
+STACK_BYTES = 256
+"""Peak stack of tinynas_infer: 112-228 B measured (the deepest chain: infer, conv_pool, conv_sums, the dot
+kernel pushing eight registers)."""
+CODE_FIXED_BYTES = 1024
+CODE_POOL_BYTES = 400
+CODE_PER_CELL_BYTES = 85
+"""Flash beyond the tables (code, one constant stage descriptor per conv): 744-978 B with no cell, 1,247-1,431 B
+with one, 1,930 B with seven (the Cortex-M4F's DSP kernels are the larger); the max-pool's code comes with the
+first cell."""
 
 
 def code_bytes(arch: Architecture) -> int:
     """Flash the generated code and stage descriptors take beside the tables (an upper bound, measured)."""
-    return CODE_FIXED_BYTES + CODE_PER_CELL_BYTES * arch.c
+    return CODE_FIXED_BYTES + (CODE_POOL_BYTES if arch.c else 0) + CODE_PER_CELL_BYTES * arch.c
 
 
 @dataclass(frozen=True)

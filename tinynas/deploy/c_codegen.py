@@ -39,29 +39,77 @@ def _array(ctype: str, name: str, values, per_line: int = 16) -> str:
 
 
 _RUNTIME = r"""
-/* MultiplyByQuantizedMultiplier as TFLite Micro's default build computes it: two roundings. */
-static int32_t high_mul(int32_t a, int32_t b) {
-  /* gemmlowp's SaturatingRoundingDoublingHighMul. (ab + nudge) / 2^31 truncated equals the arithmetic
-   * shift (ab + 2^30) >> 31 for every ab, which avoids a 64-bit division on cores without one. */
-  if (a == b && a == INT32_MIN) return INT32_MAX;
+/* The kernels: integer arithmetic in TFLite Micro's order of roundings (its outputs, bit for bit), arranged for
+ * speed. A conv row is computed for a block of four output channels at a time, so every input byte loaded serves
+ * the whole block: on cores with the DSP extension (Cortex-M4/M7/M33: __ARM_FEATURE_DSP) four int8 pairs are
+ * multiplied and added in two SMLAD instructions, the bytes unpacked with SXTB16 (CMSIS-NN's scheme); on the
+ * Cortex-M0/M0+ (Armv6-M) a hand-scheduled loop keeps the four sums in registers (15 instructions per input byte);
+ * elsewhere (the host) plain C. The sums are exact either way: int32, which cannot overflow for these kernels,
+ * so the order of the additions does not change them. */
+#if defined(__GNUC__)
+#define TN_INLINE static inline __attribute__((always_inline))
+#define TN_OUTLINE static __attribute__((noinline))
+#else
+#define TN_INLINE static inline
+#define TN_OUTLINE static
+#endif
+
+#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP && defined(__GNUC__)
+#define TN_SIMD 1
+#include <arm_acle.h>
+#include <string.h>
+/* A word from any address (the M4 loads unaligned words in one instruction). */
+TN_INLINE int32_t load32(const int8_t *p) { int32_t v; memcpy(&v, p, 4); return v; }
+/* Bytes 1 and 3 of v, sign-extended to two int16 halves (SXTB16 with its rotation: one instruction). */
+TN_INLINE int32_t sxtb16_ror8(int32_t v) { int32_t r; __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v)); return r; }
+#else
+#define TN_SIMD 0
+#endif
+
+/* gemmlowp's SaturatingRoundingDoublingHighMul for a multiplier b in [0, 2^31): (ab + nudge) / 2^31 truncated
+ * equals the arithmetic shift (ab + 2^30) >> 31 for every ab, which avoids a 64-bit division on cores without
+ * one. The one saturating case (a = b = INT32_MIN) cannot occur with b >= 0. */
+#if defined(__ARM_ARCH_6M__) || defined(TN_HIGH_MUL_32)
+/* Armv6-M has no 32 x 32 -> 64 multiply: the 64-bit product of a and b from four 16 x 16 ones, in 32-bit words
+ * (the library's 64 x 64 multiply took twice the instructions). TN_HIGH_MUL_32 builds it on the host too (a test
+ * holds it equal to the 64-bit form). One copy, called: inlined in the three output loops it cost 300 B of flash. */
+TN_OUTLINE int32_t high_mul(int32_t a, int32_t b) {
+  const uint32_t al = (uint32_t)a & 0xFFFFu, bl = (uint32_t)b & 0xFFFFu, bh = (uint32_t)b >> 16;
+  const int32_t ah = a >> 16;
+  const int32_t cross_high = ah * (int32_t)bl;  /* |.| < 2^31 */
+  const uint32_t cross_low = al * bh;           /* < 2^31 */
+  uint32_t lo = al * bl, t;
+  int32_t hi = ah * (int32_t)bh;
+  t = (uint32_t)cross_high << 16;
+  lo += t;
+  hi += (cross_high >> 16) + (lo < t);
+  t = cross_low << 16;
+  lo += t;
+  hi += (int32_t)(cross_low >> 16) + (lo < t);
+  t = 1u << 30;
+  lo += t;
+  hi += (lo < t);
+  return (int32_t)(((uint32_t)hi << 1) | (lo >> 31));
+}
+#else
+TN_INLINE int32_t high_mul(int32_t a, int32_t b) {
   return (int32_t)(((int64_t)a * (int64_t)b + ((int64_t)1 << 30)) >> 31);
 }
+#endif
 
-static int32_t divide_by_pot(int32_t x, int exponent) {
-  /* gemmlowp's RoundingDivideByPOT: ties away from zero. */
-  const int32_t mask = (int32_t)(((int64_t)1 << exponent) - 1);
-  const int32_t remainder = x & mask;
-  const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
-  return (x >> exponent) + (remainder > threshold ? 1 : 0);
-}
-
-static int32_t requantize(int32_t x, int32_t multiplier, int shift) {
+/* MultiplyByQuantizedMultiplier as TFLite Micro's default build computes it: two roundings. */
+TN_INLINE int32_t requantize(int32_t x, int32_t multiplier, int shift) {
   const int left = shift > 0 ? shift : 0;
   const int right = shift > 0 ? 0 : -shift;
-  return divide_by_pot(high_mul(x * (1 << left), multiplier), right);
+  const int32_t high = high_mul(x * (1 << left), multiplier);
+  /* gemmlowp's RoundingDivideByPOT: ties away from zero. */
+  const int32_t mask = (int32_t)((1u << right) - 1u);
+  const int32_t remainder = high & mask;
+  const int32_t threshold = (mask >> 1) + (high < 0 ? 1 : 0);
+  return (high >> right) + (remainder > threshold ? 1 : 0);
 }
 
-static int32_t clamp(int32_t x, int32_t low, int32_t high) {
+TN_INLINE int32_t clamp(int32_t x, int32_t low, int32_t high) {
   return x < low ? low : (x > high ? high : x);
 }
 
@@ -75,47 +123,178 @@ typedef struct {
   int rows, cin, cout;
 } conv_stage;
 
-static int32_t dot(const int8_t *a, const int8_t *b, int n) {
+/* Requantized, offset and clamped to the conv's activation range: the conv's int8 output for the sum `acc`. */
+TN_INLINE int32_t conv_output(const conv_stage *s, int o, int32_t acc) {
+  return clamp(requantize(acc, s->multiplier[o], s->shift[o]) + s->output_offset, s->act_min, s->act_max);
+}
+
+/* Outputs o .. o + count - 1 of the last conv, added to MEAN's sums. */
+TN_OUTLINE void emit_sum(const conv_stage *s, int o, int count, const int32_t *acc, int32_t *sums) {
+  for (int i = 0; i < count; ++i) sums[o + i] += conv_output(s, o + i, acc[i]);
+}
+
+/* sum of w[i] * x[i] for i < n */
+TN_OUTLINE int32_t dot(const int8_t *x, const int8_t *w, int n) {
   int32_t acc = 0;
-  while (n-- > 0) acc += (int32_t)*a++ * (int32_t)*b++;
+  int i = 0;
+#if TN_SIMD
+  for (; i + 4 <= n; i += 4) {
+    const int32_t xv = load32(x + i), wv = load32(w + i);
+    acc = __smlad(__sxtb16(wv), __sxtb16(xv), acc);
+    acc = __smlad(sxtb16_ror8(wv), sxtb16_ror8(xv), acc);
+  }
+#endif
+  for (; i < n; ++i) acc += (int32_t)x[i] * (int32_t)w[i];
   return acc;
 }
 
-/* One output of the 'same' 1xK conv (+ its ReLU clamp) at time x, channel o: TFLite Micro's
- * ConvPerChannel for that element, which sums w * (x + input_offset) over the taps inside the window
- * (padded taps are skipped). Here the taps inside are one contiguous run of rows and of weights, so the
- * sum is one dot product plus input_offset * (sum of those weights), folded into the bias away from the
- * edges: the same int32, in two's complement whatever the order of the additions. */
-static int32_t conv_at(const conv_stage *s, const int8_t *in, int x, int o) {
-  const int cin = s->cin;
-  const int8_t *w = s->weights + o * KERNEL_SIZE * cin;
-  const int first = x - PAD_LEFT;
+#if defined(__ARM_ARCH_6M__) && defined(__GNUC__) && !TN_SIMD
+/* acc[b] += sum of x[i] * w[b * stride + i] for b < 4, i < n (n > 0), on Armv6-M: x and the four weight rows are
+ * walked by one negative index (ldrsb has register offsets only), the sums kept in r8-r11: 15 instructions per
+ * input byte. Called with the ends of x and of the first weight row. A local symbol: two models (two prefixes)
+ * link into one firmware. */
+void tn_dot4_v6m(const int8_t *x_end, const int8_t *w_end, int n, int stride, int32_t *acc);
+__asm__(
+  "  .pushsection .text.tn_dot4_v6m,\"ax\",%progbits\n"
+  "  .syntax unified\n  .thumb\n  .p2align 1\n  .thumb_func\n  .type tn_dot4_v6m, %function\n"
+  "tn_dot4_v6m:\n"
+  "  push {r4, r5, r6, r7, lr}\n  mov r4, r8\n  mov r5, r9\n  mov r6, r10\n  mov r7, r11\n  push {r4, r5, r6, r7}\n"
+  "  ldr r4, [sp, #36]\n  mov ip, r4\n"
+  "  ldr r5, [r4, #0]\n  mov r8, r5\n  ldr r5, [r4, #4]\n  mov r9, r5\n"
+  "  ldr r5, [r4, #8]\n  mov r10, r5\n  ldr r5, [r4, #12]\n  mov r11, r5\n"
+  "  adds r4, r1, r3\n  adds r5, r4, r3\n  adds r6, r5, r3\n  rsbs r7, r2, #0\n"
+  "1:\n"
+  "  ldrsb r3, [r0, r7]\n"
+  "  ldrsb r2, [r1, r7]\n  muls r2, r3, r2\n  add r8, r2\n"
+  "  ldrsb r2, [r4, r7]\n  muls r2, r3, r2\n  add r9, r2\n"
+  "  ldrsb r2, [r5, r7]\n  muls r2, r3, r2\n  add r10, r2\n"
+  "  ldrsb r2, [r6, r7]\n  muls r2, r3, r2\n  add r11, r2\n"
+  "  adds r7, r7, #1\n  bne 1b\n"
+  "  mov r3, ip\n  mov r4, r8\n  str r4, [r3, #0]\n  mov r4, r9\n  str r4, [r3, #4]\n"
+  "  mov r4, r10\n  str r4, [r3, #8]\n  mov r4, r11\n  str r4, [r3, #12]\n"
+  "  pop {r4, r5, r6, r7}\n  mov r8, r4\n  mov r9, r5\n  mov r10, r6\n  mov r11, r7\n  pop {r4, r5, r6, r7, pc}\n"
+  "  .size tn_dot4_v6m, .-tn_dot4_v6m\n"
+  "  .popsection\n");
+#define dot4(x, w, n, stride, acc) tn_dot4_v6m((x) + (n), (w) + (n), (n), (stride), (acc))
+#elif TN_SIMD
+/* acc[b] += sum of x[i] * w[b * stride + i] for b < 4, i < n, with the DSP extension: each input word unpacked
+ * once (SXTB16, with and without its rotation) serves four weight words, 16 MACs in 8 SMLADs and 25 instructions;
+ * the n % 4 bytes left over by MLA. Fourteen registers hold the loop, so it is written out rather than left to
+ * the register allocator (gcc -Os spilled the weight pointers to the stack). */
+void tn_dot4_dsp(const int8_t *x, const int8_t *w, int n, int stride, int32_t *acc);
+__asm__(
+  "  .pushsection .text.tn_dot4_dsp,\"ax\",%progbits\n"
+  "  .syntax unified\n  .thumb\n  .p2align 2\n  .thumb_func\n  .type tn_dot4_dsp, %function\n"
+  "tn_dot4_dsp:\n"
+  "  push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n"
+  "  ldr r12, [sp, #36]\n  ldm r12, {r4, r5, r6, r7}\n"
+  "  add r8, r1, r3\n  add r9, r8, r3\n  add r10, r9, r3\n"
+  "  push {r2}\n"
+  "  bic r12, r2, #3\n  add r12, r0, r12\n"
+  "  cmp r0, r12\n  beq 2f\n"
+  "1:\n"
+  "  ldr r3, [r0], #4\n  sxtb16 r11, r3, ror #8\n  sxtb16 r3, r3\n"
+  "  ldr lr, [r1], #4\n  sxtb16 r2, lr\n  smlad r4, r2, r3, r4\n  sxtb16 r2, lr, ror #8\n  smlad r4, r2, r11, r4\n"
+  "  ldr lr, [r8], #4\n  sxtb16 r2, lr\n  smlad r5, r2, r3, r5\n  sxtb16 r2, lr, ror #8\n  smlad r5, r2, r11, r5\n"
+  "  ldr lr, [r9], #4\n  sxtb16 r2, lr\n  smlad r6, r2, r3, r6\n  sxtb16 r2, lr, ror #8\n  smlad r6, r2, r11, r6\n"
+  "  ldr lr, [r10], #4\n  sxtb16 r2, lr\n  smlad r7, r2, r3, r7\n  sxtb16 r2, lr, ror #8\n  smlad r7, r2, r11, r7\n"
+  "  cmp r0, r12\n  bne 1b\n"
+  "2:\n"
+  "  pop {r2}\n"
+  "  ands r2, r2, #3\n  beq 4f\n"
+  "3:\n"
+  "  ldrsb r11, [r0], #1\n"
+  "  ldrsb lr, [r1], #1\n  mla r4, r11, lr, r4\n"
+  "  ldrsb lr, [r8], #1\n  mla r5, r11, lr, r5\n"
+  "  ldrsb lr, [r9], #1\n  mla r6, r11, lr, r6\n"
+  "  ldrsb lr, [r10], #1\n  mla r7, r11, lr, r7\n"
+  "  subs r2, r2, #1\n  bne 3b\n"
+  "4:\n"
+  "  ldr r12, [sp, #36]\n  stm r12, {r4, r5, r6, r7}\n"
+  "  pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}\n"
+  "  .size tn_dot4_dsp, .-tn_dot4_dsp\n"
+  "  .popsection\n");
+#define dot4(x, w, n, stride, acc) tn_dot4_dsp((x), (w), (n), (stride), (acc))
+#else
+/* acc[b] += sum of x[i] * w[b * stride + i] for b < 4, i < n */
+static void dot4(const int8_t *x, const int8_t *w, int n, int stride, int32_t *acc) {
+  const int8_t *w1 = w + stride, *w2 = w1 + stride, *w3 = w2 + stride;
+  int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+  for (int i = 0; i < n; ++i) {
+    const int32_t v = x[i];
+    a0 += v * w[i];
+    a1 += v * w1[i];
+    a2 += v * w2[i];
+    a3 += v * w3[i];
+  }
+  acc[0] = a0;
+  acc[1] = a1;
+  acc[2] = a2;
+  acc[3] = a3;
+}
+#endif
+
+/* The int32 sums of channels o .. o + count - 1 (count <= 4) at conv row x, bias included: TFLite Micro's
+ * ConvPerChannel sums w * (x + input_offset) over the taps inside the map (padded taps are skipped). Those taps
+ * are one contiguous run of rows and of weights, so the sum is a dot product plus input_offset * (the sum of those
+ * weights), folded into the bias: at an edge row the padded taps' weights take their share back out. The same
+ * int32 whatever the order of the additions. */
+TN_OUTLINE void conv_sums(const conv_stage *s, const int8_t *in, int x, int o, int count, int32_t *acc) {
+  const int cin = s->cin, n = KERNEL_SIZE * cin, first = x - PAD_LEFT;
+  /* The taps inside the map: k0 <= k < k1 (all of them but at an edge row). */
   const int k0 = first < 0 ? -first : 0;
   const int k1 = first + KERNEL_SIZE > s->rows ? s->rows - first : KERNEL_SIZE;
-  int32_t acc;
-  if (k0 == 0 && k1 == KERNEL_SIZE) {
-    acc = s->folded_bias[o];
-  } else {
-    int32_t weight_sum = 0;
-    for (int n = k0 * cin; n < k1 * cin; ++n) weight_sum += w[n];
-    acc = s->bias[o] + weight_sum * s->input_offset;
+  const int start = k0 * cin, length = (k1 - k0) * cin;
+  const int8_t *window = in + (first + k0) * cin, *w = s->weights + o * n;
+  for (int b = 0; b < count; ++b) acc[b] = s->folded_bias[o + b];
+  if (length < n) {  /* an edge row */
+    for (int b = 0; b < count; ++b, w += n) {
+      int32_t outside = 0;
+      for (int i = 0; i < start; ++i) outside += w[i];
+      for (int i = start + length; i < n; ++i) outside += w[i];
+      acc[b] -= outside * s->input_offset;
+    }
+    w = s->weights + o * n;
   }
-  acc += dot(w + k0 * cin, in + (first + k0) * cin, (k1 - k0) * cin);
-  acc = requantize(acc, s->multiplier[o], s->shift[o]) + s->output_offset;
-  return clamp(acc, s->act_min, s->act_max);
+  w += start;
+  if (count == 4) {
+    dot4(window, w, length, n, acc);
+  } else {
+    for (int b = 0; b < count; ++b) acc[b] += dot(window, w + b * n, length);
+  }
 }
 """
 
 _CONV_POOL = r"""
-/* conv + ReLU + 1x2 max-pool: only the pooled map is stored. Pooled row j is written while input rows
- * from 2j - PAD_LEFT on are still read; the arena plan puts the output low enough never to touch them. */
+/* Pooled outputs o .. o + count - 1 from the sums of their two conv rows (a, b). Requantization is monotonic in
+ * the sum, so the max-pool of two outputs is the output of the larger sum: one requantization instead of two.
+ * Not with a left shift (shift > 0), whose product may wrap around in int32 as TFLite Micro's does: both rows are
+ * requantized there. */
+TN_OUTLINE void emit_pool(const conv_stage *s, int o, int count, const int32_t *a, const int32_t *b, int8_t *out) {
+  const int32_t low = s->pool_min, high = s->pool_max;
+  for (int i = 0; i < count; ++i) {
+    int32_t v;
+    if (s->shift[o + i] <= 0) {
+      v = conv_output(s, o + i, a[i] > b[i] ? a[i] : b[i]);
+    } else {
+      const int32_t first = conv_output(s, o + i, a[i]), second = conv_output(s, o + i, b[i]);
+      v = first > second ? first : second;
+    }
+    out[o + i] = (int8_t)clamp(v, low, high);
+  }
+}
+
+/* conv + ReLU + 1x2 max-pool: only the pooled map is stored. Pooled row j is written once conv rows 2j and 2j + 1
+ * are summed, while input rows from 2j - PAD_LEFT on are still read; the arena plan puts the output low enough
+ * never to touch them. */
 static void conv_pool(const conv_stage *s, const int8_t *in, int8_t *out) {
-  const int pooled = s->rows / 2;
-  for (int j = 0; j < pooled; ++j) {
-    for (int o = 0; o < s->cout; ++o) {
-      const int32_t a = conv_at(s, in, 2 * j, o);
-      const int32_t b = conv_at(s, in, 2 * j + 1, o);
-      out[j * s->cout + o] = (int8_t)clamp(a > b ? a : b, s->pool_min, s->pool_max);
+  int32_t a[4], b[4];
+  for (int j = 0; j < s->rows / 2; ++j, out += s->cout) {
+    for (int o = 0; o < s->cout; o += 4) {
+      const int count = s->cout - o < 4 ? s->cout - o : 4;
+      conv_sums(s, in, 2 * j, o, count, a);
+      conv_sums(s, in, 2 * j + 1, o, count, b);
+      emit_pool(s, o, count, a, b, out);
     }
   }
 }
@@ -124,9 +303,14 @@ static void conv_pool(const conv_stage *s, const int8_t *in, int8_t *out) {
 _CONV_SUM = r"""
 /* The last conv + ReLU straight into MEAN's int32 sums: its map is never stored. */
 static void conv_sum(const conv_stage *s, const int8_t *in, int32_t *sums) {
+  int32_t acc[4];
   for (int o = 0; o < s->cout; ++o) sums[o] = 0;
   for (int x = 0; x < s->rows; ++x) {
-    for (int o = 0; o < s->cout; ++o) sums[o] += conv_at(s, in, x, o);
+    for (int o = 0; o < s->cout; o += 4) {
+      const int count = s->cout - o < 4 ? s->cout - o : 4;
+      conv_sums(s, in, x, o, count, acc);
+      emit_sum(s, o, count, acc, sums);
+    }
   }
 }
 """
