@@ -22,9 +22,12 @@ from typing import Any
 
 from tinynas.atomic import atomic_write_text
 from tinynas.card_checks import DamagedCard, check_card
+from tinynas.cost.energy import InferenceOnChip, on_chip
 from tinynas.cost.estimate import Cost
 from tinynas.cost.runtime import recorded_accounting
+from tinynas.cost.targets import Target
 from tinynas.data.preprocess import CardError, Preprocessing
+from tinynas.errors import TinynasError
 from tinynas.folders import CARD
 from tinynas.modes import Task
 from tinynas.space import Architecture, SpecError
@@ -51,7 +54,7 @@ def is_our_card(data) -> bool:
 
 
 _OPTIONAL = ("measured_arena_host64", "history", "architecture", "name", "digest", "quantization", "tools",
-             "anomaly", "runtime_choice", "int8_test", "c_runtime", "serving", "selection", "hil")
+             "anomaly", "runtime_choice", "int8_test", "c_runtime", "serving", "selection", "hil", "time")
 """Keys written only when known: the TFLite Micro measurement (needs tflite-micro), the adaptation
 history, and what the export adds beside the study's figures."""
 
@@ -120,6 +123,10 @@ class ModelCard:
     hil: dict[str, Any] | None = None
     """The last check of the model on a chip (`tinynas hil`: `tinynas.hil.check.HilReport.card_section`): the board,
     the windows checked, how many outputs were the host's, the count per inference and the stack; None: never."""
+    time: dict[str, Any] | None = None
+    """The time budget the model was searched under and its estimate (`tinynas.cost.budget.Budget.time_section`):
+    latency_seconds (None: not budgeted), headroom, seconds at the target's clock, basis; None on older cards
+    (`on_chip` works from the cost and the target alone)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -146,6 +153,26 @@ class ModelCard:
     def cost(self) -> Cost:
         """The cost model's figures for the chip, as `tinynas.cost.estimate.Cost` (older layouts read into it)."""
         return Cost.from_dict(self.cost_estimate)
+
+    def chip_target(self) -> Target:
+        """The target the model was made for, as `tinynas.cost.targets.Target` (DamagedCard if unreadable)."""
+        try:
+            return Target.from_dict(self.target)
+        except TinynasError as exc:
+            raise DamagedCard(f"the card's target is not readable ({exc})") from None
+
+    def latency_seconds(self) -> float | None:
+        """The time per inference the model was searched to keep (None: time was not budgeted)."""
+        value = (self.time or {}).get("latency_seconds")
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    def on_chip(self, hop_seconds: float | None = None) -> InferenceOnChip | None:
+        """One inference on the target at its clock (time, share of `hop_seconds`, energy, battery), from the cost
+        model's cycles; None when the target has no clock, the runtime no time model, or the card no cost or target
+        (a card written by hand, a minimal one)."""
+        if not isinstance(self.cost_estimate, dict) or not isinstance(self.target, dict):
+            return None
+        return on_chip(self.cost().cycles, self.chip_target(), hop_seconds)
 
     def held_out(self) -> HeldOut | None:
         """The int8 test's hits of windows (None: a card written before the count was recorded)."""

@@ -93,7 +93,7 @@ def _unit(card: dict, key: str, where: str = "the card") -> None:
         raise _fail(f"{where}'s {key!r}", "a number from 0 to 1", value)
 
 
-_COST_WORDS = ("abi", "accounting", "basis", "runtime")
+_COST_WORDS = ("abi", "accounting", "basis", "runtime", "time_basis")
 """The words of a cost section (`tinynas.cost.estimate.Cost`); every other value is a count."""
 
 
@@ -178,14 +178,16 @@ def check_c_runtime(section: dict, where: str = "the card's 'c_runtime'") -> Non
 
 def check_hil(section: dict, where: str = "the card's 'hil'") -> None:
     """The last check on a chip (`tinynas hil`): window counts, the counts per inference, the stack, the board."""
-    for key in ("windows", "checked", "hits", "identical_to_host", "stack_bytes", "clock_hz"):
+    for key in ("windows", "checked", "hits", "identical_to_host", "stack_bytes", "clock_hz", "estimated"):
         value = section.get(key)
         if value is not None and not is_count(value):
             raise _fail(f"{where} {key!r}", "a whole number", value)
-    for key in ("median", "p95"):
+    for key in ("median", "p95", "seconds"):
         value = section.get(key)
         if value is not None and not (is_number(value) and value >= 0):
             raise _fail(f"{where} {key!r}", "a count of at least 0", value)
+    if section.get("keeps_budget") not in (None, True, False):
+        raise _fail(f"{where} 'keeps_budget'", "true, false or null", section.get("keeps_budget"))
     for key in ("board", "counts", "model_hash", "stopped"):
         value = section.get(key, "")
         if not (isinstance(value, str) and len(value) <= 300):
@@ -207,7 +209,21 @@ def check_quantization(section: dict, where: str = "the card's 'quantization'") 
 
 
 _OBJECTS = ("data", "split", "search", "training_recipe", "final_training", "test_data", "target",
-            "measured_arena_host64", "tools", "runtime_choice", "serving", "input", "preprocessing", "selection", "hil")
+            "measured_arena_host64", "tools", "runtime_choice", "serving", "input", "preprocessing", "selection", "hil",
+            "time")
+
+
+def check_time(section: dict, where: str = "the card's 'time'") -> None:
+    """The time budget a model was searched under (`tinynas.cost.budget.Budget.time_section`)."""
+    for key in ("latency_seconds", "seconds"):
+        value = section.get(key)
+        if value is not None and not (is_number(value) and 0 < value <= 1e6):
+            raise _fail(f"{where} {key!r}", "a number of seconds above 0", value)
+    headroom = section.get("headroom", 1.0)
+    if not (is_number(headroom) and 1 <= headroom <= 10):
+        raise _fail(f"{where} 'headroom'", "a factor from 1 to 10", headroom)
+    if not isinstance(section.get("basis", ""), str):
+        raise _fail(f"{where} 'basis'", "a text", section.get("basis"))
 
 
 def check_card(card: Any) -> None:
@@ -255,6 +271,8 @@ def check_card(card: Any) -> None:
             raise _fail("the card's 'selection' answers", "as many confidences (0 to 1) as 0/1 answers", correct)
     if isinstance(card.get("hil"), dict):
         check_hil(card["hil"])
+    if isinstance(card.get("time"), dict):
+        check_time(card["time"])
     serving = card.get("serving")
     if isinstance(serving, dict):
         for key in ("unknown_below", "still_rms"):

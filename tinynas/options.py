@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from tinynas.c_names import CNameError, check_prefix
 from tinynas.errors import UsageError
-from tinynas.units import UnitError, echoed, parse_duration
+from tinynas.units import MAX_LATENCY_SECONDS, UnitError, echoed, parse_duration, parse_latency
 
 MAX_EPOCHS = 10_000
 """More epochs than any candidate or final training needs (the method uses 100)."""
@@ -85,6 +85,8 @@ RANGES: dict[str, Range] = {
     "learning_rate": Range(0, MAX_LEARNING_RATE, low_open=True),
     "seed": Range(0, MAX_SEED, whole=True),
     "budget_seconds": Range(MIN_BUDGET_SECONDS, MAX_BUDGET_SECONDS),
+    # The time one inference may take on the chip (--latency, the service's `latency`, a target file's).
+    "latency_seconds": Range(0, MAX_LATENCY_SECONDS, low_open=True),
     # Fine-tuning a served model (`recalibrate`'s Recipe; the service's rewear_* keys): a few dozen windows,
     # so smaller ceilings than a search's.
     "recalibrate_epochs": Range(1, 1000, whole=True),
@@ -112,6 +114,16 @@ def _show(number: int | float) -> str:
     if isinstance(number, int) and not isinstance(number, bool):
         return echoed(number)
     return str(int(number)) if math.isfinite(number) and float(number).is_integer() else f"{number:g}"
+
+
+def check_latency(text: str | float | None, option: str = "--latency") -> float | None:
+    """A time per inference as written ('250ms', '0.25s'), in seconds; None if not given; one line if unreadable."""
+    if text is None:
+        return None
+    try:
+        return parse_latency(text)
+    except UnitError as exc:
+        raise UsageError(f"{option}: {exc}") from None
 
 
 def check_positive(option: str, value: float, hint: str = "") -> None:

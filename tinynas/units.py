@@ -63,6 +63,30 @@ def parse_duration(text: str | float | int) -> float:
     return seconds
 
 
+MAX_LATENCY_SECONDS = 3600.0
+"""A time per inference above an hour is a typo (a search budget given as --latency)."""
+_LATENCY = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|us|µs)?\s*$", re.IGNORECASE)
+
+
+def parse_latency(text: str | float | int) -> float:
+    """A time per inference: '250ms', '0.25s', '1500us' or plain seconds -> seconds, above 0 and at most an hour;
+    one line (UnitError) for anything else (0, negative, NaN, 10^400, words)."""
+    if isinstance(text, bool):
+        raise UnitError(f"cannot read time per inference {echoed(text)}: use e.g. 250ms, 0.5s")
+    if isinstance(text, (int, float)):
+        seconds = float(text) if not isinstance(text, int) or abs(text) < 10**20 else math.inf
+    else:
+        match = _LATENCY.match(str(text))
+        if match is None:
+            raise UnitError(f"cannot read time per inference {echoed(text)}: use e.g. 250ms, 0.5s, 1500us")
+        unit = (match.group(2) or "s").lower()
+        seconds = float(match.group(1)) * {"ms": 1e-3, "s": 1.0, "us": 1e-6, "µs": 1e-6}[unit]
+    if not math.isfinite(seconds) or not 0 < seconds <= MAX_LATENCY_SECONDS:
+        raise UnitError(f"time per inference {echoed(text)} must be above 0 and at most an hour "
+                        f"(e.g. 250ms, the service's hop)")
+    return seconds
+
+
 def _scaled(text: str | int, what: str, pattern: re.Pattern, scales: dict[str, int], top: int, example: str,
             top_text: str, whole=int) -> int:
     """A number with an optional k/M/G prefix, scaled and made `whole` (sizes truncate, counts round), within

@@ -46,6 +46,9 @@ def test_every_test_window_on_the_emulated_chip_is_the_host_c_runtimes_answer(hi
     windows = report["windows"]
     assert windows > 0 and report["checked"] == windows and not report["stopped"]
     assert report["identical_to_host"] == windows  # integer C99: bit for bit, or the chip is wrong
+    time = report["time"]  # the time model's estimate for this core against what QEMU counted
+    assert time["counts"] == "instructions" and 0.85 <= time["ratio"] <= 1.15, time
+    assert time["seconds"] > 0 and time["budget_seconds"] is None and time["keeps_budget"] is None
     if report["identical_to_tflm"] is not None:
         assert report["identical_to_tflm"] == windows
     card = read_card(hil_model)

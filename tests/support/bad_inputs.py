@@ -120,8 +120,9 @@ def _file(name: str, data: bytes = b"keep me\n") -> Callable[[Path, Assets], Non
     return setup
 
 
-_FIRMWARE_MANIFEST = (b'{"board": "%s", "model_hash": "0123456789abcdef", "input_size": 128, "output_size": 4, '
-                      b'"model_source": "model_compiled.c"}')
+_FIRMWARE_MANIFEST = (b'{"written_by": "tinynas firmware", "board": "%s", "model_hash": "0123456789abcdef", '
+                      b'"input_size": 128, "output_size": 4, "model_source": "model_compiled.c", '
+                      b'"files": ["model_compiled.c"]}')
 """A firmware folder's manifest as `tinynas firmware` writes it (the board left to fill in)."""
 
 
@@ -285,6 +286,33 @@ ROWS = [
     Row("cost-growth-unknown", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1",
                                 "--growth", "triple"), "growth must be one of"),
     Row("cost-missing-flags", ("cost", "--input", "400x8"), "give --arch FILE.json or all of"),
+    # A time per inference (issue 66): 0, negative, NaN, 10^400, words; a latency with no target; a target whose file
+    # gives no clock; TFLite Micro, whose kernels are not timed.
+    *(Row(f"cost-latency-{name}", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1", "--target",
+                                    "STM32C011F6P6", f"--latency={value}"), "--latency: ")
+      for name, value in (("zero", "0"), ("negative", "-250ms"), ("nan", "nan"), ("huge", "1" + "0" * 400),
+                          ("words", "fast"), ("hours", "2h"))),
+    Row("cost-latency-no-target", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1",
+                                   "--latency", "250ms"), "--latency is time at a target's clock: give --target"),
+    Row("cost-latency-no-clock", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1", "--target",
+                                  "{w}/t.toml", "--latency", "250ms"), "has no clock, so time per inference",
+        setup=_file("t.toml", b'name = "t"\nram_bytes = 8192\nflash_bytes = 32768\nmac_budget = 1000000\n')),
+    Row("cost-latency-tflm", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1", "--target",
+                              "nRF52840", "--runtime", "tflm", "--latency", "250ms"),
+        "TFLite Micro's reference kernels are not timed"),
+    Row("search-latency-zero", ("search", "--data", "synthetic:vibration", "--target", "STM32C011F6P6", "--out",
+                                "{w}/run", "--latency", "0"), "--latency: time per inference '0' must be above 0"),
+    Row("search-latency-no-clock", ("search", "--data", "synthetic:vibration", "--target", "{w}/t.toml", "--out",
+                                    "{w}/run", "--latency", "250ms"), "add clock_mhz = <MHz> to its target file",
+        setup=_file("t.toml", b'name = "t"\nram_bytes = 8192\nflash_bytes = 32768\nmac_budget = 1000000\n')),
+    Row("target-file-latency-nan", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1",
+                                    "--target", "{w}/t.toml"), "'latency': cannot read time per inference",
+        setup=_file("t.toml", b'name = "t"\nram_bytes = 8192\nflash_bytes = 32768\nmac_budget = 1000000\n'
+                              b'clock_mhz = 48\nlatency = "nan"\n')),
+    Row("target-file-clock-absurd", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1",
+                                     "--target", "{w}/t.toml"), "'clock_mhz' must be a number of MHz above 0",
+        setup=_file("t.toml", b'name = "t"\nram_bytes = 8192\nflash_bytes = 32768\nmac_budget = 1000000\n'
+                              b'clock_mhz = 48000000\n')),
     Row("cost-arch-missing", ("cost", "--arch", "{w}/nope.json"), "cannot read architecture file"),
     Row("cost-arch-binary", ("cost", "--arch", "{w}/arch.json"), "is not text", setup=_file("arch.json", RANDOM)),
     Row("cost-arch-not-json", ("cost", "--arch", "{w}/arch.json"), "architecture is not valid JSON",
@@ -546,7 +574,8 @@ ROWS = [
     Row("hil-firmware-manifest-damaged", ("hil", "{w}/nothing", "--qemu", "microbit", "--firmware", "{w}/fw"),
         "is not a firmware manifest tinynas wrote (not JSON", setup=_file("fw/firmware.json", RANDOM)),
     Row("hil-firmware-manifest-foreign", ("hil", "{w}/nothing", "--qemu", "microbit", "--firmware", "{w}/fw"),
-        "is not a firmware manifest tinynas wrote (it lacks board", setup=_file("fw/firmware.json", b'{"name": 1}')),
+        "is not a firmware manifest tinynas wrote (it lacks written_by, board",
+        setup=_file("fw/firmware.json", b'{"name": 1}')),
     Row("hil-qemu-unknown-board", ("hil", "{w}/nothing", "--qemu", "esp32"), "unknown board 'esp32'"),
     Row("hil-qemu-board-without-emulator", ("hil", "{w}/nothing", "--qemu", "nrf52840-dk"), "has no emulator"),
     Row("hil-both-qemu-and-port", ("hil", "{w}/nothing", "--qemu", "microbit", "--port", "/dev/null"),

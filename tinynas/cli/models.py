@@ -11,14 +11,16 @@ from pathlib import Path
 from firmware_bridge.safe_read import SETTINGS_FILE_BYTES, read_regular_text
 from tinynas.card import task_of
 from tinynas.cli.common import add_runtime_flag, add_target_flags
-from tinynas.cost.budget import tflm_fits
+from tinynas.cost.budget import Budget, tflm_fits
 from tinynas.cost.c_runtime import estimate_c
-from tinynas.cost.estimate import estimate, estimate_arena, method_ram_bytes
+from tinynas.cost.energy import InferenceOnChip, on_chip
+from tinynas.cost.estimate import estimate, estimate_arena, macs, method_ram_bytes
 from tinynas.cost.runtime import ACCOUNTING_NAMES, RUNTIME_NAMES, resolve_runtime
 from tinynas.cost.targets import builtin_targets, resolve_target
 from tinynas.errors import UsageError
 from tinynas.modes import Accounting, Runtime, Task
 from tinynas.options import (
+    check_latency,
     check_seed,
 )
 from tinynas.space import Architecture, SpecError
@@ -50,6 +52,9 @@ def register(sub) -> None:
                       help="TFLM struct sizes: ilp32 = 32-bit MCU (default), lp64 = 64-bit host")
     add_runtime_flag(cost)
     add_target_flags(cost)
+    cost.add_argument("--latency", metavar="TIME",
+                      help="the most one inference may take at the target's clock, e.g. 250ms (the stream's hop): "
+                           "said whether the estimate keeps it, and the share of it one inference takes")
     cost.add_argument("--json", action="store_true")
     cost.set_defaults(func=_cmd_cost)
 
@@ -100,24 +105,47 @@ def _parse_input(text: str) -> tuple[int, int]:
     return length, channels
 
 
+REFERENCE = Architecture(400, 8, 4, k=17, c=3)
+"""The network `targets` times each chip with: gestures4's first served winner (1.08 M MACs)."""
+REFERENCE_HOP_SECONDS = 0.25
+"""The service's hop: one prediction every 0.25 s."""
+
+
+def _as_dict(chip: InferenceOnChip | None) -> dict:
+    return chip.to_dict() if chip is not None else {}
+
+
 def _cmd_targets(args: argparse.Namespace) -> int:
     targets = builtin_targets()
     choices = {key: resolve_runtime("auto", target) for key, target in targets.items()}
     tflm = {key: tflm_fits(target) for key, target in targets.items()}
+    timed = {key: on_chip(estimate(REFERENCE, runtime="c", core=target.core).cycles, target, REFERENCE_HOP_SECONDS)
+             for key, target in targets.items()}
     if args.json:
         print(json.dumps({key: {**t.to_dict(), "auto_runtime": choices[key].to_dict(),
-                                "tflite_micro": {"fits": tflm[key] is None, "why_not": tflm[key]}}
+                                "tflite_micro": {"fits": tflm[key] is None, "why_not": tflm[key]},
+                                "reference_network": {"architecture": REFERENCE.to_dict(), "name": REFERENCE.name(),
+                                                      **_as_dict(timed[key])}}
                           for key, t in targets.items()}, indent=2))
         return 0
-    print(f"{'target':<22}{'RAM':>11}{'flash':>12}{'MAC budget':>14}  {'core':<12}{'auto':<6}TFLite Micro")
+    print(f"{'target':<22}{'RAM':>11}{'flash':>12}{'MAC budget':>14}  {'core':<12}{'MHz':>5}{'uA/MHz':>8}  "
+          f"{'ref. ms':>8}{'ref. uJ':>9}  {'auto':<6}TFLite Micro")
     for key, target in targets.items():
+        chip = timed[key]
+        current = f"{target.run_ua_per_mhz:g}" if target.run_ua_per_mhz is not None else "?"
+        ms = f"{1000 * chip.seconds:,.0f}" if chip else "?"
+        uj = f"{chip.energy_uj:,.0f}" if chip and chip.energy_uj is not None else "?"
         print(f"{target.name:<22}{kib(target.ram_bytes):>11}{kib(target.flash_bytes):>12}"
-              f"{target.mac_budget:>14,}  {target.core:<12}{choices[key].runtime:<6}"
-              f"{'fits' if tflm[key] is None else 'cannot: ' + str(tflm[key])}")
-    print("\nMAC budget = CoreMark x 10^4. auto: what --runtime auto (the default) runs, tinynas's C runtime wherever "
-          "the target can run it (every built-in target can), since it fits more network than TFLite Micro. "
-          "TFLite Micro: whether the chip can hold its interpreter (code, static RAM and stack, measured on Arm "
-          "builds) beside a model at all. Add your own with --target FILE.toml or --ram/--flash/--macs.")
+              f"{target.mac_budget:>14,}  {target.core:<12}{target.clock_mhz or 0:>5g}{current:>8}  {ms:>8}{uj:>9}  "
+              f"{choices[key].runtime:<6}{'fits' if tflm[key] is None else 'cannot: ' + str(tflm[key])}")
+    print(f"\nMAC budget = CoreMark x 10^4. MHz, uA/MHz: the clock and the run current, each from the target's "
+          f"datasheet (`tinynas targets --json`: datasheet; ? where none is published). ref. ms, ref. uJ: one "
+          f"inference of {REFERENCE.name()} on 400x8 ({macs(REFERENCE) / 1e6:.2f} M MACs, the generated C runtime) "
+          f"at that clock, estimated (`tinynas cost --target NAME` for yours). auto: what --runtime auto (the "
+          f"default) runs, tinynas's C runtime wherever the target can run it (every built-in target can), since it "
+          f"fits more network than TFLite Micro. TFLite Micro: whether the chip can hold its interpreter (code, "
+          f"static RAM and stack, measured on Arm builds) beside a model at all. Add your own with --target "
+          f"FILE.toml or --ram/--flash/--macs.")
     return 0
 
 
@@ -153,6 +181,9 @@ def _optional_target(args: argparse.Namespace):
 def _cmd_cost(args: argparse.Namespace) -> int:
     arch = _architecture_from_args(args)
     target = _optional_target(args)
+    latency = check_latency(args.latency)
+    if latency is not None and target is None:
+        raise UsageError("--latency is time at a target's clock: give --target NAME too")
     choice = resolve_runtime(args.runtime, target, args.accounting)
     core = target.core if target is not None else ""
     if choice.runtime == Runtime.C and args.abi != "ilp32":
@@ -167,10 +198,16 @@ def _cmd_cost(args: argparse.Namespace) -> int:
                   "arena_bytes": host.arena_bytes}, "method_ram_bytes": method_ram_bytes(arch)}
     if choice.runtime == Runtime.C:
         result["c_runtime"] = estimate_c(arch).to_dict()
+    chip = None
     if target is not None:
+        budget = Budget.resolve(target, choice.runtime, choice.accounting, latency)
         result["target"] = target.to_dict()
-        result["violations"] = cost.violations(target)
+        result["violations"] = budget.check(cost)
         result["fits"] = not result["violations"]
+        latency = budget.latency_seconds  # the target file's when --latency is not given
+        chip = on_chip(cost.cycles, target, latency)
+        result["on_chip"] = chip.to_dict() if chip is not None else None
+        result["latency_seconds"] = latency
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -203,7 +240,17 @@ def _cmd_cost(args: argparse.Namespace) -> int:
             print(f"    stack       {cost.stack_bytes:,} B (AllocateTensors and Invoke); {cost.basis}")
         print(f"  (64-bit host arena, what `tinynas measure` sees: {host.arena_bytes:,} B; the method's accounting, "
               f"that rounded up to 512 B: {method_ram_bytes(arch):,} B)")
+    if cost.cycles:
+        print(f"  time        {cost.instructions:,} instructions, {cost.cycles:,} cycles per inference "
+              f"(estimates: {cost.time_basis})")
+    else:
+        print(f"  time        not estimated: {cost.time_basis}")
     if target is not None:
+        if chip is not None:
+            print(f"  on {target.name}: {chip.words()}")
+            print(f"    {target.energy_words()}")
+        elif cost.cycles:
+            print(f"  on {target.name}: no clock in its file, so no time (add clock_mhz = <MHz>)")
         verdict = "fits" if result["fits"] else "does NOT fit: " + "; ".join(result["violations"])
         print(f"  target {target.name}: {verdict}")
     return 0

@@ -11,6 +11,7 @@ from tinynas.anomaly.card import read_section
 from tinynas.anomaly.choice import SCORERS
 from tinynas.anomaly.threshold import check_rate
 from tinynas.cli.common import add_runtime_flag, add_target_flags
+from tinynas.cost.budget import Budget
 from tinynas.cost.runtime import RUNTIME_NAMES
 from tinynas.cost.targets import resolve_target
 from tinynas.data.preprocess import NORMALIZATIONS
@@ -21,6 +22,7 @@ from tinynas.modes import Task
 from tinynas.options import (
     check_budget,
     check_c_prefix,
+    check_latency,
     check_range,
     check_seed,
     check_training,
@@ -28,7 +30,7 @@ from tinynas.options import (
     parse_workers,
 )
 from tinynas.search import STRATEGIES, check_strategy
-from tinynas.study.report import time_line
+from tinynas.study.report import chip_time_line, time_line
 
 log = logging.getLogger("tinynas")
 
@@ -42,6 +44,10 @@ def register(sub) -> None:
     add_target_flags(search)
     add_runtime_flag(search)
     search.add_argument("--budget", default="30m", help="wall-time budget of the search, e.g. 90s, 30m, 2h")
+    search.add_argument("--latency", metavar="TIME",
+                        help="the most one inference may take on the target at its clock, e.g. 250ms (the "
+                             "sensor's hop): candidates estimated slower (+25 %% headroom) are refused before "
+                             "training (default: the target file's latency, else none)")
     search.add_argument("--strategy", default="paper", choices=list(STRATEGIES),
                         help="paper (the method), fast (budget frontier raced with the final recipe, no retraining), "
                              "greedy, random, or tpe (Optuna, optional extra)")
@@ -149,6 +155,7 @@ def _print_result(result, as_json: bool) -> None:
                 if held is not None and held.windows else "(")
     print(f"{result.winner.architecture.name()}: int8 test accuracy {result.card.int8_test_accuracy:.3f} "
           + interval + f"float {card['float_test_accuracy']:.3f}); {footprint}; files in {result.out_dir}/")
+    print(chip_time_line(result.card)[2:])
     print(time_line(result.trials)[2:])
 
 
@@ -179,6 +186,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if args.scorer != "auto" and args.task != Task.ANOMALY:
         raise UsageError(f"--scorer {args.scorer} chooses an anomaly scorer's family: add --task anomaly")
     target = resolve_target(args.target, ram=args.ram, flash=args.flash, macs=args.macs)
+    latency = check_latency(args.latency)
+    Budget.resolve(target, args.runtime, args.accounting, latency)  # a target with no clock: one line, nothing read
     check_out_dir(args.out)
     windows = load_windows(args.data)
     fidelity = None
@@ -198,7 +207,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
                   split=args.split, check_data=not args.ignore_data_checks, normalize=args.normalize,
                   test_windows=test_windows, test_spec=args.test_data or "", augment=args.augment,
                   kernels=args.kernels, runtime=args.runtime, accounting=args.accounting, c_prefix=args.c_prefix,
-                  task=args.task, selection=args.selection, track_test=args.track_test, scorer=args.scorer, **rate)
+                  task=args.task, selection=args.selection, track_test=args.track_test, scorer=args.scorer,
+                  latency_seconds=latency, **rate)
     _print_result(study.run(), args.json)
     return 0
 

@@ -1,5 +1,5 @@
-"""`Budget`: what a model must fit, as one value: the chip's budgets, the runtime that runs it, and the rule that
-counts it.
+"""`Budget`: what a model must fit, as one value: the chip's budgets, the runtime that runs it, the rule that
+counts it, and the time one inference may take.
 
 A target alone does not say whether a network fits: TFLite Micro's interpreter takes RAM and flash of its own, the
 generated C runtime does not, and the method's accounting counts another arena. So the search, the feasibility
@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tinynas.cost.estimate import Cost, estimate
+from tinynas.cost.latency import TIME_HEADROOM
 from tinynas.cost.runtime import (
     DEFAULT_ACCOUNTING,
     DEFAULT_RUNTIME,
@@ -40,25 +41,58 @@ class Budget:
     accounting: Accounting
     reason: str = ""
     """Why this runtime (`--runtime auto` resolved against the target, or the option asked for)."""
+    latency_seconds: float | None = None
+    """The most one inference may take at the target's clock (`--latency`, the service's hop), the estimate with
+    TIME_HEADROOM; None: time is not budgeted."""
 
     def __post_init__(self) -> None:
         # Strings from a card or a journal become the modes; an unknown one is refused where the value is made.
         object.__setattr__(self, "runtime", Runtime(check_runtime(self.runtime)))
         object.__setattr__(self, "accounting", Accounting(check_accounting(self.accounting, self.runtime)))
+        if self.latency_seconds is not None:
+            if not self.target.clock_mhz:
+                raise BudgetError(f"target {self.target.name} has no clock, so time per inference cannot be "
+                                  f"budgeted: add clock_mhz = <MHz> to its target file (or leave out --latency)")
+            if self.runtime == Runtime.TFLM:
+                raise BudgetError("time per inference (--latency) is budgeted for tinynas's generated C runtime; "
+                                  "TFLite Micro's reference kernels are not timed here: use --runtime c or auto")
 
     @classmethod
-    def resolve(cls, target: Target, runtime: str = DEFAULT_RUNTIME, accounting: str = DEFAULT_ACCOUNTING) -> Budget:
-        """The budget for `runtime` as asked (auto, c or tflm) on `target`: one line (UsageError) if it cannot be."""
+    def resolve(cls, target: Target, runtime: str = DEFAULT_RUNTIME, accounting: str = DEFAULT_ACCOUNTING,
+                latency_seconds: float | None = None) -> Budget:
+        """The budget for `runtime` as asked (auto, c or tflm) on `target`, with at most `latency_seconds` per
+        inference (None: the target file's `latency`, if any): one line (UsageError) if it cannot be."""
         choice = resolve_runtime(runtime, target, accounting)
-        return cls(target, Runtime(choice.runtime), Accounting(choice.accounting), choice.reason)
+        latency = latency_seconds if latency_seconds is not None else target.latency_seconds
+        return cls(target, Runtime(choice.runtime), Accounting(choice.accounting), choice.reason, latency)
 
     def estimate(self, arch: Architecture) -> Cost:
         """The cost model's figures for `arch` on this target's core, for this runtime, counted this way."""
         return estimate(arch, runtime=self.runtime, accounting=self.accounting, core=self.target.core)
 
+    def seconds(self, cost: Cost) -> float | None:
+        """The estimated time of one inference at the target's clock (None: no clock, or no time model)."""
+        if not self.target.clock_mhz or cost.cycles <= 0:
+            return None
+        return cost.cycles / (self.target.clock_mhz * 1e6)
+
+    def check(self, cost: Cost) -> list[str]:
+        """Why a candidate of estimated `cost` does not fit: RAM, flash, MACs, and time ([] if it fits)."""
+        found = cost.violations(self.target)
+        seconds = self.seconds(cost)
+        if self.latency_seconds is not None and seconds is not None and seconds * TIME_HEADROOM > self.latency_seconds:
+            found.append(f"time {1000 * seconds:,.1f} ms per inference at {self.target.clock_mhz:g} MHz "
+                         f"(+{100 * (TIME_HEADROOM - 1):.0f} % headroom) > {1000 * self.latency_seconds:g} ms")
+        return found
+
     def violations(self, arch: Architecture) -> list[str]:
         """Why `arch` does not fit, in words ([] if it fits)."""
-        return self.estimate(arch).violations(self.target)
+        return self.check(self.estimate(arch))
+
+    def time_section(self, cost: Cost) -> dict:
+        """What a card keeps of the time budget and the model's estimate (`ModelCard.time`)."""
+        return {"latency_seconds": self.latency_seconds, "headroom": TIME_HEADROOM, "seconds": self.seconds(cost),
+                "basis": cost.time_basis}
 
     def fits(self, arch: Architecture) -> bool:
         return not self.violations(arch)
@@ -75,7 +109,7 @@ class Budget:
         """
         target = self.target
         cost = self.estimate(Architecture(input_length, input_channels, classes, k=1, c=0))
-        problems = cost.violations(target)
+        problems = self.check(cost)
         if not problems:
             return
         if self.runtime == Runtime.TFLM and cost.code_bytes + cost.interpreter_ram_bytes:

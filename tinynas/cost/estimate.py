@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from tinynas.arguments import require
 from tinynas.cost.c_runtime import estimate_c
 from tinynas.cost.graph import Graph, lower
+from tinynas.cost.latency import estimate_time
 from tinynas.cost.memory_planner import ARENA_ALIGNMENT, Buffer, align_up, planned_size
 from tinynas.cost.runtime import (
     DEFAULT_ACCOUNTING,
@@ -253,6 +254,12 @@ class Cost:
     """Where the figures beyond the model come from (which measured build stands for the core)."""
     c_arena_bytes: int = 0
     """The C runtime's static arena (runtime "c" only)."""
+    instructions: int = 0
+    """Instructions one inference executes (the time model, `tinynas.cost.latency`; 0: not modelled)."""
+    cycles: int = 0
+    """Cycles one inference takes on the target's core (instructions x its cycles per instruction; 0: unknown)."""
+    time_basis: str = ""
+    """Where the cycles come from (which core's fit, which stated figure), or why there are none."""
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
@@ -337,16 +344,18 @@ def estimate(arch: Architecture, abi: Abi | str = ILP32, runtime: str = "tflm",
         if abi.name != ILP32.name:
             raise UsageError(f"the C runtime is budgeted for 32-bit microcontrollers (abi ilp32) only, not {abi.name}")
         c = estimate_c(arch)
+        time = estimate_time(arch, core, macs(arch))
         return Cost(macs=macs(arch), params=params(arch), flash_bytes=c.flash_bytes,
                     arena_head_bytes=0, arena_tail_bytes=0, arena_bytes=0, c_arena_bytes=c.arena_bytes,
                     peak_ram_bytes=c.ram_bytes, abi=abi.name, runtime=runtime, accounting=accounting,
-                    stack_bytes=c.stack_bytes, code_bytes=c.code_bytes, basis="measured on Cortex-M0 and M4 builds")
+                    stack_bytes=c.stack_bytes, code_bytes=c.code_bytes, basis="measured on Cortex-M0 and M4 builds",
+                    instructions=int(time.instructions), cycles=int(time.cycles), time_basis=time.basis)
     arena = estimate_arena(arch, abi)
     model = flash_bytes(arch)
     cost = Cost(macs=macs(arch), params=params(arch), flash_bytes=model, arena_head_bytes=arena.head_bytes,
                 arena_tail_bytes=arena.tail_bytes, arena_bytes=arena.total_bytes,
                 peak_ram_bytes=arena.required_bytes, abi=abi.name, runtime=runtime, accounting="arena",
-                model_bytes=model, basis=ACCOUNTING_BASIS["arena"])
+                model_bytes=model, basis=ACCOUNTING_BASIS["arena"], time_basis=TFLM_TIME)
     if accounting == Accounting.METHOD:
         return replace(cost, peak_ram_bytes=method_ram_bytes(arch), accounting=accounting,
                        basis=ACCOUNTING_BASIS["method"])
@@ -358,6 +367,8 @@ def estimate(arch: Architecture, abi: Abi | str = ILP32, runtime: str = "tflm",
                    accounting=accounting, interpreter_ram_bytes=tflm.interpreter_ram_bytes,
                    stack_bytes=tflm.stack_bytes, code_bytes=tflm.code_bytes, basis=tflm.basis)
 
+
+TFLM_TIME = "TFLite Micro's reference kernels: time not modelled (the generated C runtime's is)"
 
 ACCOUNTING_BASIS = {"arena": "TFLite Micro's 32-bit arena alone",
                     "method": "the method's tool: 64-bit host arena rounded up to 512 B"}

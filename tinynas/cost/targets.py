@@ -1,11 +1,13 @@
-"""Target microcontrollers: RAM, flash and MAC budgets as data (built-in boards in `boards/*.toml`)."""
+"""Target microcontrollers: RAM, flash and MAC budgets as data (built-in boards in `boards/*.toml`), with the clock
+and run current that turn a model's cycles into time and energy (`tinynas.cost.latency`, `tinynas.cost.energy`)."""
 
 from __future__ import annotations
 
 import functools
+import math
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from firmware_bridge.safe_read import SETTINGS_FILE_BYTES, read_regular_text
 from tinynas.arguments import text_or_path
 from tinynas.errors import TinynasError
 from tinynas.modes import Runtime
-from tinynas.units import MAX_COUNT, MAX_SIZE_BYTES, UnitError, parse_count, parse_size
+from tinynas.units import MAX_COUNT, MAX_SIZE_BYTES, UnitError, parse_count, parse_latency, parse_size
 
 RUNTIMES = tuple(Runtime)
 """What can run a model on a chip: TFLite Micro's interpreter, or tinynas's generated C. A board file lists the
@@ -22,8 +24,19 @@ MACS_PER_COREMARK = 10_000
 """The method's convention: a target's MAC budget is its CoreMark score x 10^4."""
 
 
+MAX_CLOCK_MHZ = 10_000.0
+"""Above any microcontroller's clock: larger values are typos (Hz written as MHz)."""
+MAX_UA_PER_MHZ = 100_000.0
+MAX_SUPPLY_V = 50.0
+
+
 class TargetError(TinynasError, ValueError):
     """A target that does not exist or whose budget is impossible."""
+
+
+def _positive(value: object, top: float) -> bool:
+    return (not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+            and 0 < value <= top)
 
 
 @dataclass(frozen=True)
@@ -40,6 +53,14 @@ class Target:
     source: str = ""
     runtimes: tuple[str, ...] = ()
     """The runtimes this chip can run (`RUNTIMES`); empty: every one."""
+    run_ua_per_mhz: float | None = None
+    """Supply current while the core runs code, per MHz of clock (None: not published)."""
+    supply_v: float | None = None
+    """The supply voltage that current was given at."""
+    datasheet: str = ""
+    """Where the clock and the run current come from (document, table, conditions), or why there is no current."""
+    latency_seconds: float | None = None
+    """A target file's default time budget per inference (`latency = "250ms"`); the search's --latency wins."""
 
     def __post_init__(self) -> None:
         for field_name in ("ram_bytes", "flash_bytes", "mac_budget"):
@@ -50,29 +71,77 @@ class Target:
                 raise TargetError(f"target {self.name!r}: {field_name} {value:,} is out of range (a typo?)")
 
     def to_dict(self) -> dict:
-        """JSON-ready dict."""
+        """JSON-ready dict: the budget (`budget_dict`) and the figures that time and energy are counted with."""
+        return {**self.budget_dict(), **{key: value for key, value in (
+            ("run_ua_per_mhz", self.run_ua_per_mhz), ("supply_v", self.supply_v), ("datasheet", self.datasheet),
+            ("latency_seconds", self.latency_seconds)) if value}}
+
+    def budget_dict(self) -> dict:
+        """What a search is budgeted with, as journals have always kept it (a resume compares it): the current and
+        its source are information, and a search's time budget is its own setting."""
         return {"name": self.name, "ram_bytes": self.ram_bytes, "flash_bytes": self.flash_bytes,
                 "mac_budget": self.mac_budget, "coremark": self.coremark, "core": self.core,
                 "clock_mhz": self.clock_mhz, "source": self.source,
                 **({"runtimes": list(self.runtimes)} if self.runtimes else {})}
 
+    @classmethod
+    def from_dict(cls, data: object) -> Target:
+        """A target as `to_dict` wrote it (a card's, a journal's): TargetError in one line if it is not one."""
+        if not isinstance(data, dict):
+            raise TargetError(f"a target must be a JSON object, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        values = {key: value for key, value in data.items() if key in known}
+        if isinstance(values.get("runtimes"), list):
+            values["runtimes"] = tuple(values["runtimes"])
+        for key in ("name", "core", "source", "datasheet"):
+            if key in values and not isinstance(values[key], str):
+                raise TargetError(f"target {key} must be text, got {str(values[key])[:40]!r}")
+        for key, top in (("clock_mhz", MAX_CLOCK_MHZ), ("run_ua_per_mhz", MAX_UA_PER_MHZ), ("supply_v", MAX_SUPPLY_V),
+                         ("latency_seconds", 3600.0)):
+            if values.get(key) is not None and not _positive(values[key], top):
+                raise TargetError(f"target {key} must be a number above 0 and at most {top:g}, "
+                                  f"got {str(values[key])[:40]!r}")
+        try:
+            return cls(**values)
+        except TypeError as exc:
+            raise TargetError(f"not a target ({exc})") from None
+
+    def energy_words(self) -> str:
+        """'51.6 uA/MHz at 3.0 V (source)' or why there is no figure."""
+        if self.run_ua_per_mhz is None:
+            return f"run current not known ({self.datasheet or 'the target file gives no run_ua_per_mhz'})"
+        volts = f" at {self.supply_v:g} V" if self.supply_v else ""
+        return f"run current {self.run_ua_per_mhz:g} uA/MHz{volts} ({self.datasheet or 'from the target file'})"
+
 
 def _from_mapping(data: dict, origin: str) -> Target:
     if "name" not in data:
         raise TargetError(f"{origin}: missing 'name'")
-    known = {"name", "ram_bytes", "flash_bytes", "mac_budget", "coremark", "core", "clock_mhz", "source", "runtimes"}
+    known = {"name", "ram_bytes", "flash_bytes", "mac_budget", "coremark", "core", "clock_mhz", "source", "runtimes",
+             "run_ua_per_mhz", "supply_v", "datasheet", "latency"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise TargetError(f"{origin}: unknown key(s) {', '.join(unknown)}")
     for key in ("ram_bytes", "flash_bytes"):
         if key not in data:
             raise TargetError(f"{origin}: missing '{key}'")
-    for key in ("name", "core", "source"):
+    for key in ("name", "core", "source", "datasheet"):
         if key in data and not isinstance(data[key], str):
             raise TargetError(f"{origin}: '{key}' must be a string, got {data[key]!r}")
     clock = data.get("clock_mhz")
-    if clock is not None and (isinstance(clock, bool) or not isinstance(clock, (int, float)) or not clock > 0):
-        raise TargetError(f"{origin}: 'clock_mhz' must be a positive number, got {clock!r}")
+    if clock is not None and not _positive(clock, MAX_CLOCK_MHZ):
+        raise TargetError(f"{origin}: 'clock_mhz' must be a number of MHz above 0 and at most {MAX_CLOCK_MHZ:g}, "
+                          f"got {str(clock)[:40]!r}")
+    for key, top in (("run_ua_per_mhz", MAX_UA_PER_MHZ), ("supply_v", MAX_SUPPLY_V)):
+        if key in data and not _positive(data[key], top):
+            raise TargetError(f"{origin}: '{key}' must be a number above 0 and at most {top:g}, "
+                              f"got {str(data[key])[:40]!r}")
+    latency = None
+    if "latency" in data:
+        try:
+            latency = parse_latency(data["latency"])
+        except UnitError as exc:
+            raise TargetError(f"{origin}: 'latency': {exc}") from None
     runtimes = data.get("runtimes", [])
     if not isinstance(runtimes, list) or not all(isinstance(r, str) and r in RUNTIMES for r in runtimes) \
             or (data.get("runtimes") is not None and not runtimes):
@@ -88,7 +157,8 @@ def _from_mapping(data: dict, origin: str) -> Target:
     return Target(name=str(data["name"]), ram_bytes=data["ram_bytes"], flash_bytes=data["flash_bytes"],
                   mac_budget=mac_budget, coremark=data.get("coremark"), core=data.get("core", ""),
                   clock_mhz=data.get("clock_mhz"), source=data.get("source", ""),
-                  runtimes=tuple(dict.fromkeys(runtimes)))
+                  runtimes=tuple(dict.fromkeys(runtimes)), run_ua_per_mhz=data.get("run_ua_per_mhz"),
+                  supply_v=data.get("supply_v"), datasheet=data.get("datasheet", ""), latency_seconds=latency)
 
 
 def load_target_file(path: str | Path) -> Target:
@@ -167,5 +237,9 @@ def resolve_target(name: str | None = None, *, ram: str | int | None = None,
         core=base.core,
         clock_mhz=base.clock_mhz,
         runtimes=base.runtimes,
+        run_ua_per_mhz=base.run_ua_per_mhz,
+        supply_v=base.supply_v,
+        datasheet=base.datasheet,
+        latency_seconds=base.latency_seconds,
         source=base.source + (" (budget overridden on the command line)" if ram or flash or macs else ""),
     )

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from tinynas.card import read_card
+from tinynas.cost.estimate import macs
+from tinynas.cost.latency import core_timing, estimate_time
 from tinynas.data.npz import load_npz
 from tinynas.data.preprocess import Preprocessing
 from tinynas.deploy.litert import Int8Model
@@ -25,6 +27,7 @@ from tinynas.hil.board import Board, builtin_boards
 from tinynas.hil.build import model_hash, read_manifest
 from tinynas.hil.host import HostBuildError, host_outputs
 from tinynas.hil.protocol import DeviceError, DeviceRefused, DeviceReset, HilLink, NotOurFirmware
+from tinynas.space import Architecture
 from tinynas.verdict import HeldOut
 
 MAX_RESUMES = 3
@@ -64,6 +67,9 @@ class HilReport:
     """Why the run ended before every window was checked (empty: it did not)."""
     resumed: list[str] = field(default_factory=list)
     """Each interruption the run resumed after (a reset; a port that came back), and at which window."""
+    time: dict = field(default_factory=dict)
+    """One inference against the time model and the budget (`time_against_budget`): measured and estimated counts,
+    their ratio, seconds at the board's clock, the budget the model was searched under, whether it keeps it."""
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -84,7 +90,9 @@ class HilReport:
         return {"board": self.board, "model_hash": self.model_hash, "when": round(when), "windows": self.windows,
                 "checked": self.checked, "hits": self.hits, "identical_to_host": self.identical_to_host,
                 "counts": self.counts, "median": round(self.median, 1), "p95": round(self.p95, 1),
-                "clock_hz": self.clock_hz, "stack_bytes": self.stack_bytes, "stopped": self.stopped[:300]}
+                "clock_hz": self.clock_hz, "stack_bytes": self.stack_bytes, "stopped": self.stopped[:300],
+                **({"estimated": self.time["estimated"], "seconds": self.time["seconds"],
+                    "keeps_budget": self.time["keeps_budget"]} if self.time else {})}
 
     def text(self) -> str:
         held = HeldOut(self.hits, self.checked)
@@ -108,6 +116,8 @@ class HilReport:
                         if self.clock_hz else "the board's clock is not known here")
             lines.append(f"  one inference: {self.median:,.0f} {self.counts} median, {self.p95:,.0f} p95 "
                          f"({at_clock})")
+            if self.time:
+                lines.append("  " + time_words(self.time))
             lines.append(f"  stack: {self.stack_bytes:,} B measured, {self.stack_estimate:,} B estimated")
         if self.sections:
             s, e = self.sections, self.estimate
@@ -116,6 +126,42 @@ class HilReport:
         if self.build:
             lines.append(f"  built by {self.build.get('compiler', '?')}: {self.build.get('build_line', '')}")
         return "\n".join(lines)
+
+
+def time_against_budget(card, board: Board, counts: str, median: float, counter_hz: int) -> dict:
+    """One inference as measured on `board` against the time model's estimate for its core, in seconds at the
+    board's clock, and against the time budget on the card ({} when the card names no architecture)."""
+    if not card.architecture or median <= 0:
+        return {}
+    arch = Architecture.from_dict(card.architecture)
+    estimate = estimate_time(arch, board.core, macs(arch))
+    timing, _ = core_timing(board.core)
+    if counts == "instructions":  # QEMU: instructions; their time at the clock with the core's cycles per instruction
+        estimated, seconds = estimate.instructions, median * timing.cycles_per_instruction / board.clock_hz
+    elif counts == "cycles":
+        estimated, seconds = estimate.cycles, median / board.clock_hz
+    else:  # a timer's ticks
+        estimated, seconds = estimate.cycles * counter_hz / board.clock_hz, median / counter_hz
+    budget = card.latency_seconds()
+    return {"counts": counts, "measured": round(median), "estimated": round(estimated),
+            "ratio": round(median / estimated, 3) if estimated else None, "seconds": seconds,
+            "clock_hz": board.clock_hz, "cycles_per_instruction": timing.cycles_per_instruction,
+            "budget_seconds": budget, "keeps_budget": None if budget is None else seconds <= budget}
+
+
+def time_words(time: dict) -> str:
+    """'time: 6,175,958 instructions measured, 6,184,303 estimated (ratio 1.00); 593 ms at 16 MHz (1.53 cycles per
+    instruction, estimated): keeps the 750 ms budget'."""
+    at = f"{1000 * time['seconds']:,.1f} ms at {time['clock_hz'] / 1e6:g} MHz"
+    if time["counts"] == "instructions":
+        at += f" ({time['cycles_per_instruction']:.2f} cycles per instruction, estimated)"
+    ratio = f" (ratio {time['ratio']:.2f})" if time.get("ratio") else ""
+    budget = time.get("budget_seconds")
+    verdict = ("no time budget on the card (searched without --latency)" if budget is None else
+               f"keeps the {1000 * budget:g} ms budget" if time["keeps_budget"] else
+               f"does NOT keep the {1000 * budget:g} ms budget ({time['seconds'] / budget:.1f}x)")
+    return (f"time: {time['measured']:,} {time['counts']} measured, {time['estimated']:,} estimated{ratio}; "
+            f"{at}: {verdict}")
 
 
 def _per_inference(counts: tuple[int, ...], profile_hz: int, counts_are: str) -> list[float]:
@@ -223,6 +269,8 @@ def check_on_board(model_dir: str | Path, firmware_dir: str | Path | None, board
     report.identical_to_litert = same_litert
     report.identical_to_tflm = same_micro if micro is not None else None
     report.identical_to_host = same_host if host is not None else None
+    if board is not None and report.per_inference:
+        report.time = time_against_budget(card, board, report.counts, report.median, profile.counter_hz)
     return report
 
 

@@ -11,14 +11,15 @@ from pathlib import Path
 from firmware_bridge.safe_read import SETTINGS_FILE_BYTES, read_regular
 from tinynas.anomaly.choice import SCORERS
 from tinynas.cost.budget import Budget
-from tinynas.cost.runtime import RUNTIME_CHOICES
+from tinynas.cost.runtime import RUNTIME_CHOICES, resolve_runtime
 from tinynas.cost.targets import resolve_target
 from tinynas.data.preprocess import NORMALIZATIONS
 from tinynas.errors import TinynasError
+from tinynas.modes import Runtime
 from tinynas.options import RANGES, check_budget
 from tinynas.search import STRATEGIES
 from tinynas.service.status_server import is_loopback
-from tinynas.units import echoed, parse_duration
+from tinynas.units import echoed, parse_duration, parse_latency
 
 DEFAULT_CONFIG = '''# tinynas service configuration (TOML). Every key is optional; the values below are the defaults.
 
@@ -38,6 +39,10 @@ strategy = "fast"
 # buffers and stack; its tables and code) or "tflm" (TFLite Micro: its arena, interpreter and stack; the
 # .tflite and the interpreter's code), which holds smaller networks on the same chip.
 runtime = "auto"
+# The most one inference may take on the target at its clock, e.g. "250ms": the search refuses candidates estimated
+# slower (with 25 % headroom), as it refuses those over the RAM. Empty (the default): the hop below, so the chip
+# keeps up with serving; not budgeted where the target gives no clock or TFLite Micro runs the model.
+latency = ""
 # Epochs, learning rate (Adam) and batch size per candidate, and epochs of the winner's final training
 # (lr 0.01); the method uses 100 epochs, lr 0.001, batch 16, and 100 final epochs.
 epochs = 20
@@ -104,6 +109,7 @@ class ServiceConfig:
     budget: str = "10m"
     strategy: str = "fast"
     runtime: str = "auto"
+    latency: str = ""
     epochs: int = 20
     learning_rate: float = 0.001
     batch_size: int = 16
@@ -137,8 +143,13 @@ class ServiceConfig:
         return values
 
     def chip_budget(self) -> Budget:
-        """What a model must fit: `target`, counted for `runtime` (auto resolved against it) on the whole chip."""
-        return Budget.resolve(resolve_target(self.target), self.runtime)
+        """What a model must fit: `target`, counted for `runtime` (auto resolved against it) on the whole chip, in
+        `latency` per inference (by default the hop, where the target's clock and the runtime let time be told)."""
+        target = resolve_target(self.target)
+        if self.latency:
+            return Budget.resolve(target, self.runtime, latency_seconds=parse_latency(self.latency))
+        timed = target.clock_mhz and resolve_runtime(self.runtime, target).runtime == Runtime.C
+        return Budget.resolve(target, self.runtime, latency_seconds=self.hop_seconds if timed else None)
 
 
 CONFIG_KEYS = tuple(f.name for f in fields(ServiceConfig) if f.name != "source")
@@ -181,7 +192,7 @@ def _max_workers() -> int:
 
 _CHECKS = {
     "port": _text(), "baudrate": _integer(1, 100_000_000), "data_dir": _text(),
-    "target": _text(), "budget": _text(), "strategy": _text(), "runtime": _text(),
+    "target": _text(), "budget": _text(), "strategy": _text(), "runtime": _text(), "latency": _text(nonempty=False),
     # The same ranges as the command line's (tinynas.options.RANGES): a config is the CLI's options in a file.
     "epochs": _ranged("epochs"), "learning_rate": _ranged("learning_rate"),
     "batch_size": _ranged("batch_size"), "final_epochs": _ranged("final_epochs"), "workers": None,
@@ -245,6 +256,13 @@ def _check_choices(origin: str, data: dict) -> None:
             resolve_target(data["target"])
         except TinynasError as exc:  # its message names the built-in targets
             raise ConfigError(f"{origin}: target: {exc}") from None
+    if data.get("latency"):
+        try:
+            parse_latency(data["latency"])
+            replace(ServiceConfig(), **{key: data[key] for key in ("target", "runtime", "latency") if key in data}
+                    ).chip_budget()  # a target with no clock, or TFLite Micro: one line now, not at the search
+        except TinynasError as exc:
+            raise ConfigError(f"{origin}: latency: {exc}") from None
     token = data.get("http_token", "")
     if token and not (token.isascii() and token.isprintable() and token.strip() == token and " " not in token):
         raise ConfigError(f"{origin}: http_token must be printable ASCII without spaces (it travels in a URL and "

@@ -111,7 +111,7 @@ def page_snapshot(service: ServiceContext) -> dict:
     status["plans"] = page_plans(service.config)
     status["models"] = _models(service)
     if state_deployed := service.state.deployed:
-        status["model"] = status_views.served_model(state_deployed)
+        status["model"] = status_views.served_model(state_deployed, service.config.hop_seconds)
         status["chip_check"] = service.chip_check
         status["classes"] = status["model"].get("classes")
         status["predictions_per_minute"] = status_views.per_minute(list(service.predictions.times))

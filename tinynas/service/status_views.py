@@ -14,6 +14,7 @@ from firmware_bridge.guide import FULL_SCALE
 from tinynas.anomaly.card import AnomalyCardError, classical_summary, read_section
 from tinynas.card import read_card
 from tinynas.cost.runtime import RUNTIME_NAMES
+from tinynas.errors import TinynasError
 from tinynas.folders import JOURNAL, MODEL, MODEL_C, MODEL_H, FolderError
 from tinynas.modes import Runtime
 from tinynas.service.models import download_names
@@ -105,16 +106,38 @@ def trials(study: Path) -> list[dict[str, Any]]:
     return out
 
 
-_MODEL_CACHE: dict[str, tuple[float, dict]] = {}
+_MODEL_CACHE: dict[str, tuple[tuple[float, float], dict]] = {}
 
 
-def served_model(deployed: Deployed) -> dict[str, Any]:
-    """The served model's architecture, RAM and flash on the chip for its runtime, accuracy and when it was made
-    (from its card, read and checked whole: a damaged card gives {"damaged": why}, never a dead page)."""
+def chip_time(card, hop_seconds: float) -> dict[str, Any] | None:
+    """One inference of the card's model on its target against serving's hop: the words the page shows, and whether
+    the chip keeps the hop (None: the target gives no clock, or the runtime has no time model)."""
+    try:
+        chip = card.on_chip(hop_seconds)
+    except TinynasError:  # a target the card cannot give back: the page says nothing of time, and lives
+        return None
+    if chip is None:
+        return None
+    budget = card.latency_seconds()
+    keeps = chip.seconds <= hop_seconds
+    target = card.target.get("name", "the target")
+    verdict = (f"keeps the {hop_seconds:g} s hop" if keeps else
+               f"does NOT keep the {hop_seconds:g} s hop: the chip would fall behind the stream")
+    searched = (f"; searched to keep {1000 * budget:g} ms per inference" if budget is not None else
+                "; searched without a time budget")
+    return {"words": f"on {target}: {chip.words()} (estimated): {verdict}{searched}", "keeps_hop": keeps,
+            "seconds": chip.seconds, "share_of_hop": chip.share_of_hop, "energy_uj": chip.energy_uj}
+
+
+def served_model(deployed: Deployed, hop_seconds: float = 0.25) -> dict[str, Any]:
+    """The served model's architecture, RAM and flash on the chip for its runtime, its time per inference against
+    the hop, accuracy and when it was made (from its card, read and checked whole: a damaged card gives
+    {"damaged": why}, never a dead page)."""
 
     card_path = deployed.card
     try:
-        changed = Path(card_path).stat().st_mtime  # the cache's key: `tinynas hil` records its check in the card
+        # The cache's key: `tinynas hil` records its check in the card; the hop comes from the config.
+        changed = (Path(card_path).stat().st_mtime, hop_seconds)
     except OSError as exc:
         return {"damaged": f"{card_path}: {exc.strerror or exc}"}
     cached = _MODEL_CACHE.get(card_path)
@@ -135,8 +158,9 @@ def served_model(deployed: Deployed) -> dict[str, Any]:
                                    (card.flash_bytes or 0) + (cost.get("code_bytes") or 0)),
                    "runtime": RUNTIME_NAMES.get(runtime, str(runtime)), "runtime_reason": choice.get("reason"),
                    "int8_test_accuracy": card.int8_test_accuracy, "classes": card.classes,
-                   "held_out": card.int8_test, "downloads": download_names(folder), "made": deployed.made or changed,
-                   "chip": card.hil, "folder": str(folder)}
+                   "held_out": card.int8_test, "downloads": download_names(folder),
+                   "made": deployed.made or changed[0], "chip": card.hil, "folder": str(folder),
+                   "time": chip_time(card, hop_seconds)}
         try:
             section = read_section({"anomaly": card.anomaly}) if card.anomaly is not None else None
         except AnomalyCardError as exc:

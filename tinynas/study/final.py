@@ -111,6 +111,7 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
         anomaly=anomaly,
         int8_test=int8_test,
         selection=_selection(jobs, winner),
+        time=budget.time_section(cost),
     )
     exported = write_export(study.out_dir, winner.architecture, tflite, card.to_dict(),
                             c_prefix=study.settings.c_prefix, scorer_c=_classical_c(study, anomaly))

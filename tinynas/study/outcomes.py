@@ -32,7 +32,7 @@ def trial_key(arch: Architecture, fidelity: Fidelity) -> TrialKey:
 def decide(number: int, architecture: Architecture, fidelity: Fidelity, budget: Budget) -> Trial:
     """A proposal judged by the cost model against `budget`: feasible (to train) or infeasible (never trained)."""
     cost = budget.estimate(architecture)
-    violations = tuple(cost.violations(budget.target))
+    violations = tuple(budget.check(cost))
     state = TrialState.INFEASIBLE if violations else TrialState.FEASIBLE
     return Trial(number, architecture, fidelity, state, costs=cost.to_dict(), violations=violations)
 

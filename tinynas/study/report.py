@@ -93,6 +93,21 @@ def anomaly_line(anomaly: dict) -> str:
     return line
 
 
+def chip_time_line(card: ModelCard) -> str:
+    """'- on the chip: 31.2 ms per inference at 48 MHz (12 % of the 0.25 s budget), ... ; basis' (one line)."""
+    latency = card.latency_seconds()
+    chip = card.on_chip(latency)
+    cost = card.cost()
+    if chip is None:
+        why = "the target gives no clock" if cost.cycles else (cost.time_basis or "no time model for this runtime")
+        return f"- on the chip: time not estimated ({why})"
+    budget = (f"; searched to keep {1000 * latency:g} ms per inference (estimate + "
+              f"{100 * ((card.time or {}).get('headroom', 1.0) - 1):.0f} % headroom)" if latency is not None
+              else "; no time budget (give --latency)")
+    return (f"- on the chip: {chip.words()}; {cost.instructions:,} instructions, {cost.cycles:,} cycles (estimates: "
+            f"{cost.time_basis}){budget}")
+
+
 def time_line(trials: list[Trial]) -> str:
     """Where the workers' time went, summed over the candidates: TensorFlow's import (once per worker
     process; next to nothing where workers fork from the launcher, which imported it), compiling each candidate's
@@ -155,6 +170,7 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: ModelC
         f"- cost: {cost.macs:,} MACs, {cost.summary(card.flash_bytes)} (estimates; model.tflite is "
         f"{card.flash_bytes:,} B)",
     ]
+    lines.append(chip_time_line(card))
     lines.append(time_line(trials))
     for finding in card.data_findings or []:
         lines.append(f"- data check ({finding['severity']}): {finding['message']}")

@@ -226,7 +226,7 @@ class Study:
         """What the journal keeps of this search's settings, and what a resume must match."""
         if strategy_fidelity is None:
             strategy_fidelity = self._strategy().fidelity
-        return fingerprint(data_digest=self.windows.digest(), target=self.target.to_dict(),
+        return fingerprint(data_digest=self.windows.digest(), target=self.target.budget_dict(),
                            strategy=self.settings.strategy, seed=self.settings.seed, fidelity=strategy_fidelity,
                            space=asdict(self.space), split=self.split.protocol,
                            normalize=self.preprocessing.normalize,
@@ -235,13 +235,15 @@ class Study:
                            accounting=str(self.budget.accounting),
                            anomaly=None if self.anomaly is None else
                            {"task": "anomaly", "false_alarm_rate": self.settings.false_alarm_rate},
-                           folds=None if self.prepared.folds is None else self.prepared.folds.describe())
+                           folds=None if self.prepared.folds is None else self.prepared.folds.describe(),
+                           latency_seconds=self.budget.latency_seconds)
 
     @property
     def budget(self) -> Budget:
         """What the search budgets for: the target, counted for the runtime (auto resolved against the target) by
         the accounting, and why that runtime."""
-        return Budget.resolve(self.target, self.settings.runtime, self.settings.accounting)
+        return Budget.resolve(self.target, self.settings.runtime, self.settings.accounting,
+                              self.settings.latency_seconds)
 
     def _strategy(self):
         s = self.settings

@@ -86,6 +86,10 @@ class StudySettings:
     scorer: str = "auto"
     """`--scorer`: the anomaly task's exported family: auto (`tinynas.anomaly.choice`'s rule), network or classical.
     Not part of a resumed search's settings: it decides only after the search."""
+    latency_seconds: float | None = None
+    """`--latency`: the most one inference may take at the target's clock (None: the target file's `latency`, else
+    time is not budgeted); a candidate whose estimate (with `tinynas.cost.latency.TIME_HEADROOM`) takes longer is
+    refused before training, as one over the RAM is."""
     selection: str = "auto"
     """`--selection`: how candidates are ranked: on the split's validation side, by cross-validation over recordings
     (`tinynas.study.crossval`), or auto (cross-validation where the validation side is small)."""
@@ -99,6 +103,7 @@ class StudySettings:
         check_scorer(self.scorer)
 
         check_selection(self.selection)
+        RANGES["latency_seconds"].check("the time per inference (seconds)", self.latency_seconds)
 
         check_prefix(self.c_prefix)  # before the search, not after it at the export
         if self.workers != "auto":
@@ -124,7 +129,8 @@ class StudySettings:
 def fingerprint(*, data_digest: str, target: dict, strategy: str, seed: int, fidelity: Fidelity, space: dict,
                 split: str, normalize: str, test_data_digest: str | None, final_fidelity: Fidelity,
                 runtime: str = "tflm", accounting: str = LEGACY_ACCOUNTING,
-                anomaly: dict | None = None, folds: dict | None = None) -> dict[str, Any]:
+                anomaly: dict | None = None, folds: dict | None = None,
+                latency_seconds: float | None = None) -> dict[str, Any]:
     """What a resumed search must share with the journal's: the resolved settings as JSON."""
     settings: dict[str, Any] = {"data_digest": data_digest, "target": target, "strategy": strategy, "seed": seed,
                                 "fidelity": fidelity.to_dict(),
@@ -145,6 +151,8 @@ def fingerprint(*, data_digest: str, target: dict, strategy: str, seed: int, fid
         settings["anomaly"] = anomaly
     if folds is not None:  # ranked by cross-validation: other scores, another search
         settings["cross_validation"] = folds
+    if latency_seconds is not None:  # a time budget refuses other candidates: another search
+        settings["latency_seconds"] = latency_seconds
     # The final recipe decides the winner's losses (fast trains every candidate with it) and its
     # retraining: a resume with another --final-epochs is another search.
     settings["final_fidelity"] = final_fidelity.to_dict()

@@ -189,11 +189,20 @@ function drawChip(m, check) {
          "then tinynas hil --port; see docs/hil.md)");
     return;
   }
-  const ms = c.clock_hz ? ` (${(c.median / c.clock_hz * 1000).toFixed(1)} ms at ${c.clock_hz / 1e6} MHz` +
+  const ms = c.seconds != null ? ` (${(c.seconds * 1000).toFixed(1)} ms at ${c.clock_hz / 1e6} MHz` +
+    (c.counts === "instructions" ? ", cycles per instruction estimated)" : ")") : c.clock_hz ?
+    ` (${(c.median / c.clock_hz * 1000).toFixed(1)} ms at ${c.clock_hz / 1e6} MHz` +
     (c.counts === "instructions" ? " if each took a cycle)" : ")") : "";
   text("chip", `on the chip (${c.board}): ${c.identical_to_host ?? "-"} of ${c.checked} windows identical to the ` +
        `host, ${Math.round(c.median).toLocaleString()} ${c.counts} per inference${ms}, stack ${c.stack_bytes} B` +
        (c.stopped ? `; stopped after ${c.checked} of ${c.windows}: ${c.stopped}` : ""));
+}
+
+// One inference of the served model on its target at its clock against serving's hop (the time model's estimate).
+function drawTime(m) {
+  const t = m.time;
+  text("chip-time", m.name && !m.damaged && t ? t.words : "");
+  $("chip-time").classList.toggle("warn", !!(t && !t.keeps_hop));
 }
 
 // A classical scorer keeping several operating conditions (loads): which, and which the windows are read under.
@@ -211,6 +220,7 @@ function drawAlarm(s) {
        `threshold set for ${pct(an.false_alarm_rate || 0)} false alarms on ${an.calibration_windows} held-out normal ` +
        `windows; alarm at ${a.debounce || "-"}` + conditionsText(m, a));
   drawChip(m, s.chip_check);
+  drawTime(m);
   const stale = (s.serving || {}).stale;
   text("prediction", (a.raised ? "ALARM: not running normally" : "Running normally") + (stale ? " (not live)" : ""));
   $("prediction").classList.toggle("stale", !!stale);
@@ -242,6 +252,7 @@ function drawServing(s) {
        (m.runtime ? ` with ${m.runtime}` : "") + ", " + accuracy +
        (m.made ? `, made ${new Date(m.made * 1000).toLocaleString()}` : "") : "no model yet");
   drawChip(m, s.chip_check);
+  drawTime(m);
   drawPerClass(d.held_out && d.held_out.confusion ? d.held_out : m.held_out, s.classes || []);
   const p = (s.predictions || []).slice(-1)[0];
   const stale = (s.serving || {}).stale;

@@ -1,0 +1,302 @@
+"""Time per inference: the time model fitted to the emulated cores, and the generated kernels' speed (issue 66).
+
+    nice python benchmarks/latency.py fit [--fit 120] [--check 40] [--seed 1]     -> results/latency-fit.md
+    nice python benchmarks/latency.py kernels --before GIT_REV                     -> results/latency-kernels.md
+
+`fit`: random architectures (`devtools.integer_models`: five input shapes, k 1-32, 0-7 cells, kernels 1-9, 2-26
+classes, whatever the micro:bit holds), each model's generated C run on QEMU's micro:bit (Cortex-M0) and MPS2-AN386
+(Cortex-M4F) with `-icount` (instructions); outputs checked against the host build. The time model's coefficients
+(`tinynas.cost.latency.COEFFICIENTS`) are fitted by non-negative least squares on the first set and checked on a
+second set drawn with another seed: the error of every architecture, worst and median, per core. It prints the
+coefficients to paste into the module.
+
+`kernels`: the same architectures (the default winners' shapes) under the generated C of another revision (a git
+worktree made for the run) and of this checkout: instructions per inference and per MAC, per layer kind, on both
+cores, every window's outputs compared with the host build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from devtools.integer_models import BOARDS, count_on_cores, random_time_architectures  # noqa: E402
+from tinynas.cost.estimate import macs  # noqa: E402
+from tinynas.cost.latency import COEFFICIENTS, FEATURES, c_features  # noqa: E402
+from tinynas.space import Architecture  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+KERNELS = {"microbit": "v6m", "mps2-an386": "dsp"}
+
+
+def measure(archs, seed_base: int, scratch: Path, label: str) -> list[dict]:
+    rows = []
+    started = time.monotonic()
+    for index, arch in enumerate(archs):
+        counted = count_on_cores(arch, seed_base + index, scratch / f"{label}{index}")
+        for one in counted:
+            rows.append({"arch": arch.to_dict(), "name": arch.name(),
+                         "shape": f"{arch.input_length}x{arch.input_channels}", "macs": macs(arch),
+                         "board": one.board, "instructions": one.instructions, "identical": one.identical,
+                         "stack": one.stack_bytes})
+        if (index + 1) % 10 == 0:
+            print(f"  {label}: {index + 1}/{len(archs)} measured ({time.monotonic() - started:.0f} s)", flush=True)
+    return rows
+
+
+def fit(rows: list[dict]) -> dict[str, dict[str, float]]:
+    from scipy.optimize import nnls
+
+    from tinynas.space import Architecture
+
+    found = {}
+    for board, kernels in KERNELS.items():
+        mine = [row for row in rows if row["board"] == board]
+        features = np.array([[c_features(Architecture.from_dict(row["arch"]), kernels)[name] for name in FEATURES]
+                             for row in mine])
+        counts = np.array([row["instructions"] for row in mine])
+        # Relative error matters (a small model's 10 % is as wrong as a big one's): weight rows by 1 / count.
+        weights = 1.0 / counts
+        solution, _ = nnls(features * weights[:, None], counts * weights)
+        found[kernels] = {name: round(float(value), 3) for name, value in zip(FEATURES, solution)}
+    return found
+
+
+def errors(rows: list[dict], coefficients: dict[str, dict[str, float]]) -> list[dict]:
+    from tinynas.space import Architecture
+
+    out = []
+    for row in rows:
+        kernels = KERNELS[row["board"]]
+        features = c_features(Architecture.from_dict(row["arch"]), kernels)
+        estimate = sum(coefficients[kernels][name] * count for name, count in features.items())
+        out.append({**row, "estimate": estimate, "error": estimate / row["instructions"] - 1})
+    return out
+
+
+def render_fit(args, train: list[dict], check: list[dict], coefficients, seconds: float) -> str:
+    lines = ["# The time model against the emulated cores (issue 66)", "",
+             f"Command: `python benchmarks/latency.py fit --fit {args.fit} --check {args.check} --seed {args.seed}` "
+             f"({seconds:.0f} s). Random architectures from `devtools.integer_models.random_time_architectures` "
+             "(input shapes 400x8, 512x1, 128x3, 250x6, 75x2; k 1-32, 0-7 cells, kernel 1-9, 2-26 classes; "
+             "what the micro:bit's 16 KiB RAM and 200 KiB of flash hold), random int8 weights and requantization "
+             "(`random_integer_model`), the generated C built with arm-none-eabi-gcc 12.2 `-Os` and run on QEMU 7.2 "
+             "(`-icount shift=0`: instructions, not cycles), 2 random windows each. Fitted (non-negative least "
+             f"squares, relative) on {args.fit} architectures (seed {args.seed}), checked on {args.check} others "
+             f"(seed {args.seed + 1000}). Machine: 2 cores x86_64, {args.shared}.", "",
+             "| core | set | architectures | outputs identical to the host build | median abs. error | worst error | "
+             "within 15 % | within 5 % |", "|---|---|---:|---|---:|---:|---:|---:|"]
+    for board in BOARDS:
+        for label, rows in (("fit", train), ("check", check)):
+            mine = [row for row in rows if row["board"] == board]
+            errs = [abs(row["error"]) for row in mine]
+            identical = sum(row["identical"] for row in mine)
+            lines.append(f"| {board} ({'Cortex-M0' if board == 'microbit' else 'Cortex-M4F'}) | {label} | "
+                         f"{len(mine)} | {identical} of {len(mine)} | {100 * statistics.median(errs):.1f} % | "
+                         f"{100 * max(errs):.1f} % | {sum(e <= 0.15 for e in errs)} of {len(errs)} | "
+                         f"{sum(e <= 0.05 for e in errs)} of {len(errs)} |")
+    stacks = [row["stack"] for row in train + check]
+    lines += ["", f"Peak stack of the inference, painted and read back: {min(stacks)}-{max(stacks)} B over every run "
+              "(the cost model's `STACK_BYTES` is set above it).", "",
+              "Coefficients (instructions per unit of each feature of `tinynas.cost.latency.FEATURES`):", "",
+              "| feature | Cortex-M0 (v6m kernels) | Cortex-M4F (DSP kernels) |", "|---|---:|---:|"]
+    for name in FEATURES:
+        lines.append(f"| {name} | {coefficients['v6m'][name]:.3f} | {coefficients['dsp'][name]:.3f} |")
+    worst = sorted(check, key=lambda row: -abs(row["error"]))[:6]
+    lines += ["", "Worst of the check set:", "",
+              "| core | architecture | input | MACs | measured | estimated | error |",
+              "|---|---|---|---:|---:|---:|---:|"]
+    for row in worst:
+        lines.append(f"| {row['board']} | {row['name']} | {row['shape']} | {row['macs']:,} | "
+                     f"{row['instructions']:,.0f} | {row['estimate']:,.0f} | {100 * row['error']:+.1f} % |")
+    return "\n".join(lines) + "\n"
+
+
+def cmd_fit(args) -> int:
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="tinynas-latency-") as scratch:
+        train = measure(random_time_architectures(args.fit, args.seed), 0, Path(scratch), "fit")
+        check = measure(random_time_architectures(args.check, args.seed + 1000), 10_000, Path(scratch), "check")
+    coefficients = fit(train)
+    train, check = errors(train, coefficients), errors(check, coefficients)
+    text = render_fit(args, train, check, coefficients, time.monotonic() - started)
+    (RESULTS / "latency-fit.md").write_text(text)
+    (RESULTS / "latency-fit.json").write_text(json.dumps({"coefficients": coefficients, "fit": train,
+                                                          "check": check}, indent=1))
+    print(text)
+    print("COEFFICIENTS =", json.dumps(coefficients, indent=1))
+    unchanged = {family: {name: value for name, value in table.items() if value}
+                 for family, table in coefficients.items()} == COEFFICIENTS
+    print("the module's coefficients are these" if unchanged else "paste these into tinynas/cost/latency.py")
+    return 0
+
+
+# The default winners of every built-in target (results/hil.md, before this issue): the shapes the product serves.
+WINNERS = [("isl", Architecture(400, 8, 26, k, c)) for k, c in ((17, 3), (13, 5), (16, 6), (12, 4), (20, 5),
+                                                                 (26, 4), (10, 5), (2, 7), (54, 2))] + \
+          [("cwru", Architecture(512, 1, 10, k, c, kernel_size=9)) for k, c in ((16, 5), (4, 6), (5, 7), (10, 4),
+                                                                                (14, 3), (10, 6), (9, 3))]
+KINDS = ("stem conv + pool", "cell conv + pool", "last conv into MEAN", "MEAN + dense head")
+
+
+def _layer_macs(arch: Architecture) -> dict[str, int]:
+    found = dict.fromkeys(KINDS, 0)
+    cin = arch.input_channels
+    for index, (cout, rows) in enumerate(zip(arch.filters, arch.lengths)):
+        kind = KINDS[2] if index == arch.c else KINDS[0] if index == 0 else KINDS[1]
+        found[kind] += cin * arch.kernel_size * rows * cout
+        cin = cout
+    found[KINDS[3]] += cin * arch.classes
+    return found
+
+
+def stage_profile(elf: Path, board: str, workdir: Path) -> list[int]:
+    """Instructions of one inference per call tinynas_infer makes (one per conv stage), then its own instructions
+    after the last call (the MEAN and the dense head): QEMU run with one instruction per block, every block traced."""
+    import re
+    import subprocess
+
+    from devtools.emulate import qemu_command
+
+    ranges = {}
+    for line in subprocess.run(["arm-none-eabi-nm", "-n", "-S", str(elf)], capture_output=True, text=True,
+                               check=True).stdout.splitlines():
+        fields = line.split()
+        if len(fields) == 4 and fields[2] in "tTwW":
+            ranges[fields[3]] = (int(fields[0], 16), int(fields[0], 16) + int(fields[1], 16))
+    infer, main = ranges["tinynas_infer"], ranges["main"]
+    log = workdir / "exec.log"
+    command = qemu_command(board, elf)
+    at = command.index("-icount")
+    command[at:at + 2] = ["-singlestep", "-d", "exec,nochain", "-D", str(log)]
+    subprocess.run(command, cwd=workdir, capture_output=True, timeout=1200, check=True)
+    pattern = re.compile(r"\[[0-9a-f]+/([0-9a-f]+)/")
+    segments: list[int] = []
+    own_after, inside, in_call = 0, False, False
+    with log.open() as trace:
+        for line in trace:
+            found = pattern.search(line)
+            if found is None:
+                continue
+            pc = int(found.group(1), 16)
+            if infer[0] <= pc < infer[1]:
+                inside, in_call = True, False
+                own_after += 1
+            elif inside and main[0] <= pc < main[1]:
+                break  # returned to the harness: one window, one inference
+            elif inside:
+                if not in_call:  # a call from tinynas_infer: the next conv stage
+                    in_call, own_after = True, 0
+                    segments.append(0)
+                segments[-1] += 1
+    return segments + [own_after]
+
+
+def cmd_kernels(args) -> int:
+    import pickle
+    import subprocess
+
+    from devtools.emulate import build_image
+    from devtools.integer_models import random_integer_model
+    from tinynas.deploy.c_codegen import generate_c
+
+    before = Path(args.before_tree)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tinynas-kernels-") as scratch:
+        for index, (data, arch) in enumerate(WINNERS):
+            model = random_integer_model(arch, index)
+            folder = Path(scratch) / str(index)
+            folder.mkdir()
+            (folder / "model.pkl").write_bytes(pickle.dumps(model))
+            sources = {"after": generate_c(model)}
+            script = ("import pickle, sys, json; from tinynas.deploy.c_codegen import generate_c; "
+                      "m = pickle.load(open(sys.argv[1], 'rb')); print(json.dumps(generate_c(m)))")
+            generated = subprocess.run([sys.executable, "-c", script, str(folder / "model.pkl")], capture_output=True,
+                                       text=True, check=True, env={**os.environ, "PYTHONPATH": str(before)}, cwd=before)
+            sources["before"] = tuple(json.loads(generated.stdout))
+            size = (1, arch.input_length * arch.input_channels)
+            windows = np.random.default_rng(index).integers(-128, 128, size=size, dtype=np.int8)
+            for version, (source, header) in sources.items():
+                work = folder / version
+                work.mkdir()
+                (work / "model_compiled.c").write_text(source)
+                (work / "model_compiled.h").write_text(header)
+                for board in BOARDS:
+                    elf, _, _ = build_image(work / "model_compiled.c", work / "model_compiled.h", board, work / board)
+                    windows.tofile(work / board / "windows.bin")
+                    stages = stage_profile(elf.resolve(), board, work / board)
+                    kinds = dict.fromkeys(KINDS, 0)
+                    for stage, count in enumerate(stages[:-1]):
+                        kinds[KINDS[2] if stage == arch.c else KINDS[0] if stage == 0 else KINDS[1]] += count
+                    kinds[KINDS[3]] += stages[-1]
+                    rows.append({"data": data, "name": arch.name(), "version": version, "board": board,
+                                 "instructions": kinds, "macs": _layer_macs(arch), "total": sum(stages)})
+            print(f"  {index + 1}/{len(WINNERS)} {arch.name()}", flush=True)
+    text = render_kernels(args, rows)
+    (RESULTS / "latency-kernels.md").write_text(text)
+    (RESULTS / "latency-kernels.json").write_text(json.dumps(rows, indent=1))
+    print(text)
+    return 0
+
+
+def render_kernels(args, rows: list[dict]) -> str:
+    lines = ["# The generated kernels before and after (issue 66)", "",
+             f"Command: `python benchmarks/latency.py kernels --before-tree TREE` (TREE: a worktree at {args.label}). "
+             "The default winners of every built-in target (results/hil.md: 9 ISL 400x8 and 7 CWRU 512x1 kernel-9 "
+             "architectures), random int8 weights and requantization (`devtools.integer_models`), the same model "
+             "generated by both revisions, built with arm-none-eabi-gcc 12.2 -Os and run for one window on QEMU 7.2 "
+             "with one instruction per translation block, every executed instruction attributed to the call of "
+             "`tinynas_infer` it ran under (a conv stage) or to its own code after the last call (the MEAN and the "
+             "dense head). Instructions, not cycles. Machine: 2 cores x86_64.", "",
+             "| core | layer kind | MACs | instructions before | after | per MAC before | after | speed-up |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for board in BOARDS:
+        for kind in KINDS:
+            macs_total = sum(row["macs"][kind] for row in rows if row["board"] == board and row["version"] == "after")
+            counts = {version: sum(row["instructions"][kind] for row in rows
+                                   if row["board"] == board and row["version"] == version)
+                      for version in ("before", "after")}
+            lines.append(f"| {board} | {kind} | {macs_total:,} | {counts['before']:,} | {counts['after']:,} | "
+                         f"{counts['before'] / max(macs_total, 1):.2f} | {counts['after'] / max(macs_total, 1):.2f} | "
+                         f"{counts['before'] / max(counts['after'], 1):.2f}x |")
+    lines += ["", "Per architecture (whole inference, instructions per MAC):", "",
+              "| data | architecture | MACs | M0 before | M0 after | M4F before | M4F after |",
+              "|---|---|---:|---:|---:|---:|---:|"]
+    names = list(dict.fromkeys((row["data"], row["name"]) for row in rows))
+    for data, name in names:
+        mine = {(row["version"], row["board"]): row for row in rows if row["name"] == name and row["data"] == data}
+        total = sum(mine["after", "microbit"]["macs"].values())
+        cells = [f"{mine[v, b]['total'] / total:.2f}" for b in BOARDS for v in ("before", "after")]
+        lines.append(f"| {data} | {name} | {total:,} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    one = sub.add_parser("fit")
+    one.add_argument("--fit", type=int, default=120)
+    one.add_argument("--check", type=int, default=40)
+    one.add_argument("--seed", type=int, default=1)
+    one.add_argument("--shared", default="nothing else running", help="what shared the machine (for the results)")
+    one.set_defaults(func=cmd_fit)
+    kernels = sub.add_parser("kernels")
+    kernels.add_argument("--before-tree", required=True, help="a git worktree of the revision to compare with")
+    kernels.add_argument("--label", default="the revision before", help="what the tree is, for the results")
+    kernels.set_defaults(func=cmd_kernels)
+    args = parser.parse_args()
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
