@@ -1,7 +1,8 @@
 """Time per inference: the time model fitted to the emulated cores, and the generated kernels' speed (issue 66).
 
     nice python benchmarks/latency.py fit [--fit 120] [--check 40] [--seed 1]     -> results/latency-fit.md
-    nice python benchmarks/latency.py kernels --before GIT_REV                     -> results/latency-kernels.md
+    nice python benchmarks/latency.py kernels --before-tree TREE                   -> results/latency-kernels.md
+    nice python benchmarks/latency.py winners [--seeds 0,1,2] [--resume]           -> results/latency.md
 
 `fit`: random architectures (`devtools.integer_models`: five input shapes, k 1-32, 0-7 cells, kernels 1-9, 2-26
 classes, whatever the micro:bit holds), each model's generated C run on QEMU's micro:bit (Cortex-M0) and MPS2-AN386
@@ -9,6 +10,9 @@ classes, whatever the micro:bit holds), each model's generated C run on QEMU's m
 (`tinynas.cost.latency.COEFFICIENTS`) are fitted by non-negative least squares on the first set and checked on a
 second set drawn with another seed: the error of every architecture, worst and median, per core. It prints the
 coefficients to paste into the module.
+
+`winners`: every built-in target's winner on CWRU and ISL, 3 seeds, with and without the service's hop as a time
+budget: accuracy, MACs, instructions estimated and counted on both cores, ms at the clock, share of the hop, uJ.
 
 `kernels`: the same architectures (the default winners' shapes) under the generated C of another revision (a git
 worktree made for the run) and of this checkout: instructions per inference and per MAC, per layer kind, on both
@@ -162,7 +166,8 @@ def _layer_macs(arch: Architecture) -> dict[str, int]:
 
 def stage_profile(elf: Path, board: str, workdir: Path) -> list[int]:
     """Instructions of one inference per call tinynas_infer makes (one per conv stage), then its own instructions
-    after the last call (the MEAN and the dense head): QEMU run with one instruction per block, every block traced."""
+    after the last call (the MEAN and the dense head). QEMU logs every translated block's instructions once
+    (`in_asm`) and every execution of a block (`exec,nochain`); a block never spans a call."""
     import re
     import subprocess
 
@@ -178,27 +183,40 @@ def stage_profile(elf: Path, board: str, workdir: Path) -> list[int]:
     log = workdir / "exec.log"
     command = qemu_command(board, elf)
     at = command.index("-icount")
-    command[at:at + 2] = ["-singlestep", "-d", "exec,nochain", "-D", str(log)]
+    command[at:at + 2] = ["-d", "in_asm,exec,nochain", "-D", str(log)]
     subprocess.run(command, cwd=workdir, capture_output=True, timeout=1200, check=True)
-    pattern = re.compile(r"\[[0-9a-f]+/([0-9a-f]+)/")
+    executed = re.compile(r"^Trace \d+: \S+ \[[0-9a-f]+/([0-9a-f]+)/")
+    instruction = re.compile(r"^0x([0-9a-f]+):")
+    sizes: dict[int, int] = {}
+    block, count = None, 0
     segments: list[int] = []
     own_after, inside, in_call = 0, False, False
     with log.open() as trace:
         for line in trace:
-            found = pattern.search(line)
+            found = instruction.match(line)
+            if found:  # a block being translated: its instructions, one line each
+                if block is None:
+                    block, count = int(found.group(1), 16), 0
+                count += 1
+                continue
+            if block is not None:
+                sizes[block], block = count, None
+            found = executed.match(line)
             if found is None:
                 continue
             pc = int(found.group(1), 16)
+            size = sizes.get(pc, 0)
             if infer[0] <= pc < infer[1]:
                 inside, in_call = True, False
-                own_after += 1
+                own_after += size
             elif inside and main[0] <= pc < main[1]:
-                break  # returned to the harness: one window, one inference
+                break  # back in the harness: one window, one inference
             elif inside:
                 if not in_call:  # a call from tinynas_infer: the next conv stage
                     in_call, own_after = True, 0
                     segments.append(0)
-                segments[-1] += 1
+                segments[-1] += size
+    log.unlink()
     return segments + [own_after]
 
 
@@ -214,6 +232,8 @@ def cmd_kernels(args) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="tinynas-kernels-") as scratch:
         for index, (data, arch) in enumerate(WINNERS):
+            if macs(arch) > args.max_macs:
+                continue
             model = random_integer_model(arch, index)
             folder = Path(scratch) / str(index)
             folder.mkdir()
@@ -253,9 +273,10 @@ def render_kernels(args, rows: list[dict]) -> str:
     lines = ["# The generated kernels before and after (issue 66)", "",
              f"Command: `python benchmarks/latency.py kernels --before-tree TREE` (TREE: a worktree at {args.label}). "
              "The default winners of every built-in target (results/hil.md: 9 ISL 400x8 and 7 CWRU 512x1 kernel-9 "
-             "architectures), random int8 weights and requantization (`devtools.integer_models`), the same model "
+             f"architectures; those above {args.max_macs:,} MACs left out), random int8 weights and requantization "
+             "(`devtools.integer_models`), the same model "
              "generated by both revisions, built with arm-none-eabi-gcc 12.2 -Os and run for one window on QEMU 7.2 "
-             "with one instruction per translation block, every executed instruction attributed to the call of "
+             "with every executed block traced and its instructions attributed to the call of "
              "`tinynas_infer` it ran under (a conv stage) or to its own code after the last call (the MEAN and the "
              "dense head). Instructions, not cycles. Machine: 2 cores x86_64.", "",
              "| core | layer kind | MACs | instructions before | after | per MAC before | after | speed-up |",
@@ -281,6 +302,166 @@ def render_kernels(args, rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = {"cwru": f"cwru:{SHARED / 'cwru'}?files=bearingnas10&channel=FE&window=512&windows_per_file=200&resample=0",
+        "isl": f"isl:{SHARED / 'isl'}"}
+HOP_SECONDS = 0.25
+"""The service's hop: the time budget every `with` search keeps."""
+
+
+def _measured(folder: Path, arch: Architecture, scratch: Path) -> dict[str, float]:
+    """QEMU's instructions per inference of a model folder's generated C on both cores (random windows)."""
+    from devtools.emulate import run_on_qemu
+    from tinynas.cost.c_runtime import estimate_c
+
+    windows = np.random.default_rng(0).integers(-128, 128, size=(2, arch.input_length * arch.input_channels),
+                                                dtype=np.int8)
+    found = {}
+    for board in BOARDS:
+        if board == "microbit" and estimate_c(arch).ram_bytes > 14 << 10:  # the micro:bit's 16 KiB
+            continue
+        run = run_on_qemu(folder / "model_compiled.c", folder / "model_compiled.h", windows, board,
+                          scratch / board, timeout=1200)
+        found[board] = run.instructions_mean
+    return found
+
+
+def cmd_winners(args) -> int:
+    """Every built-in target's default winner with and without the service's hop as a time budget."""
+    from tinynas.cost.budget import Budget
+    from tinynas.cost.latency import c_instructions
+    from tinynas.cost.targets import builtin_targets
+    from tinynas.data.spec import load_windows
+    from tinynas.progress import Progress
+    from tinynas.study import Study
+    from tinynas.trial import Fidelity
+
+    targets = builtin_targets()
+    keys = sorted(targets) if args.targets == "all" else args.targets.split(",")
+    out_path = RESULTS / "latency.jsonl"
+    done = set()
+    if args.resume and out_path.exists():
+        for line in out_path.read_text().splitlines():
+            row = json.loads(line)
+            done.add((row["data"], row["target_key"], row["seed"], row["latency_seconds"]))
+    elif out_path.exists():
+        out_path.unlink()
+    work = Path(args.work)
+    for name in args.data.split(","):
+        if not (SHARED / name).is_dir():
+            print(f"skipping {name}: {SHARED / name} not there")
+            continue
+        windows = load_windows(DATA[name])
+        for key in keys:
+            target = targets[key]
+            for seed in [int(s) for s in args.seeds.split(",")]:
+                for latency in (None, HOP_SECONDS):
+                    if (name, key, seed, latency) in done:
+                        continue
+                    started = time.monotonic()
+                    folder = work / name / key / f"seed{seed}-{'hop' if latency else 'free'}"
+                    result = Study(folder, windows, target, strategy="fast", seed=seed,
+                                   budget_seconds=parse_budget(args.budget),
+                                   fidelity=Fidelity(args.epochs, 32, 3e-3),
+                                   final_fidelity=Fidelity(args.final_epochs, 32, 3e-3, schedule="cosine"),
+                                   workers=args.workers, latency_seconds=latency, data_spec=DATA[name],
+                                   progress=Progress(interactive=False), resume=(folder / "journal.sqlite").exists()
+                                   ).run()
+                    card, arch = result.card, result.winner.architecture
+                    budget = Budget.resolve(target, "auto", latency_seconds=latency)
+                    chip = card.on_chip(HOP_SECONDS)
+                    held = card.held_out()
+                    refused = sum(1 for t in result.trials if any(v.startswith("time ") for v in t.violations))
+                    row = {"data": name, "target_key": key, "target": target.name, "core": target.core,
+                           "seed": seed, "latency_seconds": latency, "winner": arch.name(), "macs": card.cost().macs,
+                           "hits": held.hits if held else None, "windows": held.windows if held else None,
+                           "interval": list(held.interval) if held else None, "split": card.split["protocol"],
+                           "estimated": {board: c_instructions(arch, KERNELS[board]) for board in BOARDS},
+                           "measured": _measured(folder, arch, work / "qemu" / f"{name}-{key}-{seed}-{latency}"),
+                           "seconds_at_clock": chip.seconds if chip else None,
+                           "share_of_hop": chip.share_of_hop if chip else None,
+                           "energy_uj": chip.energy_uj if chip else None,
+                           "keeps_hop": None if budget.seconds(card.cost()) is None else
+                           budget.seconds(card.cost()) <= HOP_SECONDS,
+                           "refused_for_time": refused, "candidates": len(result.trials),
+                           "wall_seconds": round(time.monotonic() - started)}
+                    with out_path.open("a") as handle:
+                        handle.write(json.dumps(row) + "\n")
+                    print(json.dumps(row), flush=True)
+    rows = [json.loads(line) for line in out_path.read_text().splitlines()]
+    text = render_winners(args, rows)
+    (RESULTS / "latency.md").write_text(text)
+    print(text)
+    return 0
+
+
+def parse_budget(text: str) -> float:
+    from tinynas.units import parse_duration
+
+    return parse_duration(text)
+
+
+def render_winners(args, rows: list[dict]) -> str:
+    lines = ["# The default winners with and without the stream's time budget (issue 66)", "",
+             f"Command: `nice python benchmarks/latency.py winners --seeds {args.seeds} --budget {args.budget} "
+             f"--epochs {args.epochs} --final-epochs {args.final_epochs} --workers {args.workers}`. Per data set, "
+             "built-in target and seed: a `fast` search with `--runtime auto` (the generated C runtime) and the "
+             f"`chip` accounting, once with no time budget (`free`) and once with `--latency {HOP_SECONDS:g}s`, the "
+             f"service's hop (`hop`: a candidate whose estimate + 25 % headroom is longer is refused before training). "
+             f"Candidates race {args.epochs} epochs, the winner trains {args.final_epochs} (cosine); the int8 winner "
+             "is measured on the split's test windows (CWRU 0 hp BearingNAS10 files, fan-end channel, 512-sample "
+             "windows, `segment` split: a file's windows never on both sides; ISL June sessions, `session` split), "
+             "count and Wilson 95 % interval. Instructions: the time model's estimate and QEMU's count "
+             "(`-icount`) of the winner's generated C on the Cortex-M0 (micro:bit, where its RAM fits) and the "
+             "Cortex-M4F (MPS2-AN386). ms, share of the hop and uJ: at the target's clock with its core's cycles "
+             f"per instruction and run current (`tinynas targets`). Machine: 2 cores x86_64; {args.shared}.", "",
+             "| data | target | core | seed | budget | winner | MACs | int8 accuracy (hits, 95 % interval) | "
+             "M0 instr. est. / QEMU | M4F instr. est. / QEMU | per MAC M0 / M4F | ms at clock | share of hop | uJ | "
+             "refused for time |",
+             "|---|---|---|---:|---|---|---:|---|---|---|---|---:|---:|---:|---:|"]
+
+    def pair(row, board):
+        measured = row["measured"].get(board)
+        return f"{row['estimated'][board] / 1e6:.2f} M / " + (f"{measured / 1e6:.2f} M" if measured else "-")
+
+    for row in sorted(rows, key=lambda r: (r["data"], r["target"], r["seed"], r["latency_seconds"] or 0)):
+        accuracy = (f"{row['hits'] / row['windows']:.3f} ({row['hits']} of {row['windows']}, "
+                    f"{row['interval'][0]:.3f}-{row['interval'][1]:.3f})" if row["windows"] else "-")
+        per_mac = " / ".join(f"{row['measured'][b] / row['macs']:.2f}" if b in row["measured"] else "-"
+                             for b in BOARDS)
+        lines.append(f"| {row['data']} | {row['target']} | {row['core']} | {row['seed']} | "
+                     f"{'hop' if row['latency_seconds'] else 'free'} | {row['winner']} | {row['macs']:,} | "
+                     f"{accuracy} | "
+                     f"{pair(row, 'microbit')} | {pair(row, 'mps2-an386')} | {per_mac} | "
+                     f"{1000 * row['seconds_at_clock']:,.1f} | {100 * row['share_of_hop']:.0f} % | "
+                     + (f"{row['energy_uj']:,.0f}" if row["energy_uj"] is not None else "?")
+                     + f" | {row['refused_for_time']} of {row['candidates']} |")
+    lines += ["", "## What keeping the stream costs, per target", "",
+              "| data | target | free: mean accuracy | hop: mean accuracy | difference | free keeps the hop | "
+              "hop: ms at clock (mean) |", "|---|---|---:|---:|---:|---|---:|"]
+    groups = sorted({(r["data"], r["target"]) for r in rows})
+    for data, target in groups:
+        mine = [r for r in rows if (r["data"], r["target"]) == (data, target) and r["windows"]]
+        free = [r["hits"] / r["windows"] for r in mine if not r["latency_seconds"]]
+        hop = [r["hits"] / r["windows"] for r in mine if r["latency_seconds"]]
+        kept = sum(1 for r in mine if not r["latency_seconds"] and r["share_of_hop"] <= 1)
+        hop_ms = [1000 * r["seconds_at_clock"] for r in mine if r["latency_seconds"]]
+        if free and hop:
+            lines.append(f"| {data} | {target} | {statistics.mean(free):.3f} ({len(free)} seeds) | "
+                         f"{statistics.mean(hop):.3f} ({len(hop)} seeds) | "
+                         f"{statistics.mean(hop) - statistics.mean(free):+.3f} | {kept} of {len(free)} | "
+                         f"{statistics.mean(hop_ms):,.0f} |")
+    m0 = [r["measured"]["microbit"] / r["macs"] for r in rows if "microbit" in r["measured"]]
+    m4 = [r["measured"]["mps2-an386"] / r["macs"] for r in rows if "mps2-an386" in r["measured"]]
+    errors = [r["estimated"][b] / r["measured"][b] - 1 for r in rows for b in BOARDS if b in r["measured"]]
+    if m0 and m4 and errors:
+        lines += ["", f"Instructions per MAC of the winners (QEMU): Cortex-M0 {min(m0):.2f}-{max(m0):.2f} (median "
+                  f"{statistics.median(m0):.2f}), Cortex-M4F {min(m4):.2f}-{max(m4):.2f} (median "
+                  f"{statistics.median(m4):.2f}); goals 9 and 3. The time model's estimate against QEMU: "
+                  f"{100 * min(errors):+.1f} % to {100 * max(errors):+.1f} % over {len(errors)} winner-and-core runs."]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -293,7 +474,21 @@ def main() -> int:
     kernels = sub.add_parser("kernels")
     kernels.add_argument("--before-tree", required=True, help="a git worktree of the revision to compare with")
     kernels.add_argument("--label", default="the revision before", help="what the tree is, for the results")
+    kernels.add_argument("--max-macs", type=int, default=2_600_000,
+                         help="leave out larger winners (the old kernels' trace of one inference is GBs)")
     kernels.set_defaults(func=cmd_kernels)
+    winners = sub.add_parser("winners")
+    winners.add_argument("--data", default="cwru,isl")
+    winners.add_argument("--targets", default="all")
+    winners.add_argument("--seeds", default="0,1,2")
+    winners.add_argument("--budget", default="20m", help="a cap: fast ends when its race does")
+    winners.add_argument("--epochs", type=int, default=8)
+    winners.add_argument("--final-epochs", type=int, default=20)
+    winners.add_argument("--workers", type=int, default=2)
+    winners.add_argument("--work", default="/tmp/tinynas-latency-winners", help="the searches' folders (resumable)")
+    winners.add_argument("--resume", action="store_true", help="keep results/latency.jsonl's rows and go on")
+    winners.add_argument("--shared", default="nothing else running")
+    winners.set_defaults(func=cmd_winners)
     args = parser.parse_args()
     return args.func(args)
 
