@@ -127,6 +127,18 @@ def person_lines(events: list[dict]) -> list[str]:
     return lines
 
 
+def _page(http_port: int) -> dict:
+    """The status page's JSON, as the browser gets it (the served model's card read, the hop applied)."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/status.json", timeout=30) as answer:
+            value = json.loads(answer.read())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def run(args: argparse.Namespace) -> dict:
     work = Path(args.work or tempfile.mkdtemp(prefix="tinynas-journey-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -191,6 +203,9 @@ def run(args: argparse.Namespace) -> dict:
             result.update(accuracy=deployed["accuracy"], serving=deployed.get("serving", {}),
                           model=card.get("architecture") or card.get("name"), classes=deployed.get("classes"),
                           test_windows=(card.get("split") or {}).get("test"))
+            # What the status page says of the served model's time on the chip against the hop (issue 66).
+            page = _page(http_port)
+            result["page_time"] = ((page.get("model") or {}).get("time")) if page else None
             # Every accepted window read back against the CRC-32 it was accepted with (replugs included).
             from tinynas.data.session import load_session
 

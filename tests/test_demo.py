@@ -24,4 +24,5 @@ def test_demo_runs_a_search_and_writes_every_file(tmp_path):
     assert card["search"]["trained"] >= 1
     assert card["flash_bytes"] == (tmp_path / "model.tflite").stat().st_size
     assert card["cost_estimate"]["peak_ram_bytes"] <= card["target"]["ram_bytes"]
-    assert "int8" in (tmp_path / "report.md").read_text()
+    report = (tmp_path / "report.md").read_text()
+    assert "int8" in report and "ms per inference at 48 MHz" in report  # the time on the chip, estimated

@@ -137,3 +137,38 @@ def test_a_chip_check_recorded_in_the_card_is_shown_and_the_model_keeps_its_time
 def test_predictions_per_minute_counts_the_last_sixty_seconds():
     assert per_minute([100.0, 130.0, 159.0, 161.0], now=160.0) == 4
     assert per_minute([100.0, 130.0, 159.0, 161.0], now=200.0) == 2
+
+
+def _timed_card(tmp_path, target: str, latency: float | None) -> str:
+    from tinynas.cost.budget import Budget
+    from tinynas.cost.targets import get_target
+
+    arch = Architecture(400, 8, 4, k=17, c=3)
+    budget = Budget.resolve(get_target(target), "c", latency_seconds=latency)
+    cost = budget.estimate(arch)
+    card = tmp_path / target / "card.json"
+    card.parent.mkdir()
+    card.write_text(json.dumps({"name": arch.name(), "cost_estimate": cost.to_dict(), "flash_bytes": 9000,
+                                "int8_test_accuracy": 0.93, "classes": ["a", "b", "c", "d"], "runtime": "c",
+                                "target": budget.target.to_dict(), "time": budget.time_section(cost),
+                                "input": {"shape": [400, 8], "sample_rate_hz": 200.0}}))
+    return str(card)
+
+
+def test_the_page_says_whether_the_served_model_keeps_the_hop_at_the_targets_clock(tmp_path):
+    """One inference at the target's clock, its share of the hop and its energy, estimated: said beside the model,
+    and said plainly when the chip would fall behind the stream."""
+    fast = served_model(Deployed("alice", "m.tflite", _timed_card(tmp_path, "nRF52840", 0.25)), hop_seconds=0.25)
+    assert fast["time"]["keeps_hop"] and "keeps the 0.25 s hop" in fast["time"]["words"]
+    assert "ms per inference at 64 MHz" in fast["time"]["words"] and "uJ" in fast["time"]["words"]
+    assert "searched to keep 250 ms per inference" in fast["time"]["words"]
+    slow = served_model(Deployed("bob", "m.tflite", _timed_card(tmp_path, "LSM6DSO16IS", None)), hop_seconds=0.25)
+    assert slow["time"]["keeps_hop"] is False and "does NOT keep the 0.25 s hop" in slow["time"]["words"]
+    assert "searched without a time budget" in slow["time"]["words"] and "uJ" not in slow["time"]["words"]
+    # A card without a target (written by hand) shows the model without a time, and the page lives.
+    bare = tmp_path / "bare" / "card.json"
+    bare.parent.mkdir()
+    bare.write_text(json.dumps({"name": "A(3,2)", "cost_estimate": {"peak_ram_bytes": 4096}, "flash_bytes": 9000,
+                                "int8_test_accuracy": 0.93, "classes": ["a", "b"],
+                                "input": {"shape": [64, 1], "sample_rate_hz": 100.0}}))
+    assert served_model(Deployed("carol", "m.tflite", str(bare)))["time"] is None

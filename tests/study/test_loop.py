@@ -174,3 +174,35 @@ def test_a_full_disk_in_a_worker_stops_the_search_resumable_not_failing_the_cand
     with Journal(tmp_path / "journal.sqlite") as reopened:
         candidate = next(t for t in reopened.trials() if t.number == 2)
     assert candidate.state is TrialState.INTERRUPTED  # trained again by --resume, not held against it
+
+
+def test_a_candidate_too_slow_for_the_latency_is_journaled_refused_for_time_and_never_trained(tmp_path):
+    """The paper strategy walks c up to the first infeasible candidate: under a time budget that is the first too
+    slow one, journaled with the time it would take (as RAM is said), shown on the page, never trained."""
+    from tinynas.cost.targets import Target
+    from tinynas.service.status_views import trials as page_trials
+
+    chip = Target("slow chip", ram_bytes=1 << 20, flash_bytes=1 << 20, mac_budget=10**9, core="Cortex-M0",
+                  clock_mhz=1.0)
+    windows = load_windows(DATA)
+    study = Study(tmp_path, windows, chip, strategy="paper", fidelity=RECIPE, final_fidelity=RECIPE, runtime="c",
+                  latency_seconds=0.05)
+    search = make_strategy("paper", study.space, seed=0, fidelity=RECIPE, final_fidelity=RECIPE,
+                           is_feasible=study.budget.fits)
+    journal = open_journal(tmp_path, False)
+    jobs = JobFactory(0, tmp_path / "windows.npz", study.split, study.preprocessing.to_dict(), RECIPE, out_dir=tmp_path)
+    trained: list[str] = []
+
+    def outcome(job):
+        trained.append(job.architecture.name())
+        return _complete(1.0)
+
+    SearchLoop(search, journal, ScriptedPool(outcome), jobs, study.budget, budget_seconds=1000.0, out_dir=tmp_path,
+               progress=Events(), clock=Clock(), resume=False, retry_unstable=False).run()
+    refused = [t for t in journal.trials() if t.state is TrialState.INFEASIBLE]
+    assert refused and all(t.violations[0].startswith("time ") and "ms per inference at 1 MHz" in t.violations[0]
+                           and "> 50 ms" in t.violations[0] for t in refused)
+    assert not {t.architecture.name() for t in refused} & set(trained) and trained
+    shown = {row["name"]: row["note"] for row in page_trials(tmp_path)}
+    assert all(shown[t.architecture.name()].startswith("time ") for t in refused)
+    journal.close()
