@@ -164,10 +164,17 @@ def _layer_macs(arch: Architecture) -> dict[str, int]:
     return found
 
 
-def stage_profile(elf: Path, board: str, workdir: Path) -> list[int]:
-    """Instructions of one inference per call tinynas_infer makes (one per conv stage), then its own instructions
-    after the last call (the MEAN and the dense head). QEMU logs every translated block's instructions once
-    (`in_asm`) and every execution of a block (`exec,nochain`); a block never spans a call."""
+HEAD_CALLS = {"requantize", "high_mul", "divide_by_pot", "__aeabi_lmul", "__muldi3"}
+"""What tinynas_infer calls itself for the MEAN and the dense head (the requantization), before or after this
+issue's kernels; the last conv's calls are its kernels (conv_at, conv_sums, emit_sum, dot, memset)."""
+
+
+def stage_profile(elf: Path, board: str, workdir: Path) -> dict[str, int]:
+    """Instructions of one inference per layer kind. Every executed block is attributed: a call tinynas_infer makes
+    to conv_pool is a pooled stage (the first the stem, the others cells); anything else it runs (the last conv,
+    which gcc inlines into it, calling its kernels directly) is the last conv into MEAN, up to its last call; its
+    own instructions after that are the MEAN and the dense head. QEMU logs every translated block's instructions
+    once (`in_asm`) and every execution of a block (`exec,nochain`); a block never spans a call."""
     import re
     import subprocess
 
@@ -179,7 +186,7 @@ def stage_profile(elf: Path, board: str, workdir: Path) -> list[int]:
         fields = line.split()
         if len(fields) == 4 and fields[2] in "tTwW":
             ranges[fields[3]] = (int(fields[0], 16), int(fields[0], 16) + int(fields[1], 16))
-    infer, main = ranges["tinynas_infer"], ranges["main"]
+    infer, main, pool = ranges["tinynas_infer"], ranges["main"], ranges.get("conv_pool", (0, 0))
     log = workdir / "exec.log"
     command = qemu_command(board, elf)
     at = command.index("-icount")
@@ -189,8 +196,8 @@ def stage_profile(elf: Path, board: str, workdir: Path) -> list[int]:
     instruction = re.compile(r"^0x([0-9a-f]+):")
     sizes: dict[int, int] = {}
     block, count = None, 0
-    segments: list[int] = []
-    own_after, inside, in_call = 0, False, False
+    kinds = dict.fromkeys(KINDS, 0)
+    pooled, own, inside, callee, current = 0, 0, False, None, KINDS[2]
     with log.open() as trace:
         for line in trace:
             found = instruction.match(line)
@@ -207,17 +214,22 @@ def stage_profile(elf: Path, board: str, workdir: Path) -> list[int]:
             pc = int(found.group(1), 16)
             size = sizes.get(pc, 0)
             if infer[0] <= pc < infer[1]:
-                inside, in_call = True, False
-                own_after += size
+                inside, callee = True, None
+                own += size
             elif inside and main[0] <= pc < main[1]:
                 break  # back in the harness: one window, one inference
             elif inside:
-                if not in_call:  # a call from tinynas_infer: the next conv stage
-                    in_call, own_after = True, 0
-                    segments.append(0)
-                segments[-1] += size
+                if callee is None:  # a call from tinynas_infer: which layer it belongs to, by the function called
+                    name = next((n for n, (low, high) in ranges.items() if low <= pc < high), "")
+                    callee = ("pool" if pool[0] <= pc < pool[1] else "head" if name in HEAD_CALLS else "last")
+                    kind = {"pool": KINDS[0] if pooled == 0 else KINDS[1], "last": KINDS[2], "head": KINDS[3]}[callee]
+                    pooled += callee == "pool"
+                    kinds[kind] += own  # infer's own instructions before the call set it up
+                    own, current = 0, kind
+                kinds[current] += size
+    kinds[KINDS[3]] += own
     log.unlink()
-    return segments + [own_after]
+    return kinds
 
 
 def cmd_kernels(args) -> int:
@@ -254,13 +266,9 @@ def cmd_kernels(args) -> int:
                 for board in BOARDS:
                     elf, _, _ = build_image(work / "model_compiled.c", work / "model_compiled.h", board, work / board)
                     windows.tofile(work / board / "windows.bin")
-                    stages = stage_profile(elf.resolve(), board, work / board)
-                    kinds = dict.fromkeys(KINDS, 0)
-                    for stage, count in enumerate(stages[:-1]):
-                        kinds[KINDS[2] if stage == arch.c else KINDS[0] if stage == 0 else KINDS[1]] += count
-                    kinds[KINDS[3]] += stages[-1]
+                    kinds = stage_profile(elf.resolve(), board, work / board)
                     rows.append({"data": data, "name": arch.name(), "version": version, "board": board,
-                                 "instructions": kinds, "macs": _layer_macs(arch), "total": sum(stages)})
+                                 "instructions": kinds, "macs": _layer_macs(arch), "total": sum(kinds.values())})
             print(f"  {index + 1}/{len(WINNERS)} {arch.name()}", flush=True)
     text = render_kernels(args, rows)
     (RESULTS / "latency-kernels.md").write_text(text)
@@ -276,9 +284,10 @@ def render_kernels(args, rows: list[dict]) -> str:
              f"architectures; those above {args.max_macs:,} MACs left out), random int8 weights and requantization "
              "(`devtools.integer_models`), the same model "
              "generated by both revisions, built with arm-none-eabi-gcc 12.2 -Os and run for one window on QEMU 7.2 "
-             "with every executed block traced and its instructions attributed to the call of "
-             "`tinynas_infer` it ran under (a conv stage) or to its own code after the last call (the MEAN and the "
-             "dense head). Instructions, not cycles. Machine: 2 cores x86_64.", "",
+             "with every executed block traced and attributed to a layer kind: a call of `tinynas_infer` to "
+             "`conv_pool` is a pooled stage (the first the stem); what it runs otherwise up to its last call is "
+             "the last conv (inlined into it by gcc); its own code after that the MEAN and the dense head. "
+             "Instructions, not cycles. Machine: 2 cores x86_64.", "",
              "| core | layer kind | MACs | instructions before | after | per MAC before | after | speed-up |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]
     for board in BOARDS:
