@@ -264,17 +264,28 @@ class GuidedCollection:
             self.recorder.add_event({"prompt": label, "attempt": attempt, "go": go, "rest_rms": level})
             if self.on_prompt is not None:
                 self.on_prompt(label, go)
-            start = self._window_start(go, rest) if label != plan.rest_class else go
-            self._wait_for(start + self.length)
-            window = self.recorder.window(start, self.length)
-            if window is None:
-                problems = ["samples were lost during the window (link gap) - again"]
+            found = self._window_start(go, rest) if label != plan.rest_class else (go, None)
+            if found is None:
+                # No sign begun from just before "go" to LATE_SECONDS after it: asked again, never a window cut at
+                # "go" (it would hold rest labelled as the sign, or a sign started later, half outside it).
+                start, window = go, None
+                problems = (["you were already moving before go - rest your arm, then start at go"]
+                            if self._moving_at(go, rest) else
+                            [f"no sign seen within {onset.LATE_SECONDS:g} s of go - start as soon as you see go"])
             else:
-                problems = check_window(window, self.recorder.hello.sample_format, rest,
-                                        still=label == plan.rest_class)
+                start, sign_onset = found
+                self._wait_for(start + self.length)
+                window = self.recorder.window(start, self.length)
+                if window is None:
+                    problems = ["samples were lost during the window (link gap) - again"]
+                else:
+                    problems = check_window(window, self.recorder.hello.sample_format, rest,
+                                            still=label == plan.rest_class)
             if not problems:
                 donning = {"donning": self.donning()} if plan.donnings > 1 else {}
-                self.recorder.add_window(label, start, self.length, attempt=attempt, go=go, **donning)
+                # Where the sign began (the stream's judge, tinynas.data.recording): a still class has none.
+                marks = {} if sign_onset is None else {"onset": sign_onset}
+                self.recorder.add_window(label, start, self.length, attempt=attempt, go=go, **marks, **donning)
             if self.on_result is not None:  # once the window is on disk: what it is told counts it
                 self.on_result(label, not problems)
             if not problems:
@@ -284,11 +295,12 @@ class GuidedCollection:
             self.last_problems = problems
         return False
 
-    def _window_start(self, go: int, rest: np.ndarray | None) -> int:
-        """Where the window starts: just before the movement's onset when one is seen between EARLY_SECONDS before
-        and LATE_SECONDS after "go" (onset.py), else at "go" (the check then says no movement was seen)."""
+    def _window_start(self, go: int, rest: np.ndarray | None) -> tuple[int, int | None] | None:
+        """(where the window starts, where the sign began): just before the movement's onset when one is seen between
+        EARLY_SECONDS before and LATE_SECONDS after "go" (onset.py); None when none is (the prompt is asked again).
+        Without a rest level to hear the onset against (a plan that is not a gesture one), at "go", onset unknown."""
         if self.plan.kind != "gesture" or rest is None:
-            return go
+            return go, None
         early = int(round(onset.EARLY_SECONDS * self.rate))
         late = int(round(onset.LATE_SECONDS * self.rate))
         frame = onset.frame_length(self.rate)
@@ -299,10 +311,18 @@ class GuidedCollection:
             found = onset.find_onset(heard, rest, self.rate) if heard is not None and len(heard) else None
             if found is not None:
                 preroll = int(round(onset.PREROLL_FRACTION * self.length))
-                return max(first, first + found - preroll)
+                return max(first, first + found - preroll), first + found
             if latest >= go + late + onset.FRAMES_HELD * frame:
-                return go
+                return None
             self._wait_for(min(latest + frame, go + late + onset.FRAMES_HELD * frame))
+
+    def _moving_at(self, go: int, rest: np.ndarray | None) -> bool:
+        """Whether a movement was under way when the guide began to look for this prompt's sign."""
+        if rest is None:
+            return False
+        first = max(0, go - int(round(onset.EARLY_SECONDS * self.rate)))
+        heard = self.recorder.window(first, onset.FRAMES_HELD * onset.frame_length(self.rate))
+        return heard is not None and onset.moving_from_the_start(heard, rest, self.rate)
 
     def _true_rest(self, heard: np.ndarray | None) -> np.ndarray | None:
         """The baseline for this attempt: what was heard before the prompt if it is as quiet as the quietest rest

@@ -30,16 +30,43 @@ def frame_length(rate_hz: float) -> int:
     return max(4, int(round(FRAME_SECONDS * rate_hz)))
 
 
-def find_onset(stream: np.ndarray, baseline: np.ndarray, rate_hz: float) -> int | None:
-    """Offset in `stream` (samples, channels) of the first of FRAMES_HELD frames whose RMS reaches ONSET_FACTOR x
-    the baseline's, or None."""
+def loud_frames(stream: np.ndarray, baseline: np.ndarray, rate_hz: float) -> np.ndarray:
+    """For each whole frame of `stream` (samples, channels): whether its RMS reaches ONSET_FACTOR x the baseline's."""
     frame = frame_length(rate_hz)
     count = len(stream) // frame
-    if count < FRAMES_HELD:
-        return None
     floor = float(np.sqrt(np.mean(np.asarray(baseline, dtype=np.float64) ** 2)))
     frames = np.asarray(stream[:count * frame], dtype=np.float64).reshape(count, frame, -1)
-    loud = np.sqrt((frames ** 2).mean(axis=(1, 2))) >= ONSET_FACTOR * max(floor, 1e-9)
+    return np.sqrt((frames ** 2).mean(axis=(1, 2))) >= ONSET_FACTOR * max(floor, 1e-9)
+
+
+def find_onset(stream: np.ndarray, baseline: np.ndarray, rate_hz: float) -> int | None:
+    """Offset in `stream` (samples, channels) of the first of FRAMES_HELD frames whose RMS reaches ONSET_FACTOR x
+    the baseline's after a quieter frame, or None. A movement already under way when `stream` begins (a person still
+    signing from the prompt before, or one who started long before "go") has no onset here."""
+    frame = frame_length(rate_hz)
+    loud = loud_frames(stream, baseline, rate_hz)
+    if len(loud) < FRAMES_HELD:
+        return None
     held = np.convolve(loud.astype(int), np.ones(FRAMES_HELD, dtype=int), mode="valid") == FRAMES_HELD
+    hits = [index for index in np.flatnonzero(held) if index > 0 and not loud[index - 1]]
+    return int(hits[0]) * frame if hits else None
+
+
+def moving_from_the_start(stream: np.ndarray, baseline: np.ndarray, rate_hz: float) -> bool:
+    """Whether `stream` begins with a movement under way (its first FRAMES_HELD frames loud)."""
+    loud = loud_frames(stream, baseline, rate_hz)
+    return len(loud) >= FRAMES_HELD and bool(loud[:FRAMES_HELD].all())
+
+
+def find_end(stream: np.ndarray, baseline: np.ndarray, rate_hz: float, after: int) -> int | None:
+    """Offset in `stream` of where a movement under way at offset `after` stops: the first of FRAMES_HELD quiet
+    frames (RMS under ONSET_FACTOR x the baseline's) from `after` on, or None when it does not stop in `stream`."""
+    frame = frame_length(rate_hz)
+    loud = loud_frames(stream, baseline, rate_hz)
+    first = -(-after // frame)
+    quiet = ~loud[first:]
+    if len(quiet) < FRAMES_HELD:
+        return None
+    held = np.convolve(quiet.astype(int), np.ones(FRAMES_HELD, dtype=int), mode="valid") == FRAMES_HELD
     hits = np.flatnonzero(held)
-    return int(hits[0]) * frame if len(hits) else None
+    return (first + int(hits[0])) * frame if len(hits) else None

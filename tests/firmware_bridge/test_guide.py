@@ -14,7 +14,7 @@ from firmware_bridge.plan import Plan, PlanError, load_plan
 from firmware_bridge.protocol import Hello
 from firmware_bridge.recorder import Recorder, RecordingThread
 from firmware_bridge.simulator import PerformingSource, Simulator
-from tinynas.data.session import load_session
+from tinynas.data.session import load_session, read_window_records
 
 
 class Collecting(Prompter):
@@ -140,7 +140,7 @@ def test_a_sign_rejected_too_often_pauses_the_collection_and_keeps_its_windows(t
         _run(tmp_path, plan, PerformingSource(windows, rest), prompter,
              performs=lambda label: performed.append(label) or len(performed) <= 3)
     paused = caught.value
-    assert paused.label == "fist" and "no movement seen" in str(paused) and "check the electrodes" in str(paused)
+    assert paused.label == "fist" and "no sign seen within 1.5 s of go" in str(paused) and "check the electrodes" in str(paused)
     assert "3 accepted window(s) kept" in str(paused) and "\n" not in str(paused)
     assert len(load_session(tmp_path / "session")) == 3
     # Electrode fixed: running again continues from the kept windows.
@@ -265,6 +265,36 @@ def test_a_late_sign_is_found_where_the_person_made_it(tmp_path):
     played = {first: count for _label, first, count in person.played}
     for start in data.time_index:
         assert any(first - 20 <= start and start + 100 <= first + count + 20 for first, count in played.items())
+    # And where the sign began is recorded with it: within a frame or two of where the person started.
+    for record in read_window_records(tmp_path / "session"):
+        assert any(abs(record["onset"] - first) <= 40 for first in played), record
+
+
+@pytest.mark.slow
+def test_a_sign_started_too_late_is_asked_again_never_cut_at_go(tmp_path):
+    """A person who starts 2 s after "go" (past onset.LATE_SECONDS) gets the prompt again; no window is kept that
+    starts at "go" with rest in it under the sign's label."""
+    windows, rest = _gestures()
+    person = LatePerson(windows, rest, [2.0, 0.3, 0.2, 0.4])
+    plan = Plan("test", ("fist", "open", "point"), repetitions=1, window_seconds=0.5, rest_seconds=1.5, countdown=1)
+    hello = Hello("sim", "1", 4, 200.0, "int8")
+    with Simulator(person, hello, port_dir=tmp_path) as simulator, Link(simulator.port).open() as link:
+        with Recorder(tmp_path / "session", link.wait_hello(30), labels=plan.classes, plan=plan.to_dict()) as recorder:
+            thread = RecordingThread(link, recorder)
+            thread.start()
+            try:
+                result = GuidedCollection(recorder, plan, Collecting(), on_prompt=person.react,
+                                          timeout_seconds=60).run()
+            finally:
+                thread.stop()
+    assert dict(result.accepted) == {"fist": 1, "open": 1, "point": 1}
+    events = [json.loads(line) for line in (tmp_path / "session" / "events.jsonl").read_text().splitlines()]
+    [rejected] = [e for e in events if "rejected" in e]
+    assert "no sign seen within 1.5 s of go" in rejected["problems"][0]
+    records = read_window_records(tmp_path / "session")
+    assert all(record["start"] != record["go"] and record["onset"] > record["start"] for record in records), [(r["start"], r["go"], r.get("onset")) for r in records]
+    played = [first for _label, first, _count in person.played]
+    assert all(any(abs(record["onset"] - first) <= 40 for first in played) for record in records), (records, played)
 
 
 @pytest.mark.parametrize("fields, message", [

@@ -171,7 +171,7 @@ def test_the_service_outlives_failed_onboardings_and_pauses_collections(device):
     device.wait(lambda: device.state().get("paused"), "the collection to pause")
     state = device.state()
     assert state["state"] == "COLLECTING" and state["user"] == "bob"
-    assert "no movement seen" in state["paused"] and "check the electrodes" in state["paused"]
+    assert "no sign seen within 1.5 s of go" in state["paused"] and "check the electrodes" in state["paused"]
     assert "tinynas onboard --user bob --continue" in state["paused"]
     # `service status` shows status.json, rewritten every half second: it may lag state.json a little.
     device.wait(lambda: "collection paused at fist" in tinynas("service", "status", "--config",
