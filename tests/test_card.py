@@ -145,7 +145,7 @@ SECTION_OWNERS = {
     "anomaly": {"card.py", "anomaly/card.py",
                 "deploy/export.py"},  # export writes the scorer's threshold into the C runtime it writes
     "preprocessing": {"card.py", "data/preprocess.py", "deploy/export.py"},  # export writes model_prepare.c
-    "serving": {"service/idle.py"},
+    "serving": {"deploy/served.py"},
 }
 """The card sections with a typed reader, and the modules that may read them by key (besides `card_checks.py`, which
 checks them all): everyone else goes through `ModelCard.cost`, `ModelCard.held_out`, `task_of`, `read_section`,

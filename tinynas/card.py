@@ -54,7 +54,7 @@ def is_our_card(data) -> bool:
 
 
 _OPTIONAL = ("measured_arena_host64", "history", "architecture", "name", "digest", "quantization", "tools",
-             "anomaly", "runtime_choice", "int8_test", "c_runtime", "serving", "selection", "hil", "time")
+             "anomaly", "runtime_choice", "int8_test", "c_runtime", "serving", "selection", "hil", "time", "stream")
 """Keys written only when known: the TFLite Micro measurement (needs tflite-micro), the adaptation
 history, and what the export adds beside the study's figures."""
 
@@ -127,6 +127,10 @@ class ModelCard:
     """The time budget the model was searched under and its estimate (`tinynas.cost.budget.Budget.time_section`):
     latency_seconds (None: not budgeted), headroom, seconds at the target's clock, basis; None on older cards
     (`on_chip` works from the cost and the target alone)."""
+    stream: dict[str, Any] | None = None
+    """A served model's held-out signs judged as serving answers them on the session's stream
+    (`tinynas.deploy.stream.StreamVerdict.to_dict`): signs recognised with their interval, sign and idle windows
+    right, the unknown share, latencies; beside `int8_test`, the onset-cut windows' figure. None: not judged."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

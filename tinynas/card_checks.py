@@ -210,7 +210,21 @@ def check_quantization(section: dict, where: str = "the card's 'quantization'") 
 
 _OBJECTS = ("data", "split", "search", "training_recipe", "final_training", "test_data", "target",
             "measured_arena_host64", "tools", "runtime_choice", "serving", "input", "preprocessing", "selection", "hil",
-            "time")
+            "time", "stream")
+
+
+def check_stream(section: dict, where: str = "the card's 'stream'") -> None:
+    """The stream's verdict (`tinynas.deploy.stream.StreamVerdict.to_dict`): counts, shares, latencies."""
+    for key in ("signs", "recognised", "sign_windows", "sign_right", "sign_unknown", "idle_windows", "idle_right"):
+        if not is_count(section.get(key, 0)):
+            raise _fail(f"{where} {key!r}", "a whole number", section.get(key))
+    if section.get("recognised", 0) > section.get("signs", 0):
+        raise _fail(f"{where} 'recognised'", "at most its signs", section.get("recognised"))
+    latencies = section.get("latencies", [])
+    if not (isinstance(latencies, list) and all(is_number(v) and v >= 0 for v in latencies)):
+        raise _fail(f"{where} 'latencies'", "a list of seconds", latencies)
+    if not isinstance(section.get("per_class", {}), dict):
+        raise _fail(f"{where} 'per_class'", "an object", section.get("per_class"))
 
 
 def check_time(section: dict, where: str = "the card's 'time'") -> None:
@@ -273,6 +287,8 @@ def check_card(card: Any) -> None:
         check_hil(card["hil"])
     if isinstance(card.get("time"), dict):
         check_time(card["time"])
+    if isinstance(card.get("stream"), dict):
+        check_stream(card["stream"])
     serving = card.get("serving")
     if isinstance(serving, dict):
         for key in ("unknown_below", "still_rms"):

@@ -55,9 +55,9 @@ class HeldOut:
         return {"accuracy": None if self.accuracy is None else round(self.accuracy, 4), "hits": self.hits,
                 "windows": self.windows, "interval": [round(low, 4), round(high, 4)]}
 
-    def describe(self) -> str:
+    def describe(self, what: str = "held-out windows") -> str:
         """E.g. '75% (3 of 4 held-out windows; 95% interval 30%-95%)'."""
-        return describe(self.to_dict())
+        return describe(self.to_dict(), what)
 
 
 def describe(held: dict, what: str = "held-out windows") -> str:
@@ -78,10 +78,12 @@ def served_accuracy(held: dict | None, accuracy: float | None = None) -> str:
     and how (`held["measure"]`: float figures cross-validated over the new repetitions are not int8 ones); the bare
     `accuracy` only for a record that kept no count."""
     measure = (held or {}).get("measure")
-    words = describe(held or {}, f"new windows, {measure}" if measure else "held-out windows")
+    stream = measure == "on the stream"  # the deploy gate's: held-out signs answered as serving answers them
+    words = describe(held or {}, "held-out signs, answered as live on the stream" if stream else
+                     f"new windows, {measure}" if measure else "held-out windows")
     if words == "-":
         words = "not measured" if accuracy is None else f"{accuracy:.3f}"
-    return ("accuracy " if measure else "int8 accuracy ") + words
+    return ("signs recognised " if stream else "accuracy " if measure else "int8 accuracy ") + words
 
 
 def held_out(predictions, labels) -> HeldOut:
@@ -131,16 +133,18 @@ def windows_needed(accuracy: float, minimum: float, limit: int = 100_000) -> int
     return None
 
 
-def deploy_gate(held: HeldOut, minimum: float, classes: int, test_share: float) -> GateVerdict:
+def deploy_gate(held: HeldOut, minimum: float, classes: int, test_share: float,
+                what: str = "held-out windows") -> GateVerdict:
     """Deploy, refuse or ask for more data, from the held-out hits and the minimum accuracy.
 
     `test_share` is the part of each class's recorded windows that lands on the held-out side (the split's),
-    so that "N more windows per class" is what the user records, not what the test side receives.
+    so that "N more windows per class" is what the user records, not what the test side receives. `what` names the
+    units counted (windows; the stream's signs).
     """
     if not held.windows:
-        return GateVerdict("undecided", "no held-out windows to check the model on", more_per_class=0)
+        return GateVerdict("undecided", f"no {what} to check the model on", more_per_class=0)
     low, high = held.interval
-    said = held.describe()
+    said = held.describe(what)
     if low >= minimum:
         return GateVerdict("deploy", f"{said}: at least {minimum:.0%} at 95% confidence")
     if high < minimum:

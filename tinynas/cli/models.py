@@ -21,6 +21,7 @@ from tinynas.errors import UsageError
 from tinynas.modes import Accounting, Runtime, Task
 from tinynas.options import (
     check_latency,
+    check_range,
     check_seed,
 )
 from tinynas.space import Architecture, SpecError
@@ -66,6 +67,13 @@ def register(sub) -> None:
     evaluation = sub.add_parser("evaluate", help="run an exported int8 model on every window of a data set")
     evaluation.add_argument("model", help="export folder of a search (or its model.tflite, card.json beside it)")
     evaluation.add_argument("--data", required=True, help="data spec, e.g. folder:recordings/today?window=400")
+    evaluation.add_argument("--stream", metavar="SESSION",
+                            help="also judge it as serving answers it, on the stream of a recorded gesture session "
+                                 "(a window every --hop over every sign and the idle arm between; signs recognised, "
+                                 "sign and idle windows right, unknown share, latency)")
+    evaluation.add_argument("--hop", default="250ms", metavar="TIME", help="serving's hop, with --stream (250ms)")
+    evaluation.add_argument("--smoothing", type=int, default=3,
+                            help="with --stream, for a card that chose none: majority over this many answers (3)")
     evaluation.add_argument("--json", action="store_true")
     evaluation.set_defaults(func=_cmd_evaluate)
 
@@ -281,7 +289,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     load_model(tflite)                      # before the data is loaded
     if task_of(card) == Task.ANOMALY:
         return _evaluate_scorer(args, tflite, card)
+    hop = check_latency(args.hop, "--hop") if args.stream else None
+    check_range("--smoothing", args.smoothing, 1, 100)
     result = evaluate(tflite, load_windows(args.data))
+    stream = _judge_stream(tflite, card, args.stream, hop, args.smoothing) if args.stream else None
     picture = None
     png = tflite.parent / "confusion.png"
     if not drew_it(png):  # a file of the user's own by that name stays as it is
@@ -293,12 +304,34 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         except OSError as exc:  # a read-only model folder (a deployed model) must not lose the figures
             print(f"tinynas: could not write {png}: {exc.strerror}", file=sys.stderr)
     if args.json:
-        print(json.dumps({**result.to_dict(), "data": args.data, "confusion_png": picture}, indent=2))
+        print(json.dumps({**result.to_dict(), "data": args.data, "confusion_png": picture,
+                          **({"stream": stream.to_dict(), "stream_session": args.stream} if stream else {})},
+                         indent=2))
         return 0
     print(result.text())
     if picture:
         print(f"  confusion matrix: {picture}")
+    if stream is not None:
+        print(f"  {stream.words()} ({args.stream}, a window every {1000 * (hop or 0):g} ms, {stream.smoothing})")
+        for name, counts in stream.per_class.items():
+            print(f"    {name}: {counts['recognised']} of {counts['signs']} signs recognised, {counts['right']} of "
+                  f"{counts['windows']} sign windows right")
     return 0
+
+
+def _judge_stream(tflite, card: dict, session: str, hop_seconds: float | None, smoothing: int):
+    """The model judged on a session's stream as serving answers it (`tinynas.deploy.stream`)."""
+    from tinynas.data.recording import load_recording
+    from tinynas.deploy.served import ServedPath, Smoothing
+    from tinynas.deploy.stream import judge_stream
+
+    recording = load_recording(session)
+    served = ServedPath.from_folder(tflite, card)
+    if recording.channels != served.preprocessing.channels:
+        raise UsageError(f"--stream {session} has {recording.channels} channel(s); the model reads "
+                         f"{served.preprocessing.channels}")
+    hop = max(1, int(round((hop_seconds or 0.25) * recording.sample_rate_hz)))
+    return judge_stream(served, recording, hop, Smoothing.from_card(card, smoothing))
 
 
 def _evaluate_scorer(args: argparse.Namespace, tflite, card: dict) -> int:

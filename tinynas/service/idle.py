@@ -1,6 +1,7 @@
 """What serving answers when nothing it knows is performed: idle is an answer, and so is "unknown".
 
-Two rules, both set when a model is deployed and recorded in the deployed card (`card["serving"]`):
+Two rules (`tinynas.deploy.served.IdleRule`, what serving applies), both set here when a model is deployed and
+recorded in the deployed card (`card["serving"]`):
 
 - **Still**: a gesture plan's window whose level (the guide's raw RMS over every channel) stays under
   `guide.STILL_FACTOR` times the rest level measured during the collection is the plan's rest class, or
@@ -14,14 +15,15 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from firmware_bridge.guide import STILL_FACTOR
+from tinynas.deploy.served import UNKNOWN, IdleRule
 
-UNKNOWN = "unknown"
+__all__ = ["MAX_THRESHOLD", "MIN_CALIBRATION", "MISSED_FRACTION", "UNKNOWN", "IdleRule", "confidence_threshold",
+           "idle_rule", "session_rest_level", "softmax"]
 MISSED_FRACTION = 0.05
 """Correct held-out answers that the confidence threshold may turn into "unknown" (what it costs)."""
 MAX_THRESHOLD = 0.9
@@ -29,43 +31,6 @@ MAX_THRESHOLD = 0.9
 MIN_CALIBRATION = 20
 """Correct held-out answers needed to set a threshold: a quantile of fewer (gestures4's 4 validation windows)
 is noise, so such a model answers every window that is not still."""
-
-
-@dataclass(frozen=True)
-class IdleRule:
-    """The deployed model's rules for idle and unknown windows."""
-
-    unknown_below: float = 0.0
-    """Confidence under which the answer is "unknown" (0: never)."""
-    still_rms: float = 0.0
-    """Raw RMS under which a window is still (0: no still rule, e.g. a machine plan)."""
-    still_label: str = UNKNOWN
-    """The answer for a still window: the plan's rest class, else "unknown"."""
-    calibrated_on: str = ""
-    """Which windows set `unknown_below`, with their count."""
-
-    def to_dict(self) -> dict:
-        """JSON-ready dict (the deployed card's "serving")."""
-        return asdict(self)
-
-    @classmethod
-    def from_card(cls, card: dict) -> IdleRule:
-        """The rule recorded in a deployed card; none (answer every window) for a card without one."""
-        known = {key: value for key, value in (card.get("serving") or {}).items() if key in cls.__dataclass_fields__}
-        return cls(**known)
-
-    def is_still(self, window: np.ndarray) -> bool:
-        """Whether a raw window is as still as the rest heard during the collection."""
-        return self.still_rms > 0 and float(np.sqrt(np.mean(np.square(window, dtype=np.float64)))) < self.still_rms
-
-    def answer(self, window: np.ndarray, label: str, confidence: float) -> tuple[str, str]:
-        """(the answer, why it is not the network's: "" / "still" / "unsure") for a raw window and the network's
-        best label with its confidence."""
-        if self.is_still(window):
-            return self.still_label, "still"
-        if confidence < self.unknown_below:
-            return UNKNOWN, "unsure"
-        return label, ""
 
 
 def confidence_threshold(confidences: np.ndarray, correct: np.ndarray) -> float:

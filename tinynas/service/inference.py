@@ -1,4 +1,5 @@
-"""Live inference on the incoming stream with LiteRT: sliding windows, confidence, majority smoothing.
+"""Live inference on the incoming stream with LiteRT: sliding windows through the served path
+(`tinynas.deploy.served`: confidence, the idle / unknown rule, smoothing by agreement).
 
 Nothing here imports TensorFlow: the serving path stays small.
 """
@@ -8,21 +9,16 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import Counter, deque
+from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
 
-import numpy as np
-
 from tinynas.anomaly.alarm import Alarm
 from tinynas.anomaly.card import read_section, score_unit, served_reading
 from tinynas.anomaly.conditions import LIVE
-from tinynas.data.preprocess import Preprocessing
 from tinynas.data.windows import DataError
-from tinynas.deploy.litert import Int8Model
-from tinynas.folders import read_model_file
-from tinynas.service.idle import IdleRule
+from tinynas.deploy.served import ServedPath, Smoother, Smoothing
 
 log = logging.getLogger(__name__)
 
@@ -60,20 +56,20 @@ class LiveClassifier:
     """Classifies the newest window of a `SampleRing` every `hop` samples."""
 
     def __init__(self, model_path: str | Path, card: dict, ring, hop_samples: int, smoothing: int = 3) -> None:
-        path = Path(model_path)
-        self.model = Int8Model(read_model_file(path.parent, path.name))  # a regular file of the folder, no link
-        self.classes = list(card["classes"])
-        self.preprocessing = Preprocessing.from_card(card)
+        self.served = ServedPath.from_folder(model_path, card)
+        self.model = self.served.model
+        self.classes = self.served.classes
+        self.preprocessing = self.served.preprocessing
         channels = ring.channels
         if self.preprocessing.channels != channels:  # a model restored or served for another sensor
             raise DataError(f"it reads {self.preprocessing.channels} channel(s) and the device sends {channels} (a "
                             f"model of another sensor: tinynas service models lists the others)")
-        self.length = self.model.window_shape[0]
+        self.length = self.served.length
         self.ring = ring
         self.hop = max(1, hop_samples)
         self.next_end = max(ring.latest_sample, self.length)
-        self.recent: deque[str] = deque(maxlen=max(1, smoothing))
-        self.rule = IdleRule.from_card(card)
+        self.smoother = Smoother(Smoothing.from_card(card, smoothing))
+        self.rule = self.served.rule
 
     def windows(self):
         """(end sample, window) for every hop that completed since the last call; a window with lost samples,
@@ -89,15 +85,9 @@ class LiveClassifier:
         """Predictions for every hop that completed since the last call (skips gaps)."""
         out = []
         for end, window in self.windows():
-            logits = self.model.logits(self.preprocessing.apply(window[None]))[0]
-            probabilities = np.exp(logits - logits.max())
-            probabilities /= probabilities.sum()
-            best = int(probabilities.argmax())
-            label, why = self.rule.answer(window, self.classes[best], float(probabilities[best]))
-            self.recent.append(label)
-            smoothed = Counter(self.recent).most_common(1)[0][0]
-            out.append(Prediction(end, label, float(probabilities[best]), smoothed,
-                                  tuple(round(float(p), 4) for p in probabilities), why))
+            [answer] = self.served.answers(window[None])
+            smoothed = self.smoother.update(answer.label, answer.confidence)
+            out.append(Prediction(end, answer.label, answer.confidence, smoothed, answer.probabilities, answer.why))
         return out
 
 

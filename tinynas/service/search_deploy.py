@@ -36,6 +36,7 @@ from tinynas.service.config import config_hint
 from tinynas.service.context import Phase, ServiceContext, Transition, to
 from tinynas.service.gate import GateOutcome, outcome
 from tinynas.service.idle import UNKNOWN, IdleRule, idle_rule, softmax
+from tinynas.service.judged import judge_held_out
 from tinynas.service.models import write_deployment
 from tinynas.service.state import Deployed
 from tinynas.study import Study
@@ -149,28 +150,41 @@ def deploy(service: ServiceContext) -> Transition:
     preprocessing = Preprocessing.from_card(card)
     classes = len(windows.class_names)
     result = run_int8(tflite, preprocessing.apply(windows.x[test])) if len(test) else None
-    held = held_out(result.predictions if result is not None else [], windows.y[test])
-    verdict = deploy_gate(held, config.min_accuracy, classes, len(test) / max(len(windows), 1))
+    cut = held_out(result.predictions if result is not None else [], windows.y[test])
+    cut_counts = {**cut.to_dict(), **per_class(result.predictions if result is not None else [], windows.y[test],
+                                             classes)}
     plan = load_plan(state.plan)
+    rule, answered = serving_rule(plan, state.session, tflite, preprocessing, windows, split,
+                                  card.get("selection"))
+    served_card = {**card, "serving": rule.to_dict()}
+    # Judged as serving will answer: the held-out signs on the stream (a gesture session), else the cut windows.
+    stream = judge_held_out(state.session, study / MODEL, served_card, set(windows.groups[test]), config.hop_seconds,
+                            config.smoothing) if plan.kind == "gesture" and len(test) else None
+    if stream is not None and stream.signs:
+        held, what = stream.held, "held-out signs on the stream"
+        counts = {**held.to_dict(), "measure": "on the stream",
+                  "recall": [(stream.per_class.get(name) or {}).get("recognised", 0) /
+                             (stream.per_class[name]["signs"]) if (stream.per_class.get(name) or {}).get("signs")
+                             else None for name in windows.class_names],
+                  "support": [(stream.per_class.get(name) or {}).get("signs", 0) for name in windows.class_names]}
+    else:
+        held, what, counts = cut, "held-out windows", cut_counts
+    verdict = deploy_gate(held, config.min_accuracy, classes, len(test) / max(len(windows), 1), what)
     if verdict.decision != "deploy":
-        counts = {**held.to_dict(), **per_class(result.predictions if result is not None else [], windows.y[test],
-                                                classes)}
         gate = outcome(verdict, counts, windows.class_names, plan, state.user, len(test) / max(len(windows), 1),
                        config_hint(config))
         log.warning("%s", gate.words())
         # One more step is a normal state, not an error: the page shows it as such, with the button for it.
         return to(service.idle_phase(), error=gate.words() if gate.decision == "refuse" else "", gate=gate)
     assert result is not None  # a model deployed was checked on held-out windows
-    rule, answered = serving_rule(plan, state.session, tflite, preprocessing, windows, split,
-                                  card.get("selection"))
     target = service.paths.profile(state.user) / "deployed" / study.name
+    stream_record = {"stream": stream.to_dict(), "stream_words": stream.words()} if stream is not None else {}
     deployed = Deployed(user=state.user, model=str(target / MODEL), card=str(target / CARD),
-                        accuracy=held.accuracy,
-                        held_out={**held.to_dict(), **per_class(result.predictions, windows.y[test], classes)},
+                        accuracy=held.accuracy, held_out={**counts, **({"cut": cut_counts} if stream else {})},
                         card_int8_test_accuracy=card.get("int8_test_accuracy"), classes=card.get("classes"),
                         study=str(study), session=state.session, plan=plan.to_dict(),
-                        serving={**rule.to_dict(), **answered}, made=time.time())
-    _publish(service, study, target, {**card, "serving": rule.to_dict()}, deployed)
+                        serving={**rule.to_dict(), **answered, **stream_record}, made=time.time())
+    _publish(service, study, target, {**served_card, **({"stream": stream.to_dict()} if stream else {})}, deployed)
     return to(Phase.SERVING, deployed=deployed, error="", gate=None)
 
 

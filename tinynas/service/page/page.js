@@ -244,8 +244,9 @@ function drawServing(s) {
   const d = s.deployed || {};
   // After a recalibration the count is of the new windows it was checked on, and says how (tinynas.verdict.served_accuracy).
   const measure = (d.held_out || {}).measure;
-  const held = verdict(d.held_out, measure ? `new windows, ${measure}` : undefined) || verdict(m.held_out);
-  const accuracy = held ? `${measure ? "accuracy" : "int8 accuracy"} ${held}` : (d.accuracy != null ? `int8 accuracy ${pct(d.accuracy)} ` +
+  const held = verdict(d.held_out, measure === "on the stream" ? "held-out signs, answered as live on the stream" :
+                       measure ? `new windows, ${measure}` : undefined) || verdict(m.held_out);
+  const accuracy = held ? `${measure === "on the stream" ? "signs recognised" : measure ? "accuracy" : "int8 accuracy"} ${held}` : (d.accuracy != null ? `int8 accuracy ${pct(d.accuracy)} ` +
     `(${d.changed_by ? "on the new windows of its " + d.changed_by : "held-out count not recorded"})` : "int8 accuracy not measured");
   if (m.damaged) { text("model", `the served model's folder is damaged: ${m.damaged}`); }
   else text("model", m.name ? `${m.name} for ${d.user}: RAM ${kib(m.ram_bytes)}, flash ${kib(m.flash_bytes)}` +
