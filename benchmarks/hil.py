@@ -5,9 +5,9 @@
 For each data set (CWRU 0 hp, the method's BearingNAS10 files; ISL, the June sessions) and each built-in target, a
 short search with tinynas's defaults (`fast`, `--runtime auto`, the `chip` accounting; 3 epochs per candidate:
 this checks the chip, not accuracy), then the winner's test firmware built for QEMU's micro:bit (Cortex-M0, 16 KB
-RAM: only where the model fits it) and MPS2-AN386 (Cortex-M4F), and its first test windows run there through the
-test protocol, as `tinynas hil --qemu` does. Per winner and core: outputs identical to the host-built C runtime,
-instructions per inference against the model's MACs, the painted stack against the cost model's, the model's
+RAM, 256 KB flash: only where the model fits them) and MPS2-AN386 (Cortex-M4F), and its first test windows run there
+through the test protocol, as `tinynas hil --qemu` does. Per winner and core: outputs identical to the host-built C
+runtime, instructions per inference against the model's MACs, the painted stack against the cost model's, the model's
 sections against its RAM and flash figures, and the build line. Writes results/hil.md and hil.json.
 """
 
@@ -40,6 +40,7 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 DATA = {"cwru": f"cwru:{SHARED / 'cwru'}?files=bearingnas10&channel=FE&window=512&windows_per_file=200&resample=0",
         "isl": f"isl:{SHARED / 'isl'}"}
 MICROBIT_RAM = 16 * 1024
+MICROBIT_FLASH = 256 * 1024
 
 
 def on_core(folder: Path, board_name: str, windows, labels, scratch: Path) -> dict:
@@ -134,7 +135,8 @@ def main() -> int:
                 x, labels = folder_test_windows(test, card)
                 x, labels = x[:args.windows], labels[:args.windows]
                 cost = card.cost()
-                cores = (["microbit"] if cost.peak_ram_bytes + 2048 < MICROBIT_RAM else []) + ["mps2-an386"]
+                fits = cost.peak_ram_bytes + 2048 < MICROBIT_RAM and cost.flash_bytes + 16_384 < MICROBIT_FLASH
+                cores = (["microbit"] if fits else []) + ["mps2-an386"]
                 row = {"data": name, "target": targets[key].name, "runtime": card.runtime,
                        "winner": result.winner.architecture.name(), "macs": cost.macs,
                        "estimate": {"ram": cost.peak_ram_bytes, "flash": cost.flash_bytes, "arena": cost.c_arena_bytes,

@@ -327,7 +327,8 @@ def _measured(folder: Path, arch: Architecture, scratch: Path) -> dict[str, floa
                                                 dtype=np.int8)
     found = {}
     for board in BOARDS:
-        if board == "microbit" and estimate_c(arch).ram_bytes > 14 << 10:  # the micro:bit's 16 KiB
+        cost = estimate_c(arch)
+        if board == "microbit" and (cost.ram_bytes > 14 << 10 or cost.flash_bytes > 240 << 10):  # its 16K / 256K
             continue
         run = run_on_qemu(folder / "model_compiled.c", folder / "model_compiled.h", windows, board,
                           scratch / board, timeout=1200)
