@@ -106,3 +106,23 @@ def test_kernels_option():
     for bad in ("4", "3,x", "", "99"):
         with pytest.raises(UsageError, match="--kernels"):
             parse_kernels(bad or ",")
+
+
+def test_offset_windows_are_cut_from_the_stream_and_labelled_as_the_stream_s_judge_counts_them():
+    from tinynas.augment import offset_windows
+
+    length, margin = 10, 10
+    context = np.arange(30, dtype=np.float32)[None, :, None].repeat(200, axis=0)  # sample value = its position
+    spans = np.tile([12, 25], (200, 1))  # the sign covers samples 12-24 of each context
+    x = context[:, margin:margin + length].copy()
+    y = np.ones(200, dtype=np.int64)
+    rng = np.random.default_rng(0)
+    moved, labels = offset_windows(x, y, context, spans, 1.0, 0, rng)
+    starts = moved[:, 0, 0].astype(int)
+    assert set(starts) == set(range(5, 16))  # every offset within half a window of the cut is drawn
+    for start, label in zip(starts, labels):
+        overlap = max(0, min(start + length, 25) - max(start, 12))
+        assert label == (1 if overlap >= 5 else 0)  # half the window (shorter than the sign) is the sign's
+    kept, same = offset_windows(x, y, context, spans, 1.0, None, rng)  # no still class: a rest draw keeps its window
+    assert all(label == 1 for label in same)
+    assert all(w[0, 0] == 10 or max(0, min(w[0, 0] + length, 25) - max(w[0, 0], 12)) >= 5 for w in kept)

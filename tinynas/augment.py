@@ -13,7 +13,7 @@ drawn from a generator seeded by the run's seed, so a candidate trains the same 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,9 @@ class Augmentation:
     noise:         add Gaussian noise of x times each window-channel's standard deviation.
     time_shift:    roll the window circularly by up to +-x of its length.
     speed:         resample the window by a factor 1 +- x (machine speed), wrapping at the end.
+    offset:        replace a share x of the windows, every epoch, by one cut elsewhere in the stream around it
+                   (windows with a stream context: a gesture session), labelled as the stream's judge counts it
+                   (`offset_windows`): serving sees a sign at every offset and the idle arm before it.
     """
 
     channel_shift: int = 0
@@ -39,12 +42,13 @@ class Augmentation:
     noise: float = 0.0
     time_shift: float = 0.0
     speed: float = 0.0
+    offset: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.channel_shift, bool) or not isinstance(self.channel_shift, int) \
                 or not 0 <= self.channel_shift <= 8:
             raise UsageError(f"augmentation channel_shift must be a whole number 0..8, got {self.channel_shift!r}")
-        limits = {"channel_gain": 1.0, "gain": 1.0, "noise": 1.0, "time_shift": 0.5, "speed": 0.2}
+        limits = {"channel_gain": 1.0, "gain": 1.0, "noise": 1.0, "time_shift": 0.5, "speed": 0.2, "offset": 1.0}
         for name, limit in limits.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
@@ -83,7 +87,8 @@ class Augmentation:
         return ", ".join(parts)
 
     def apply(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """A changed copy of windows `x` (n, T, C), float32; `x` itself is not modified."""
+        """A changed copy of windows `x` (n, T, C), float32; `x` itself is not modified (the offset is drawn
+        before, where the stream is: `offset_windows`)."""
         x = np.array(x, dtype=np.float32, copy=True)
         n, length, channels = map(int, x.shape)  # ints (not Any) pick numpy's array-sized overloads
         if n == 0 or not self.active:
@@ -111,6 +116,42 @@ class Augmentation:
 
 KINDS = tuple(f.name for f in fields(Augmentation))
 
+OFFSET_REACH = 0.5
+"""How far from the guide's cut an offset window is drawn, in windows."""
+
+SIGN_SHARE = 0.5
+"""A window is a sign's when this share of it (or of the sign, if shorter) is the sign: the stream's judge's rule
+(`tinynas.deploy.stream`), so training labels what the verdict counts."""
+
+
+def offset_windows(x: np.ndarray, y: np.ndarray, context: np.ndarray, spans: np.ndarray, share: float,
+                   still: int | None, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Windows `x` (n, T, C) and labels `y` with a `share` of them replaced by a window cut at a random offset of
+    their stream `context` (n, T + 2M, C), labelled as the stream's judge would: the sign's label when at least
+    SIGN_SHARE of the window (or of the sign) is the sign; the still class `still` (the plan's rest) when less is;
+    with no still class, such a draw keeps the original window."""
+    x = np.array(x, dtype=np.float32, copy=True)
+    y = np.array(y, copy=True)
+    n, length = x.shape[0], x.shape[1]
+    margin = (context.shape[1] - length) // 2
+    if n == 0 or not share or margin <= 0:
+        return x, y
+    chosen = np.flatnonzero(rng.random(n) < share)
+    # Within OFFSET_REACH of a window of the cut: mostly the sign at other moments (what serving answers while it
+    # lasts), its edges, seldom the rest far before it (the still rule answers that); relabelled draws stay few, so
+    # an epoch's classes stay as the collection's (a training whose labels swing looked diverging to the monitor).
+    reach = min(margin, int(round(OFFSET_REACH * length)))
+    starts = margin + rng.integers(-reach, reach + 1, len(chosen))
+    for index, start in zip(chosen, starts):
+        first, end = spans[index]
+        overlap = max(0, min(start + length, end) - max(start, first))
+        if overlap >= SIGN_SHARE * min(length, end - first):
+            x[index] = context[index, start:start + length]
+        elif still is not None:
+            x[index] = context[index, start:start + length]
+            y[index] = still
+    return x, y
+
 
 def _resample(x: np.ndarray, factor: np.ndarray) -> np.ndarray:
     """Each window read at `factor` times its speed (linear interpolation, wrapping at the end)."""
@@ -123,6 +164,10 @@ def _resample(x: np.ndarray, factor: np.ndarray) -> np.ndarray:
     late = x[rows, (below + 1) % length]
     return early * (1 - weight) + late * weight
 
+
+STREAM_OFFSET = 0.5
+"""The share of a gesture session's windows drawn at another offset of their stream every epoch (`auto`): half stay
+the onset cut the guide made, half are what serving sees at other moments of a sign and of the rest around it."""
 
 PRESETS: dict[str, Augmentation] = {
     "none": Augmentation(),
@@ -175,6 +220,11 @@ def parse_augmentation(text: str, provenance: dict | None = None) -> tuple[Augme
     text = (text or "auto").strip()
     if text == "auto":
         sensor = sensor_of(provenance or {})
+        if (provenance or {}).get("stream_context"):  # a gesture session with its stream: its offsets too
+            base = PRESETS[sensor] if sensor else PRESETS["none"]
+            return (replace(base, offset=STREAM_OFFSET),
+                    f"auto: {'the ' + sensor + ' preset and ' if sensor else ''}windows cut at other offsets of the "
+                    f"session's stream ({STREAM_OFFSET:.0%} of them each epoch)")
         if sensor is None:
             return PRESETS["none"], "auto: no augmentation (the data does not say what sensor it is)"
         return PRESETS[sensor], f"auto: the {sensor} preset"

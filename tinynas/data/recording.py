@@ -20,7 +20,7 @@ import numpy as np
 from firmware_bridge import onset as envelope
 from firmware_bridge.session_format import window_crc
 from tinynas.data.session import Stream, read_manifest, read_stream, read_window_records
-from tinynas.data.windows import DataError, readable, shown
+from tinynas.data.windows import DataError, Windows, readable, shown
 
 MIN_SIGN_SECONDS = 0.3
 """A sign lasts at least this long: a dip of the envelope right after the onset is not its end."""
@@ -59,6 +59,8 @@ class Recording:
     events: tuple[SignEvent, ...]
     window_length: int
     """Samples of the windows the guide recorded (the model's window for a model searched on them)."""
+    still_class: str | None = None
+    """The plan's still class (its rest), if it has one."""
 
     def samples(self, start: int, length: int) -> np.ndarray | None:
         """Samples [start, start + length) as the model's windows hold them, or None where any was not received."""
@@ -163,4 +165,45 @@ def load_recording(folder: str | Path) -> Recording:
     planned = [name for name in manifest.get("labels", []) if any(e.label == name for e in events)]
     planned += sorted({e.label for e in events} - set(planned))
     return Recording(folder, stream, float(manifest.get("scale", 1.0)), rate, channels, tuple(planned),
-                     tuple(sorted(events, key=lambda e: e.onset)), max(lengths))
+                     tuple(sorted(events, key=lambda e: e.onset)), max(lengths), still_class)
+
+
+def with_context(windows: Windows, recording: Recording, margin: int | None = None) -> Windows:
+    """`windows` (a `load_session` of `recording`'s folder) with the stream around each of them: `margin` samples
+    (default: a window) before and after it, and its sign's span there (`Windows.context`). A window whose
+    surroundings were not all received is padded with its edge samples. Windows that are not this recording's, or
+    re-cut ones, come back as they were."""
+    length = windows.window_length
+    margin = length if margin is None else margin
+    by_group = {event.group: event for event in recording.events}
+    if windows.time_index is None or any(str(group) not in by_group for group in windows.groups):
+        return windows
+    context = np.empty((len(windows), length + 2 * margin, windows.channels), dtype=np.float32)
+    spans = np.empty((len(windows), 2), dtype=np.int64)
+    for index, (group, start, window) in enumerate(zip(windows.groups, windows.time_index, windows.x)):
+        event = by_group[str(group)]
+        first = int(start) - margin
+        around = np.empty_like(context[index])
+        for offset in range(0, len(around), length):  # a window's worth at a time: a gap costs only its part
+            size = min(length, len(around) - offset)
+            part = recording.samples(first + offset, size) if first + offset >= 0 else None
+            around[offset:offset + size] = np.nan if part is None else part
+        around[margin:margin + length] = window  # the window itself as it was loaded (scaled, checked)
+        context[index] = _fill_gaps(around)
+        begin, end = (margin, margin + length) if event.still else (event.onset - first, event.end - first)
+        spans[index] = (max(0, begin), min(len(around), max(end, begin + 1)))
+    return Windows(windows.x, windows.y, windows.groups, windows.class_names, windows.sample_rate_hz,
+                   windows.channel_names, {**windows.provenance, "stream_context": margin,
+                                           **({"still_class": recording.still_class} if recording.still_class
+                                              else {})}, windows.sessions,
+                   windows.time_index, context, spans)
+
+
+def _fill_gaps(samples: np.ndarray) -> np.ndarray:
+    """NaN rows replaced by the nearest received row (the window itself is always received)."""
+    missing = np.isnan(samples).any(axis=1)
+    if not missing.any():
+        return samples
+    kept = np.flatnonzero(~missing)
+    nearest = kept[np.clip(np.searchsorted(kept, np.arange(len(samples))), 0, len(kept) - 1)]
+    return samples[nearest]

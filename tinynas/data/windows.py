@@ -99,6 +99,12 @@ class Windows:
     provenance: dict = field(default_factory=dict)
     sessions: np.ndarray | None = None
     time_index: np.ndarray | None = None
+    context: np.ndarray | None = None
+    """A gesture session's stream around each window (n, T + 2M, C): M samples before and after it (the window is
+    `context[:, M:M + T]`), for training on the windows serving will see at other offsets (`tinynas.augment`'s
+    offset) and for the out-of-fold answers the serving rules are set on. None: the windows alone."""
+    spans: np.ndarray | None = None
+    """With `context`: each window's sign as [first, end) samples of its context (a still class: its window)."""
 
     def __post_init__(self) -> None:
         x = np.asarray(self.x)
@@ -139,6 +145,23 @@ class Windows:
             value = getattr(self, name)
             if value is not None and np.asarray(value).shape != (n,):
                 raise DataError(f"{n} windows but {name} has shape {np.asarray(value).shape}")
+        if (self.context is None) != (self.spans is None):
+            raise DataError("a stream context needs its spans, and spans their context")
+        if self.context is not None:
+            context = np.ascontiguousarray(self.context, dtype=np.float32)
+            spans = np.asarray(self.spans)
+            margin2 = context.shape[1] - length if context.ndim == 3 else -1
+            if (context.ndim != 3 or context.shape[0] != n or context.shape[2] != channels or margin2 < 0
+                    or margin2 % 2):
+                raise DataError(f"the stream context must have shape ({n}, {length} + 2 x margin, {channels}), got "
+                                f"{context.shape}")
+            if not np.isfinite(context).all():
+                raise DataError("the stream context holds NaN/inf values")
+            if spans.shape != (n, 2) or not np.issubdtype(spans.dtype, np.integer) or (spans[:, 0] < 0).any() \
+                    or (spans[:, 1] <= spans[:, 0]).any() or (spans[:, 1] > context.shape[1]).any():
+                raise DataError(f"spans must be ({n}, 2) ranges within the context")
+            object.__setattr__(self, "context", context)
+            object.__setattr__(self, "spans", spans.astype(np.int64))
         if self.channel_names and len(self.channel_names) != channels:
             raise DataError(f"{len(self.channel_names)} channel names for {channels} channels")
         if not self.sample_rate_hz > 0:
@@ -185,7 +208,14 @@ class Windows:
         return Windows(self.x[indices], self.y[indices], self.groups[indices], self.class_names,
                        self.sample_rate_hz, self.channel_names, self.provenance,
                        None if self.sessions is None else self.sessions[indices],
-                       None if self.time_index is None else self.time_index[indices])
+                       None if self.time_index is None else self.time_index[indices],
+                       None if self.context is None else self.context[indices],
+                       None if self.spans is None else self.spans[indices])
+
+    @property
+    def margin(self) -> int:
+        """Samples of stream context on each side of a window (0: none)."""
+        return 0 if self.context is None else (self.context.shape[1] - self.window_length) // 2
 
     def digest(self) -> str:
         """Content hash (windows, labels, groups): identifies the data a study ran on."""
@@ -202,7 +232,7 @@ class Windows:
 
 
         buffer = io.BytesIO()
-        optional = {name: getattr(self, name) for name in ("sessions", "time_index")
+        optional = {name: getattr(self, name) for name in ("sessions", "time_index", "context", "spans")
                     if getattr(self, name) is not None}
         np.savez(buffer, x=self.x, y=self.y, groups=self.groups, **optional,
                  meta=np.array(json.dumps({"class_names": self.class_names,
@@ -222,7 +252,8 @@ class Windows:
         try:
             with np.load(path, allow_pickle=False) as archive:
                 meta = json.loads(str(archive["meta"]))
-                optional = {name: archive[name] for name in ("sessions", "time_index") if name in archive}
+                optional = {name: archive[name] for name in ("sessions", "time_index", "context", "spans")
+                            if name in archive}
                 return cls(archive["x"], archive["y"], archive["groups"], tuple(meta["class_names"]),
                            float(meta["sample_rate_hz"]), tuple(meta["channel_names"]), dict(meta["provenance"]),
                            **optional)

@@ -43,10 +43,15 @@ class IdleRule:
     """The answer for a still window: the plan's rest class, else "unknown"."""
     calibrated_on: str = ""
     """Which windows set `unknown_below`, with their count."""
+    smoothing: dict | None = None
+    """The smoothing chosen with the rule (`Smoothing.to_dict`; None: the service's `smoothing` as a majority)."""
 
     def to_dict(self) -> dict:
-        """JSON-ready dict (the deployed card's "serving")."""
-        return asdict(self)
+        """JSON-ready dict (the deployed card's "serving"; no smoothing key when none was chosen)."""
+        data = asdict(self)
+        if data["smoothing"] is None:
+            del data["smoothing"]
+        return data
 
     @classmethod
     def from_card(cls, card: dict) -> IdleRule:

@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from firmware_bridge.guide import STILL_FACTOR
-from tinynas.deploy.served import UNKNOWN, IdleRule
+from tinynas.deploy.served import UNKNOWN, IdleRule, Smoother, Smoothing
 
-__all__ = ["MAX_THRESHOLD", "MIN_CALIBRATION", "MISSED_FRACTION", "UNKNOWN", "IdleRule", "confidence_threshold",
-           "idle_rule", "session_rest_level", "softmax"]
+__all__ = ["MAX_THRESHOLD", "MIN_CALIBRATION", "MISSED_FRACTION", "SMOOTHINGS", "UNKNOWN", "IdleRule",
+           "confidence_threshold", "idle_rule", "session_rest_level", "softmax", "stream_rule"]
 MISSED_FRACTION = 0.05
 """Correct held-out answers that the confidence threshold may turn into "unknown" (what it costs)."""
 MAX_THRESHOLD = 0.9
@@ -80,3 +80,62 @@ def idle_rule(plan, session: str | Path, confidences: np.ndarray, correct: np.nd
     if not threshold:
         where += f" (under {MIN_CALIBRATION} correct: no threshold)"
     return IdleRule(threshold, still_rms, plan.rest_class or UNKNOWN, where)
+
+
+SMOOTHINGS = tuple(Smoothing(k, n, sure) for n in range(1, 6) for k in range(1, n + 1)
+                   for sure in (2.0, 0.95, 0.9, 0.8, 0.7))
+"""What serving's smoothing is chosen among: k of the last n (n up to 5: a second and a quarter at the 0.25 s hop)
+agree, or one answer this sure (2.0: never at once)."""
+
+
+def stream_rule(plan, session: str | Path, stream: dict, class_names, folds: int | None) -> IdleRule:
+    """Serving's rules set on the out-of-fold answers along the held-out windows' streams (`stream`: the fold models'
+    answers every hop across each window's context, `tinynas.training.job._stream_answers`): the still level as
+    `idle_rule` sets it; the "unknown" threshold on the sign windows among them (every offset a person will be
+    answered at, not only the onset cut); the smoothing that gets most sign and idle windows right on those
+    sequences, the faster one on a tie."""
+    rest_class = plan.rest_class or UNKNOWN
+    rest = session_rest_level(session) if plan.kind == "gesture" else None
+    still_rms = STILL_FACTOR * rest if rest else 0.0
+    truth = np.asarray(stream["truth"], dtype=np.int64)
+    predicted = np.asarray(stream["predicted"], dtype=np.int64)
+    confidence = np.asarray(stream["confidence"], dtype=np.float64)
+    level = np.asarray(stream["rms"], dtype=np.float64)
+    still = (level < still_rms) if still_rms else np.zeros(len(level), dtype=bool)
+    signs = (truth >= 0) & ~still
+    threshold = confidence_threshold(confidence[signs], predicted[signs] == truth[signs])
+    where = (f"{int(signs.sum())} out-of-fold answers along the held-out windows' streams (float models of the "
+             f"{folds} folds)" + ("" if threshold else f" (under {MIN_CALIBRATION} correct: no threshold)"))
+    names = [str(name) for name in class_names]
+    labels = [rest_class if is_still else UNKNOWN if sure < threshold else names[best]
+              for is_still, sure, best in zip(still, confidence, predicted)]
+    sequences: dict[int, list[int]] = {}
+    for index, window in enumerate(stream["window"]):
+        sequences.setdefault(int(window), []).append(index)
+    idle_right = {rest_class, UNKNOWN}
+    best_score: tuple[float, float] | None = None
+    chosen = SMOOTHINGS[0]
+    for smoothing in SMOOTHINGS:
+        sign_right = sign_total = idle_ok = idle_total = 0
+        delays: list[int] = []
+        for indices in sequences.values():
+            smoother = Smoother(smoothing)
+            first_right = None
+            for step, index in enumerate(sorted(indices, key=lambda i: stream["offset"][i])):
+                shown = smoother.update(labels[index], float(confidence[index]))
+                if truth[index] >= 0:
+                    sign_total += 1
+                    right = shown == names[truth[index]]
+                    sign_right += right
+                    if right and first_right is None:
+                        first_right = step
+                elif truth[index] == -2:
+                    idle_total += 1
+                    idle_ok += shown in idle_right
+            if first_right is not None:
+                delays.append(first_right)
+        score = (0.5 * (sign_right / max(sign_total, 1) + idle_ok / max(idle_total, 1)),
+                 -float(np.mean(delays)) if delays else -1e9)
+        if best_score is None or score > best_score:
+            best_score, chosen = score, smoothing
+    return IdleRule(threshold, still_rms, rest_class, where, chosen.to_dict())

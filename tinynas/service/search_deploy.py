@@ -24,8 +24,10 @@ from tinynas.card import card_text, read_card, task_of
 from tinynas.cost.targets import resolve_target
 from tinynas.data.checks import check_windows
 from tinynas.data.preprocess import Preprocessing
+from tinynas.data.recording import load_recording, with_context
 from tinynas.data.spec import load_windows
 from tinynas.data.splits import make_split
+from tinynas.data.windows import DataError
 from tinynas.deploy.litert import Int8Model
 from tinynas.deploy.measure import run_int8
 from tinynas.folders import CARD, JOURNAL, MODEL, MODEL_FILES, REPORT, TRAINING_DATA, read_model_file
@@ -35,7 +37,7 @@ from tinynas.search import final_recipe
 from tinynas.service.config import config_hint
 from tinynas.service.context import Phase, ServiceContext, Transition, to
 from tinynas.service.gate import GateOutcome, outcome
-from tinynas.service.idle import UNKNOWN, IdleRule, idle_rule, softmax
+from tinynas.service.idle import UNKNOWN, IdleRule, idle_rule, softmax, stream_rule
 from tinynas.service.judged import judge_held_out
 from tinynas.service.models import write_deployment
 from tinynas.service.state import Deployed
@@ -95,33 +97,47 @@ def session_windows(service: ServiceContext):
     """
 
     spec = f"session:{service.state.session}"
-    fit = service.plan_fit(load_plan(service.state.plan))
+    plan = load_plan(service.state.plan)
+    fit = service.plan_fit(plan)
     if fit.cut:
         spec += f"?window={fit.window}&hop={fit.hop}"
         log.info("plan windows of %d samples do not fit %s: searching on %d-sample windows cut from them",
                  fit.recorded, service.config.target, fit.window)
-    return load_windows(spec), spec
+    windows = load_windows(spec)
+    if plan.kind == "gesture" and not fit.cut:
+        # The stream around each window: training on the offsets serving answers at, and the out-of-fold answers
+        # along them that serving's rules are set on (tinynas.data.recording).
+        try:
+            windows = with_context(windows, load_recording(service.state.session))
+        except DataError as exc:
+            log.info("no stream context for the search: %s", exc)
+    return windows, spec
 
 
 def serving_rule(plan, session: str, tflite: bytes, preprocessing, windows, split,
                  selection: dict | None = None) -> tuple[IdleRule, dict]:
     """Serving's idle / unknown rule for a model (idle.py), its threshold calibrated on answers to windows the
-    answering model never trained on: a cross-validated search's out-of-fold answers (`selection`, every training
-    and validation window once, by the fold models), else the int8 model's on the validation windows; and what the
-    rule does to the held-out test windows: the share answered, and the accuracy of those answers with every
-    "unknown" counted as wrong."""
+    answering model never trained on: a cross-validated search's out-of-fold answers along the held-out windows'
+    streams (a gesture session: `idle.stream_rule`, which chooses the smoothing too), else its out-of-fold answers
+    to the cut windows (`selection`, every training and validation window once, by the fold models), else the int8
+    model's on the validation windows; and what the rule does to the held-out test windows: the share answered, and
+    the accuracy of those answers with every "unknown" counted as wrong."""
 
-    if selection and selection.get("confidence"):
+    stream = (selection or {}).get("stream")
+    if isinstance(stream, dict) and stream.get("window"):
+        # The fold models' answers along every held-out window's stream: the offsets a person is answered at.
+        rule = stream_rule(plan, session, stream, windows.class_names, (selection or {}).get("folds"))
+    elif selection and selection.get("confidence"):
         confidences = np.asarray(selection["confidence"], dtype=np.float64)
         correct = np.asarray(selection["correct"], dtype=bool)
-        where = f"{len(confidences)} out-of-fold answers (float models of the {selection.get('folds')} folds)"
+        rule = idle_rule(plan, session, confidences, correct,
+                         f"{len(confidences)} out-of-fold answers (float models of the {selection.get('folds')} folds)")
     else:
         side, name = (split.val, "validation") if len(split.val) else (split.test, "test")
         held = run_int8(tflite, preprocessing.apply(windows.x[side])) if len(side) else None
         confidences = softmax(held.logits).max(axis=1) if held is not None else np.zeros(0)
         correct = held.predictions == windows.y[side] if held is not None else np.zeros(0, dtype=bool)
-        where = f"{len(side)} {name} windows"
-    rule = idle_rule(plan, session, confidences, correct, where)
+        rule = idle_rule(plan, session, confidences, correct, f"{len(side)} {name} windows")
     if not len(split.test):
         return rule, {}
     result = run_int8(tflite, preprocessing.apply(windows.x[split.test]))

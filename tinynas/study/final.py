@@ -147,7 +147,7 @@ def _selection(jobs: JobFactory, winner: Trial) -> dict | None:
         return None
     folds = winner.details.get("cross_validation") or {}
     return {"rule": "cross-validation", **jobs.folds.describe(),
-            **{key: folds[key] for key in ("hits", "fold_losses", "best_epochs", "confidence", "correct")
+            **{key: folds[key] for key in ("hits", "fold_losses", "best_epochs", "confidence", "correct", "stream")
                if key in folds},
             "judged": folds.get("windows"),
             "why": "every training and validation window judged once by a model that never saw its recording; "

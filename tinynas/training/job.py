@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from tinynas.augment import SIGN_SHARE
 from tinynas.data.preprocess import Preprocessing
 from tinynas.data.subset import representative_subset
 from tinynas.data.windows import Windows
@@ -32,7 +33,7 @@ from tinynas.space import Architecture, as_model_input
 from tinynas.training import scratch
 from tinynas.training.diagnose import health_monitor
 from tinynas.training.faults import INJECTED_FAULTS, LEARNING_RATE_FAULTS, poison_weights_callback
-from tinynas.training.train import fit
+from tinynas.training.train import StreamContext, fit
 from tinynas.trial import Fidelity
 
 
@@ -155,6 +156,45 @@ def _release_memory() -> None:
         pass
 
 
+STREAM_HOP_SECONDS = 0.25
+"""The out-of-fold stream answers are taken every serving hop (the service's default)."""
+
+
+def _stream_answers(model, windows, fold: list[int], into: dict) -> None:
+    """The fold model's answers at every hop across each held-out window's stream context, with what the stream's
+    judge would count each one (`tinynas.deploy.stream`): the window's label (a sign window), -2 (idle: no sign in
+    it), or -1 (an edge: neither); and each crop's raw level, for serving's still rule."""
+    length, margin = windows.window_length, windows.margin
+    hop = max(1, int(round(STREAM_HOP_SECONDS * windows.sample_rate_hz)))
+    for index in fold:
+        first, end = windows.spans[index]
+        starts = list(range(0, 2 * margin + 1, hop))
+        crops = np.stack([windows.context[index, start:start + length] for start in starts])
+        logits = model(as_model_input(crops), training=False).numpy()
+        shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+        confidence = shifted.max(axis=1) / shifted.sum(axis=1)
+        for start, crop, row, sure in zip(starts, crops, logits, confidence):
+            overlap = max(0, min(start + length, end) - max(start, first))
+            truth = (int(windows.y[index]) if overlap >= SIGN_SHARE * min(length, end - first) else
+                     -2 if overlap == 0 else -1)
+            into["window"].append(int(index))
+            into["offset"].append(int(start - margin))
+            into["rms"].append(round(float(np.sqrt(np.mean(np.square(crop, dtype=np.float64)))), 5))
+            into["confidence"].append(round(float(sure), 4))
+            into["predicted"].append(int(row.argmax()))
+            into["truth"].append(truth)
+
+
+def stream_of(windows, indices) -> StreamContext | None:
+    """The stream around the windows at `indices` (a gesture session's: `Windows.context`), for the offset
+    augmentation; None for windows without one."""
+    if windows.context is None:
+        return None
+    still = windows.provenance.get("still_class")
+    index = windows.class_names.index(still) if still in windows.class_names else None
+    return StreamContext(windows.context[indices], windows.spans[indices], index)
+
+
 def _training_indices(job: TrainJob, fidelity, windows, cache: dict) -> list[int]:
     if fidelity.subset >= 1:
         return list(job.train)
@@ -244,7 +284,7 @@ def _run(job: Job, tf, cache: dict) -> JobResult:
     result = fit(arch, windows.x[train], windows.y[train], windows.x[val], windows.y[val], fidelity,
                  seed=job.seed, callbacks=callbacks, incumbent=job.incumbent,
                  live_incumbent=(_live_incumbent(job.incumbents_path, job.fidelity_key)
-                                 if job.incumbents_path else None))
+                                 if job.incumbents_path else None), stream=stream_of(windows, train))
     trace = monitor.trace if monitor is not None else []
     timings = dict(result.timings, **({"health": monitor.seconds} if monitor is not None else {}))
     curves = result.train_loss + result.val_loss
@@ -287,6 +327,7 @@ def _cross_validate(job: TrainJob, fidelity, windows, callbacks: list, tf, cache
     train_curves: list[list[float]] = []
     hits = judged = 0
     confidence: list[float] = []
+    stream: dict[str, list] = {key: [] for key in ("window", "offset", "rms", "confidence", "predicted", "truth")}
     correct: list[int] = []
     stopped = ""
     timings: dict[str, float] = {}
@@ -308,7 +349,7 @@ def _cross_validate(job: TrainJob, fidelity, windows, callbacks: list, tf, cache
                 if job.incumbents_path else None)
         result = fit(job.architecture, windows.x[train], windows.y[train], windows.x[list(fold)],
                      windows.y[list(fold)], fidelity, seed=job.seed, callbacks=extra, incumbent=incumbent,
-                     live_incumbent=live)
+                     live_incumbent=live, stream=stream_of(windows, train))
         if monitor is not None:
             trace = monitor.trace
             timings["health"] = monitor.seconds
@@ -327,6 +368,8 @@ def _cross_validate(job: TrainJob, fidelity, windows, callbacks: list, tf, cache
                              time.perf_counter() - started, f"loss became NaN/inf in fold {number + 1}",
                              timings=timings, health=trace, diagnosis="nonfinite")
         model: Any = result.model  # Keras, untyped
+        if windows.context is not None:
+            _stream_answers(model, windows, list(fold), stream)
         logits = model(as_model_input(windows.x[list(fold)]), training=False).numpy()
         right = logits.argmax(axis=1) == windows.y[list(fold)]
         hits += int(right.sum())
@@ -360,7 +403,10 @@ def _cross_validate(job: TrainJob, fidelity, windows, callbacks: list, tf, cache
                             "windows": judged, "hits": hits, "score": score,
                             # Every window's answer by the fold model that never saw it: serving's "unknown" threshold
                             # is calibrated on these (tinynas.service.idle).
-                            "confidence": confidence, "correct": correct}
+                            "confidence": confidence, "correct": correct,
+                            # On a gesture session: the fold models' answers along every held-out window's stream
+                            # context (_stream_answers), which serving's rules are set on.
+                            **({"stream": stream} if stream["window"] else {})}
     out.seconds = time.perf_counter() - started
     return out
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tinynas.augment import Augmentation
+from tinynas.augment import Augmentation, offset_windows
 from tinynas.deploy.network import build_model
 from tinynas.quiet import import_tensorflow
 from tinynas.space import Architecture, SpecError, as_model_input
@@ -49,14 +49,16 @@ def _check(arch: Architecture, x: np.ndarray, y: np.ndarray, what: str) -> None:
 
 def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray,
         y_val: np.ndarray, fidelity: Fidelity = Fidelity(), seed: int = 0, callbacks=(),
-        incumbent: float | None = None, live_incumbent=None, allow_nonfinite: bool = False) -> TrainResult:
+        incumbent: float | None = None, live_incumbent=None, allow_nonfinite: bool = False,
+        stream: StreamContext | None = None) -> TrainResult:
     """Train `arch` from scratch and keep the weights of the epoch with the lowest validation loss (with no
     validation windows, those of the last epoch).
 
     `callbacks` are extra Keras callbacks (health monitoring, fault injection); `incumbent` is
     the score to beat when `fidelity.curve_stop` is on, and `live_incumbent()` a better one found
     while this candidate trains (or None). `allow_nonfinite` lets NaN/inf inputs through, for fault
-    studies only. `timings` holds the seconds spent building, in the epochs that traced or compiled a
+    studies only. `stream`: the training windows' stream context, for the offset augmentation. `timings` holds
+    the seconds spent building, in the epochs that traced or compiled a
     program (the first, and the first under XLA) and in the others, with the number of epochs of each kind.
 
     Each epoch is one graph call (`tinynas.training.epoch`), XLA-compiled from the epoch `xla_from` gives
@@ -105,7 +107,7 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
     val = ((tf.constant(as_model_input(x_val)), tf.constant(y_val)) if validated else
            (tf.zeros((0, 1, arch.input_length, arch.input_channels)), tf.zeros((0,), tf.int64)))
     redraw = (None if fidelity.augmentation is None
-              else augmented_epochs(x_train, y_train, fidelity.augmentation, seed))
+              else augmented_epochs(x_train, y_train, fidelity.augmentation, seed, stream))
     curves: dict[str, list[float]] = {}
     model.stop_training = False
     hooks.on_train_begin()
@@ -142,13 +144,28 @@ def fit(arch: Architecture, x_train: np.ndarray, y_train: np.ndarray, x_val: np.
                        [float(v) for v in curves.get("loss", [])], stopped, timings)
 
 
-def augmented_epochs(x: np.ndarray, y: np.ndarray, augmentation: Augmentation, seed: int):
+def augmented_epochs(x: np.ndarray, y: np.ndarray, augmentation: Augmentation, seed: int,
+                     stream: StreamContext | None = None):
     """Endless (windows in the model's layout, labels): every epoch's training set, shuffled and freshly
-    augmented by a generator seeded by `seed` (so a candidate trains the same way on every run)."""
+    augmented by a generator seeded by `seed` (so a candidate trains the same way on every run); with a `stream`
+    and the offset kind, a share of them first cut at another offset of their stream."""
     rng = np.random.default_rng([seed, 0x5A17])
     while True:
         order = rng.permutation(len(x))
-        yield as_model_input(augmentation.apply(x[order], rng)), y[order]
+        windows, labels = x[order], y[order]
+        if stream is not None and augmentation.offset:
+            windows, labels = offset_windows(windows, labels, stream.context[order], stream.spans[order],
+                                             augmentation.offset, stream.still, rng)
+        yield as_model_input(augmentation.apply(windows, rng)), labels
+
+
+@dataclass(frozen=True)
+class StreamContext:
+    """The training windows' stream around them (`Windows.context`, `.spans`) and the still class's index."""
+
+    context: np.ndarray
+    spans: np.ndarray
+    still: int | None
 
 
 def augmented_batches(x: np.ndarray, y: np.ndarray, fidelity: Fidelity, seed: int):
