@@ -174,9 +174,13 @@ class Paired:
     better: int
     worse: int
     windows: int
+    unit: str = "windows"
+    """What was counted: the windows the guide cut, or signs judged on the stream."""
 
     def __add__(self, other: Paired) -> Paired:
-        return Paired(self.better + other.better, self.worse + other.worse, self.windows + other.windows)
+        unit = self.unit if self.unit == other.unit or not other.windows else \
+            other.unit if not self.windows else "windows and signs"
+        return Paired(self.better + other.better, self.worse + other.worse, self.windows + other.windows, unit)
 
     @property
     def p_worse(self) -> float:
@@ -190,17 +194,17 @@ class Paired:
 
     def describe(self, what: str) -> str:
         """E.g. 'today's wear: better on 5, worse on 1 of 16 windows'."""
-        return f"{what}: better on {self.better}, worse on {self.worse} of {self.windows} windows"
+        return f"{what}: better on {self.better}, worse on {self.worse} of {self.windows} {self.unit}"
 
     def to_dict(self) -> dict:
-        return {"better": self.better, "worse": self.worse, "windows": self.windows,
+        return {"better": self.better, "worse": self.worse, "windows": self.windows, "unit": self.unit,
                 "p_better": round(self.p_better, 4), "p_worse": round(self.p_worse, 4)}
 
 
-def paired(before_right, after_right) -> Paired:
-    """The paired count of an old and a new model's answers (right or not) on the same windows."""
+def paired(before_right, after_right, unit: str = "windows") -> Paired:
+    """The paired count of an old and a new model's answers (right or not) on the same windows (or signs)."""
     before, after = np.asarray(before_right, dtype=bool), np.asarray(after_right, dtype=bool)
-    return Paired(int(np.sum(after & ~before)), int(np.sum(before & ~after)), int(len(before)))
+    return Paired(int(np.sum(after & ~before)), int(np.sum(before & ~after)), int(len(before)), unit)
 
 
 def _binomial_tail(k: int, n: int) -> float:

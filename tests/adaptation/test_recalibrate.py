@@ -169,3 +169,37 @@ def test_the_decision_rests_on_paired_windows_not_on_a_few_windows_accuracy():
     assert decide(Paired(5, 3, 48), Paired(0, 6, 24), 1.0, 0.75, 1.0) == []
     assert decide(Paired(3, 5, 48), Paired(6, 0, 24), 0.75, 1.0, 1.0)[0].startswith(
         "worse on more windows than better (today's wear: better on 3, worse on 5 of 48 windows)")
+
+
+def test_a_re_wear_whose_classes_fail_on_the_stream_is_judged_there_and_accepted_once_recalibrated(model_dir,
+                                                                                                    tmp_path):
+    """Today's armband, put on again, fails classes live: the verdict is taken on today's stream (signs recognised
+    as serving answers them, each repetition held out once), names the classes the old model fails today, and
+    accepts the recalibration that recognises them."""
+    from tests.support.sessions import write_session
+    from tinynas.adaptation.recalibrate import StreamCheck
+    from tinynas.data.recording import load_recording
+    from tinynas.data.session import load_session
+
+    today = shifted(load_windows(NEW_SESSION))
+    rng = np.random.default_rng(4)
+    signs = []
+    for _repetition in range(3):
+        for label, name in enumerate(today.class_names):
+            mine = today.x[today.y == label]
+            signs.append((name, np.concatenate(mine[rng.choice(len(mine), 3, replace=False)])))  # 3 windows long
+    rest = rng.normal(0, 0.5, (2000, 4)).astype(np.float32)
+    write_session(tmp_path / "today", signs, rate=200.0, rest=rest, classes=today.class_names, window=64,
+                  idle_seconds=0.6, seed=4, channel_names=today.channel_names)
+    windows = load_session(tmp_path / "today")
+    check = StreamCheck(load_recording(tmp_path / "today"), hop_seconds=0.1, smoothing=3)
+    result = recalibrate(model_dir, windows, tmp_path / "recalibrated", recipe=Recipe(epochs=15), seed=0, check=check)
+    today_pair = result.paired["today"]
+    assert today_pair["unit"] == "signs on today's stream" and today_pair["windows"] == 12
+    assert "on today's stream as serving answers" in today_pair["measure"]
+    failing = result.paired["failing_today"]
+    assert failing and all(": " in item and " of 3" in item for item in failing)  # e.g. "B: 0 of 3"
+    assert result.accepted, result.reason
+    assert "today the old model recognises" in result.reason and failing[0] in result.reason
+    old, new = result.paired["stream_today"]["old model"], result.paired["stream_today"][result.selection["chosen"]]
+    assert new["recognised"] > old["recognised"] and today_pair["better"] > today_pair["worse"]

@@ -4,6 +4,7 @@ judge, the deploy gate and re-wear tests, which need a session whose truth is kn
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from firmware_bridge.recorder import Recorder
 
 def write_session(folder: Path, signs: list[tuple[str, np.ndarray]], *, rate: float, rest: np.ndarray,
                   classes: tuple[str, ...], rest_class: str | None = None, idle_seconds: float = 1.0,
-                  window: int | None = None, seed: int = 0) -> list[dict]:
+                  window: int | None = None, seed: int = 0, channel_names: tuple[str, ...] = ()) -> list[dict]:
     """A session of `signs` (label, samples performed), each preceded by `idle_seconds` of `rest`-like samples (rest
     drawn from `rest` at random offsets), its window cut at the onset as the guide cuts it; returns what was
     written per sign: label, onset, end, start."""
@@ -51,4 +52,7 @@ def write_session(folder: Path, signs: list[tuple[str, np.ndarray]], *, rate: fl
             written.append({"label": label, "onset": onset, "end": onset + len(performed), "start": start})
         tail = np.resize(rest, (idle, channels))
         emit(tail)
+    if channel_names:  # a front-end that names its channels (the recorder writes ch0, ch1, ...)
+        manifest = json.loads((folder / "manifest.json").read_text())
+        (folder / "manifest.json").write_text(json.dumps({**manifest, "channel_names": list(channel_names)}))
     return written

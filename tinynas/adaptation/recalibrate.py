@@ -31,9 +31,13 @@ from tinynas.adaptation.common import (
 from tinynas.arguments import require, seed_argument
 from tinynas.augment import Augmentation
 from tinynas.card import task_of
+from tinynas.data.recording import Recording, SignEvent
 from tinynas.data.windows import DataError, Windows, windows_argument
+from tinynas.deploy.litert import Int8Model
 from tinynas.deploy.measure import run_int8
 from tinynas.deploy.modeldir import ModelDir, check_new_folder, write_model_dir
+from tinynas.deploy.served import UNKNOWN, ServedPath, Smoothing
+from tinynas.deploy.stream import StreamVerdict, judge, positions
 from tinynas.folders import MODEL, read_model_file
 from tinynas.modes import Task
 from tinynas.options import RANGES
@@ -213,6 +217,59 @@ def _fine_tune(model, x: np.ndarray, y: np.ndarray, recipe: Recipe, seed: int) -
     model.fit(augmented_batches(x, y, fidelity, seed), epochs=recipe.epochs, verbose=0)
 
 
+@dataclass(frozen=True)
+class StreamCheck:
+    """Today's session, and the onboarding's, as the person lives with them: the re-wear verdict judges the old
+    model and every recipe on the stream (`tinynas.deploy.stream`) with serving's rules and smoothing, counted in
+    signs. `onboarding_groups` name the onboarding's held-out signs (its split's test windows)."""
+
+    today: Recording
+    onboarding: Recording | None = None
+    onboarding_groups: frozenset[str] = frozenset()
+    hop_seconds: float = 0.25
+    smoothing: int = 3
+
+    def hop(self, recording: Recording) -> int:
+        return max(1, int(round(self.hop_seconds * recording.sample_rate_hz)))
+
+
+def _float_served(model, card: dict, length: int) -> ServedPath:
+    """A float Keras model (a fold's) served with the deployed card's preprocessing and rules."""
+    return ServedPath(None, card, logits=lambda x: np.asarray(model(as_model_input(np.asarray(x, np.float32)),
+                                                                    training=False)), length=length)
+
+
+def _signs_recognised(served: ServedPath, recording: Recording, events: list[SignEvent], check: StreamCheck,
+                      card: dict) -> tuple[np.ndarray, StreamVerdict]:
+    """Which of `events` the served model recognises on the stream, and the verdict behind it."""
+    if not events:
+        return np.zeros(0, dtype=bool), StreamVerdict()
+    found = positions(served, recording, check.hop(recording), Smoothing.from_card(card, check.smoothing), events)
+    rest = served.rule.still_label if served.rule.still_label != UNKNOWN else None
+    verdict = judge(found, events, rest, recording.sample_rate_hz, check.hop(recording))
+    recognised = np.zeros(len(events), dtype=bool)
+    for number, event in enumerate(events):
+        mine = [p for p in found if p.event == number]
+        recognised[number] = bool(mine) and sum(p.shown == event.label for p in mine) * 2 > len(mine)
+    return recognised, verdict
+
+
+def _merge(verdicts: list[StreamVerdict]) -> StreamVerdict:
+    """Verdicts of disjoint signs as one (the folds of a cross-validation)."""
+    total = StreamVerdict()
+    for part in verdicts:
+        for name in ("signs", "recognised", "sign_windows", "sign_right", "sign_unknown", "idle_windows",
+                     "idle_right"):
+            setattr(total, name, getattr(total, name) + getattr(part, name))
+        total.latencies += part.latencies
+        for label, counts in part.per_class.items():
+            mine = total.per_class.setdefault(label, dict.fromkeys(counts, 0))
+            for key, value in counts.items():
+                mine[key] += value
+        total.hop_seconds, total.smoothing = part.hop_seconds or total.hop_seconds, part.smoothing or total.smoothing
+    return total
+
+
 OLD_MODEL = "old model"
 CANDIDATES = {
     "adapt": "AdaBN only (batch-norm statistics of the new windows, as `tinynas adapt`; no weight trained)",
@@ -307,28 +364,64 @@ def _float_right(model, x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _cross_validate(models: _Models, x: np.ndarray, y: np.ndarray, folds: list[np.ndarray], recipe: Recipe,
-                    seed: int, say) -> dict:
+                    seed: int, say, check: StreamCheck | None = None, groups: np.ndarray | None = None) -> dict:
     """Every candidate trained on all new windows but one fold and scored on it, fold by fold; the old model on
     the same windows. The candidate with the most held-out windows right is chosen (a tie goes to the simpler,
-    `adapt` first). Float accuracy: the int8 export is made once, for the model chosen."""
+    `adapt` first). Float accuracy: the int8 export is made once, for the model chosen.
+
+    With a `check` (today's session as a stream; `groups`: each new window's recording), every model is judged as
+    serving answers it: the held-out repetitions' signs on today's stream, with the deployed card's rules and
+    smoothing; what counts (and is paired) is the signs recognised, not the windows the guide cut."""
     everything = np.arange(len(y))
     held = np.concatenate(folds)
-    right = {OLD_MODEL: _float_right(models.fresh(), x[held], y[held])}
+    card = models.source.card
+    length = models.source.preprocessing.window_length
+    events: dict[str, SignEvent] = {} if check is None else {event.group: event for event in check.today.events}
+
+    def fold_events(fold: np.ndarray) -> list[SignEvent]:
+        assert groups is not None
+        return [events[group] for group in dict.fromkeys(str(g) for g in groups[fold]) if group in events]
+
+    stream = check is not None and groups is not None and all(fold_events(fold) for fold in folds)
+    verdicts: dict[str, StreamVerdict] = {}
+    if stream:
+        assert check is not None
+        judged = [event for fold in folds for event in fold_events(fold)]
+        right = {}
+        right[OLD_MODEL], verdicts[OLD_MODEL] = _signs_recognised(
+            _float_served(models.fresh(), card, length), check.today, judged, check, card)
+    else:
+        right = {OLD_MODEL: _float_right(models.fresh(), x[held], y[held])}
     for candidate in CANDIDATES:
-        answers = []
+        answers, parts = [], []
         for number, fold in enumerate(folds, 1):
             say(f"cross-validating {candidate}: fold {number} of {len(folds)} ({len(fold)} windows held out)")
             tune = np.setdiff1d(everything, fold)
             model, _ = _train(models, x[tune], y[tune], _recipe_of(candidate, recipe), seed, say)
-            answers.append(_float_right(model, x[fold], y[fold]))
+            if stream:
+                assert check is not None
+                recognised, verdict = _signs_recognised(_float_served(model, card, length), check.today,
+                                                        fold_events(fold), check, card)
+                answers.append(recognised)
+                parts.append(verdict)
+            else:
+                answers.append(_float_right(model, x[fold], y[fold]))
         right[candidate] = np.concatenate(answers)
+        if stream:
+            verdicts[candidate] = _merge(parts)
     hits = {name: int(values.sum()) for name, values in right.items()}
     chosen = max(CANDIDATES, key=lambda name: hits[name])  # max keeps the first of equals: adapt before fine-tuning
-    accuracy = {name: round(count / len(held), 4) for name, count in hits.items()}
-    text = (f"cross-validation over {len(folds)} repetitions ({len(held)} new windows, each held out once; float): "
+    count = len(right[OLD_MODEL])
+    accuracy = {name: round(value / max(count, 1), 4) for name, value in hits.items()}
+    unit = f"{count} signs on today's stream, each held out once" if stream else \
+        f"{len(held)} new windows, each held out once"
+    text = (f"cross-validation over {len(folds)} repetitions ({unit}; float): "
             + ", ".join(f"{name} {value:.3f}" for name, value in accuracy.items()) + f"; chosen: {chosen}")
-    return {"folds": len(folds), "windows": int(len(held)), "hits": hits, "accuracy": accuracy, "chosen": chosen,
-            "text": text, "right": {name: values.tolist() for name, values in right.items()}}
+    return {"folds": len(folds), "windows": int(count), "hits": hits, "accuracy": accuracy, "chosen": chosen,
+            "text": text, "right": {name: values.tolist() for name, values in right.items()},
+            "unit": "signs" if stream else "windows",
+            **({"stream": {name: verdict.to_dict() for name, verdict in verdicts.items()},
+                "failing_today": verdicts[OLD_MODEL].failing()} if stream else {})}
 
 
 NEXT_STEP = ("record the repetitions again with the armband as it sits now (a longer recording decides on more "
@@ -369,10 +462,11 @@ def _int8_right(tflite: bytes, x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def recalibrate(model_path: str | Path, windows: Windows, out_dir: str | Path, *, spec: str = "",
                 verify: Windows | None = None, verify_spec: str = "", recipe: Recipe = Recipe(), seed: int = 0,
-                allow_missing: bool = False, progress=None) -> RecalibrateResult:
+                allow_missing: bool = False, progress=None, check: StreamCheck | None = None) -> RecalibrateResult:
     """Fine-tune the model in `model_path` on labelled `windows`; write it to `out_dir` if accepted.
 
-    `recipe` is a `Recipe` or a dict of its fields (`{"epochs": 10}`)."""
+    `recipe` is a `Recipe` or a dict of its fields (`{"epochs": 10}`). With `check` (the windows' session and the
+    onboarding's as streams), the decision is taken on signs recognised as serving answers them."""
 
     windows_argument(windows)
     if verify is not None:
@@ -408,7 +502,7 @@ def recalibrate(model_path: str | Path, windows: Windows, out_dir: str | Path, *
     selection = None
     chosen = _given(recipe)
     if len(folds) >= 2:
-        selection = _cross_validate(models, x_all, labels, folds, recipe, seed, say)
+        selection = _cross_validate(models, x_all, labels, folds, recipe, seed, say, check, windows.groups)
         chosen = selection["chosen"]
     if verify is not None:
         tune = np.arange(len(windows))
@@ -437,28 +531,52 @@ def recalibrate(model_path: str | Path, windows: Windows, out_dir: str | Path, *
         after_right = np.asarray(selection["right"][chosen], dtype=bool)
     else:
         before_right = after_right = np.zeros(0, dtype=bool)
-    today = paired(before_right, after_right)
+    today_unit = "signs on today's stream" if selection is not None and selection.get("unit") == "signs" and \
+        not len(y_verify) else "windows"
+    today = paired(before_right, after_right, today_unit)
     verify_windows = today.windows
     verify_before = round(float(before_right.mean()), 4) if today.windows else None
     verify_after = round(float(after_right.mean()), 4) if today.windows else None
     cross_validated = selection is not None and not len(y_verify)
-    x_test, y_test = original_test(source)
-    old_test, new_test = _int8_right(old_tflite, x_test, y_test), _int8_right(tflite, x_test, y_test)
-    onboarding = paired(old_test, new_test)
-    test_before = round(float(old_test.mean()), 4) if len(y_test) else None
-    test_after = round(float(new_test.mean()), 4) if len(y_test) else None
+    onboarding_stream = None
+    judged = ([event for event in check.onboarding.events if event.group in check.onboarding_groups]
+              if check is not None and check.onboarding is not None else [])
+    if judged:  # the onboarding's held-out signs on its stream, as serving answers them: old and new, int8
+        assert check is not None and check.onboarding is not None
+        old_test, old_verdict = _signs_recognised(ServedPath(Int8Model(old_tflite), source.card), check.onboarding,
+                                                  judged, check, source.card)
+        new_test, new_verdict = _signs_recognised(ServedPath(Int8Model(tflite), source.card), check.onboarding,
+                                                  judged, check, source.card)
+        onboarding = paired(old_test, new_test, "signs on the onboarding's stream")
+        onboarding_stream = {"old": old_verdict.to_dict(), "new": new_verdict.to_dict()}
+    else:
+        x_test, y_test = original_test(source)
+        old_test, new_test = _int8_right(old_tflite, x_test, y_test), _int8_right(tflite, x_test, y_test)
+        onboarding = paired(old_test, new_test)
+    test_before = round(float(old_test.mean()), 4) if len(old_test) else None
+    test_after = round(float(new_test.mean()), 4) if len(new_test) else None
     seconds = time.perf_counter() - started
-    measured = {"today": {**today.to_dict(), "measure": "cross-validated over the new repetitions, float"
+    measured = {"today": {**today.to_dict(), "measure": ("cross-validated over the new repetitions, float, on "
+                                                         "today's stream as serving answers" if
+                                                         today_unit != "windows" else
+                                                         "cross-validated over the new repetitions, float")
                           if cross_validated else "int8 on held-out new windows"},
-                "onboarding": {**onboarding.to_dict(), "measure": "int8 on the onboarding's test windows"}}
+                "onboarding": {**onboarding.to_dict(), "measure": "int8 on the onboarding's held-out signs, on its "
+                               "stream as serving answers" if onboarding_stream else
+                               "int8 on the onboarding's test windows"},
+                **({"stream_today": selection["stream"], "failing_today": selection["failing_today"]}
+                   if selection is not None and "stream" in selection else {}),
+                **({"stream_onboarding": onboarding_stream} if onboarding_stream else {})}
     problems = decide(today, onboarding, test_before, test_after, recipe.max_forgetting)
+    failing = measured.get("failing_today") or []
+    said_today = (f"; today the old model recognises {', '.join(failing)} of their signs" if failing else "")
     if problems:
-        reason = ("rejected: " + "; ".join(problems) + ". The old model stays. Next: " + NEXT_STEP)
+        reason = ("rejected: " + "; ".join(problems) + said_today + ". The old model stays. Next: " + NEXT_STEP)
         return RecalibrateResult(None, False, reason, len(tune), verify_windows, seconds, verify_before,
                                  verify_after, test_before, test_after, None, selection, cross_validated, measured)
     reason = ("accepted: " + "; ".join(part for part in (today.describe(TODAY) if today.windows else "",
                                                           onboarding.describe(ONBOARDING)
-                                                          if onboarding.windows else "") if part)
+                                                          if onboarding.windows else "") if part) + said_today
               + (f" ({verify_from})" if verify_from else
                  " (no held-out windows of the new session: record two repetitions, or give verification data)"))
     entry = {"kind": "recalibrate", "data": describe_data(spec, windows), "fine_tune_windows": int(len(tune)),

@@ -31,11 +31,15 @@ class RewearJob:
     condition: str = ""
     """An unlabelled job on a classical anomaly scorer: the new operating condition's name, kept beside the earlier
     ones (`adapt --condition`); empty: the new condition replaces them."""
+    hop_seconds: float = 0.25
+    smoothing: int = 3
+    """Serving's hop and smoothing (the service's): a labelled job judges the models on the stream as they serve."""
 
     def to_dict(self) -> dict:
         return {"mode": self.mode, "source": self.source, "staging": self.staging, "spec": self.spec,
                 "epochs": self.epochs, "learning_rate": self.learning_rate, "result": self.result,
-                "progress": self.progress, **({"condition": self.condition} if self.condition else {})}
+                "progress": self.progress, "hop_seconds": self.hop_seconds, "smoothing": self.smoothing,
+                **({"condition": self.condition} if self.condition else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> RewearJob:
@@ -43,7 +47,9 @@ class RewearJob:
         return cls(mode=data["mode"], source=data["source"], staging=data["staging"], spec=data["spec"],
                    result=data.get("result") or "", progress=data.get("progress") or "",
                    epochs=data.get("epochs", cls.epochs), learning_rate=data.get("learning_rate", cls.learning_rate),
-                   condition=str(data.get("condition") or ""))
+                   condition=str(data.get("condition") or ""),
+                   hop_seconds=float(data.get("hop_seconds", cls.hop_seconds)),
+                   smoothing=int(data.get("smoothing", cls.smoothing)))
 
 
 @dataclass(frozen=True)

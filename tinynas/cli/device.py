@@ -208,7 +208,13 @@ def status_lines(status: dict) -> list[str]:
         from tinynas.verdict import served_accuracy
 
         accuracy = deployed.get("accuracy")
-        lines.append(f"  serving {deployed.get('model', '?')} for {deployed.get('user', '?')} ("
+        today = _part(deployed, "today")
+        said_today = ""
+        if isinstance(today.get("signs"), int) and today["signs"]:  # a rejected re-wear: today's, not onboarding's
+            failing = [str(item) for item in today.get("failing") or []]
+            said_today = (f"today (re-worn): {today.get('recognised')} of {today['signs']} signs recognised on the "
+                          f"stream" + (f", fails {', '.join(failing)}" if failing else "") + "; at onboarding: ")
+        lines.append(f"  serving {deployed.get('model', '?')} for {deployed.get('user', '?')} (" + said_today
                      + served_accuracy(_part(deployed, "held_out"),
                                        accuracy if isinstance(accuracy, (int, float)) else None) + ")")
     model = _part(status, "model")

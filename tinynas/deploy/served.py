@@ -19,6 +19,7 @@ holds against one stray answer (Edge Impulse's `ei_classifier_smooth` counts k o
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -145,14 +146,19 @@ class Answer:
 
 
 class ServedPath:
-    """A deployed model as serving runs it: preprocessing, int8 (LiteRT), softmax, the idle / unknown rule."""
+    """A deployed model as serving runs it: preprocessing, the network (int8 through LiteRT; a float model's logits
+    for a re-wear's fold models), softmax, the idle / unknown rule."""
 
-    def __init__(self, model: Int8Model, card: dict, rule: IdleRule | None = None) -> None:
+    def __init__(self, model: Int8Model | None, card: dict, rule: IdleRule | None = None, *,
+                 logits: Callable[[np.ndarray], np.ndarray] | None = None, length: int | None = None) -> None:
+        if model is None and (logits is None or length is None):
+            raise ValueError("a served path needs an int8 model, or logits and a window length")
         self.model = model
+        self.logits = model.logits if model is not None else logits
         self.classes = list(card["classes"])
         self.preprocessing = Preprocessing.from_card(card)
         self.rule = IdleRule.from_card(card) if rule is None else rule
-        self.length = model.window_shape[0]
+        self.length = model.window_shape[0] if model is not None else int(length or 0)
 
     @classmethod
     def from_folder(cls, model_path: str | Path, card: dict) -> ServedPath:
@@ -165,7 +171,8 @@ class ServedPath:
         windows = np.asarray(windows, dtype=np.float32)
         if not len(windows):
             return []
-        logits = self.model.logits(self.preprocessing.apply(windows))
+        assert self.logits is not None
+        logits = np.asarray(self.logits(self.preprocessing.apply(windows)), dtype=np.float64)
         shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
         probabilities = shifted / shifted.sum(axis=1, keepdims=True)
         out = []

@@ -97,7 +97,8 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
     job = RewearJob(mode=flow.mode, source=str(Path(flow.source).parent), staging=str(staging),
                     spec=_spec(service, flow), result=str(result_path), progress=str(progress_path),
                     epochs=service.config.rewear_epochs, learning_rate=service.config.rewear_learning_rate,
-                    condition=flow.condition or "")
+                    condition=flow.condition or "", hop_seconds=service.config.hop_seconds,
+                    smoothing=service.config.smoothing)
     job_path = staging.with_name(staging.name + ".job.json")
     log_path = staging.with_name(staging.name + ".log")
     flow = flow.moved(phase="adapting" if flow.mode == "unlabelled" else "recalibrating", phase_started=time.time(),
@@ -136,8 +137,23 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
                                                               "paired") if key in recorded})
     if not outcome.accepted:
         shutil.rmtree(staging, ignore_errors=True)
-        return _finish(service, flow, "rejected", f"{outcome.reason}" + (f" ({figures})" if figures else ""))
+        # The old model stays, and what it did today is said: the page never goes on claiming the onboarding's
+        # figure for an armband worn otherwise today.
+        return _finish(service, flow, "rejected", f"{outcome.reason}" + (f" ({figures})" if figures else ""),
+                       today=_today(outcome))
     return _swap(service, flow, staging, final, outcome, figures)
+
+
+def _today(outcome: RewearOutcome) -> dict | None:
+    """The served model on today's wear, from a re-wear's stream verdict: its signs recognised and the classes it
+    fails (None: judged on windows, or nothing judged)."""
+    stream = (outcome.paired or {}).get("stream_today") or {}
+    old = stream.get("old model")
+    if not isinstance(old, dict):
+        return None
+    return {"signs": old.get("signs"), "recognised": old.get("recognised"), "interval": old.get("interval"),
+            "failing": list((outcome.paired or {}).get("failing_today") or []), "when": time.time(),
+            "measure": "today's re-wear recording, each repetition held out, float, on the stream as serving answers"}
 
 
 def _swap(service: ServiceContext, flow: RewearFlow, staging: Path, final: Path, outcome: RewearOutcome,
@@ -180,16 +196,22 @@ def _checked_on(outcome: RewearOutcome) -> dict | None:
     if not outcome.chosen or not isinstance(windows, int) or windows <= 0 or \
             not isinstance(after, (int, float)):
         return None
+    on_stream = "stream" in str(((outcome.paired or {}).get("today") or {}).get("measure", ""))
     return {**HeldOut(int(round(after * windows)), windows).to_dict(),
-            "measure": "float, cross-validated over the new repetitions"}
+            "measure": "float, cross-validated over the new repetitions" + (", signs on today's stream as serving "
+                                                                            "answers" if on_stream else "")}
 
 
-def _finish(service: ServiceContext, flow: RewearFlow, phase: str, text: str, error: bool = False) -> Transition:
-    """End the flow without a swap: the old model keeps serving; `text` is what status shows."""
+def _finish(service: ServiceContext, flow: RewearFlow, phase: str, text: str, error: bool = False,
+            today: dict | None = None) -> Transition:
+    """End the flow without a swap: the old model keeps serving; `text` is what status shows; `today` what the old
+    model did on today's wear (kept with the served model, shown instead of the onboarding's figure)."""
     log.log(logging.ERROR if error else logging.INFO, "%s", text)
     flow = flow.moved(phase=phase, text=text, finished=time.time())
     service.collection = Collection()
-    return to(Phase.SERVING, rewear=flow, session="", paused="", error=text if error else "")
+    served = service.state.deployed
+    changes = {"deployed": served.moved(today=today)} if today is not None and served is not None else {}
+    return to(Phase.SERVING, rewear=flow, session="", paused="", error=text if error else "", **changes)
 
 
 def status_line(rewear: dict) -> str:

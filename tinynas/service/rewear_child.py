@@ -13,15 +13,17 @@ from pathlib import Path
 import numpy as np
 
 from tinynas.adaptation.adapt import adapt
-from tinynas.adaptation.recalibrate import Recipe, recalibrate
+from tinynas.adaptation.recalibrate import Recipe, StreamCheck, recalibrate
 from tinynas.adaptation.rewear_job import RewearJob, RewearOutcome
 from tinynas.anomaly.card import read_section, served_scores
 from tinynas.atomic import atomic_write_text
 from tinynas.card import read_card, task_of
 from tinynas.data.preprocess import Preprocessing
+from tinynas.data.recording import load_recording
 from tinynas.data.spec import load_windows
 from tinynas.deploy.litert import Int8Model
-from tinynas.errors import user_message
+from tinynas.deploy.modeldir import ModelDir
+from tinynas.errors import TinynasError, user_message
 from tinynas.folders import MODEL, read_model_file
 from tinynas.interrupts import die_with_parent
 from tinynas.modes import Task
@@ -60,6 +62,22 @@ def _confidence(tflite: bytes, card: dict, windows) -> float:
     return round(float(probabilities.max(axis=1).mean()), 4)
 
 
+def stream_check(job: RewearJob) -> StreamCheck | None:
+    """Today's session and the onboarding's as streams, for a verdict on signs as serving answers them; None when
+    either is not a gesture session tinynas recorded (the windows' count decides then)."""
+    try:
+        today = load_recording(job.spec.removeprefix("session:").split("?")[0])
+        source = ModelDir.open(job.source)
+        spec = str((source.card.get("data") or {}).get("spec") or "")
+        onboarding = load_recording(spec.removeprefix("session:").split("?")[0]) if spec.startswith("session:") \
+            else None
+        groups = frozenset(str(g) for g in source.windows.groups[source.split["test"]]) \
+            if source.has_training_data else frozenset()
+    except TinynasError:
+        return None
+    return StreamCheck(today, onboarding, groups, job.hop_seconds, job.smoothing)
+
+
 def _job(job: RewearJob) -> RewearOutcome:
     """Run in the child: recalibrate or adapt into the staging folder; the decision."""
 
@@ -72,7 +90,7 @@ def _job(job: RewearJob) -> RewearOutcome:
 
         result = recalibrate(job.source, windows, job.staging, spec=job.spec,
                              recipe=Recipe(epochs=job.epochs, learning_rate=job.learning_rate),
-                             progress=progress)
+                             progress=progress, check=stream_check(job))
         return RewearOutcome(accepted=result.accepted, reason=result.reason, windows=result.windows,
                              verify_windows=result.verify_windows, seconds=round(result.seconds, 1),
                              verify=(result.verify_before, result.verify_after),

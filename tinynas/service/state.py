@@ -150,6 +150,8 @@ class Deployed:
     replaced: str | None = None    # a re-wear's: the model it replaced
     changed_by: str | None = None  # "recalibrate" or "adapt"
     condition: str | None = None   # a classical scorer keeping several conditions: the operator's (None: live)
+    today: dict | None = None      # a rejected re-wear's: what this model did on that day's wear (signs recognised
+    # on the stream, the classes it failed): the page says it instead of the onboarding's figure
 
     @property
     def scorer(self) -> bool:
@@ -195,9 +197,12 @@ class Deployed:
             raise DamagedState(f"the deployed model's task {data.get('task')!r} is not known")
         if data.get("task") == "anomaly" and not isinstance(data.get("anomaly"), dict):
             raise DamagedState("the deployed anomaly scorer has no threshold")
-        for key in ("held_out", "plan", "serving", "anomaly"):
+        for key in ("held_out", "plan", "serving", "anomaly", "today"):
             if not isinstance(data.get(key) or {}, dict):
                 raise DamagedState(f"the deployed model's {key} is not an object")
+        failing = (data.get("today") or {}).get("failing", [])
+        if not (isinstance(failing, list) and all(isinstance(item, str) for item in failing)):
+            raise DamagedState("the deployed model's today.failing is not a list of classes")
         try:
             check_held_out(data.get("held_out") or {}, "the deployed model's held_out")
         except DamagedCard as exc:

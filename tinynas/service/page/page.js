@@ -248,9 +248,14 @@ function drawServing(s) {
                        measure ? `new windows, ${measure}` : undefined) || verdict(m.held_out);
   const accuracy = held ? `${measure === "on the stream" ? "signs recognised" : measure ? "accuracy" : "int8 accuracy"} ${held}` : (d.accuracy != null ? `int8 accuracy ${pct(d.accuracy)} ` +
     `(${d.changed_by ? "on the new windows of its " + d.changed_by : "held-out count not recorded"})` : "int8 accuracy not measured");
+  // A rejected re-wear: what the model did today, not the onboarding's figure as if it still held.
+  const today = d.today && d.today.signs ? `today (re-worn): ${d.today.recognised} of ${d.today.signs} signs ` +
+    `recognised on the stream` + (d.today.failing && d.today.failing.length ? `; fails ${d.today.failing.join(", ")} ` +
+    `- record those classes again with the armband as it sits now (tinynas onboard --user ${d.user} --recalibrate)` : "") +
+    `; at onboarding: ` : "";
   if (m.damaged) { text("model", `the served model's folder is damaged: ${m.damaged}`); }
   else text("model", m.name ? `${m.name} for ${d.user}: RAM ${kib(m.ram_bytes)}, flash ${kib(m.flash_bytes)}` +
-       (m.runtime ? ` with ${m.runtime}` : "") + ", " + accuracy +
+       (m.runtime ? ` with ${m.runtime}` : "") + ", " + today + accuracy +
        (m.made ? `, made ${new Date(m.made * 1000).toLocaleString()}` : "") : "no model yet");
   drawChip(m, s.chip_check);
   drawTime(m);
