@@ -176,6 +176,33 @@ def test_a_re_wear_whose_classes_fail_on_the_stream_is_judged_there_and_accepted
     """Today's armband, put on again, fails classes live: the verdict is taken on today's stream (signs recognised
     as serving answers them, each repetition held out once), names the classes the old model fails today, and
     accepts the recalibration that recognises them."""
+    windows, check = _todays_stream(tmp_path / "today")
+    result = recalibrate(model_dir, windows, tmp_path / "recalibrated", recipe=Recipe(epochs=15), seed=0, check=check)
+    today_pair = result.paired["today"]
+    assert today_pair["unit"] == "signs on today's stream" and today_pair["windows"] == 12
+    assert "on today's stream as serving answers" in today_pair["measure"]
+    failing = result.paired["failing_today"]
+    assert failing and all(": " in item and " of 3" in item for item in failing)  # e.g. "B: 0 of 3"
+    assert result.accepted, result.reason
+    assert "today the old model recognises" in result.reason and failing[0] in result.reason
+    old, new = result.paired["stream_today"]["old model"], result.paired["stream_today"][result.selection["chosen"]]
+    assert new["recognised"] > old["recognised"] and today_pair["better"] > today_pair["worse"]
+
+
+def test_the_same_re_wear_recording_is_decided_the_same_way_with_the_same_figures_run_to_run(model_dir, tmp_path):
+    """A person who asks twice is told the same thing: the decision, its reason and every paired figure."""
+    windows, check = _todays_stream(tmp_path / "today")
+    runs = [recalibrate(model_dir, windows, tmp_path / f"run{n}", recipe=Recipe(epochs=4), seed=0, check=check)
+            for n in range(2)]
+    first, second = runs
+    assert first.paired["today"]["windows"] == 12  # judged on the stream, so the stream's figures are compared
+    assert (first.accepted, first.reason, first.selection) == (second.accepted, second.reason, second.selection)
+    assert json.dumps(first.paired, sort_keys=True) == json.dumps(second.paired, sort_keys=True)
+
+
+def _todays_stream(folder):
+    """A re-worn armband's session recorded as the guide records it: 3 repetitions of each class, each sign 3
+    windows of today's (shifted) signal, rest between, and its stream check as serving would answer it."""
     from tests.support.sessions import write_session
     from tinynas.adaptation.recalibrate import StreamCheck
     from tinynas.data.recording import load_recording
@@ -189,17 +216,6 @@ def test_a_re_wear_whose_classes_fail_on_the_stream_is_judged_there_and_accepted
             mine = today.x[today.y == label]
             signs.append((name, np.concatenate(mine[rng.choice(len(mine), 3, replace=False)])))  # 3 windows long
     rest = rng.normal(0, 0.5, (2000, 4)).astype(np.float32)
-    write_session(tmp_path / "today", signs, rate=200.0, rest=rest, classes=today.class_names, window=64,
+    write_session(folder, signs, rate=200.0, rest=rest, classes=today.class_names, window=64,
                   idle_seconds=0.6, seed=4, channel_names=today.channel_names)
-    windows = load_session(tmp_path / "today")
-    check = StreamCheck(load_recording(tmp_path / "today"), hop_seconds=0.1, smoothing=3)
-    result = recalibrate(model_dir, windows, tmp_path / "recalibrated", recipe=Recipe(epochs=15), seed=0, check=check)
-    today_pair = result.paired["today"]
-    assert today_pair["unit"] == "signs on today's stream" and today_pair["windows"] == 12
-    assert "on today's stream as serving answers" in today_pair["measure"]
-    failing = result.paired["failing_today"]
-    assert failing and all(": " in item and " of 3" in item for item in failing)  # e.g. "B: 0 of 3"
-    assert result.accepted, result.reason
-    assert "today the old model recognises" in result.reason and failing[0] in result.reason
-    old, new = result.paired["stream_today"]["old model"], result.paired["stream_today"][result.selection["chosen"]]
-    assert new["recognised"] > old["recognised"] and today_pair["better"] > today_pair["worse"]
+    return load_session(folder), StreamCheck(load_recording(folder), hop_seconds=0.1, smoothing=3)
