@@ -34,6 +34,7 @@ from typing import Any
 
 from tinynas.atomic import atomic_write_bytes
 from tinynas.errors import MissingDependencyError, UsageError
+from tinynas.folders import JOURNAL, SEARCH_LOG
 from tinynas.interrupts import die_with_parent
 from tinynas.sweep.grid import search_arguments
 from tinynas.sweep.run import Cell, Sweep, last_error
@@ -44,7 +45,6 @@ MAX_RETRIES = 3
 """Times Ray runs a cell's task again after its node or worker died (a search that fails is not retried)."""
 SHIPPED = ("data", "test_data", "target")
 """Options whose value may name a file or folder of the driver's, shipped to the node that searches the cell."""
-_JOURNAL, _LOG = "journal.sqlite", "search.log"
 
 
 def import_ray():
@@ -115,9 +115,9 @@ class Keeper:
         for stale in folder.rglob(".*.tmp"):
             stale.unlink(missing_ok=True)
         if attempt == 1 or index not in self.logs:  # the log of earlier drivers' attempts stays at its head
-            self.logs[index] = {0: (folder / _LOG).read_bytes() if (folder / _LOG).exists() else b""}
+            self.logs[index] = {0: (folder / SEARCH_LOG).read_bytes() if (folder / SEARCH_LOG).exists() else b""}
         self.state[index] = {"attempt": attempt, "node": node, "trials": 0, "resumes": 0}
-        journal = folder / _JOURNAL
+        journal = folder / JOURNAL
         if not journal.exists():
             return attempt, None, {}
         copy = snapshot(journal)
@@ -144,10 +144,10 @@ class Keeper:
                 (folder / name).parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_bytes(folder / name, data)
         if journal is not None:  # last: the journal never names a trial whose weights are not here yet
-            atomic_write_bytes(folder / _JOURNAL, journal)
+            atomic_write_bytes(folder / JOURNAL, journal)
         self.logs[index][attempt] = (f"--- attempt {attempt} on node {self.state[index]['node'][:8]} ---\n"
                                      .encode() + log_bytes)
-        atomic_write_bytes(folder / _LOG, b"".join(self.logs[index][key] for key in sorted(self.logs[index])))
+        atomic_write_bytes(folder / SEARCH_LOG, b"".join(self.logs[index][key] for key in sorted(self.logs[index])))
         self.state[index]["trials"] = trials
         return True
 
@@ -166,8 +166,8 @@ def _travels(name: str) -> bool:
     """Whether a file of that relative name goes between a node's cell folder and the driver's: no path leaves the
     folder, and the journal is only ever written whole, from its snapshot."""
     parts = Path(name).parts
-    return not (not parts or Path(name).is_absolute() or ".." in parts or parts[0].startswith(_JOURNAL)
-                or name == _LOG or ".partial" in parts[-1] or parts[-1].startswith("."))
+    return not (not parts or Path(name).is_absolute() or ".." in parts or parts[0].startswith(JOURNAL)
+                or name == SEARCH_LOG or ".partial" in parts[-1] or parts[-1].startswith("."))
 
 
 class _Sender:
@@ -260,20 +260,20 @@ def _search_task(index: int, options: dict[str, Any], shipped: dict[str, tuple[A
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             (folder / name).write_bytes(data)
         if journal is not None:
-            (folder / _JOURNAL).write_bytes(journal)
+            (folder / JOURNAL).write_bytes(journal)
         sender = _Sender(folder)
         sender.changed()  # what came from the driver needs no sending back
 
         def send(trials: bool = True) -> None:
-            copy = snapshot(folder / _JOURNAL) if (folder / _JOURNAL).exists() else None
+            copy = snapshot(folder / JOURNAL) if (folder / JOURNAL).exists() else None
             files, gone = sender.changed()
-            _wait(keeper.keep.remote(index, attempt, copy, files, gone, (folder / _LOG).read_bytes(),
+            _wait(keeper.keep.remote(index, attempt, copy, files, gone, (folder / SEARCH_LOG).read_bytes(),
                                      _finished_trials(copy) if copy and trials else 0))
 
         argv = [sys.executable, "-m", "tinynas.cli", "search", *search_arguments(options), "--out", str(folder),
                 *(["--resume"] if journal is not None else [])]
         started = time.monotonic()
-        with open(folder / _LOG, "ab") as log_file:
+        with open(folder / SEARCH_LOG, "ab") as log_file:
             process = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        start_new_session=True, preexec_fn=die_with_parent,
                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -281,7 +281,7 @@ def _search_task(index: int, options: dict[str, Any], shipped: dict[str, tuple[A
             try:
                 while True:
                     ended = process.poll() is not None
-                    stamp = (_stat(folder / _JOURNAL), _stat(folder / f"{_JOURNAL}-wal"))
+                    stamp = (_stat(folder / JOURNAL), _stat(folder / f"{JOURNAL}-wal"))
                     if stamp != seen or ended:  # a trial finished (or the search ended): the folder goes back
                         seen = stamp
                         send()
@@ -298,7 +298,7 @@ def _search_task(index: int, options: dict[str, Any], shipped: dict[str, tuple[A
                 send(trials=False)
                 raise
         return {"returncode": process.returncode, "seconds": time.monotonic() - started, "node": node,
-                "attempt": attempt, "error": last_error(folder / _LOG) if process.returncode else ""}
+                "attempt": attempt, "error": last_error(folder / SEARCH_LOG) if process.returncode else ""}
 
 
 def _wait(ref) -> Any:

@@ -24,6 +24,7 @@ from typing import Any
 
 from tinynas.atomic import atomic_write_text
 from tinynas.errors import UsageError
+from tinynas.folders import JOURNAL, SEARCH_LOG
 from tinynas.interrupts import die_with_parent
 from tinynas.sweep.grid import Grid, search_arguments
 
@@ -113,7 +114,7 @@ class Sweep:
                     log_file.close()
                     cell.seconds = round(cell.seconds + time.monotonic() - started, 1)
                     status, error = ("done", "") if process.returncode == 0 else ("failed", last_error(
-                        cell.folder(self.out) / "search.log"))
+                        cell.folder(self.out) / SEARCH_LOG))
                     progress(self.finish(cell, status, error, left=len(waiting) + len(running), at_once=parallel))
         except KeyboardInterrupt:
             for _cell, process, _started, _log in running.values():
@@ -132,11 +133,11 @@ class Sweep:
 
     def _start(self, cell: Cell) -> tuple[Cell, subprocess.Popen, float, Any]:
         folder = cell.folder(self.out)
-        resume = (folder / "journal.sqlite").exists()
+        resume = (folder / JOURNAL).exists()
         argv = [sys.executable, "-m", "tinynas.cli", "search", *search_arguments({**self.grid.fixed, **cell.values}),
                 "--out", str(folder), *(["--resume"] if resume else [])]
         folder.mkdir(parents=True, exist_ok=True)
-        log_file = open(folder / "search.log", "a", encoding="utf-8")
+        log_file = open(folder / SEARCH_LOG, "a", encoding="utf-8")
         # Its own session: a Ctrl-C at the terminal reaches the sweep, which stops its cells itself. And it dies with
         # the sweep (a driver killed outright): a resumed sweep must never race an orphan on the cell's journal,
         # which a kill leaves whole (the search's journal is made for power cuts).
