@@ -10,7 +10,6 @@ take the sweep down than a user's search can take their shell.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -18,7 +17,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,28 +25,10 @@ from tinynas.errors import UsageError
 from tinynas.folders import JOURNAL, SEARCH_LOG
 from tinynas.interrupts import die_with_parent
 from tinynas.sweep.grid import Grid, search_arguments
+from tinynas.sweep.state import FINISHED, STATE, Cell, one_line, read_state, state_text
 
 log = logging.getLogger(__name__)
-
-STATE = "sweep.json"
-FINISHED = ("done", "failed")
-
-
-@dataclass
-class Cell:
-    index: int
-    values: dict[str, Any]
-    status: str = "pending"
-    seconds: float = 0.0
-    error: str = ""
-    attempts: int = 0  # searches started for it (a resume or a Ray retry after a lost node adds one)
-    node: str = ""  # the Ray node its last attempt ran on ("" on this machine)
-
-    def folder(self, out: Path) -> Path:
-        return out / f"cell-{self.index:03d}"
-
-    def describe(self) -> str:
-        return ", ".join(f"{key}={value}" for key, value in self.values.items())
+__all__ = ["Cell", "FINISHED", "STATE", "Sweep", "last_error"]  # Cell and the state's names: from .state
 
 
 class Sweep:
@@ -56,15 +36,8 @@ class Sweep:
 
     def __init__(self, out: str | Path, grid: Grid, resume: bool = False) -> None:
         self.out, self.grid = Path(out), grid
-        state = self.out / STATE
         if resume:
-            if not state.exists():
-                raise UsageError(f"{self.out} holds no sweep to resume (no {STATE}): start it without --resume")
-            saved = json.loads(state.read_text())
-            if saved.get("grid") != grid.to_dict():
-                raise UsageError(f"{self.out} holds a sweep of another grid: resume it with the grid it was started "
-                                 f"with, or give another --out")
-            self.cells = [Cell(**cell) for cell in saved["cells"]]
+            self.cells = read_state(self.out, grid)  # checked whole before anything is written or run
         else:
             if self.out.exists() and any(self.out.iterdir()):
                 raise UsageError(f"{self.out} is not empty: give a new folder, or --resume the sweep in it")
@@ -73,8 +46,7 @@ class Sweep:
         self.save()
 
     def save(self) -> None:
-        atomic_write_text(self.out / STATE, json.dumps({"grid": self.grid.to_dict(), "cells": [
-            cell.__dict__ for cell in self.cells]}, indent=1))
+        atomic_write_text(self.out / STATE, state_text(self.grid, self.cells))
 
     def counts(self) -> dict[str, int]:
         return {status: sum(cell.status == status for cell in self.cells)
@@ -157,7 +129,7 @@ def last_error(log_path: Path) -> str:
     except OSError:
         return "the search left no log"
     errors = [line for line in lines if line.startswith("tinynas: error:")]
-    return (errors or lines or ["the search ended without a word"])[-1][:300]
+    return one_line((errors or lines or ["the search ended without a word"])[-1])
 
 
 def _minutes(seconds: float) -> str:
