@@ -114,3 +114,16 @@ def test_the_real_command_refuses_an_edited_state_in_one_line_and_runs_nothing(t
                         f"got '../../escaped': not the state this sweep wrote (damaged or edited?): restore the file, "
                         f"or start the sweep again in a new --out")
     assert _snapshot(tmp_path) == before  # nothing written, nothing searched
+
+
+def test_an_error_recorded_with_an_escape_code_is_shown_harmless_not_refused(tmp_path):
+    grid = grid_from(TABLE, OPTIONS)
+    sweep = Sweep(tmp_path / "s", grid)
+    sweep.cells[0].status, sweep.cells[0].error = "failed", "tinynas: error: \x1b[31mno data\x1b[0m"
+    sweep.save()  # as the sweep wrote a search's last error before it passed through one_line
+    assert read_state(tmp_path / "s", grid)[0].error == "tinynas: error: ?[31mno data?[0m"
+    for split in ("one\ntwo", "one\r", "one\u2028two", "one\x1ctwo"):  # a second line is not a cell's error
+        sweep.cells[0].error = split
+        sweep.save()
+        with pytest.raises(DamagedState, match="cell 1's error must be one line"):
+            read_state(tmp_path / "s", grid)

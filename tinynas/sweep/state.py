@@ -147,8 +147,11 @@ def read_state(out: Path, grid: Grid) -> list[Cell]:
         if not (type(seconds) in (int, float) and math.isfinite(seconds) and 0 <= seconds <= MAX_SECONDS):
             raise damaged(f"{where}'s seconds must be a wall time of at least 0, got {_short(seconds)}")
         error = cell["error"]
-        if not (isinstance(error, str) and len(error) <= MAX_ERROR and one_line(error, MAX_ERROR) == error):
+        if not (isinstance(error, str) and len(error) <= MAX_ERROR and error.splitlines() in ([], [error])):
             raise damaged(f"{where}'s error must be one line of at most {MAX_ERROR} characters, got {_short(error)}")
+        # Only shown (progress, table): another control character (an escape code recorded before the sweep wrote
+        # errors through one_line) is made harmless, not a reason to refuse a sweep's results.
+        error = one_line(error, MAX_ERROR)
         attempts = cell["attempts"]
         if not (type(attempts) is int and 0 <= attempts <= MAX_ATTEMPTS):
             raise damaged(f"{where}'s attempts must be a count, got {_short(attempts)}")
