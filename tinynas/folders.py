@@ -33,6 +33,8 @@ BEST = "best.json"
 """The best candidate so far, rewritten as candidates finish."""
 REPORT = "report.md"
 TRIALS_PLOT = "trials.png"
+SEARCH_LOG = "search.log"
+"""A sweep cell's folder only: the search's output, which the sweep (either engine) writes beside the run's files."""
 
 # A model: what `write_model_dir` and the export write.
 MODEL = "model.tflite"

@@ -211,6 +211,50 @@ def _with_config(setup: Callable[[Path, Assets], None]) -> Callable[[Path, Asset
 HUGE = "9" * 4001
 """A 4,001-digit number: Python reads it as an int, float() of it overflows."""
 
+SWEEP_GRID = b'[grid]\nseed = [0, 1]\n[fixed]\ndata = "synthetic:emg"\ntarget = "STM32F030F4P6"\n'
+"""A grid every cell of which the search accepts (two cells), for rows about what comes after the grid."""
+SWEEP = ("sweep", "{w}/grid.toml", "--out", "{w}/s")
+RESUME = (*SWEEP, "--resume")
+
+
+def _sweep_grid(extra: str) -> Callable[[Path, Assets], None]:
+    """SWEEP_GRID with more lines (in [fixed], or whole tables) as grid.toml."""
+    return _file("grid.toml", SWEEP_GRID + extra.encode())
+
+
+def _sweep_state() -> dict:
+    """The sweep.json a sweep of SWEEP_GRID writes when its first cell is done and its second interrupted."""
+    cell = {"index": 1, "values": {"seed": 0}, "status": "done", "seconds": 61.5, "error": "", "attempts": 1,
+            "node": ""}
+    return {"grid": {"grid": {"seed": [0, 1]}, "fixed": {"data": "synthetic:emg", "target": "STM32F030F4P6"}},
+            "cells": [cell, {**cell, "index": 2, "values": {"seed": 1}, "status": "running", "seconds": 12.0}]}
+
+
+def _resumable(change: Callable[[dict], object] | None = None, raw: bytes | None = None,
+               also: Callable[[Path, Assets], None] | None = None) -> Callable[[Path, Assets], None]:
+    """A sweep of SWEEP_GRID to --resume in {w}/s, its sweep.json changed by `change` (which edits the state in
+    place), or replaced by `raw`; `also` adds to the workspace."""
+    def setup(w: Path, assets: Assets) -> None:
+        _file("grid.toml", SWEEP_GRID)(w, assets)
+        (w / "s" / "cell-001").mkdir(parents=True)
+        (w / "s" / "cell-001" / "card.json").write_text("{}")  # a cell's own file, which must stay as it is
+        state = _sweep_state()
+        if change is not None:
+            change(state)
+        (w / "s" / "sweep.json").write_bytes(raw if raw is not None else json.dumps(state, indent=1).encode())
+        if also is not None:
+            also(w, assets)
+    return setup
+
+
+def _cell(number: int, **fields) -> Callable[[dict], None]:
+    return lambda state: state["cells"][number - 1].update(fields)
+
+
+def _linked_cell_folder(w: Path, assets: Assets) -> None:
+    (w / "elsewhere").mkdir()
+    (w / "s" / "cell-002").symlink_to(w / "elsewhere")
+
 
 # ---- the table -----------------------------------------------------------------------------------
 
@@ -613,9 +657,9 @@ ROWS = [
         "4 cells, more than 3", setup=_file("grid.toml", b'[grid]\nseed = [0, 1, 2, 3]\n')),
     Row("sweep-parallel-0", ("sweep", "{w}/grid.toml", "--out", "{w}/s", "--parallel", "0"), "--parallel must be"),
     Row("sweep-resume-nothing", ("sweep", "{w}/grid.toml", "--out", "{w}/s", "--resume"), "holds no sweep to resume",
-        setup=_file("grid.toml", b'[grid]\nseed = [0]\n[fixed]\ndata = "synthetic:emg"\n')),
+        setup=_file("grid.toml", SWEEP_GRID)),
     Row("sweep-out-holds-files", ("sweep", "{w}/grid.toml", "--out", "{w}"), "is not empty",
-        setup=_file("grid.toml", b'[grid]\nseed = [0]\n[fixed]\ndata = "synthetic:emg"\n')),
+        setup=_file("grid.toml", SWEEP_GRID)),
     Row("sweep-ray-nobody-there", ("sweep", "{w}/grid.toml", "--out", "{w}/s", "--engine", "ray", "--address",
                                    "127.0.0.1:9"), "--address 127.0.0.1:9: no Ray cluster answers there",
         setup=_file("grid.toml", b'[grid]\nseed = [0]\n[fixed]\ndata = "synthetic:emg"\n')),
@@ -625,6 +669,140 @@ ROWS = [
         "--address is a Ray cluster's: give it with --engine ray"),
     Row("sweep-ray-with-parallel", ("sweep", "{w}/grid.toml", "--out", "{w}/s", "--engine", "ray", "--parallel", "2"),
         "--parallel is the local engine's"),
+    # The sweep as hardened as the core (issue 68). Its grid file, read through the checked reader:
+    Row("sweep-grid-fifo", SWEEP, "grid.toml: cannot read the grid (a named pipe (FIFO), not a regular file)",
+        fresh=True, setup=_fifo("grid.toml")),
+    Row("sweep-grid-dev-zero", ("sweep", "/dev/zero", "--out", "{w}/s"),
+        "/dev/zero: cannot read the grid (a device file, not a regular file)", fresh=True),
+    Row("sweep-grid-too-big", SWEEP, "larger than 1 MiB, the most a grid file may be",
+        setup=_sparse("grid.toml", 2 << 20)),
+    Row("sweep-grid-a-folder", SWEEP, "cannot read the grid (a folder, not a file)",
+        setup=lambda w, a: (w / "grid.toml").mkdir()),
+    Row("sweep-grid-random-bytes", SWEEP, "cannot read the grid (not UTF-8 text", setup=_file("grid.toml", RANDOM)),
+    Row("sweep-grid-nested-deep", SWEEP, "not a TOML grid (lists or tables nested far too deep",
+        setup=_file("grid.toml", b"[grid]\nseed = " + b"[" * 100_000 + b"]" * 100_000 + b"\n")),
+    Row("sweep-grid-inline-tables-nested-deep", SWEEP, "nested far too deep",
+        setup=_file("grid.toml", b"[fixed]\ndata = " + b"{a=" * 5000 + b"1" + b"}" * 5000 + b"\n")),
+    Row("sweep-grid-integer-of-5000-digits", SWEEP, "not a TOML grid (a number of thousands of digits",
+        setup=_file("grid.toml", b"[grid]\nseed = [" + b"9" * 5000 + b"]\n")),
+    Row("sweep-grid-nul-in-a-value", SWEEP, "fixed.data holds the control character '\\x00'",
+        setup=_file("grid.toml", b'[grid]\nseed = [0]\n[fixed]\ndata = "synthetic:emg\\u0000x"\n')),
+    Row("sweep-grid-line-break-in-a-value", SWEEP, "grid.data holds the control character '\\n'",
+        setup=_file("grid.toml", b'[grid]\ndata = ["synthetic:emg\\nx"]\n')),
+    # Each cell's options checked before any cell runs (the search's own checks, the one range table):
+    Row("sweep-cell-epochs-0", SWEEP, "cell 1 (seed=0): --epochs must be between 1 and 10000, got 0",
+        setup=_sweep_grid("epochs = 0\n")),
+    Row("sweep-cell-2-final-epochs-0", SWEEP, "cell 2 (final_epochs=0): --final-epochs must be between 1 and",
+        setup=_file("grid.toml", b'[grid]\nfinal_epochs = [2, 0]\n[fixed]\ndata = "synthetic:emg"\n'
+                                 b'target = "STM32F030F4P6"\n')),
+    Row("sweep-cell-budget-forever", SWEEP, "cell 1 (seed=0): --budget: cannot read duration 'forever'",
+        setup=_sweep_grid('budget = "forever"\n')),
+    Row("sweep-cell-budget-a-year", SWEEP, "--budget '9000h' is more than 30 days",
+        setup=_sweep_grid('budget = "9000h"\n')),
+    Row("sweep-cell-unknown-target", SWEEP, "cell 2 (target=Z80): unknown target 'Z80'",
+        setup=_file("grid.toml", b'[grid]\ntarget = ["STM32F030F4P6", "Z80"]\n[fixed]\ndata = "synthetic:emg"\n')),
+    Row("sweep-cell-no-target", SWEEP, "cell 1 (seed=0): give --target NAME",
+        setup=_file("grid.toml", b'[grid]\nseed = [0]\n[fixed]\ndata = "synthetic:emg"\n')),
+    Row("sweep-cell-workers-0", SWEEP, "--workers must be at least 1, got 0", setup=_sweep_grid('workers = "0"\n')),
+    Row("sweep-cell-c-prefix-not-a-c-name", SWEEP, "--c-prefix: C prefix '1bad' is not a C name",
+        setup=_sweep_grid('c_prefix = "1bad"\n')),
+    Row("sweep-cell-latency-a-word", SWEEP, "--latency: cannot read time per inference 'soon'",
+        setup=_sweep_grid('latency = "soon"\n')),
+    Row("sweep-cell-seed-negative", SWEEP, "cell 1 (seed=-1): --seed must be between 0 and",
+        setup=_file("grid.toml", b'[grid]\nseed = [-1]\n[fixed]\ndata = "synthetic:emg"\ntarget = "nRF52840"\n')),
+    # A value that is not of its option's type, or would be read as an option (`"--help"` printed the search's help):
+    Row("sweep-cell-help-as-a-value", SWEEP, "[fixed] data = '--help': a value that starts with '-' would be read as "
+        "an option of `tinynas search`", setup=_file("grid.toml", b'[grid]\nseed = [0]\n[fixed]\ndata = "--help"\n'
+                                                                  b'target = "nRF52840"\n')),
+    Row("sweep-cell-help-given-to-a-flag", SWEEP, "[fixed] ignore_data_checks = '--help': --ignore-data-checks is a "
+        "flag: give true or false", setup=_sweep_grid('ignore_data_checks = "--help"\n')),
+    Row("sweep-cell-a-word-given-to-a-flag", SWEEP, "--track-test is a flag: give true or false",
+        setup=_sweep_grid('track_test = "yes"\n')),
+    Row("sweep-cell-a-number-given-to-a-flag", SWEEP, "--ignore-data-checks is a flag",
+        setup=_sweep_grid("ignore_data_checks = 1\n")),
+    Row("sweep-cell-seed-a-word", SWEEP, "[grid] seed = 'one': --seed takes a whole number",
+        setup=_file("grid.toml", b'[grid]\nseed = ["one"]\n[fixed]\ndata = "synthetic:emg"\ntarget = "nRF52840"\n')),
+    Row("sweep-cell-seed-true", SWEEP, "[grid] seed = true: --seed takes a value, not true/false",
+        setup=_file("grid.toml", b'[grid]\nseed = [true]\n[fixed]\ndata = "synthetic:emg"\ntarget = "nRF52840"\n')),
+    Row("sweep-cell-epochs-in-quotes", SWEEP, "[fixed] epochs = '2': --epochs takes a whole number",
+        setup=_sweep_grid('epochs = "2"\n')),
+    Row("sweep-cell-learning-rate-a-word", SWEEP, "--learning-rate takes a number",
+        setup=_sweep_grid('learning_rate = "fast"\n')),
+    Row("sweep-cells-entry-a-negative-budget", SWEEP, "[[cells]] budget = '-5m': a value that starts with '-'",
+        setup=_file("grid.toml", b'[[cells]]\nbudget = "-5m"\n[fixed]\ndata = "synthetic:emg"\n'
+                                 b'target = "nRF52840"\n')),
+    # --resume reads sweep.json as untrusted (damaged, edited, of another program): one line naming it, nothing run
+    # or written, a cell's folder only ever cell-NNN of its place in the list.
+    Row("sweep-resume-state-random-bytes", RESUME, "s/sweep.json: not UTF-8 text", setup=_resumable(raw=RANDOM)),
+    Row("sweep-resume-state-not-json", RESUME, "s/sweep.json: not JSON", setup=_resumable(raw=b"{'grid': 1}")),
+    Row("sweep-resume-state-a-list", RESUME, "a sweep's state is an object of 'grid' and 'cells', this is list",
+        setup=_resumable(raw=b"[1, 2, 3]")),
+    Row("sweep-resume-state-nested-deep", RESUME, "s/sweep.json: JSON nested far too deep",
+        setup=_resumable(raw=b"[" * 20_000 + b"]" * 20_000)),
+    Row("sweep-resume-state-cells-strings", RESUME, "cell 1 must be an object, got str 'cell-001'",
+        setup=_resumable(lambda s: s.update(cells=["cell-001", "cell-002"]))),
+    Row("sweep-resume-state-cells-an-object", RESUME, "its 'cells' are a dict, the grid has 2",
+        setup=_resumable(lambda s: s.update(cells={"1": s["cells"][0]}))),
+    Row("sweep-resume-state-a-cell-missing", RESUME, "its 'cells' are 1 cell(s), the grid has 2",
+        setup=_resumable(lambda s: s["cells"].pop())),
+    Row("sweep-resume-state-index-dot-dot", RESUME, "cell 2's index must be 2 (its place in the list), got '../..'",
+        setup=_resumable(_cell(2, index="../.."))),
+    Row("sweep-resume-state-two-cells-one-index", RESUME, "cell 2's index must be 2 (its place in the list), got 1",
+        setup=_resumable(_cell(2, index=1))),
+    Row("sweep-resume-state-index-true", RESUME, "cell 1's index must be 1 (its place in the list), got True",
+        setup=_resumable(_cell(1, index=True))),
+    Row("sweep-resume-state-tampered-values", RESUME, "cell 2's options are not the grid's",
+        setup=_resumable(_cell(2, values={"seed": 1, "epochs": 0}))),
+    Row("sweep-resume-state-value-retyped", RESUME, "cell 1's options are not the grid's",
+        setup=_resumable(_cell(1, values={"seed": False}))),
+    Row("sweep-resume-state-tampered-grid", RESUME, "holds a sweep of another grid",
+        setup=_resumable(lambda s: s["grid"]["fixed"].update(epochs=0))),
+    Row("sweep-resume-state-status-unknown", RESUME, "cell 2's status must be one of pending, running, done, failed",
+        setup=_resumable(_cell(2, status="rm -rf"))),
+    Row("sweep-resume-state-seconds-negative", RESUME, "cell 1's seconds must be a wall time of at least 0, got -5",
+        setup=_resumable(_cell(1, seconds=-5))),
+    Row("sweep-resume-state-seconds-nan", RESUME, "not JSON (NaN is not a number a sweep's state holds)",
+        setup=_resumable(raw=json.dumps(_sweep_state()).replace("61.5", "NaN").encode())),
+    Row("sweep-resume-state-attempts-a-word", RESUME, "cell 2's attempts must be a count, got 'many'",
+        setup=_resumable(_cell(2, attempts="many"))),
+    Row("sweep-resume-state-error-two-lines", RESUME, "cell 1's error must be one line of at most 400 characters",
+        setup=_resumable(_cell(1, error="one\ntinynas: error: forged"))),
+    Row("sweep-resume-state-node-a-path", RESUME, "cell 1's node must be a Ray node's id",
+        setup=_resumable(_cell(1, node="../../etc"))),
+    Row("sweep-resume-state-unknown-key", RESUME, "cell 1 has the unknown key 'argv'",
+        setup=_resumable(_cell(1, argv=["--help"]))),
+    Row("sweep-resume-state-a-key-missing", RESUME, "cell 2 lacks 'status'",
+        setup=_resumable(lambda s: s["cells"][1].pop("status"))),
+    Row("sweep-resume-state-fifo", RESUME, "s/sweep.json: cannot read the sweep's state (a named pipe (FIFO)",
+        fresh=True, setup=lambda w, a: (_file("grid.toml", SWEEP_GRID)(w, a), _fifo("s/sweep.json")(w, a))),
+    Row("sweep-resume-state-a-link-to-dev-zero", RESUME, "a symbolic link, which is not followed here",
+        setup=lambda w, a: (_file("grid.toml", SWEEP_GRID)(w, a), (w / "s").mkdir(),
+                            (w / "s" / "sweep.json").symlink_to("/dev/zero"))),
+    Row("sweep-resume-state-too-big", RESUME, "the most a sweep state of this grid may be",
+        setup=lambda w, a: (_file("grid.toml", SWEEP_GRID)(w, a), (w / "s").mkdir(),
+                            _sparse("s/sweep.json", 100 << 20)(w, a))),
+    Row("sweep-resume-cell-folder-a-link", RESUME, "s/cell-002: not the cell's own folder (a symbolic link or a file)",
+        setup=_resumable(also=_linked_cell_folder)),
+    # --address checked as text before Ray is imported (names no resolver takes were the codec's traceback), then
+    # asked for its cluster id within seconds (a server that is not Ray's: tests/sweep/test_ray_address.py).
+    Row("sweep-address-label-too-long", (*SWEEP, "--engine", "ray", "--address", "a" * 70 + ".example:6379"),
+        "(70 characters) is not a DNS label of a host name (70 characters, more than 63"),
+    Row("sweep-address-empty-label", (*SWEEP, "--engine", "ray", "--address", "head..example:6379"),
+        "the host name has an empty label"),
+    Row("sweep-address-leading-dot", (*SWEEP, "--engine", "ray", "--address", ".head:6379"),
+        "the host name has an empty label"),
+    Row("sweep-address-label-hyphen-first", (*SWEEP, "--engine", "ray", "--address=-head:6379"),
+        "'-head' is not a DNS label of a host name"),
+    Row("sweep-address-space", (*SWEEP, "--engine", "ray", "--address", "my head:6379"),
+        "'my head' is not a DNS label"),
+    Row("sweep-address-nul", (*SWEEP, "--engine", "ray", "--address", "he\0ad:6379"), "is not a DNS label"),
+    Row("sweep-address-name-too-long", (*SWEEP, "--engine", "ray", "--address", "a." * 130 + "b:6379"),
+        "a host name of 261 characters, more than DNS allows (253)"),
+    Row("sweep-address-port-0", (*SWEEP, "--engine", "ray", "--address", "head:0"), "--address must be HOST:PORT"),
+    Row("sweep-address-port-huge", (*SWEEP, "--engine", "ray", "--address", "head:" + HUGE),
+        "--address must be HOST:PORT"),
+    Row("sweep-address-ipv6-not-one", (*SWEEP, "--engine", "ray", "--address", "[::g]:6379"),
+        "'[::g]' is not an IPv6 address"),
     Row("simulate-chip-not-a-firmware", ("simulate", "--chip", "{w}/mine"),
         "is not a firmware folder of `tinynas firmware`", setup=_file("mine/notes.txt")),
     Row("simulate-chip-not-built", ("simulate", "--chip", "{w}/fw"), "holds no firmware.elf: build it",

@@ -1,7 +1,12 @@
 """A sweep's grid file: its cells, and every way it can be wrong in one line."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 
+from devtools.machine_speed import slowdown
 from tinynas.errors import UsageError
 from tinynas.sweep.grid import grid_from, load_grid, search_arguments
 
@@ -73,3 +78,33 @@ def test_a_grid_file_that_is_not_toml_or_not_there_is_one_line(tmp_path):
     bad.write_bytes(b"\xff\xfe\x00")
     with pytest.raises(UsageError, match="cannot read the grid"):
         load_grid(bad, OPTIONS)
+
+
+def _sweep(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "tinynas.cli", "sweep", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300 * slowdown())
+
+
+def test_a_fifo_or_a_device_given_as_the_grid_is_refused_in_one_line(tmp_path):
+    # Read plainly, a FIFO waited for a writer for ever and /dev/zero filled the memory: now the checked reader's
+    # refusal, before a byte is read. A regression hangs the child, which the timeout ends, not the test run.
+    os.mkfifo(tmp_path / "grid.toml")
+    for grid, why in (("grid.toml", "a named pipe (FIFO), not a regular file"),
+                      ("/dev/zero", "a device file, not a regular file")):
+        run = _sweep(grid, "--out", "s", cwd=tmp_path)
+        assert run.returncode == 2 and run.stderr == f"tinynas: error: {grid}: cannot read the grid ({why})\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["grid.toml"]  # no sweep folder
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("[grid]\nseed = " + "[" * 5000 + "]" * 5000, "nested far too deep"),
+    ('[grid]\ndata = ["synthetic:emg\\u0000"]', r"grid.data holds the control character '\\x00'"),
+    ('[fixed]\nseed = 0\n[[cells]]\ndata = "a\\u2028b"', r"cells.data holds the control character '\\u2028'"),
+    ("[grid]\nseed = [" + "9" * 5000 + "]", "a number of thousands of digits"),
+    ("[grid]\nseed = [1979-05-27]", "grid.seed must be a string, number or true/false"),
+])
+def test_a_grid_no_search_could_take_is_one_line(tmp_path, text, why):
+    (tmp_path / "grid.toml").write_text(text)
+    with pytest.raises(UsageError, match=why) as caught:
+        load_grid(tmp_path / "grid.toml", OPTIONS)
+    assert len(str(caught.value).splitlines()) == 1

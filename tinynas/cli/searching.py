@@ -13,7 +13,7 @@ from tinynas.anomaly.threshold import check_rate
 from tinynas.cli.common import add_runtime_flag, add_target_flags
 from tinynas.cost.budget import Budget
 from tinynas.cost.runtime import RUNTIME_NAMES
-from tinynas.cost.targets import resolve_target
+from tinynas.cost.targets import Target, resolve_target
 from tinynas.data.preprocess import NORMALIZATIONS
 from tinynas.data.splits import PROTOCOLS
 from tinynas.errors import UsageError
@@ -159,17 +159,26 @@ def _print_result(result, as_json: bool) -> None:
     print(time_line(result.trials)[2:])
 
 
-def _cmd_search(args: argparse.Namespace) -> int:
-    from tinynas.augment import parse_augmentation, parse_kernels
-    from tinynas.data.spec import load_windows
-    from tinynas.progress import Progress
-    from tinynas.search import final_recipe
-    from tinynas.study import Study
-    from tinynas.trial import Fidelity
+CheckedSearch = tuple[int | str, float, Target, float | None]
+"""What `check_search_options` found: the workers, the budget in seconds, the target and the latency (or None)."""
 
-    # Every option is checked before data is loaded or --out is touched: a typo leaves nothing behind.
+
+def check_search_options(args: argparse.Namespace, cores_here: bool = True) -> CheckedSearch:
+    """Every option of a parsed `tinynas search` that can be checked without its data or its folder: the ranges of
+    `tinynas.options`, the target (`resolve_target`), the time budget; one line (UsageError) at the first wrong one.
+
+    `cores_here=False` (a sweep's cell that runs on another machine) checks the workers and threads as counts, not
+    against this machine's cores. The search calls it before anything is read or written, and `tinynas sweep` for
+    every cell before the first one runs."""
+    from tinynas.augment import parse_augmentation, parse_kernels
+
     workers = parse_workers(args.workers)
-    check_workers(workers, args.threads)
+    if cores_here:
+        check_workers(workers, args.threads)
+    else:
+        check_range("--threads", args.threads, 1)
+        if isinstance(workers, int):  # else "auto"
+            check_range("--workers", workers, 1)
     check_seed(args.seed)
     check_training(args.epochs, args.batch_size, args.learning_rate, args.final_epochs)
     budget = check_budget(args.budget)
@@ -182,12 +191,24 @@ def _cmd_search(args: argparse.Namespace) -> int:
             raise UsageError("--false-alarm-rate sets an anomaly scorer's threshold: add --task anomaly (a classifier "
                              "has no threshold to set)")
         check_rate(args.false_alarm_rate)
-    rate = {} if args.false_alarm_rate is None else {"false_alarm_rate": args.false_alarm_rate}  # else Study's own
     if args.scorer != "auto" and args.task != Task.ANOMALY:
         raise UsageError(f"--scorer {args.scorer} chooses an anomaly scorer's family: add --task anomaly")
     target = resolve_target(args.target, ram=args.ram, flash=args.flash, macs=args.macs)
     latency = check_latency(args.latency)
     Budget.resolve(target, args.runtime, args.accounting, latency)  # a target with no clock: one line, nothing read
+    return workers, budget, target, latency
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    from tinynas.data.spec import load_windows
+    from tinynas.progress import Progress
+    from tinynas.search import final_recipe
+    from tinynas.study import Study
+    from tinynas.trial import Fidelity
+
+    # Every option is checked before data is loaded or --out is touched: a typo leaves nothing behind.
+    workers, budget, target, latency = check_search_options(args)
+    rate = {} if args.false_alarm_rate is None else {"false_alarm_rate": args.false_alarm_rate}  # else Study's own
     check_out_dir(args.out)
     windows = load_windows(args.data)
     fidelity = None

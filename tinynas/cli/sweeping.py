@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from tinynas.cli import searching
-from tinynas.errors import UsageError
+from tinynas.errors import TinynasError, UsageError
+from tinynas.folders import check_out_dir
 from tinynas.sweep import ray_engine
-from tinynas.sweep.grid import MAX_CELLS, load_grid, search_arguments
+from tinynas.sweep.grid import MAX_CELLS, Grid, load_grid, search_arguments
 from tinynas.sweep.run import Sweep
 from tinynas.sweep.table import write_tables
+from tinynas.units import echoed
 
 
 def register(sub) -> None:
@@ -37,10 +39,14 @@ def register(sub) -> None:
 
 
 class _Refusing(argparse.ArgumentParser):
-    """The search's own parser, whose complaints about a cell are raised, not printed."""
+    """The search's own parser, whose complaints about a cell are raised, not printed (and which never exits: no
+    cell's value can make it print its help)."""
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        raise UsageError((message or "`tinynas search` would have stopped here").strip())
 
 
 class _Commands:
@@ -63,6 +69,54 @@ def search_options() -> tuple[argparse.ArgumentParser, list[str]]:
     return search, names
 
 
+def _value_refusal(action: argparse.Action, value: Any) -> str | None:
+    """Why `value` (from the grid) cannot be given to the search's option `action`, or None.
+
+    A cell's options become a child's command line (`search_arguments`): a flag takes true or false, not a word that
+    would be read as the next argument; a value that starts with '-' would be read as an option (`"--help"` printed
+    the search's help and ended the check); a whole-number option takes a TOML integer."""
+    flag = action.option_strings[0]
+    if action.nargs == 0:  # store_true: given bare or left out
+        return None if isinstance(value, bool) else f"{flag} is a flag: give true or false"
+    if isinstance(value, bool):
+        return f"{flag} takes a value, not true/false"
+    if action.type is int and not isinstance(value, int):
+        return f"{flag} takes a whole number (a TOML integer, not in quotes)"
+    if action.type is float and not isinstance(value, (int, float)):
+        return f"{flag} takes a number (not in quotes)"
+    if isinstance(value, str) and value.startswith("-"):
+        return f"a value that starts with '-' would be read as an option of `tinynas search`, not as {flag}'s"
+    return None
+
+
+def _shown(values: dict[str, Any]) -> str:
+    """A cell's options for a one-line message (each value cut short)."""
+    return ", ".join(f"{key}={str(value)[:40] + '...' if len(str(value)) > 40 else value}"
+                     for key, value in values.items())
+
+
+def check_cells(grid: Grid, parser: argparse.ArgumentParser, where: str, cores_here: bool = True) -> None:
+    """Every cell's options through the search's own checks before any cell runs: each value's type for its option,
+    argparse's choices, then the ranges, budget and target `tinynas search` checks before it reads its data
+    (`searching.check_search_options`, the one table of `tinynas.options`). One line naming the cell and the key;
+    `cores_here=False` (Ray: the cells run on other machines) leaves the cores' ceiling to each node's search."""
+    actions = {action.dest: action for action in parser._actions}
+    for number, values in enumerate(grid.cells(), 1):
+        options = {**grid.fixed, **values}
+        cell = f"{where}: cell {number} ({_shown(values)})"
+        for key, value in options.items():
+            refusal = _value_refusal(actions[key], value)
+            if refusal is not None:
+                table = "[grid]" if key in grid.axes else "[fixed]" if key in grid.fixed else "[[cells]]"
+                shown = str(value).lower() if isinstance(value, bool) else echoed(value)  # as the grid writes it
+                raise UsageError(f"{cell}: {table} {key} = {shown}: {refusal}")
+        try:
+            checked = parser.parse_args([*search_arguments(options), "--out", "-"])
+            searching.check_search_options(checked, cores_here=cores_here)
+        except TinynasError as exc:  # UsageError, TargetError, a target file's one line
+            raise UsageError(f"{cell}: {exc}") from None
+
+
 def _cmd_sweep(args: argparse.Namespace) -> int:
     if not 1 <= args.parallel <= 64:
         raise UsageError(f"--parallel must be 1 to 64 cells at once, got {args.parallel}")
@@ -75,19 +129,16 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                          "cells run at once")
     if args.address is not None and args.engine != "ray":
         raise UsageError("--address is a Ray cluster's: give it with --engine ray")
+    if args.engine == "ray" and args.address not in (None, "auto", "local"):
+        ray_engine.check_address_text(args.address)  # as text first: a typo is one line before Ray is even imported
     if args.engine == "ray":
         ray_engine.import_ray()  # before anything is written: one line when Ray is not installed
-        ray_engine.check_address(args.address)
+        ray_engine.check_address(args.address)  # a head that answers, within seconds
+    check_out_dir(args.out)
     parser, names = search_options()
     grid = load_grid(args.grid, names, args.max_cells)
     # Every cell's options through the search's own checks first: a typo fails here, not in cell 14 of 15.
-    for number, values in enumerate(grid.cells(), 1):
-        argv = [*search_arguments({**grid.fixed, **values}), "--out", "-"]
-        try:
-            parser.parse_args(argv)
-        except UsageError as exc:
-            raise UsageError(f"{args.grid}: cell {number} ({', '.join(f'{k}={v}' for k, v in values.items())}): "
-                             f"{exc}") from None
+    check_cells(grid, parser, args.grid, cores_here=args.engine == "local")
     sweep = Sweep(args.out, grid, resume=args.resume)
     if args.engine == "ray":
         ray_engine.run_on_ray(sweep, args.address)

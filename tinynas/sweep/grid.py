@@ -27,16 +27,21 @@ from __future__ import annotations
 import itertools
 import math
 import tomllib
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tinynas.errors import UsageError
+from tinynas.units import echoed
 
 MAX_CELLS = 200
 """The most cells a grid may have unless `--max-cells` says more: 200 searches are days on one Pi."""
 RESERVED = ("out", "resume", "json")
+GRID_FILE_BYTES = 1 << 20
+"""The most a grid file may hold (a few hundred bytes make a grid of hundreds of cells); a bigger file is the wrong
+file, and is not read."""
 
 
 @dataclass(frozen=True)
@@ -71,16 +76,30 @@ class Grid:
 
 
 def load_grid(path: str | Path, options: Iterable[str], max_cells: int = MAX_CELLS) -> Grid:
-    """The grid in the TOML file `path`; `options` are the search's option names (dashes or underscores)."""
+    """The grid in the TOML file `path`; `options` are the search's option names (dashes or underscores).
+
+    Read as every file a user names is (`firmware_bridge.safe_read`): a regular file of at most GRID_FILE_BYTES, so
+    a named pipe never blocks the sweep and /dev/zero is refused before a byte is read."""
+    from firmware_bridge.safe_read import read_regular_text
+
     path = Path(path)
     try:
-        table = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = read_regular_text(path, GRID_FILE_BYTES, "grid file")
     except FileNotFoundError:
         raise UsageError(f"{path}: no such grid file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read the grid ({exc.__class__.__name__})") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the grid ({exc.strerror or exc.__class__.__name__})") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: cannot read the grid (not UTF-8 text: a TOML grid is text)") from None
+    try:
+        table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not a TOML grid ({exc})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: not a TOML grid (lists or tables nested far too deep; a grid's values are "
+                         f"plain strings, numbers and true/false)") from None
+    except ValueError:  # an integer of more digits than Python converts (tomllib's own errors are TOMLDecodeError)
+        raise UsageError(f"{path}: not a TOML grid (a number of thousands of digits: no option takes one)") from None
     return grid_from(table, options, max_cells, str(path))
 
 
@@ -141,11 +160,17 @@ def _together(entries: Any, where: str) -> list[dict[str, Any]]:
 
 
 def _check_scalar(name: str, value: Any, where: str) -> None:
-    if isinstance(value, bool) or isinstance(value, (int, str)):
+    if isinstance(value, str):
+        bad = next((char for char in value if unicodedata.category(char) in ("Cc", "Zl", "Zp")), None)
+        if bad is not None:  # a NUL cannot reach a child's argv; a line break would split the one error line
+            raise UsageError(f"{where}: {name} holds the control character {bad!r}: a search option's value is "
+                             f"one line of printable text")
+        return
+    if isinstance(value, bool) or isinstance(value, int):
         return
     if isinstance(value, float) and math.isfinite(value):
         return
-    raise UsageError(f"{where}: {name} must be a string, number or true/false, got {value!r}")
+    raise UsageError(f"{where}: {name} must be a string, number or true/false, got {echoed(value)}")
 
 
 def search_arguments(values: dict[str, Any]) -> list[str]:

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import io
+import ipaddress
 import logging
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -34,9 +37,12 @@ from typing import Any
 
 from tinynas.atomic import atomic_write_bytes
 from tinynas.errors import MissingDependencyError, UsageError
+from tinynas.folders import JOURNAL, SEARCH_LOG
 from tinynas.interrupts import die_with_parent
 from tinynas.sweep.grid import search_arguments
-from tinynas.sweep.run import Cell, Sweep, last_error
+from tinynas.sweep.run import Sweep, last_error
+from tinynas.sweep.state import Cell, one_line
+from tinynas.units import echoed
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +50,6 @@ MAX_RETRIES = 3
 """Times Ray runs a cell's task again after its node or worker died (a search that fails is not retried)."""
 SHIPPED = ("data", "test_data", "target")
 """Options whose value may name a file or folder of the driver's, shipped to the node that searches the cell."""
-_JOURNAL, _LOG = "journal.sqlite", "search.log"
 
 
 def import_ray():
@@ -57,18 +62,100 @@ def import_ray():
     return ray
 
 
-def check_address(address: str | None, timeout: float = 5.0) -> None:
-    """A `HOST:PORT` that no Ray cluster answers at is one line now, not Ray's minute of retries."""
+ADDRESS_TIMEOUT = 5.0
+"""Seconds a Ray head has to answer `check_address` (it answers in milliseconds; a port that accepts connections but
+never answers, as any server that is not Ray's, would otherwise hold the sweep in Ray's minute of retries)."""
+_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+"""A DNS label: 1 to 63 letters, digits or hyphens, not starting or ending with a hyphen (an underscore allowed, as
+resolvers allow it in host names)."""
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """The host and port of `HOST:PORT` (an IPv4 address, [an IPv6 address] or a DNS name), checked as text: nothing
+    is resolved or connected, and a name that no resolver could take is one line here, not an error of the codec
+    deep inside a connection."""
+    shown = echoed(address)
+    host, colon, port = address.rpartition(":")
+    if not colon or not host or not (port.isascii() and port.isdigit() and len(port) <= 5 and 0 < int(port) < 65536):
+        raise UsageError(f"--address must be HOST:PORT of a Ray cluster's head (e.g. 10.0.0.2:6379), got {shown}")
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            return str(ipaddress.IPv6Address(host[1:-1])), int(port)
+        except ValueError:
+            raise UsageError(f"--address {shown}: {echoed(host)} is not an IPv6 address") from None
+    with contextlib.suppress(ValueError):
+        return str(ipaddress.IPv4Address(host)), int(port)
+    name = host[:-1] if host.endswith(".") else host  # a fully qualified name may end with its root's dot
+    if len(name) > 253:
+        raise UsageError(f"--address {shown}: a host name of {len(name)} characters, more than DNS allows (253)")
+    for label in name.split("."):
+        if not label:
+            raise UsageError(f"--address {shown}: the host name has an empty label (a dot at its start or two in "
+                             f"a row)")
+        if not _LABEL.fullmatch(label):
+            why = f"{len(label)} characters, more than 63" if len(label) > 63 else "only letters, digits, inner hyphens"
+            raise UsageError(f"--address {shown}: {echoed(label)} is not a DNS label of a host name ({why}; an IPv6 "
+                             f"address goes in brackets, [::1]:6379)")
+    return host, int(port)
+
+
+def check_address_text(address: str) -> tuple[str, int]:
+    """A cluster's address as text (`parse_address`), and not a Ray Client's `ray://`: one line before Ray is even
+    imported."""
+    if address.startswith("ray://"):
+        raise UsageError(f"--address {echoed(address)}: Ray Client addresses (ray://) are not supported: run the sweep "
+                         f"on a node of the cluster with its GCS address (HOST:PORT, e.g. 10.0.0.2:6379)")
+    return parse_address(address)
+
+
+def check_address(address: str | None, timeout: float | None = None) -> None:
+    """A `HOST:PORT` that is not a Ray cluster's head is one line within `timeout` seconds (None: ADDRESS_TIMEOUT),
+    before anything is written: not Ray's minute of retries and its log (a port that accepts connections but is not
+    Ray's held the sweep for ever). The head is asked for its cluster's id, as Ray's own clients first ask it (a gRPC
+    call with a deadline): nobody there, a name that does not resolve, a server that never answers or answers in
+    another protocol are each one line."""
     if address in (None, "auto", "local"):
         return
-    if address.startswith("ray://"):
-        raise UsageError(f"--address {address}: Ray Client addresses (ray://) are not supported: run the sweep on a "
-                         f"node of the cluster with its GCS address (HOST:PORT, e.g. 10.0.0.2:6379)")
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(f"--address must be HOST:PORT of a Ray cluster's head (e.g. 10.0.0.2:6379), got {address!r}")
+    host, port = check_address_text(address)
+    timeout = ADDRESS_TIMEOUT if timeout is None else timeout
+    try:  # Ray's own gRPC and its generated stubs (installed with it; untyped, so reached as modules)
+        grpc = importlib.import_module("grpc")
+        gcs_service_pb2 = importlib.import_module("ray.core.generated.gcs_service_pb2")
+        gcs_service_pb2_grpc = importlib.import_module("ray.core.generated.gcs_service_pb2_grpc")
+    except ImportError:  # a Ray without its generated stubs: a plain connection is the check left
+        _connect(address, host, port, timeout)
+        return
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    # No proxy: Ray's own clients do not take one, and a proxy's answer is not the head's.
+    with grpc.insecure_channel(target, options=[("grpc.enable_http_proxy", 0)]) as channel:
+        try:
+            gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel).GetClusterId(gcs_service_pb2.GetClusterIdRequest(),
+                                                                              timeout=timeout)
+        except grpc.RpcError as exc:
+            code = exc.code() if callable(getattr(exc, "code", None)) else None
+            if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                return  # a head that wants a token answered: Ray's own connection says what it needs
+            details = str(exc.details() if callable(getattr(exc, "details", None)) else exc).lower()
+            raise _unanswered(address, code == grpc.StatusCode.UNAVAILABLE, code == grpc.StatusCode.DEADLINE_EXCEEDED,
+                              details, timeout) from None
+
+
+def _unanswered(address: str, unavailable: bool, late: bool, details: str, timeout: float) -> UsageError:
+    """The one line for a gRPC call the head did not answer (`address` already checked as text: printed as given)."""
+    reason = next((words for key, words in (("refused", "connection refused"), ("resolv", "no such host"),
+                                            ("not found", "no such host"), ("unreachable", "unreachable"))
+                   if key in details), None)
+    if unavailable and reason:
+        return UsageError(f"--address {address}: no Ray cluster answers there ({reason}): start one with "
+                          f"`ray start --head`, or leave --address out to start one on this machine")
+    what = f"nothing answered within {timeout:g} s" if late else "something answered, but not as Ray's head does"
+    return UsageError(f"--address {address}: no Ray head answered at that address ({what}): give the head's GCS port "
+                      f"(`ray start --head` says it; 6379 unless --port chose another)")
+
+
+def _connect(address: str, host: str, port: int, timeout: float) -> None:
     try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
+        with socket.create_connection((host, port), timeout=timeout):
             pass
     except OSError as exc:
         reason = exc.strerror or exc.__class__.__name__
@@ -115,9 +202,9 @@ class Keeper:
         for stale in folder.rglob(".*.tmp"):
             stale.unlink(missing_ok=True)
         if attempt == 1 or index not in self.logs:  # the log of earlier drivers' attempts stays at its head
-            self.logs[index] = {0: (folder / _LOG).read_bytes() if (folder / _LOG).exists() else b""}
+            self.logs[index] = {0: (folder / SEARCH_LOG).read_bytes() if (folder / SEARCH_LOG).exists() else b""}
         self.state[index] = {"attempt": attempt, "node": node, "trials": 0, "resumes": 0}
-        journal = folder / _JOURNAL
+        journal = folder / JOURNAL
         if not journal.exists():
             return attempt, None, {}
         copy = snapshot(journal)
@@ -144,10 +231,10 @@ class Keeper:
                 (folder / name).parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_bytes(folder / name, data)
         if journal is not None:  # last: the journal never names a trial whose weights are not here yet
-            atomic_write_bytes(folder / _JOURNAL, journal)
+            atomic_write_bytes(folder / JOURNAL, journal)
         self.logs[index][attempt] = (f"--- attempt {attempt} on node {self.state[index]['node'][:8]} ---\n"
                                      .encode() + log_bytes)
-        atomic_write_bytes(folder / _LOG, b"".join(self.logs[index][key] for key in sorted(self.logs[index])))
+        atomic_write_bytes(folder / SEARCH_LOG, b"".join(self.logs[index][key] for key in sorted(self.logs[index])))
         self.state[index]["trials"] = trials
         return True
 
@@ -166,8 +253,8 @@ def _travels(name: str) -> bool:
     """Whether a file of that relative name goes between a node's cell folder and the driver's: no path leaves the
     folder, and the journal is only ever written whole, from its snapshot."""
     parts = Path(name).parts
-    return not (not parts or Path(name).is_absolute() or ".." in parts or parts[0].startswith(_JOURNAL)
-                or name == _LOG or ".partial" in parts[-1] or parts[-1].startswith("."))
+    return not (not parts or Path(name).is_absolute() or ".." in parts or parts[0].startswith(JOURNAL)
+                or name == SEARCH_LOG or ".partial" in parts[-1] or parts[-1].startswith("."))
 
 
 class _Sender:
@@ -260,20 +347,20 @@ def _search_task(index: int, options: dict[str, Any], shipped: dict[str, tuple[A
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             (folder / name).write_bytes(data)
         if journal is not None:
-            (folder / _JOURNAL).write_bytes(journal)
+            (folder / JOURNAL).write_bytes(journal)
         sender = _Sender(folder)
         sender.changed()  # what came from the driver needs no sending back
 
         def send(trials: bool = True) -> None:
-            copy = snapshot(folder / _JOURNAL) if (folder / _JOURNAL).exists() else None
+            copy = snapshot(folder / JOURNAL) if (folder / JOURNAL).exists() else None
             files, gone = sender.changed()
-            _wait(keeper.keep.remote(index, attempt, copy, files, gone, (folder / _LOG).read_bytes(),
+            _wait(keeper.keep.remote(index, attempt, copy, files, gone, (folder / SEARCH_LOG).read_bytes(),
                                      _finished_trials(copy) if copy and trials else 0))
 
         argv = [sys.executable, "-m", "tinynas.cli", "search", *search_arguments(options), "--out", str(folder),
                 *(["--resume"] if journal is not None else [])]
         started = time.monotonic()
-        with open(folder / _LOG, "ab") as log_file:
+        with open(folder / SEARCH_LOG, "ab") as log_file:
             process = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        start_new_session=True, preexec_fn=die_with_parent,
                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -281,7 +368,7 @@ def _search_task(index: int, options: dict[str, Any], shipped: dict[str, tuple[A
             try:
                 while True:
                     ended = process.poll() is not None
-                    stamp = (_stat(folder / _JOURNAL), _stat(folder / f"{_JOURNAL}-wal"))
+                    stamp = (_stat(folder / JOURNAL), _stat(folder / f"{JOURNAL}-wal"))
                     if stamp != seen or ended:  # a trial finished (or the search ended): the folder goes back
                         seen = stamp
                         send()
@@ -298,7 +385,7 @@ def _search_task(index: int, options: dict[str, Any], shipped: dict[str, tuple[A
                 send(trials=False)
                 raise
         return {"returncode": process.returncode, "seconds": time.monotonic() - started, "node": node,
-                "attempt": attempt, "error": last_error(folder / _LOG) if process.returncode else ""}
+                "attempt": attempt, "error": last_error(folder / SEARCH_LOG) if process.returncode else ""}
 
 
 def _wait(ref) -> Any:
@@ -385,7 +472,7 @@ def run_on_ray(sweep: Sweep, address: str | None = None, progress: Callable[[str
                 try:
                     result = ray.get(ref)
                 except ray.exceptions.RayError as exc:
-                    status, error = "failed", f"Ray lost the cell's search: {str(exc).splitlines()[0][:200]}"
+                    status, error = "failed", f"Ray lost the cell's search: {one_line(str(exc).strip(), 200)}"
                 else:
                     cell.seconds = round(cell.seconds + result["seconds"], 1)
                     cell.node, cell.attempts = result["node"], result["attempt"]

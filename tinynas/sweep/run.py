@@ -10,7 +10,6 @@ take the sweep down than a user's search can take their shell.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -18,36 +17,18 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tinynas.atomic import atomic_write_text
 from tinynas.errors import UsageError
+from tinynas.folders import JOURNAL, SEARCH_LOG
 from tinynas.interrupts import die_with_parent
 from tinynas.sweep.grid import Grid, search_arguments
+from tinynas.sweep.state import FINISHED, STATE, Cell, one_line, read_state, state_text
 
 log = logging.getLogger(__name__)
-
-STATE = "sweep.json"
-FINISHED = ("done", "failed")
-
-
-@dataclass
-class Cell:
-    index: int
-    values: dict[str, Any]
-    status: str = "pending"
-    seconds: float = 0.0
-    error: str = ""
-    attempts: int = 0  # searches started for it (a resume or a Ray retry after a lost node adds one)
-    node: str = ""  # the Ray node its last attempt ran on ("" on this machine)
-
-    def folder(self, out: Path) -> Path:
-        return out / f"cell-{self.index:03d}"
-
-    def describe(self) -> str:
-        return ", ".join(f"{key}={value}" for key, value in self.values.items())
+__all__ = ["Cell", "FINISHED", "STATE", "Sweep", "last_error"]  # Cell and the state's names: from .state
 
 
 class Sweep:
@@ -55,15 +36,8 @@ class Sweep:
 
     def __init__(self, out: str | Path, grid: Grid, resume: bool = False) -> None:
         self.out, self.grid = Path(out), grid
-        state = self.out / STATE
         if resume:
-            if not state.exists():
-                raise UsageError(f"{self.out} holds no sweep to resume (no {STATE}): start it without --resume")
-            saved = json.loads(state.read_text())
-            if saved.get("grid") != grid.to_dict():
-                raise UsageError(f"{self.out} holds a sweep of another grid: resume it with the grid it was started "
-                                 f"with, or give another --out")
-            self.cells = [Cell(**cell) for cell in saved["cells"]]
+            self.cells = read_state(self.out, grid)  # checked whole before anything is written or run
         else:
             if self.out.exists() and any(self.out.iterdir()):
                 raise UsageError(f"{self.out} is not empty: give a new folder, or --resume the sweep in it")
@@ -72,8 +46,7 @@ class Sweep:
         self.save()
 
     def save(self) -> None:
-        atomic_write_text(self.out / STATE, json.dumps({"grid": self.grid.to_dict(), "cells": [
-            cell.__dict__ for cell in self.cells]}, indent=1))
+        atomic_write_text(self.out / STATE, state_text(self.grid, self.cells))
 
     def counts(self) -> dict[str, int]:
         return {status: sum(cell.status == status for cell in self.cells)
@@ -113,7 +86,7 @@ class Sweep:
                     log_file.close()
                     cell.seconds = round(cell.seconds + time.monotonic() - started, 1)
                     status, error = ("done", "") if process.returncode == 0 else ("failed", last_error(
-                        cell.folder(self.out) / "search.log"))
+                        cell.folder(self.out) / SEARCH_LOG))
                     progress(self.finish(cell, status, error, left=len(waiting) + len(running), at_once=parallel))
         except KeyboardInterrupt:
             for _cell, process, _started, _log in running.values():
@@ -132,11 +105,11 @@ class Sweep:
 
     def _start(self, cell: Cell) -> tuple[Cell, subprocess.Popen, float, Any]:
         folder = cell.folder(self.out)
-        resume = (folder / "journal.sqlite").exists()
+        resume = (folder / JOURNAL).exists()
         argv = [sys.executable, "-m", "tinynas.cli", "search", *search_arguments({**self.grid.fixed, **cell.values}),
                 "--out", str(folder), *(["--resume"] if resume else [])]
         folder.mkdir(parents=True, exist_ok=True)
-        log_file = open(folder / "search.log", "a", encoding="utf-8")
+        log_file = open(folder / SEARCH_LOG, "a", encoding="utf-8")
         # Its own session: a Ctrl-C at the terminal reaches the sweep, which stops its cells itself. And it dies with
         # the sweep (a driver killed outright): a resumed sweep must never race an orphan on the cell's journal,
         # which a kill leaves whole (the search's journal is made for power cuts).
@@ -156,7 +129,7 @@ def last_error(log_path: Path) -> str:
     except OSError:
         return "the search left no log"
     errors = [line for line in lines if line.startswith("tinynas: error:")]
-    return (errors or lines or ["the search ended without a word"])[-1][:300]
+    return one_line((errors or lines or ["the search ended without a word"])[-1])
 
 
 def _minutes(seconds: float) -> str:
