@@ -107,8 +107,8 @@ def plan_chain(lengths: tuple[int, ...], filters: tuple[int, ...], kernel_size: 
 # Cortex-M0 and the Cortex-M4F (`benchmarks/latency.py fit` measures the stack of every run; results/latency-fit.md)
 # and set just above every measurement:
 STACK_BYTES = 256
-"""Peak stack of tinynas_infer: 112-228 B measured (the deepest chain: infer, conv_pool, conv_sums, the dot
-kernel pushing eight registers)."""
+"""Peak stack of tinynas_infer: 136-248 B measured (the deepest chain: infer, conv_pool, conv_sums, the dot
+kernel pushing eight registers, its bias and output pointers passed on the stack)."""
 CODE_FIXED_BYTES = 1024
 CODE_POOL_BYTES = 400
 CODE_PER_CELL_BYTES = 85

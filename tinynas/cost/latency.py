@@ -58,12 +58,12 @@ class CoreTiming:
 # Fitted by `python benchmarks/latency.py fit` (results/latency-fit.md): instructions per unit of each FEATURE,
 # non-negative least squares over random architectures measured under QEMU (arm-none-eabi-gcc 12.2 -Os).
 COEFFICIENTS: dict[str, dict[str, float]] = {
-    "v6m": {"stages": 340.41, "blocks": 50.291, "dot4_steps": 15.194, "dot1_calls": 9.117, "dot1_steps": 8.162,
-        "outputs_store": 138.835, "outputs_sum": 123.941, "edge_channels": 61.392, "edge_weight_bytes": 5.651,
-        "head_channels": 149.223, "head_macs": 5.452},
-    "dsp": {"blocks": 45.636, "dot4_steps": 25.317, "dot4_tail_bytes": 12.011, "dot1_calls": 17.671,
-        "dot1_steps": 13.379, "dot1_tail_bytes": 7.952, "outputs_store": 61.86, "outputs_sum": 62.7,
-        "edge_channels": 43.908, "edge_weight_bytes": 5.301, "head_channels": 111.647, "head_macs": 2.698},
+    "v6m": {"stages": 519.574, "blocks": 66.777, "dot4_steps": 15.143, "dot1_calls": 10.354, "dot1_steps": 8.177,
+        "outputs_store": 127.487, "outputs_sum": 96.126, "edge_channels": 53.157, "edge_weight_bytes": 5.736,
+        "head_channels": 12.094, "head_macs": 9.75},
+    "dsp": {"stages": 48.878, "blocks": 59.529, "dot4_steps": 25.192, "dot4_tail_bytes": 12.244, "dot1_calls": 22.568,
+        "dot1_steps": 13.418, "dot1_tail_bytes": 6.426, "outputs_store": 52.597, "outputs_sum": 41.808,
+        "edge_channels": 40.866, "edge_weight_bytes": 5.285, "head_channels": 33.082, "head_macs": 5.268},
 }
 """Features absent from a family's table cost nothing there (the fit set them to 0: another feature carries it)."""
 
