@@ -338,24 +338,27 @@ def _measured(folder: Path, arch: Architecture, scratch: Path) -> dict[str, floa
 
 def cmd_winners(args) -> int:
     """Every built-in target's default winner with and without the service's hop as a time budget."""
+    from tinynas.card import read_card
     from tinynas.cost.budget import Budget
     from tinynas.cost.latency import c_instructions
     from tinynas.cost.targets import builtin_targets
     from tinynas.data.spec import load_windows
     from tinynas.progress import Progress
     from tinynas.study import Study
+    from tinynas.study.journal import peek
     from tinynas.trial import Fidelity
 
     targets = builtin_targets()
     keys = sorted(targets) if args.targets == "all" else args.targets.split(",")
     out_path = RESULTS / "latency.jsonl"
-    done = set()
+    rows_by: dict[tuple, dict] = {}
     if args.resume and out_path.exists():
         for line in out_path.read_text().splitlines():
             row = json.loads(line)
-            done.add((row["data"], row["target_key"], row["seed"], row["latency_seconds"]))
+            rows_by[(row["data"], row["target_key"], row["seed"], row["latency_seconds"])] = row
     elif out_path.exists():
         out_path.unlink()
+    done = set(rows_by)
     work = Path(args.work)
     for name in args.data.split(","):
         if not (SHARED / name).is_dir():
@@ -369,19 +372,31 @@ def cmd_winners(args) -> int:
                     if (name, key, seed, latency) in done:
                         continue
                     started = time.monotonic()
-                    folder = work / name / key / f"seed{seed}-{'hop' if latency else 'free'}"
-                    result = Study(folder, windows, target, strategy="fast", seed=seed,
-                                   budget_seconds=parse_budget(args.budget),
-                                   fidelity=Fidelity(args.epochs, 32, 3e-3),
-                                   final_fidelity=Fidelity(args.final_epochs, 32, 3e-3, schedule="cosine"),
-                                   workers=args.workers, latency_seconds=latency, data_spec=DATA[name],
-                                   progress=Progress(interactive=False), resume=(folder / "journal.sqlite").exists()
-                                   ).run()
-                    card, arch = result.card, result.winner.architecture
                     budget = Budget.resolve(target, "auto", latency_seconds=latency)
+                    free = work / name / key / f"seed{seed}-free"
+                    if latency is not None and _all_keep(free, budget):
+                        # Every candidate the free search trained keeps the hop: the hop search draws the same
+                        # candidates (a draw refused here was refused there), so it is not run twice.
+                        row = dict(rows_by[(name, key, seed, None)], latency_seconds=latency, same_as_free=True,
+                                   wall_seconds=0)
+                        _append(out_path, row)
+                        continue
+                    folder = work / name / key / f"seed{seed}-{'hop' if latency else 'free'}"
+                    if (folder / "card.json").exists():  # finished before a stop: read, not searched again
+                        card, trials = read_card(folder), peek(folder / "journal.sqlite")[0]
+                    else:
+                        result = Study(folder, windows, target, strategy="fast", seed=seed,
+                                       budget_seconds=parse_budget(args.budget),
+                                       fidelity=Fidelity(args.epochs, 32, 3e-3),
+                                       final_fidelity=Fidelity(args.final_epochs, 32, 3e-3, schedule="cosine"),
+                                       workers=args.workers, latency_seconds=latency, data_spec=DATA[name],
+                                       progress=Progress(interactive=False),
+                                       resume=(folder / "journal.sqlite").exists()).run()
+                        card, trials = result.card, result.trials
+                    arch = Architecture.from_dict(card.architecture)
                     chip = card.on_chip(HOP_SECONDS)
                     held = card.held_out()
-                    refused = sum(1 for t in result.trials if any(v.startswith("time ") for v in t.violations))
+                    refused = sum(1 for t in trials if any(v.startswith("time ") for v in t.violations))
                     row = {"data": name, "target_key": key, "target": target.name, "core": target.core,
                            "seed": seed, "latency_seconds": latency, "winner": arch.name(), "macs": card.cost().macs,
                            "hits": held.hits if held else None, "windows": held.windows if held else None,
@@ -393,16 +408,37 @@ def cmd_winners(args) -> int:
                            "energy_uj": chip.energy_uj if chip else None,
                            "keeps_hop": None if budget.seconds(card.cost()) is None else
                            budget.seconds(card.cost()) <= HOP_SECONDS,
-                           "refused_for_time": refused, "candidates": len(result.trials),
+                           "refused_for_time": refused, "candidates": len(trials), "same_as_free": False,
                            "wall_seconds": round(time.monotonic() - started)}
-                    with out_path.open("a") as handle:
-                        handle.write(json.dumps(row) + "\n")
-                    print(json.dumps(row), flush=True)
+                    rows_by[(name, key, seed, latency)] = row
+                    _append(out_path, row)
     rows = [json.loads(line) for line in out_path.read_text().splitlines()]
     text = render_winners(args, rows)
     (RESULTS / "latency.md").write_text(text)
     print(text)
     return 0
+
+
+def _budget_word(row: dict) -> str:
+    if not row["latency_seconds"]:
+        return "free"
+    return "hop = free" if row.get("same_as_free") else "hop"
+
+
+def _append(path: Path, row: dict) -> None:
+    with path.open("a") as handle:
+        handle.write(json.dumps(row) + "\n")
+    print(json.dumps(row), flush=True)
+
+
+def _all_keep(free: Path, budget) -> bool:
+    """Whether every candidate the finished free search at `free` trained keeps `budget`'s time."""
+    from tinynas.study.journal import peek
+
+    if not (free / "card.json").exists():
+        return False
+    trials = peek(free / "journal.sqlite")[0]
+    return all(not any(v.startswith("time ") for v in budget.violations(t.architecture)) for t in trials)
 
 
 def parse_budget(text: str) -> float:
@@ -417,7 +453,9 @@ def render_winners(args, rows: list[dict]) -> str:
              f"--epochs {args.epochs} --final-epochs {args.final_epochs} --workers {args.workers}`. Per data set, "
              "built-in target and seed: a `fast` search with `--runtime auto` (the generated C runtime) and the "
              f"`chip` accounting, once with no time budget (`free`) and once with `--latency {HOP_SECONDS:g}s`, the "
-             f"service's hop (`hop`: a candidate whose estimate + 25 % headroom is longer is refused before training). "
+             f"service's hop (`hop`: a candidate whose estimate + 25 % headroom is longer is refused before training; "
+             "`hop = free`: every candidate the free search trained keeps the hop, so the hop search would draw the "
+             "same candidates and is not run again). "
              f"Candidates race {args.epochs} epochs, the winner trains {args.final_epochs} (cosine); the int8 winner "
              "is measured on the split's test windows (CWRU 0 hp BearingNAS10 files, fan-end channel, 512-sample "
              "windows, `segment` split: a file's windows never on both sides; ISL June sessions, `session` split), "
@@ -440,7 +478,7 @@ def render_winners(args, rows: list[dict]) -> str:
         per_mac = " / ".join(f"{row['measured'][b] / row['macs']:.2f}" if b in row["measured"] else "-"
                              for b in BOARDS)
         lines.append(f"| {row['data']} | {row['target']} | {row['core']} | {row['seed']} | "
-                     f"{'hop' if row['latency_seconds'] else 'free'} | {row['winner']} | {row['macs']:,} | "
+                     f"{_budget_word(row)} | {row['winner']} | {row['macs']:,} | "
                      f"{accuracy} | "
                      f"{pair(row, 'microbit')} | {pair(row, 'mps2-an386')} | {per_mac} | "
                      f"{1000 * row['seconds_at_clock']:,.1f} | {100 * row['share_of_hop']:.0f} % | "
