@@ -191,3 +191,28 @@ def test_a_brainflow_whose_library_is_for_another_machine_is_one_line(tmp_path):
     lines = open_with_changed_package(tmp_path, brainflow, foreign_library, "brainflow:synthetic")
     assert len(lines) == 1 and "BrainFlow's library does not load" in lines[0], lines
     assert "build BrainFlow from source" in lines[0]
+
+
+@pytest.mark.slow
+def test_windows_are_collected_from_brainflows_own_synthetic_board_by_its_own_name(tmp_path):
+    """`brainflow:synthetic_board` (the name the service shows for it, refused before) through a machine plan's
+    collection: BrainFlow's own board, its own signal, segments kept (flat, clipping and gaps checked)."""
+    from firmware_bridge.guide import GuidedCollection, Prompter
+    from firmware_bridge.plan import Plan
+    from firmware_bridge.recorder import Recorder, RecordingThread
+    from tinynas.data.session import load_session
+
+    plan = Plan("board", ("a", "b"), kind="continuous", window_seconds=0.25, hold_seconds=0.5, repetitions=1,
+                rest_seconds=0.0, countdown=0)
+    with open_link("brainflow:synthetic_board").open() as link:
+        hello = link.wait_hello(5)
+        with Recorder(tmp_path / "session", hello, labels=plan.classes, plan=plan.to_dict()) as recorder:
+            thread = RecordingThread(link, recorder)
+            thread.start()
+            try:
+                result = GuidedCollection(recorder, plan, Prompter(), timeout_seconds=30 * slowdown()).run()
+            finally:
+                thread.stop()
+    assert dict(result.accepted) == {"a": 1, "b": 1} and link.counters.bad_values == 0
+    data = load_session(tmp_path / "session")
+    assert len(data) == 4 and data.x.shape[2] == hello.channels and np.all(np.isfinite(data.x))

@@ -264,3 +264,67 @@ def test_sigterm_or_ctrl_c_ends_a_collect_waiting_for_a_stream(tmp_path, signal_
     finally:
         child.kill()
     assert child.returncode == 130 and stderr.strip().splitlines()[-1] == "tinynas: interrupted", stderr
+
+
+def _signing_outlet(name, kind, source_id, commands, seconds: float) -> None:
+    """A plain pylsl outlet of 4 channels at RATE with an offset (a raw ADC's 512); a channel number put on
+    `commands` makes a second of movement on it, as a person's sign."""
+    import math
+    import queue
+    import random
+
+    info = pylsl.StreamInfo(name, kind, 4, RATE, pylsl.cf_float32, source_id)
+    outlet = pylsl.StreamOutlet(info)
+    rng, started, moving, until = random.Random(0), pylsl.local_clock(), 0, -1
+    for n in range(int(seconds * RATE)):
+        try:
+            moving, until = commands.get_nowait(), n + int(RATE)
+        except queue.Empty:
+            pass
+        due = started + n / RATE
+        while pylsl.local_clock() < due:
+            time.sleep(0.001)
+        outlet.push_sample([512 + rng.gauss(0, 2) + ((400 if c == moving else 40) * math.sin(n + c) if n < until
+                                                      else 0.0) for c in range(4)], due)
+
+
+@pytest.mark.slow
+def test_windows_are_collected_from_a_plain_outlet_with_a_second_stream_of_its_type_present(tmp_path):
+    """`lsl:type=...` on a plain outlet (not tinynas's; a raw ADC's offset of 512), and another program's stream of
+    the same type appearing once it is read: the link keeps to the first, and a guided collection on it keeps every
+    prompt's window on the first attempt, each signed on that stream (B's samples are negative: none is in them)."""
+    from firmware_bridge.guide import GuidedCollection, Prompter
+    from firmware_bridge.plan import Plan
+    from firmware_bridge.recorder import Recorder, RecordingThread
+    from tinynas.data.session import load_session
+
+    kind = f"EMG-tinynas-collect-{os.getpid()}"
+    spawn = multiprocessing.get_context("spawn")
+    commands = spawn.Queue()
+    first = spawn.Process(target=_signing_outlet, args=("armband-A", kind, f"A-{os.getpid()}", commands, 300.0),
+                          daemon=True)
+    first.start()
+    second = None
+    plan = Plan("lsl", ("fist", "open"), repetitions=2, window_seconds=0.5, rest_seconds=1.0, countdown=1)
+    try:
+        with open_link(f"lsl:type={kind}&timeout=60").open() as link:
+            hello = link.wait_hello(5)
+            second = _start_plain("armband-B", kind, f"B-{os.getpid()}", -1.0)  # another program's stream
+            with Recorder(tmp_path / "session", hello, labels=plan.classes, plan=plan.to_dict()) as recorder:
+                thread = RecordingThread(link, recorder)
+                thread.start()
+                try:
+                    result = GuidedCollection(recorder, plan, Prompter(), timeout_seconds=60,
+                                              on_prompt=lambda label, _go: commands.put(plan.classes.index(label)),
+                                              ).run()
+                finally:
+                    thread.stop()
+            assert link.counters.foreign_samples == 0 and link.counters.reconnects == 0
+    finally:
+        for process in (first, second):
+            if process is not None:
+                process.terminate()
+    assert hello.device_id == "lsl:armband-A" and hello.channels == 4
+    assert dict(result.accepted) == {"fist": 2, "open": 2} and result.rejected == 0
+    data = load_session(tmp_path / "session")
+    assert data.x.min() > 0 and data.x.std(axis=1).argmax(axis=1).tolist() == data.y.tolist()
