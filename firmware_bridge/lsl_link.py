@@ -20,6 +20,7 @@ import logging
 import math
 import os
 import platform
+import threading
 import time
 import urllib.parse
 from typing import Any
@@ -68,6 +69,22 @@ def import_pylsl(what: str):
         except Exception:  # noqa: BLE001 - a liblsl older than 1.16 has no such call; its lines stay
             pass
     return pylsl
+
+
+_RESOLVERS: dict[tuple[str, str], Any] = {}
+_RESOLVERS_LOCK = threading.Lock()
+
+
+def resolver(prop: str, value: str) -> Any:
+    """liblsl's continuous resolver for streams whose `prop` is `value`, made once per process and kept: it asks the
+    network in the background and its results are read without waiting, but destroying one can block for seconds
+    (liblsl joins its threads), which a stop or a retry must not wait for. A process holds one per port it opened."""
+    import pylsl
+
+    with _RESOLVERS_LOCK:
+        if (prop, value) not in _RESOLVERS:
+            _RESOLVERS[prop, value] = pylsl.ContinuousResolver(prop=prop, value=value, forget_after=FORGET_SECONDS)
+        return _RESOLVERS[prop, value]
 
 
 def is_lsl_url(url: str) -> bool:
@@ -156,30 +173,25 @@ class LslLink(PolledLink):
 
     # ---- opening -----------------------------------------------------------------------------
     def open(self) -> Link:
-        import pylsl
-
-        # liblsl's continuous resolver asks the network in the background; its results are read without waiting.
-        self._resolver = pylsl.ContinuousResolver(prop=self.property, value=self.value,
-                                                  forget_after=FORGET_SECONDS)
+        self._resolver = resolver(self.property, self.value)
         deadline = time.monotonic() + self.resolve_seconds
         while True:
             # A readable stream first, where a name or type matches several.
             found = sorted(self._resolver.results(), key=lambda info: bool(self._layout(info)))
             if found:
                 break
-            if time.monotonic() >= deadline or self._nap(SLICE_SECONDS):
-                self._resolver = None
+            if self._nap(SLICE_SECONDS):
+                raise LinkError(f"cannot open {self.url}: stopped while looking for the stream")
+            if time.monotonic() >= deadline:
                 raise LinkError(f"cannot open {self.url}: no LSL stream with {self.property} {self.value!r} within "
                                 f"{self.resolve_seconds:g} s (is its outlet running, on this network?)")
         info = found[0]
         wrong = self._layout(info)
         if wrong:
-            self._resolver = None
             raise LinkError(f"{self.url}: the stream {info.name()!r} cannot be read: {wrong}")
         self._identity = (info.source_id(), info.name(), info.hostname())
         inlet = self._connect(info, max(SLICE_SECONDS, deadline - time.monotonic()))
         if inlet is None:
-            self._resolver = None
             raise LinkError(f"cannot open {self.url}: the stream {self._who()} did not let itself be read within "
                             f"{self.resolve_seconds:g} s")
         if len(found) > 1:
@@ -192,7 +204,7 @@ class LslLink(PolledLink):
         return self
 
     def _release(self) -> None:
-        inlet, self._inlet, self._resolver = self._inlet, None, None
+        inlet, self._inlet = self._inlet, None
         if inlet is not None:
             try:
                 inlet.close_stream()
