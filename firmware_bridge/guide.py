@@ -50,8 +50,9 @@ def check_window(window: np.ndarray, sample_format: str, rest: np.ndarray | None
             problems.append(f"channel {channel} clips ({clipped[channel]:.0%} of samples at full scale) - "
                             f"lower the gain")
     if rest is not None and len(rest):
-        signal = np.sqrt(np.mean(window.astype(np.float64) ** 2))
-        floor = np.sqrt(np.mean(rest.astype(np.float64) ** 2))
+        # About each channel's rest mean: a sensor's offset (a raw ADC's 512) is no movement (onset.py).
+        offset = onset.centre(rest)
+        signal, floor = onset.level(window, offset), onset.level(rest, offset)
         if still and signal >= STILL_FACTOR * floor:
             problems.append(f"movement seen while resting (signal RMS {signal:.1f} vs rest {floor:.1f}) - relax the "
                             f"arm and keep it still")
@@ -329,11 +330,12 @@ class GuidedCollection:
         so far, else that quietest rest (never a previous attempt's signal taken as rest)."""
         if heard is None:
             return self.baseline
-        level = float(np.sqrt(np.mean(heard.astype(np.float64) ** 2)))
         if self.baseline is None:
             self.baseline = heard
             return heard
-        floor = float(np.sqrt(np.mean(self.baseline.astype(np.float64) ** 2)))
+        # Each level about its own channel means: a sensor's offset (a raw ADC's 512, drifting a little between
+        # prompts) is no movement, the spread around it is.
+        level, floor = onset.level(heard, onset.centre(heard)), onset.level(self.baseline, onset.centre(self.baseline))
         if level <= floor:
             self.baseline = heard
             return heard

@@ -36,6 +36,9 @@ from firmware_bridge.timeline import Timeline
 
 log = logging.getLogger(__name__)
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+"""Samples are float32 on the timeline: a source's larger value (BrainFlow's and LSL's doubles) is no sample."""
+
 
 class SerialPort(Protocol):
     """What the link uses of a pySerial port."""
@@ -80,6 +83,7 @@ class LinkCounters:
     foreign_samples: int = 0  # samples dropped because their channel count is not the HELLO's
     chip_drops: int = 0       # ChipTest answers dropped because nobody was reading them
     bad_lines: int = 0        # plain text (text_link.py): malformed, partial or overlong lines skipped
+    bad_values: int = 0       # samples refused for a value that is no sample: NaN, infinity, beyond float32
 
     def to_dict(self) -> dict:
         """JSON-ready copy."""
@@ -90,8 +94,10 @@ class Link:
     """Frames from a device at `url`; `get()` returns decoded messages in arrival order."""
 
     def __init__(self, url: str, baudrate: int = 1_000_000, queue_size: int = 4096,
-                 reconnect: bool = True, read_timeout: float = 0.05) -> None:
+                 reconnect: bool = True, read_timeout: float = 0.05, stop: threading.Event | None = None) -> None:
         self.url = url
+        self.stop = stop
+        """The caller's stop (the service's): a link waiting in a library (lsl_link.py) gives up when it is set."""
         self.baudrate = baudrate
         self.reconnect = reconnect
         self.read_timeout = read_timeout
@@ -212,6 +218,10 @@ class Link:
                 self.latest_hello = message
                 self._hello_seen.set()
             elif isinstance(message, Samples):
+                if message.data.dtype.kind == "f" and not np.isfinite(message.data).all():
+                    # float32 frames carrying NaN or infinity: those samples are refused, a gap on the timeline
+                    self._deliver(message.first_sample + np.arange(len(message.data)), message.data)
+                    continue
                 placed = self._placed(message)
                 if placed is not None:
                     self._put(placed)
@@ -256,7 +266,18 @@ class Link:
 
     def _deliver(self, indices: np.ndarray, values: np.ndarray) -> None:
         """Samples `values` (n, channels) at the device's increasing sample `indices`: each run of consecutive
-        indices placed on the timeline and queued as one Samples (a skipped index is a gap, as a lost frame is)."""
+        indices placed on the timeline and queued as one Samples (a skipped index is a gap, as a lost frame is).
+        A sample with a value that is no float32 number (NaN, infinity, beyond float32's range) is refused and
+        counted (`bad_values`): its index is a gap, never a sample passed on."""
+        values = np.asarray(values)
+        if values.dtype.kind == "f":
+            good = (np.abs(values) <= FLOAT32_MAX).all(axis=1)  # False for NaN too
+            if not good.all():
+                self.counters.bad_values += int(np.count_nonzero(~good))
+                indices, values = np.asarray(indices)[good], values[good]
+                if not len(indices):
+                    return
+            values = values.astype(np.float32, copy=False)
         cuts = np.flatnonzero(np.diff(indices) != 1) + 1
         for start, stop in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(indices)]])):
             placed = self._placed(Samples(int(indices[start]), values[start:stop]))

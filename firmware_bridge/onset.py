@@ -5,6 +5,11 @@ A window cut exactly at "go" then holds half rest and half sign, or runs into th
 guide looks for the movement's onset in the live stream from `EARLY_SECONDS` before "go" to
 `LATE_SECONDS` after it, and starts the window `PREROLL_FRACTION` of a window before the onset (never
 earlier than the tolerance): the onset itself is in the window, as in the data the method was trained on.
+
+Every level here is measured on the signal with each channel's rest mean removed (`centre`, `level`): a sketch
+printing raw `analogRead()` values (0-1023, about 512 at rest) has a large offset that a plain RMS counts as signal
+(a full-scale movement then reaches 1.22x the rest level, never 2x); without it an offset sensor moves the needle
+exactly as a centred one does. For a centred signal the rest mean is about 0 and the levels are as before.
 """
 
 from __future__ import annotations
@@ -30,12 +35,25 @@ def frame_length(rate_hz: float) -> int:
     return max(4, int(round(FRAME_SECONDS * rate_hz)))
 
 
+def centre(baseline: np.ndarray) -> np.ndarray:
+    """Each channel's mean over the rest `baseline` (samples, channels): the offset movement is measured from."""
+    return np.asarray(baseline, dtype=np.float64).reshape(len(baseline), -1).mean(axis=0)
+
+
+def level(signal: np.ndarray, offset: np.ndarray) -> float:
+    """RMS over every sample and channel of `signal` (samples, channels) with the per-channel `offset` removed."""
+    centred = np.asarray(signal, dtype=np.float64).reshape(len(signal), -1) - offset
+    return float(np.sqrt(np.mean(centred ** 2)))
+
+
 def loud_frames(stream: np.ndarray, baseline: np.ndarray, rate_hz: float) -> np.ndarray:
-    """For each whole frame of `stream` (samples, channels): whether its RMS reaches ONSET_FACTOR x the baseline's."""
+    """For each whole frame of `stream` (samples, channels): whether its RMS about the baseline's channel means
+    reaches ONSET_FACTOR x the baseline's."""
     frame = frame_length(rate_hz)
     count = len(stream) // frame
-    floor = float(np.sqrt(np.mean(np.asarray(baseline, dtype=np.float64) ** 2)))
-    frames = np.asarray(stream[:count * frame], dtype=np.float64).reshape(count, frame, -1)
+    offset = centre(baseline)
+    floor = level(baseline, offset)
+    frames = np.asarray(stream[:count * frame], dtype=np.float64).reshape(count, frame, -1) - offset
     return np.sqrt((frames ** 2).mean(axis=(1, 2))) >= ONSET_FACTOR * max(floor, 1e-9)
 
 

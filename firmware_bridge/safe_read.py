@@ -100,6 +100,15 @@ def read_regular(path: str | os.PathLike, limit: int, what: str = "file", follow
         os.close(fd)
 
 
+def check_regular(path: str | os.PathLike, what: str = "file") -> os.stat_result:
+    """`read_regular`'s look at `path` without reading it, for a file a library opens itself (BrainFlow's playback
+    file): FileNotFoundError, IsADirectoryError or NotRegularFile (`strerror` in words) unless a regular file."""
+    name = os.fspath(path)
+    seen = os.stat(name)
+    _refuse(str(name), seen.st_mode)
+    return seen
+
+
 def read_regular_text(path: str | os.PathLike, limit: int, what: str = "file", follow_links: bool = True) -> str:
     """`read_regular` as UTF-8 text (UnicodeDecodeError, a ValueError, for bytes that are not)."""
     return read_regular(path, limit, what, follow_links).decode("utf-8")

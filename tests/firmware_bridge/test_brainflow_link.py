@@ -65,14 +65,69 @@ def test_a_recording_played_back_by_brainflow_comes_back_value_for_value(tmp_pat
 
 
 @pytest.mark.parametrize(("url", "why"), [
-    ("brainflow:no_such_board", "BrainFlow knows no board 'no_such_board'"),
+    ("brainflow:no_such_board", "BrainFlow knows no board 'no_such_board' (its names, any case, with or without "
+                                "_board: synthetic, cyton, cyton_daisy, ganglion, gforce_pro"),
+    ("brainflow:no_board", "BrainFlow knows no board 'no_board'"),
     ("brainflow:synthetic?speed=2", "unknown option 'speed'"),
-    ("brainflow:cyton?serial_port=/dev/tinynas-no-such-port", "cannot open brainflow:cyton"),
+    ("brainflow:cyton?serial_port=/dev/tinynas-no-such-port",
+     "there is no serial port /dev/tinynas-no-such-port (is the board's dongle or cable plugged in?"),
+    ("brainflow:cyton?serial_port=/etc/hostname", "/etc/hostname is not a serial port"),
+    ("brainflow:cyton", "say how to reach it, e.g. ?serial_port=/dev/ttyUSB0"),
+    ("brainflow:synthetic?timeout=-1", "timeout must be an integer from 0 to 600 (seconds), got '-1'"),
+    ("brainflow:synthetic?ip_port=65536", "ip_port must be an integer from 0 to 65535, got '65536'"),
+    ("brainflow:synthetic?ip_port=nan", "ip_port must be an integer from 0 to 65535, got 'nan'"),
+    ("brainflow:playback_file?file=/tmp/x.csv", "say which, e.g. &master_board=synthetic"),
+    ("brainflow:playback_file?file=/tmp/x.csv&master_board=999", "BrainFlow knows no master_board '999'"),
+    ("brainflow:playback_file?file=/tmp/tinynas-no-such-recording.csv&master_board=synthetic",
+     "file /tmp/tinynas-no-such-recording.csv: No such file"),
 ])
 def test_a_board_that_cannot_be_opened_is_one_line(url, why):
-    with pytest.raises(LinkError, match=why) as caught:
+    with pytest.raises(LinkError) as caught:
         open_link(url).open()
-    assert "\n" not in str(caught.value)
+    assert why in str(caught.value) and "\n" not in str(caught.value)
+    assert "_ERROR:" not in str(caught.value)  # BrainFlow's bare codes are said in words
+
+
+@pytest.mark.parametrize("name", ["synthetic", "synthetic_board", "SYNTHETIC_BOARD", "Synthetic", "-1"])
+def test_brainflows_own_board_names_are_taken_in_any_case(name):
+    """The service names its device `brainflow:synthetic_board`: that name, BoardIds' own spelling and its number are
+    the board, as the short name is."""
+    with open_link(f"brainflow:{name}").open() as link:
+        assert link.wait_hello(5).device_id == "brainflow:synthetic_board"
+
+
+def test_a_board_name_as_brainflow_spells_it_reaches_the_board(tmp_path):
+    """`cyton_board` and `CYTON_BOARD` are the Cyton (they were refused): read on tinynas's simulated Cyton."""
+    stream = np.random.default_rng(2).normal(0, 40, size=(250 * 30, 8))
+    with _cyton(tmp_path, stream) as cyton, \
+            open_link(f"brainflow:CYTON_BOARD?serial_port={cyton.port}").open() as link:
+        assert (link.wait_hello(10 * slowdown()).channels, link.hello.sample_rate_hz) == (8, 250.0)
+        assert len(_samples(link, 250)) >= 250
+
+
+def test_nan_in_what_a_board_sends_is_refused_never_passed_on(tmp_path):
+    """A recording with NaN and a value past float32 in its EMG rows, played back by BrainFlow's own playback board:
+    those samples are counted (bad_values) and leave a gap; every sample passed on is a finite float32."""
+    BoardIds, BoardShim = board_shim.BoardIds, board_shim.BoardShim
+    from brainflow.data_filter import DataFilter
+
+    board = BoardIds.SYNTHETIC_BOARD.value
+    rows = BoardShim.get_num_rows(board)
+    emg = BoardShim.get_emg_channels(board)
+    count = 2000
+    data = np.zeros((rows, count))
+    data[BoardShim.get_package_num_channel(board)] = np.arange(count) % 256
+    data[BoardShim.get_timestamp_channel(board)] = 1e9 + np.arange(count) / 250.0
+    data[emg] = np.sin(np.arange(count) / 7.0) * 50
+    data[emg[0], 100::200] = np.nan
+    data[emg[1], 150::200] = 1e39
+    path = tmp_path / "damaged.csv"
+    DataFilter.write_file(data, str(path), "w")
+    with open_link(f"brainflow:playback_file?file={path}&master_board=synthetic").open() as link:
+        link.wait_hello(5)
+        played = _samples(link, 600)
+        assert link.counters.bad_values >= 4 and link.counters.lost_samples >= 4
+    assert np.all(np.isfinite(played)) and np.abs(played).max() <= 50
 
 
 def _cyton(port_dir, stream):
@@ -136,3 +191,28 @@ def test_a_brainflow_whose_library_is_for_another_machine_is_one_line(tmp_path):
     lines = open_with_changed_package(tmp_path, brainflow, foreign_library, "brainflow:synthetic")
     assert len(lines) == 1 and "BrainFlow's library does not load" in lines[0], lines
     assert "build BrainFlow from source" in lines[0]
+
+
+@pytest.mark.slow
+def test_windows_are_collected_from_brainflows_own_synthetic_board_by_its_own_name(tmp_path):
+    """`brainflow:synthetic_board` (the name the service shows for it, refused before) through a machine plan's
+    collection: BrainFlow's own board, its own signal, segments kept (flat, clipping and gaps checked)."""
+    from firmware_bridge.guide import GuidedCollection, Prompter
+    from firmware_bridge.plan import Plan
+    from firmware_bridge.recorder import Recorder, RecordingThread
+    from tinynas.data.session import load_session
+
+    plan = Plan("board", ("a", "b"), kind="continuous", window_seconds=0.25, hold_seconds=0.5, repetitions=1,
+                rest_seconds=0.0, countdown=0)
+    with open_link("brainflow:synthetic_board").open() as link:
+        hello = link.wait_hello(5)
+        with Recorder(tmp_path / "session", hello, labels=plan.classes, plan=plan.to_dict()) as recorder:
+            thread = RecordingThread(link, recorder)
+            thread.start()
+            try:
+                result = GuidedCollection(recorder, plan, Prompter(), timeout_seconds=30 * slowdown()).run()
+            finally:
+                thread.stop()
+    assert dict(result.accepted) == {"a": 1, "b": 1} and link.counters.bad_values == 0
+    data = load_session(tmp_path / "session")
+    assert len(data) == 4 and data.x.shape[2] == hello.channels and np.all(np.isfinite(data.x))

@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 
+from firmware_bridge import onset
 from firmware_bridge.errors import CollectionPaused
 from firmware_bridge.guide import GuidedCollection, Prompter, check_window
 from firmware_bridge.link import Link
@@ -421,3 +422,147 @@ def test_a_two_donning_plan_asks_once_halfway_and_its_second_half_is_a_session_t
 def test_a_plan_donned_more_than_twice_or_for_a_machine_is_refused(fields):
     with pytest.raises(PlanError, match="donnings is 1 or 2"):
         Plan("p", ("a", "b"), **fields)
+
+
+def _raw_adc(signal: np.ndarray) -> np.ndarray:
+    """What a sketch printing `analogRead()` sends for a centred `signal`: 512 at rest, 0 to 1023."""
+    return np.clip(np.round(512 + signal), 0, 1023)
+
+
+@pytest.mark.parametrize("still", [False, True])
+def test_an_offset_sensor_is_judged_exactly_as_a_centred_one(still):
+    """The movement check measures about each channel's rest mean: a raw ADC's 512 changes neither the verdict
+    nor the figures it gives."""
+    rng = np.random.default_rng(3)
+    rest = rng.normal(size=(200, 4)) * 2
+    for window in (rng.normal(size=(100, 4)) * 2, rng.normal(size=(100, 4)) * 20,
+                   np.sin(np.arange(100) / 2.0)[:, None] * np.array([300.0, 50.0, 20.0, 5.0])):
+        assert (check_window(window + 512, "float32", rest + 512, still=still)
+                == check_window(window, "float32", rest, still=still))
+
+
+def test_a_raw_adc_sketchs_full_scale_movement_is_movement():
+    """A full-scale sine on a raw `analogRead()` sketch reached 1.22x the rest level measured with its offset
+    (against 1.5x): never movement, and the advice blamed the electrodes. About the rest mean it is movement, and
+    its onset is found where it began, as on the centred signal."""
+    rng = np.random.default_rng(4)
+    rest = rng.normal(size=(200, 4)) * 2
+    moving = np.sin(2 * np.pi * 40 * np.arange(100) / 200)[:, None] * 500 + rng.normal(size=(100, 4)) * 2
+    assert check_window(_raw_adc(moving), "float32", _raw_adc(rest)) == []
+    stream = np.concatenate([rng.normal(size=(100, 4)) * 2, moving])
+    assert onset.find_onset(_raw_adc(stream), _raw_adc(rest), 200.0) == onset.find_onset(stream, rest, 200.0) == 100
+    still = rng.normal(size=(100, 4)) * 2
+    assert "no movement seen" in check_window(_raw_adc(still), "float32", _raw_adc(rest))[0]
+
+
+def test_the_centred_case_keeps_its_figures():
+    """For a centred sensor (tinynas's firmware, int8) the rest mean is about 0: the figures said are the plain RMS
+    ones as before, to the decimal shown."""
+    rng = np.random.default_rng(5)
+    rest = np.round(rng.normal(size=(200, 4)) * 3)
+    quiet = np.round(rng.normal(size=(100, 4)) * 3)
+    [problem] = check_window(quiet, "int8", rest)
+    plain = (np.sqrt(np.mean(quiet ** 2)), np.sqrt(np.mean(rest ** 2)))
+    assert f"(signal RMS {plain[0]:.1f} vs rest {plain[1]:.1f})" in problem
+
+
+SKETCH = r'''
+"""A user's sketch, as a plain program: four analogRead() values a line at 200 Hz, 512 at rest; 'move C' on stdin
+makes a second of full-scale movement on channel C; 'reset' is the board resetting (a silence, its banner and
+header again, the count from 0)."""
+import math, os, random, sys, threading, time
+
+fd, rate = int(sys.argv[1]), 200.0
+commands = []
+threading.Thread(target=lambda: [commands.append(line.split()) for line in sys.stdin], daemon=True).start()
+rng = random.Random(0)
+
+
+def banner():
+    os.write(fd, b"EMG sketch 1.0 - analogRead x4 at 200 Hz\r\na0,a1,a2,a3\r\n")
+
+
+banner()
+n, started, moving, until = 0, time.monotonic(), 0, -1
+while True:
+    while commands:
+        word = commands.pop(0)
+        if word[0] == "move":
+            moving, until = int(word[1]), n + int(rate)
+        elif word[0] == "reset":
+            time.sleep(0.6)
+            banner()
+            n, started, until = 0, time.monotonic(), -1
+    values = []
+    for channel in range(4):
+        value = 512 + rng.gauss(0, 2)
+        if n < until:
+            value += (500 if channel == moving else 60) * math.sin(2 * math.pi * 40 * n / rate + channel)
+        values.append(min(1023, max(0, int(round(value)))))
+    os.write(fd, (",".join(map(str, values)) + "\r\n").encode())
+    n += 1
+    delay = started + n / rate - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+'''
+
+
+class ResettingRest(Collecting):
+    """A person resting between signs, while the board resets once (the second rest)."""
+
+    def __init__(self, sketch):
+        super().__init__()
+        self.sketch, self.rests = sketch, 0
+
+    def wants_redo(self, seconds):
+        self.rests += 1
+        if self.rests == 2:
+            self.sketch.stdin.write("reset\n")
+            self.sketch.stdin.flush()
+        return super().wants_redo(seconds)
+
+
+@pytest.mark.slow
+def test_a_raw_adc_sketch_whose_board_resets_gives_its_windows(tmp_path):
+    """A sketch tinynas did not write (a plain program printing raw analogRead() values to a pseudo-terminal) through
+    `csv:PORT?rate=200`: the guide hears its signs (offset 512), the board resets once between two signs with its
+    banner and header (a new epoch, not a rate change), and every prompt gives its window on the first attempt."""
+    import os
+
+    from firmware_bridge.text_link import TextLink
+
+    master, slave = os.openpty()
+    plan = Plan("raw", ("fist", "open", "point"), repetitions=2, window_seconds=0.5, rest_seconds=1.5, countdown=1)
+    channel = {"fist": 0, "open": 1, "point": 2}
+    sketch = None
+    try:
+        with TextLink(f"csv:{os.ttyname(slave)}?rate=200").open() as link:
+            sketch = subprocess.Popen([sys.executable, "-c", SKETCH, str(master)], stdin=subprocess.PIPE, text=True,
+                                      pass_fds=(master,))
+            hello = link.wait_hello(30)
+            assert (hello.channels, hello.sample_rate_hz) == (4, 200.0)
+
+            def move(label, _go):
+                sketch.stdin.write(f"move {channel[label]}\n")
+                sketch.stdin.flush()
+
+            with Recorder(tmp_path / "session", hello, labels=plan.classes, plan=plan.to_dict()) as recorder:
+                thread = RecordingThread(link, recorder)
+                thread.start()
+                try:
+                    result = GuidedCollection(recorder, plan, ResettingRest(sketch), on_prompt=move,
+                                              timeout_seconds=60).run()
+                finally:
+                    thread.stop()
+            assert link.counters.resets == 1 and link.counters.foreign_samples == 0 and not link.problem
+    finally:
+        if sketch is not None:
+            sketch.kill()
+            sketch.wait()
+        os.close(master)
+        os.close(slave)
+    assert dict(result.accepted) == {"fist": 2, "open": 2, "point": 2} and result.rejected == 0
+    data = load_session(tmp_path / "session")
+    spread = data.x.std(axis=1)  # about each window's own mean: the channel that moved
+    assert spread.argmax(axis=1).tolist() == data.y.tolist()
+    assert {record["epoch"] for record in read_window_records(tmp_path / "session")} == {0, 1}

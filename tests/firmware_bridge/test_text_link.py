@@ -29,7 +29,8 @@ def _wait(condition, timeout=60.0):
 @pytest.fixture
 def printing_sketch():
     """(the pty's name, `start(lines, rate)`): a device printing `lines()`'s lines at `rate` lines a second once
-    started (start it after the port is open: opening a port drops what was sent before, a header included)."""
+    started (start it after the port is open: opening a port drops what was sent before, a header included); a
+    number among the lines is a silence of that many seconds (a reset), after which the pace goes on."""
     master, slave = os.openpty()
     stop = threading.Event()
 
@@ -39,6 +40,10 @@ def printing_sketch():
             for n, line in enumerate(lines()):
                 if stop.is_set():
                     return
+                if isinstance(line, float):
+                    time.sleep(line)
+                    started = time.monotonic() - n / rate
+                    continue
                 delay = started + n / rate - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
@@ -156,10 +161,104 @@ def test_a_clock_column_places_samples_and_shows_the_lines_lost(printing_sketch)
 
 @pytest.mark.parametrize(("url", "why"), [
     ("csv:/dev/ttyACM0", "say the rate the device prints at"),
-    ("csv:/dev/ttyACM0?rate=fast", "must be numbers"),
-    ("csv:/dev/ttyACM0?rate=0", "rate must be above 0"),
+    ("csv:/dev/ttyACM0?rate=fast", "rate must be a number of samples a second above 0 and at most 100000, got 'fast'"),
+    ("csv:/dev/ttyACM0?rate=0", "rate must be a number of samples a second above 0"),
     ("csv:/dev/ttyACM0?rate=200&speed=2", "unknown option 'speed'"),
 ])
 def test_a_text_url_without_what_it_needs_is_one_line(url, why):
     with pytest.raises(LinkError, match=why):
         open_link(url)
+
+
+@pytest.mark.parametrize("pause", [0.4, 1.5])  # shorter than PAUSE_SECONDS (the banner says it), and longer
+def test_a_board_reset_that_prints_a_banner_and_a_header_is_a_new_epoch_not_a_rate_change(printing_sketch, pause):
+    """A 500 Hz sketch whose board resets: silent while it boots, then its banner and its header again, and its count
+    from 0. The silence is no rate (it once read "prints 124 samples a second, not 500" and dropped the next 1,000
+    samples), the banner and header are neither samples nor bad lines, and the restart is one DeviceReset whose
+    device index is the 0 the sketch started again from."""
+    rate, before, after = 500, 1500, 1500
+
+    def lines():
+        yield "n,a0"
+        for n in range(before):
+            yield f"{n},{n % 13}"
+        yield pause  # the reset: the bootloader's silence
+        yield "EMG sketch v2 (analogRead, 500 Hz)"
+        yield "n,a0"
+        for n in range(after):
+            yield f"{n},{n % 13}"
+
+    port, start = printing_sketch
+    with TextLink(f"csv:{port}?rate={rate}").open() as link:
+        start(lines, rate)
+        link.wait_hello(30 * slowdown())
+        got, resets = [], []
+        _wait(lambda: _drain(link, got, resets) >= before + after - 5)
+        assert not link.problem and link.counters.foreign_samples == 0 and link.counters.bad_lines == 0
+    assert len(resets) == 1 and resets[0].device_first == 0 and link.counters.resets == 1
+    values = np.concatenate([m.data for m in got])
+    assert values.shape[1] == 1 and len(values) >= before + after - 5  # the counter is the clock, a0 the channel
+    indices = np.concatenate([m.first_sample + np.arange(len(m.data)) for m in got])
+    assert np.all(np.diff(indices) > 0)
+
+
+def test_a_counter_column_that_goes_back_is_a_device_reset_without_a_banner(printing_sketch):
+    """No banner, no pause: only the sketch's own counter going back says it restarted (a watchdog reset as fast
+    as a line)."""
+    def lines():
+        yield "sample,a0,a1"
+        for n in range(600):
+            yield f"{n},{n},{-n}"
+        for n in range(600):
+            yield f"{n},{1000 + n},{-n}"
+
+    got, counters = _printed(printing_sketch, lines, 1195)
+    assert counters.resets == 1 and counters.lost_samples == 0 and counters.bad_lines == 0
+    values = np.concatenate([m.data[:, 0] for m in got])
+    restart = int(np.argmax(values >= 1000))
+    assert values[restart] == 1000 and np.all(np.diff(values[:restart]) == 1)
+
+
+def test_numbers_that_are_no_sample_are_bad_lines_never_samples_nor_a_restart(printing_sketch):
+    """NaN, infinity, 1e400 (infinite as a double) and 1e39 (infinite as float32) are refused at the line: counted,
+    never a sample, and a line of them is no banner (a restart)."""
+    bad = ["nan,nan", "inf,1", "1e400,2", "1e39,3", "-inf,-inf", "NaN,4"]
+
+    def lines():
+        for n in range(800):
+            yield bad[n // 100] if n % 100 == 50 and n // 100 < len(bad) else f"{n},{n % 7}"
+
+    got, counters = _printed(printing_sketch, lines, 790)
+    assert counters.bad_lines == len(bad) and counters.resets == 0
+    values = np.concatenate([m.data for m in got])
+    assert np.all(np.isfinite(values)) and np.abs(values).max() < 1000
+
+
+def test_a_clock_value_no_clock_can_have_is_a_bad_line_not_a_gap(printing_sketch):
+    """A damaged clock (negative, beyond 2**53, or hours ahead of the time that passed) would have put the next
+    samples hours later on the timeline, or overflowed it: such a line is counted and skipped."""
+    bad = {100: "-5,1", 200: "1e300,2", 300: "99999999,3"}  # 99999999 ms: a day ahead of the clock's 1.5 s
+
+    def lines():
+        yield "millis,a0"
+        for n in range(600):
+            yield bad.get(n, f"{1000 + 5 * n},{n}")
+
+    got, counters = _printed(printing_sketch, lines, 595)
+    assert counters.bad_lines == len(bad) and counters.resets == 0 and counters.lost_samples == len(bad)
+    indices = np.concatenate([m.first_sample + np.arange(len(m.data)) for m in got])
+    assert indices.max() - indices.min() < 700
+
+
+@pytest.mark.parametrize(("url", "why"), [
+    ("csv:/dev/ttyACM0?rate=nan", "rate must be a number of samples a second above 0 and at most 100000, got 'nan'"),
+    ("csv:/dev/ttyACM0?rate=1e308", "rate must be a number of samples a second above 0 and at most 100000"),
+    ("csv:/dev/ttyACM0?rate=inf", "rate must be a number of samples a second above 0"),
+    ("csv:/dev/ttyACM0?rate=200&channels=2.5", "channels must be an integer from 1 to 255, got '2.5'"),
+    ("csv:/dev/ttyACM0?rate=200&channels=256", "channels must be an integer from 1 to 255"),
+    ("csv:/dev/ttyACM0?rate=200&baud=0", "baud must be an integer from 1 to 100000000, got '0'"),
+])
+def test_a_text_option_out_of_its_range_is_one_line_naming_it_and_the_range(url, why):
+    with pytest.raises(LinkError, match=why.replace("(", r"\(").replace(")", r"\)")) as caught:
+        open_link(url)
+    assert "\n" not in str(caught.value)

@@ -208,6 +208,11 @@ def _with_config(setup: Callable[[Path, Assets], None]) -> Callable[[Path, Asset
     return both
 
 
+def _collect(port: str) -> tuple[str, ...]:
+    """`tinynas collect` on `port` (a URL of a newer input): refused before a session folder is made."""
+    return ("collect", "--port", port, "--plan", "gestures4", "--user", "a", "--out", "{w}/s")
+
+
 HUGE = "9" * 4001
 """A 4,001-digit number: Python reads it as an int, float() of it overflows."""
 
@@ -834,4 +839,51 @@ ROWS = [
         "a symbolic link, which is not followed here",
         setup=lambda w, a: (_model_dir(WITH_HEADER)(w, a), (w / "model" / "card.json").rename(w / "real.json"),
                             (w / "model" / "card.json").symlink_to(w / "real.json"))),
+    # The newer inputs' port URLs (issue 68: text lines, BrainFlow, LSL): every option range-checked in one line
+    # naming it and its range before anything waits (lsl timeout=-1 was liblsl's wait for ever), BrainFlow's unknown
+    # boards and missing ports said in words, and the service's config refusing a port that can never open.
+    *(Row(f"collect-lsl-timeout-{name}", _collect(f"lsl:armband?timeout={value}"),
+          f"timeout must be a number of seconds above 0 and at most 600, got '{value}'")
+      for name, value in (("negative", "-1"), ("nan", "nan"), ("1e308", "1e308"), ("inf", "inf"), ("0", "0"),
+                          ("a-word", "soon"))),
+    Row("collect-lsl-two-properties", _collect("lsl:name=armband&type=EMG"), "give one of name, type, source_id"),
+    Row("collect-lsl-nothing-named", _collect("lsl:"), "give one of name, type, source_id"),
+    Row("collect-brainflow-unknown-board-names-some", _collect("brainflow:armband_board"),
+        "BrainFlow knows no board 'armband_board' (its names, any case, with or without _board: synthetic, cyton"),
+    Row("collect-brainflow-missing-serial-port", _collect("brainflow:cyton?serial_port={w}/ttyUSB9"),
+        "/ttyUSB9 (is the board's dongle or cable plugged in?"),
+    Row("collect-brainflow-serial-port-a-users-file", _collect("brainflow:cyton?serial_port={w}/notes.txt"),
+        "/notes.txt is not a serial port (not a character device)", setup=_file("notes.txt")),
+    Row("collect-brainflow-timeout-negative", _collect("brainflow:synthetic?timeout=-1"),
+        "timeout must be an integer from 0 to 600 (seconds), got '-1'"),
+    Row("collect-brainflow-ip-port-beyond", _collect("brainflow:synthetic?ip_port=70000"),
+        "ip_port must be an integer from 0 to 65535, got '70000'"),
+    Row("collect-brainflow-playback-without-master", _collect("brainflow:playback_file?file={w}/rec.csv"),
+        "say which, e.g. &master_board=synthetic", setup=_file("rec.csv", b"0\t1\n")),
+    Row("collect-brainflow-master-board-unknown",
+        _collect("brainflow:playback_file?file={w}/rec.csv&master_board=armband"),
+        "BrainFlow knows no master_board 'armband'", setup=_file("rec.csv", b"0\t1\n")),
+    Row("collect-brainflow-playback-a-pipe", _collect("brainflow:playback_file?file={w}/rec.csv&master_board=-1"),
+        "a named pipe (FIFO), not a regular file", setup=_fifo("rec.csv"), fresh=True),
+    Row("collect-csv-rate-nan", _collect("csv:{w}/tty?rate=nan"),
+        "rate must be a number of samples a second above 0 and at most 100000, got 'nan'"),
+    Row("collect-csv-rate-1e308", _collect("csv:{w}/tty?rate=1e308"),
+        "rate must be a number of samples a second above 0 and at most 100000, got '1e308'"),
+    Row("collect-csv-channels-a-fraction", _collect("csv:{w}/tty?rate=200&channels=2.5"),
+        "channels must be an integer from 1 to 255, got '2.5'"),
+    Row("collect-csv-baud-0", _collect("csv:{w}/tty?rate=200&baud=0"),
+        "baud must be an integer from 1 to 100000000, got '0'"),
+    Row("collect-csv-missing-port", _collect("csv:{w}/ttyACM9?rate=200"), "could not open port"),
+    Row("service-config-port-lsl-timeout-negative", ("service", "config", "--config", "{w}/service.toml"),
+        "port: lsl:armband?timeout=-1: timeout must be a number of seconds above 0",
+        setup=_service_config('port = "lsl:armband?timeout=-1"\n')),
+    Row("service-config-port-unknown-board", ("service", "config", "--config", "{w}/service.toml"),
+        "port: brainflow:armband: BrainFlow knows no board 'armband'",
+        setup=_service_config('port = "brainflow:armband"\n')),
+    Row("service-config-port-csv-without-rate", ("service", "config", "--config", "{w}/service.toml"),
+        "port: csv:/dev/ttyACM0: say the rate the device prints at",
+        setup=_service_config('port = "csv:/dev/ttyACM0"\n')),
+    Row("service-config-port-brainflow-option-out-of-range", ("service", "config", "--config", "{w}/service.toml"),
+        "ip_protocol must be an integer from 0 to 2",
+        setup=_service_config('port = "brainflow:cyton?ip_protocol=7"\n')),
 ]

@@ -274,6 +274,16 @@ def _check_choices(origin: str, data: dict) -> None:
         if not is_loopback(data["http_host"]):
             raise ConfigError(f"{origin}: http_host {data['http_host']!r} is beyond loopback: set http_token too "
                               f"(every request must then carry it), or keep http_host = \"127.0.0.1\"")
+    if "port" in data:
+        # A port URL that can never be opened (an unknown board, an option out of its range, a library missing) is
+        # refused here in one line: the service would otherwise wait for ever, saying "plug it in".
+        from firmware_bridge.link import LinkError
+        from firmware_bridge.text_link import open_link
+
+        try:
+            open_link(data["port"])
+        except LinkError as exc:
+            raise ConfigError(f"{origin}: port: {exc}") from None
     if "plan" in data:
         from firmware_bridge.errors import BridgeError
         from firmware_bridge.plan import load_plan

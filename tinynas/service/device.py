@@ -43,7 +43,7 @@ class Device:
                                  f"({latest.sample_format}), not the {self.hello.channels} at "
                                  f"{self.hello.sample_rate_hz:g} Hz it started with: its samples are not used; "
                                  f"restart the service for the new device")
-        elif not health["connected"]:
+        elif not health["connected"] and not health.get("problem"):  # the link's own words first (lsl_link.py)
             health["problem"] = f"the sensor was unplugged from {self.link.url}: plug it in again (recordings are kept)"
         return health
 
@@ -77,9 +77,10 @@ def connect(port: str, baudrate: int, stop: threading.Event, on_wait) -> Device 
     """The device at `port` once it said HELLO; None if `stop` is set first. `on_wait(text)` is told why not yet
     (and "" once connected)."""
     said = ""
+    open_link(port, baudrate=baudrate)  # a URL that can never be opened: one line now, never "plug it in" for ever
     while not stop.is_set():
         try:
-            link = open_link(port, baudrate=baudrate).open()
+            link = open_link(port, baudrate=baudrate, stop=stop).open()
         except LinkError as exc:
             text = waiting_text(port, "it cannot be opened (" + str(exc).removeprefix(f"cannot open {port}: ") + ")")
             if text != said:
