@@ -12,7 +12,7 @@ import pytest
 import tinynas
 
 # docs/python-api.md's example with only its sizes made tiny: 32 windows of 64 samples instead of 240 of 512,
-# 2 epochs per candidate and for the winner, one worker, a 30 s search. The rest is as that page has it,
+# 2 epochs per candidate and for the winner, one worker, two candidates (not seconds: a busy machine loses a race). The rest is as that page has it,
 # the `__main__` guard included (the study's workers are spawned and import the script again).
 DOCS_EXAMPLE_TINY = textwrap.dedent('''
     import sys
@@ -24,7 +24,7 @@ DOCS_EXAMPLE_TINY = textwrap.dedent('''
             "synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2&seed=1")
         target = tinynas.get_target("STM32C011F6P6")
         print(tinynas.estimate(tinynas.Architecture(64, 1, 4, k=3, c=2)))   # RAM, flash, MACs before training
-        result = tinynas.Study("run", windows, target, budget_seconds=30,
+        result = tinynas.Study("run", windows, target, budget_seconds=3600, max_candidates=2,
                                fidelity=tinynas.Fidelity(epochs=2, batch_size=16, learning_rate=3e-3),
                                final_fidelity=tinynas.Fidelity(epochs=2, batch_size=16, learning_rate=3e-3),
                                workers=1).run()

@@ -24,10 +24,11 @@ DEMO_FINAL = Fidelity(epochs=30, batch_size=16, learning_rate=3e-3)
 
 def run_demo(out: Path, *, budget_seconds: float = 300.0, seed: int = 0, resume: bool = False,
              progress: Progress | None = None, fidelity: Fidelity = DEMO_FIDELITY,
-             final_fidelity: Fidelity = DEMO_FINAL) -> StudyResult:
+             final_fidelity: Fidelity = DEMO_FINAL, max_candidates: int | None = None) -> StudyResult:
     """Search synthetic vibration windows for an STM32C011F6P6 and export the winner into `out`."""
     workers = max(1, min(2, os.cpu_count() or 1))
     study = Study(out, load_windows(DEMO_DATA), get_target(DEMO_TARGET), strategy="paper",
                   budget_seconds=budget_seconds, seed=seed, fidelity=fidelity, final_fidelity=final_fidelity,
-                  workers=workers, resume=resume, data_spec=DEMO_DATA, progress=progress)
+                  workers=workers, resume=resume, data_spec=DEMO_DATA, progress=progress,
+                  max_candidates=max_candidates)
     return study.run()

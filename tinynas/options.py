@@ -85,6 +85,9 @@ RANGES: dict[str, Range] = {
     "learning_rate": Range(0, MAX_LEARNING_RATE, low_open=True),
     "seed": Range(0, MAX_SEED, whole=True),
     "budget_seconds": Range(MIN_BUDGET_SECONDS, MAX_BUDGET_SECONDS),
+    # The most candidates a search trains (--candidates, the service's `candidates`): a bound that does not race
+    # the machine, as a time budget does.
+    "candidates": Range(1, 100_000, whole=True),
     # The time one inference may take on the chip (--latency, the service's `latency`, a target file's).
     "latency_seconds": Range(0, MAX_LATENCY_SECONDS, low_open=True),
     # Fine-tuning a served model (`recalibrate`'s Recipe; the service's rewear_* keys): a few dozen windows,

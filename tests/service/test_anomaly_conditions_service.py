@@ -60,7 +60,7 @@ def motor(tmp_path_factory):
     config = root / "tinynas.toml"
     # 5 % false alarms: the new condition's threshold then needs 19 later windows, 25 s of recording (1 %: 100 s).
     config.write_text(f'port = "{simulator.port}"\ndata_dir = "{data}"\ntarget = "STM32C011F6P6"\nmin_auroc = 0.5\n'
-                      f'budget = "{25 * slowdown:.0f}s"\nepochs = 6\nfinal_epochs = 8\nlearning_rate = 0.003\n'
+                      f'budget = "2h"\ncandidates = 3\nepochs = 6\nfinal_epochs = 8\nlearning_rate = 0.003\n'
                       f'workers = 2\nplan = "{plan}"\nhop_seconds = 0.25\nalarm_k = 3\nalarm_n = 5\n'
                       f'http_port = {http_port}\nscorer = "classical"\nfalse_alarm_rate = 0.05\n')
     log = open(root / "service.log", "a")

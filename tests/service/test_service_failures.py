@@ -64,7 +64,7 @@ class Device:
         self.http_port = free_port()
         self.config = root / "tinynas.toml"
         self.config.write_text(f'port = "{self.simulator.port}"\ndata_dir = "{self.data}"\ntarget = "{target}"\n'
-                               f'budget = "20s"\nworkers = 1\nplan = "{self.short_plan}"\n'
+                               f'budget = "2h"\ncandidates = 2\nworkers = 1\nplan = "{self.short_plan}"\n'
                                f'http_port = {self.http_port}\n')
         self.performing = threading.Event()
         self._halt = threading.Event()

@@ -29,11 +29,9 @@ class TwoUsers(Scenario):
         # and the searches are short: what is checked here holds for any model served (test_service.py checks a
         # served model's predictions), so the two searches need not find a good one.
         text = self.config.read_text()
-        budget = next(line for line in text.splitlines() if line.startswith("budget = "))
         self.config.write_text(text.replace("min_accuracy = 0.5", "min_accuracy = 0.0")
-                               # 10 s of search finished a candidate alone, not beside the slow tier's other
-                               # files (emulated chips, a second service) on CI's two cores: twice that.
-                               .replace(budget, f'budget = "{20 * self.slowdown:.0f}s"')
+                               # One candidate each: any model will do for what is checked.
+                               .replace("candidates = 3", "candidates = 1")
                                .replace("epochs = 40\n", "epochs = 8\n")
                                .replace("final_epochs = 60", "final_epochs = 8"))
 

@@ -51,7 +51,7 @@ class Clock:
         return self.now
 
 
-def _loop(out, pool, clock, *, budget=1000.0, resume=False, strategy="random", progress=None):
+def _loop(out, pool, clock, *, budget=1000.0, resume=False, strategy="random", progress=None, candidates=None):
     study = Study(out, load_windows(DATA), resolve_target(ram="64k", flash="64k", macs="1M"), strategy=strategy,
                   fidelity=RECIPE, final_fidelity=RECIPE, runtime="tflm", accounting="arena")
     search = make_strategy(strategy, study.space, seed=0, fidelity=RECIPE, final_fidelity=RECIPE,
@@ -59,7 +59,8 @@ def _loop(out, pool, clock, *, budget=1000.0, resume=False, strategy="random", p
     journal = open_journal(out, resume)
     jobs = JobFactory(0, out / "windows.npz", study.split, study.preprocessing.to_dict(), RECIPE, out_dir=out)
     loop = SearchLoop(search, journal, pool, jobs, study.budget, budget_seconds=budget, out_dir=out,
-                      progress=progress or Events(), clock=clock, resume=resume, retry_unstable=False)
+                      progress=progress or Events(), clock=clock, resume=resume, retry_unstable=False,
+                      max_candidates=candidates)
     return loop, journal
 
 
@@ -86,6 +87,25 @@ def test_the_budget_stops_the_search_with_the_best_so_far_and_journals_the_runni
     assert best["score"] == pytest.approx(0.4) and best["trial"] == loop.best.number  # 0.4 of 0.9, 0.4, 0.7
     assert pool.closed  # the candidate still training is stopped
     assert "time budget used up: stopping the search with the best so far" in loop.progress.events
+    journal.close()
+
+
+def test_candidates_bound_the_search_whatever_the_clock_and_a_resume_keeps_the_bound(tmp_path):
+    """--candidates: the search ends after that many trained, however slow the machine (the clock never moves);
+    a resume counts what the journal holds, and a candidate that failed counts as one tried."""
+    clock = Clock()
+    loop, journal = _loop(tmp_path, ScriptedPool(lambda job: _complete(1.0 / job.job_id)), clock, candidates=3)
+    loop.run()
+    trained = [t for t in journal.trials() if t.attempts]
+    assert len({t.architecture.digest() for t in trained}) == 3 and all(t.state.finished for t in trained)
+    assert "3 candidates trained (--candidates): stopping the search with the best so far" in loop.progress.events
+    journal.close()
+
+    again = ScriptedPool(lambda job: {"ok": False, "error": "NaN loss at epoch 1"})
+    loop, journal = _loop(tmp_path, again, clock, resume=True, candidates=5)
+    loop.run()
+    assert len(again.submitted) == 2  # 5 in all: 3 from the journal, 2 more (both failed, both counted)
+    assert len({t.architecture.digest() for t in journal.trials() if t.attempts}) == 5
     journal.close()
 
 

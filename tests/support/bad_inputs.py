@@ -341,6 +341,17 @@ ROWS = [
                                     "STM32C011F6P6", f"--latency={value}"), "--latency: ")
       for name, value in (("zero", "0"), ("negative", "-250ms"), ("nan", "nan"), ("huge", "1" + "0" * 400),
                           ("words", "fast"), ("hours", "2h"))),
+    # A search bounded by candidates: none, negative, 10^400, words; the service config's key and the demo's.
+    *(Row(f"search-candidates-{name}", (*SEARCH, f"--candidates={value}"), message)
+      for name, value, message in (("zero", "0", "--candidates must be between 1 and 100000, got 0"),
+                                   ("negative", "-3", "--candidates must be between 1 and 100000, got -3"),
+                                   ("huge", "1" + "0" * 400, "--candidates must be between 1 and 100000"),
+                                   ("words", "many", "--candidates: invalid int value"))),
+    Row("demo-candidates-zero", ("demo", "--out", "{w}/demo", "--candidates", "0"), "--candidates must be between"),
+    *(Row(f"service-config-candidates-{name}", ("service", "config", "--config", "{w}/c.toml"), "candidates",
+          setup=_file("c.toml", text))
+      for name, text in (("negative", b"candidates = -1\n"), ("text", b'candidates = "3"\n'),
+                         ("float", b"candidates = 2.5\n"), ("huge", b"candidates = 100001\n"))),
     Row("cost-latency-no-target", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1",
                                    "--latency", "250ms"), "--latency is time at a target's clock: give --target"),
     Row("cost-latency-no-clock", ("cost", "--input", "400x8", "--classes", "4", "--k", "2", "--c", "1", "--target",

@@ -18,14 +18,12 @@ def onboard_through(root: Path, wire: str) -> dict:
     """Onboard through `wire` with one unplug mid-recording; what the tests check, once SERVING."""
     run = Scenario(root, wire)
     # What is checked is the input, not the search or the deploy gate (their own tests): three repetitions, a short
-    # search on one worker with few epochs, and a model served whatever its held-out accuracy. Its first candidate
-    # took 7 s on an idle machine (the worker's TensorFlow import included); in a fresh clone's CI run, beside the
-    # slow tier's other journeys, 12 s x slowdown finished none: 30 s.
+    # search on one worker with few epochs (two candidates: a time budget is a race against a busy machine, which
+    # once finished none in 12 s), and a model served whatever its held-out accuracy.
     plan = run.root / "plan.json"
     plan.write_text(json.dumps({**json.loads(plan.read_text()), "repetitions": REPETITIONS}))
     text = run.config.read_text()
-    budget = next(line for line in text.splitlines() if line.startswith("budget = "))
-    run.config.write_text(text.replace(budget, f'budget = "{30 * run.slowdown:.0f}s"')
+    run.config.write_text(text.replace("candidates = 3", "candidates = 2")
                           .replace("epochs = 40", "epochs = 10").replace("final_epochs = 60", "final_epochs = 20")
                           .replace("workers = 2", "workers = 1").replace("min_accuracy = 0.5", "min_accuracy = 0.0"))
     notes: dict = {"wire": wire}

@@ -16,7 +16,7 @@ from devtools.machine_speed import slowdown
 
 DATA = "synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2"
 FIXED = ('[fixed]\nram = "2200"\nflash = "64k"\nmacs = "1M"\nstrategy = "fast"\nepochs = 2\nfinal_epochs = 2\n'
-         'budget = "60s"\nworkers = "1"\nkernels = "3"\nselection = "validation"\n')
+         'budget = "2h"\ncandidates = 3\nworkers = "1"\nkernels = "3"\nselection = "validation"\n')
 
 
 def _sweep(*args):

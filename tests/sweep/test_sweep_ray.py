@@ -22,7 +22,7 @@ ray_cluster = pytest.importorskip("ray.cluster_utils")  # in the test extra: CI 
 
 GRID = ('[grid]\ndata = ["npz:{data}"]\nseed = [0, 1]\n'
         '[fixed]\nram = "2200"\nflash = "64k"\nmacs = "1M"\nstrategy = "fast"\nepochs = 2\nfinal_epochs = 2\n'
-        'budget = "40s"\nworkers = "1"\nkernels = "3"\nselection = "validation"\n')
+        'budget = "2h"\ncandidates = 6\nworkers = "1"\nkernels = "3"\nselection = "validation"\n')
 
 
 def _state(out):
@@ -59,7 +59,7 @@ def _spec(journal):
 
 def _names(folder):
     """A folder's own files and folders, but SQLite's companions of an open journal (a reader here makes them);
-    not the trials' weights, whose number follows the time budget."""
+    not the trials' weights, whose number follows the search."""
     return sorted(path.name for path in folder.iterdir() if "journal.sqlite-" not in path.name)
 
 

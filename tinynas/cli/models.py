@@ -24,6 +24,7 @@ from tinynas.options import (
     check_range,
     check_seed,
 )
+from tinynas.progress import Progress  # logging only: no cost to `tinynas --help`
 from tinynas.space import Architecture, SpecError
 from tinynas.units import kib
 
@@ -284,6 +285,7 @@ def _cmd_measure(args: argparse.Namespace) -> int:
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from tinynas.data.spec import load_windows
     from tinynas.deploy.evaluate import drew_it, evaluate, load_model, model_files, plot_confusion
+    from tinynas.deploy.stream import judge_session
 
     tflite, card = model_files(args.model)  # a missing model, a bad card or a damaged .tflite is reported
     load_model(tflite)                      # before the data is loaded
@@ -292,7 +294,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     hop = check_latency(args.hop, "--hop") if args.stream else None
     check_range("--smoothing", args.smoothing, 1, 100)
     result = evaluate(tflite, load_windows(args.data))
-    stream = _judge_stream(tflite, card, args.stream, hop, args.smoothing) if args.stream else None
+    stream = judge_session(tflite, card, args.stream, hop, args.smoothing) if args.stream else None
     picture = None
     png = tflite.parent / "confusion.png"
     if not drew_it(png):  # a file of the user's own by that name stays as it is
@@ -318,20 +320,6 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                   f"{counts['windows']} sign windows right")
     return 0
 
-
-def _judge_stream(tflite, card: dict, session: str, hop_seconds: float | None, smoothing: int):
-    """The model judged on a session's stream as serving answers it (`tinynas.deploy.stream`)."""
-    from tinynas.data.recording import load_recording
-    from tinynas.deploy.served import ServedPath, Smoothing
-    from tinynas.deploy.stream import judge_stream
-
-    recording = load_recording(session)
-    served = ServedPath.from_folder(tflite, card)
-    if recording.channels != served.preprocessing.channels:
-        raise UsageError(f"--stream {session} has {recording.channels} channel(s); the model reads "
-                         f"{served.preprocessing.channels}")
-    hop = max(1, int(round((hop_seconds or 0.25) * recording.sample_rate_hz)))
-    return judge_stream(served, recording, hop, Smoothing.from_card(card, smoothing))
 
 
 def _evaluate_scorer(args: argparse.Namespace, tflite, card: dict) -> int:
@@ -366,7 +354,6 @@ def _cmd_adapt(args: argparse.Namespace) -> int:
     from tinynas.adaptation.adapt import PARTS, adapt, check_condition_name
     from tinynas.data.spec import load_windows
     from tinynas.deploy.modeldir import ModelDir, check_new_folder
-    from tinynas.progress import Progress
 
     parts = PARTS if args.only is None else tuple(part.strip() for part in args.only.split(",") if part.strip())
     source = ModelDir.open(args.model)  # a missing or old model is reported before the data is loaded
@@ -387,7 +374,6 @@ def _cmd_recalibrate(args: argparse.Namespace) -> int:
     from tinynas.adaptation.recalibrate import Recipe, recalibrate
     from tinynas.data.spec import load_windows
     from tinynas.deploy.modeldir import ModelDir, check_new_folder
-    from tinynas.progress import Progress
 
     check_seed(args.seed)
     recipe = Recipe(**{key: value for key, value in (("epochs", args.epochs), ("learning_rate", args.learning_rate))

@@ -20,6 +20,7 @@ from tinynas.errors import UsageError
 from tinynas.folders import check_out_dir
 from tinynas.modes import Task
 from tinynas.options import (
+    RANGES,
     check_budget,
     check_c_prefix,
     check_latency,
@@ -44,6 +45,9 @@ def register(sub) -> None:
     add_target_flags(search)
     add_runtime_flag(search)
     search.add_argument("--budget", default="30m", help="wall-time budget of the search, e.g. 90s, 30m, 2h")
+    search.add_argument("--candidates", type=int, metavar="N",
+                        help="end the search once N candidates have been trained (or at the budget, whichever "
+                             "comes first): a bound a slow or busy machine cannot shorten, as it can a time budget")
     search.add_argument("--latency", metavar="TIME",
                         help="the most one inference may take on the target at its clock, e.g. 250ms (the "
                              "sensor's hop): candidates estimated slower (+25 %% headroom) are refused before "
@@ -107,6 +111,7 @@ def register(sub) -> None:
     demo = sub.add_parser("demo", help="a complete small search on built-in synthetic vibration data")
     demo.add_argument("--out", default="tinynas-demo", help="output folder (default: tinynas-demo)")
     demo.add_argument("--budget", default="5m")
+    demo.add_argument("--candidates", type=int, metavar="N", help="end the search once N candidates have been trained")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--resume", action="store_true")
     demo.add_argument("--json", action="store_true")
@@ -182,6 +187,7 @@ def check_search_options(args: argparse.Namespace, cores_here: bool = True) -> C
     check_seed(args.seed)
     check_training(args.epochs, args.batch_size, args.learning_rate, args.final_epochs)
     budget = check_budget(args.budget)
+    RANGES["candidates"].check("--candidates", args.candidates)
     check_strategy(args.strategy)
     check_c_prefix(args.c_prefix)
     parse_augmentation(args.augment)  # its syntax; which preset "auto" means needs the data
@@ -229,7 +235,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
                   test_windows=test_windows, test_spec=args.test_data or "", augment=args.augment,
                   kernels=args.kernels, runtime=args.runtime, accounting=args.accounting, c_prefix=args.c_prefix,
                   task=args.task, selection=args.selection, track_test=args.track_test, scorer=args.scorer,
-                  latency_seconds=latency, **rate)
+                  latency_seconds=latency, max_candidates=args.candidates, **rate)
     _print_result(study.run(), args.json)
     return 0
 
@@ -239,10 +245,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from tinynas.progress import Progress
 
     budget = check_budget(args.budget)
+    RANGES["candidates"].check("--candidates", args.candidates)
     check_seed(args.seed)
     check_out_dir(args.out)
     result = run_demo(Path(args.out), budget_seconds=budget, seed=args.seed,
-                      resume=args.resume, progress=Progress())
+                      resume=args.resume, progress=Progress(), max_candidates=args.candidates)
     _print_result(result, args.json)
     return 0
 

@@ -40,7 +40,17 @@ def register(sub) -> None:
 
 class _Refusing(argparse.ArgumentParser):
     """The search's own parser, whose complaints about a cell are raised, not printed (and which never exits: no
-    cell's value can make it print its help)."""
+    cell's value can make it print its help). It keeps each option's action as it is added (`options`): argparse
+    has no public list of them."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.options: dict[str, argparse.Action] = {}  # first: argparse's __init__ adds --help
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.options[action.dest] = action
+        return action
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
@@ -60,7 +70,7 @@ class _Commands:
         return self.parsers[name]
 
 
-def search_options() -> tuple[argparse.ArgumentParser, list[str]]:
+def search_options() -> tuple[_Refusing, list[str]]:
     """`tinynas search`'s own parser (raising, not printing) and its options' names (its defaults' keys)."""
     commands = _Commands()
     searching.register(commands)
@@ -95,12 +105,12 @@ def _shown(values: dict[str, Any]) -> str:
                      for key, value in values.items())
 
 
-def check_cells(grid: Grid, parser: argparse.ArgumentParser, where: str, cores_here: bool = True) -> None:
+def check_cells(grid: Grid, parser: _Refusing, where: str, cores_here: bool = True) -> None:
     """Every cell's options through the search's own checks before any cell runs: each value's type for its option,
     argparse's choices, then the ranges, budget and target `tinynas search` checks before it reads its data
     (`searching.check_search_options`, the one table of `tinynas.options`). One line naming the cell and the key;
     `cores_here=False` (Ray: the cells run on other machines) leaves the cores' ceiling to each node's search."""
-    actions = {action.dest: action for action in parser._actions}
+    actions = parser.options
     for number, values in enumerate(grid.cells(), 1):
         options = {**grid.fixed, **values}
         cell = f"{where}: cell {number} ({_shown(values)})"

@@ -24,7 +24,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from tinynas.data.recording import Recording, SignEvent
+from tinynas.data.recording import Recording, SignEvent, load_recording
+from tinynas.data.windows import DataError
 from tinynas.deploy.served import UNKNOWN, Answer, ServedPath, Smoother, Smoothing
 from tinynas.verdict import HeldOut
 
@@ -189,3 +190,15 @@ def judge_stream(served: ServedPath, recording: Recording, hop: int, smoothing: 
     found = positions(served, recording, hop, smoothing, judged)
     rest = served.rule.still_label if served.rule.still_label != UNKNOWN else None
     return judge(found, judged, rest, recording.sample_rate_hz, hop, smoothing)
+
+
+def judge_session(model, card: dict, session: str, hop_seconds: float | None, smoothing: int) -> StreamVerdict:
+    """A model (`model`: its .tflite, as `ServedPath.from_folder` takes it) judged on a recorded session's stream as
+    serving answers it, a window every `hop_seconds` (None: serving's 0.25 s): `tinynas evaluate --stream`."""
+    recording = load_recording(session)
+    served = ServedPath.from_folder(model, card)
+    if recording.channels != served.preprocessing.channels:
+        raise DataError(f"--stream {session} has {recording.channels} channel(s); the model reads "
+                        f"{served.preprocessing.channels}")
+    hop = max(1, int(round((hop_seconds or 0.25) * recording.sample_rate_hz)))
+    return judge_stream(served, recording, hop, Smoothing.from_card(card, smoothing))

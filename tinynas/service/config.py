@@ -34,6 +34,8 @@ data_dir = "/var/lib/tinynas"
 target = "STM32C011F6P6"
 budget = "10m"
 strategy = "fast"
+# The most candidates a search trains (it ends at the budget or at this, whichever comes first); 0: no bound.
+candidates = 0
 # What runs the model on the chip, and so what the budget counts: "auto" (the default: tinynas's generated C
 # runtime wherever the target can run it, which every built-in target can), "c" (its arena, input/output
 # buffers and stack; its tables and code) or "tflm" (TFLite Micro: its arena, interpreter and stack; the
@@ -108,6 +110,7 @@ class ServiceConfig:
     target: str = "STM32C011F6P6"
     budget: str = "10m"
     strategy: str = "fast"
+    candidates: int = 0
     runtime: str = "auto"
     latency: str = ""
     epochs: int = 20
@@ -193,6 +196,8 @@ def _max_workers() -> int:
 _CHECKS = {
     "port": _text(), "baudrate": _integer(1, 100_000_000), "data_dir": _text(),
     "target": _text(), "budget": _text(), "strategy": _text(), "runtime": _text(), "latency": _text(nonempty=False),
+    # --candidates' range (tinynas.options.RANGES), and 0 for none: a config file has no "not given" but absence.
+    "candidates": _integer(0, int(RANGES["candidates"].high or 0)),
     # The same ranges as the command line's (tinynas.options.RANGES): a config is the CLI's options in a file.
     "epochs": _ranged("epochs"), "learning_rate": _ranged("learning_rate"),
     "batch_size": _ranged("batch_size"), "final_epochs": _ranged("final_epochs"), "workers": None,

@@ -78,7 +78,7 @@ def search(service: ServiceContext) -> Transition:
         service.search_clock = (time.time(), spent)
         Study(study, windows, resolve_target(config.target), strategy=config.strategy, task=task,
               false_alarm_rate=config.false_alarm_rate, scorer=config.scorer,
-              budget_seconds=parse_duration(config.budget), seed=0,
+              budget_seconds=parse_duration(config.budget), max_candidates=config.candidates or None, seed=0,
               fidelity=Fidelity(config.epochs, config.batch_size, config.learning_rate),
               # The strategy's own recipe at the configured length (fast's falls along a cosine).
               final_fidelity=replace(final_recipe(config.strategy, config.final_epochs), batch_size=config.batch_size),

@@ -192,7 +192,8 @@ def _search_summary(study, journal: Journal, trials: list[Trial], winner: Trial)
     counts = {state.value: sum(t.state is state for t in trials) for state in TrialState}
     return {"strategy": study.settings.strategy, "seed": study.settings.seed,
             "seconds": round(float(journal.get_meta("search_seconds") or 0.0), 1),
-            "budget_seconds": study.settings.budget_seconds, "winner_trial": winner.number,
+            "budget_seconds": study.settings.budget_seconds, "max_candidates": study.settings.max_candidates,
+            "winner_trial": winner.number,
             "winner_val_loss": winner.score, "candidates": len(trials),
             "trained": counts["complete"] + counts["failed"], "infeasible": counts["infeasible"],
             "failed": counts["failed"], "interrupted": counts["interrupted"],

@@ -40,16 +40,20 @@ from tinynas.units import kib
 
 
 class SearchLoop:
-    """One search until the strategy finishes or the time budget runs out; `run` returns when it stops."""
+    """One search until the strategy finishes, the time budget runs out or `max_candidates` architectures have been
+    trained; `run` returns when it stops."""
 
     def __init__(self, strategy, journal: Journal, pool: WorkerPool, jobs: JobFactory, budget: Budget, *,
                  budget_seconds: float, out_dir: Path, progress: Progress, clock: Callable[[], float],
                  resume: bool, retry_unstable: bool,
-                 fault_for: Callable[[Architecture], str | None] | None = None) -> None:
+                 fault_for: Callable[[Architecture], str | None] | None = None,
+                 max_candidates: int | None = None) -> None:
         self.strategy, self.journal, self.pool, self.jobs, self.budget = strategy, journal, pool, jobs, budget
         self.out_dir, self.progress, self.clock = out_dir, progress, clock
         self.budget_seconds, self.resume, self.retry_unstable = budget_seconds, resume, retry_unstable
-        self.fault_for = fault_for
+        self.fault_for, self.max_candidates = fault_for, max_candidates
+        self.capped = False
+        """The strategy asked for one candidate more than `max_candidates`: no new architecture is trained."""
         # Set by `_begin` when the search starts (a constructor stores; reading the journal is work).
         self.elapsed_before = 0.0
         self.started = self.deadline = 0.0
@@ -87,6 +91,10 @@ class SearchLoop:
                 if not self.running:
                     if self.strategy.finished:
                         break
+                    if self.capped:
+                        self.progress.event(f"{self.max_candidates} candidates trained (--candidates): stopping "
+                                            f"the search with the best so far")
+                        break
                     raise StudyError(f"strategy {self.strategy.name} is waiting but no candidate is running")
                 for result in self.pool.wait(timeout=min(1.0, max(0.0, self.deadline - self.clock()))):
                     self._receive(result)
@@ -99,11 +107,15 @@ class SearchLoop:
     # ---- proposals ----------------------------------------------------------------------
     def _fill_workers(self) -> None:
         """Ask the strategy for candidates while workers are idle; answer what the journal already knows."""
-        while self.pool.idle() and not self.strategy.finished:
+        while self.pool.idle() and not self.strategy.finished and not self.capped:
             proposal = self.strategy.ask()
             if proposal is None:
                 return
             previous = self.known.get(trial_key(proposal.architecture, proposal.fidelity))
+            if previous is None and self._over_cap(proposal.architecture) and self.budget.fits(proposal.architecture):
+                # Not told to the strategy: the search ends once what runs has finished, as at the budget's end.
+                self.capped = True
+                return
             if previous is not None and previous.state.finished:
                 self.strategy.tell(previous)  # replay: answered from the journal, not retrained
             elif previous is not None and previous.attempts >= MAX_ATTEMPTS:
@@ -120,6 +132,14 @@ class SearchLoop:
                     self.strategy.tell(trial)
                 else:
                     self._launch(trial)
+
+    def _over_cap(self, arch: Architecture) -> bool:
+        """Whether training `arch` would make more than `max_candidates` architectures trained (a new recipe of
+        one trained already, as `fast`'s race gives, is not a new candidate; one refused by the budget is none)."""
+        if self.max_candidates is None:
+            return False
+        trained = {t.architecture.digest() for t in self.known.values() if t.state is not TrialState.INFEASIBLE}
+        return arch.digest() not in trained and len(trained) >= self.max_candidates
 
     def _record(self, trial: Trial) -> None:
         self.known[trial_key(trial.architecture, trial.fidelity)] = trial

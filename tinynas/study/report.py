@@ -156,7 +156,8 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: ModelC
         f"{target.mac_budget:,} MACs",
         f"- strategy `{search['strategy']}`, seed {search['seed']}: {search['candidates']} candidates, "
         f"{search['trained']} trained, {search['infeasible']} infeasible, {search['failed']} failed, "
-        f"{search['interrupted']} interrupted; {search['seconds']:.0f} s of a {search['budget_seconds']:.0f} s budget",
+        f"{search['interrupted']} interrupted; {search['seconds']:.0f} s of a {search['budget_seconds']:.0f} s budget"
+        + (f", at most {search['max_candidates']} candidates" if search.get("max_candidates") else ""),
         f"- winner: trial {winner.number} {winner.architecture.name()} filters "
         f"{list(winner.architecture.filters)}, search val loss {winner.score:.4f}",
         (f"- final training: {recipe} ({card.final_training['seconds']:.0f} s)"

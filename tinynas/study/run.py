@@ -180,7 +180,8 @@ class Study:
             with nullcontext(self.pool) if self.pool is not None else self._pool() as pool:
                 SearchLoop(strategy, journal, pool, jobs, self.budget, budget_seconds=s.budget_seconds,
                            out_dir=self.out_dir, progress=self.progress, clock=self.clock, resume=self.resume,
-                           retry_unstable=s.retry_unstable, fault_for=self.fault_for).run()
+                           retry_unstable=s.retry_unstable, fault_for=self.fault_for,
+                           max_candidates=s.max_candidates).run()
                 return final_stage(self, strategy, journal, jobs, pool)
         except StorageError as exc:
             # Any write of the run (best.json, the windows, the export) failing on a full disk: the journal

@@ -44,6 +44,9 @@ class StudySettings:
 
     strategy: str = "paper"
     budget_seconds: float = 1800.0
+    max_candidates: int | None = None
+    """`--candidates`: the search ends once this many candidates (architectures) have been trained, or when its time
+    budget runs out, whichever comes first (None: the budget and the strategy alone)."""
     seed: int = 0
     fidelity: Fidelity | None = None
     """The strategy's search recipe (None: the strategy's own default)."""
@@ -104,6 +107,7 @@ class StudySettings:
 
         check_selection(self.selection)
         RANGES["latency_seconds"].check("the time per inference (seconds)", self.latency_seconds)
+        RANGES["candidates"].check("--candidates", self.max_candidates)
 
         check_prefix(self.c_prefix)  # before the search, not after it at the export
         if self.workers != "auto":
