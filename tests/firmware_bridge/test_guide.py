@@ -263,10 +263,12 @@ def test_a_late_sign_is_found_where_the_person_made_it(tmp_path):
     data = load_session(tmp_path / "session")
     strongest = np.sqrt((data.x ** 2).mean(axis=1)).argmax(axis=1)
     assert strongest.tolist() == data.y.tolist()
-    # Each window lies on the sign the person made (not on the rest before it).
+    # Each window lies on the sign the person made (not on the rest before it): it starts the pre-roll before the
+    # onset, which is found to a frame (a sign that begins inside a frame is heard from the frame's start).
     played = {first: count for _label, first, count in person.played}
+    early = int(round(onset.PREROLL_FRACTION * 100)) + onset.frame_length(200.0)  # 100-sample windows at 200 Hz
     for start in data.time_index:
-        assert any(first - 20 <= start and start + 100 <= first + count + 20 for first, count in played.items())
+        assert any(first - early <= start and start + 100 <= first + count + 20 for first, count in played.items())
     # And where the sign began is recorded with it: within a frame or two of where the person started.
     for record in read_window_records(tmp_path / "session"):
         assert any(abs(record["onset"] - first) <= 40 for first in played), record
