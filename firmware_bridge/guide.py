@@ -260,9 +260,14 @@ class GuidedCollection:
                 time.sleep(1.0)
             go = self.recorder.latest_sample
             self.prompter.say("go")
-            # The rest level heard before this prompt: serving's line between an idle arm and a sign (idle.py).
-            level = None if rest is None else round(float(np.sqrt(np.mean(rest.astype(np.float64) ** 2))), 4)
-            self.recorder.add_event({"prompt": label, "attempt": attempt, "go": go, "rest_rms": level})
+            # The rest heard before this prompt: its channel means (a raw ADC's offset) and its level about them,
+            # serving's line between an idle arm and a sign (idle.py), measured about the same means.
+            level, means = None, None
+            if rest is not None:
+                centre = onset.centre(rest)
+                level, means = round(onset.level(rest, centre), 4), [round(float(v), 4) for v in centre]
+            self.recorder.add_event({"prompt": label, "attempt": attempt, "go": go, "rest_rms": level,
+                                     "rest_mean": means})
             if self.on_prompt is not None:
                 self.on_prompt(label, go)
             found = self._window_start(go, rest) if label != plan.rest_class else (go, None)

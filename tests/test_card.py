@@ -95,6 +95,7 @@ DAMAGE = [
     ("anomaly.score_scale", 0, "'score_scale' must be a positive number"),
     ("quantization.input.zero_point", 300, "'zero_point' must be an int8 value"),
     ("serving.unknown_below", -2, "'unknown_below' must be a number of at least 0"),
+    ("serving.rest_mean", [512.0, "nan"], "'rest_mean' must be a list of numbers"),
     ("history", "yesterday", "'history' must be a list of changes"),
     ("classes", ["a"], "classes"),
     ("input.shape", [64], "'shape' must be [samples, channels]"),

@@ -12,8 +12,9 @@ import pytest
 import tinynas
 
 # docs/python-api.md's example with only its sizes made tiny: 32 windows of 64 samples instead of 240 of 512,
-# 2 epochs per candidate and for the winner, one worker, two candidates (not seconds: a busy machine loses a race). The rest is as that page has it,
-# the `__main__` guard included (the study's workers are spawned and import the script again).
+# 2 epochs per candidate and for the winner, one worker, two candidates (not seconds: a busy machine loses a race).
+# The rest is as that page has it, the `__main__` guard included (the study's workers are spawned and import the
+# script again).
 DOCS_EXAMPLE_TINY = textwrap.dedent('''
     import sys
 

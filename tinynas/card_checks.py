@@ -295,6 +295,9 @@ def check_card(card: Any) -> None:
             value = serving.get(key)
             if value is not None and not (is_number(value) and value >= 0):
                 raise _fail(f"the card's 'serving' {key!r}", "a number of at least 0", value)
+        means = serving.get("rest_mean")
+        if means is not None and not (isinstance(means, list) and all(is_number(v) for v in means)):
+            raise _fail("the card's 'serving' 'rest_mean'", "a list of numbers (each channel's mean at rest)", means)
         if not isinstance(serving.get("still_label", ""), str):
             raise _fail("the card's 'serving' 'still_label'", "a class name", serving.get("still_label"))
         alarm = serving.get("alarm")

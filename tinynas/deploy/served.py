@@ -4,9 +4,10 @@ that the stream's judge (`tinynas.deploy.stream`) scores exactly what a person s
 A window goes through the card's preprocessing and the int8 model (LiteRT); the best class and its softmax
 confidence then meet the serving rules recorded in the deployed card (`card["serving"]`):
 
-- **Still**: a window whose raw level (RMS over every channel) stays under `still_rms` (the guide's STILL_FACTOR x
-  the rest heard during the collection) is the plan's rest class, or "unknown" when the plan has none: an idle arm
-  is not a sign, whatever the network says about a window it never saw the like of.
+- **Still**: a window whose raw level (RMS over every channel about the rest's channel means, `rest_mean`: a raw
+  ADC's offset is no movement) stays under `still_rms` (the guide's STILL_FACTOR x the rest heard during the
+  collection) is the plan's rest class, or "unknown" when the plan has none: an idle arm is not a sign, whatever
+  the network says about a window it never saw the like of.
 - **Unsure**: below `unknown_below` (calibrated on held-out answers, `tinynas.service.idle`) the answer is
   "unknown".
 
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from firmware_bridge import onset
 from tinynas.data.preprocess import Preprocessing
 from tinynas.deploy.litert import Int8Model
 from tinynas.folders import read_model_file
@@ -46,23 +48,33 @@ class IdleRule:
     """Which windows set `unknown_below`, with their count."""
     smoothing: dict | None = None
     """The smoothing chosen with the rule (`Smoothing.to_dict`; None: the service's `smoothing` as a majority)."""
+    rest_mean: tuple[float, ...] = ()
+    """Each channel's mean at rest, the level is measured about (empty: 0, as sessions recorded before it kept)."""
 
     def to_dict(self) -> dict:
         """JSON-ready dict (the deployed card's "serving"; no smoothing key when none was chosen)."""
         data = asdict(self)
         if data["smoothing"] is None:
             del data["smoothing"]
+        if not data["rest_mean"]:
+            del data["rest_mean"]
         return data
 
     @classmethod
     def from_card(cls, card: dict) -> IdleRule:
         """The rule recorded in a deployed card; none (answer every window) for a card without one."""
         known = {key: value for key, value in (card.get("serving") or {}).items() if key in cls.__dataclass_fields__}
+        if "rest_mean" in known:
+            known["rest_mean"] = tuple(float(value) for value in known["rest_mean"] or ())
         return cls(**known)
+
+    def level(self, window: np.ndarray) -> float:
+        """A raw window's level: RMS over every sample and channel about the rest's channel means."""
+        return onset.level(window, np.asarray(self.rest_mean or 0.0, dtype=np.float64))
 
     def is_still(self, window: np.ndarray) -> bool:
         """Whether a raw window is as still as the rest heard during the collection."""
-        return self.still_rms > 0 and float(np.sqrt(np.mean(np.square(window, dtype=np.float64)))) < self.still_rms
+        return self.still_rms > 0 and self.level(window) < self.still_rms
 
     def answer(self, window: np.ndarray, label: str, confidence: float) -> tuple[str, str]:
         """(the answer, why it is not the network's: "" / "still" / "unsure") for a raw window and the network's

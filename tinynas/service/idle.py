@@ -23,7 +23,7 @@ from firmware_bridge.guide import STILL_FACTOR
 from tinynas.deploy.served import UNKNOWN, IdleRule, Smoother, Smoothing
 
 __all__ = ["MAX_THRESHOLD", "MIN_CALIBRATION", "MISSED_FRACTION", "SMOOTHINGS", "UNKNOWN", "IdleRule",
-           "confidence_threshold", "idle_rule", "session_rest_level", "softmax", "stream_rule"]
+           "confidence_threshold", "idle_rule", "session_rest", "softmax", "stream_rule"]
 MISSED_FRACTION = 0.05
 """Correct held-out answers that the confidence threshold may turn into "unknown" (what it costs)."""
 MAX_THRESHOLD = 0.9
@@ -50,36 +50,45 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return exp / exp.sum(axis=1, keepdims=True)
 
 
-def session_rest_level(session: str | Path) -> float | None:
-    """The median rest level (raw RMS) the guide measured before the prompts of a session (events.jsonl's
-    "rest_rms"); None when the session has none (a machine plan, or one recorded before they were kept)."""
-    levels = []
+def session_rest(session: str | Path) -> tuple[float | None, tuple[float, ...]]:
+    """The median rest level the guide measured before the prompts of a session (events.jsonl's "rest_rms", RMS
+    about the rest's channel means) and the median of those means ("rest_mean": a raw ADC's offset); (None, ())
+    when the session has none (a machine plan, or one recorded before they were kept), () for means not kept
+    (sessions recorded before: their levels are plain RMS, about 0)."""
+    levels, means = [], []
     try:
         lines = (Path(session) / "events.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
-        return None
+        return None, ()
     for line in lines:
         try:
             event = json.loads(line)
         except ValueError:
             continue  # a torn last line
-        level = event.get("rest_rms") if isinstance(event, dict) else None
+        if not isinstance(event, dict):
+            continue
+        level, mean = event.get("rest_rms"), event.get("rest_mean")
         if isinstance(level, (int, float)) and not isinstance(level, bool) and math.isfinite(level) and level > 0:
             levels.append(float(level))
-    return float(np.median(levels)) if levels else None
+            if isinstance(mean, list) and mean and all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in mean):
+                means.append([float(v) for v in mean])
+    if not levels:
+        return None, ()
+    # Means only when every level came with them, of one channel count: a level is measured about its means.
+    same = len(means) == len(levels) and len({len(m) for m in means}) == 1
+    return float(np.median(levels)), tuple(round(float(v), 4) for v in np.median(means, axis=0)) if same else ()
 
 
 def idle_rule(plan, session: str | Path, confidences: np.ndarray, correct: np.ndarray, where: str) -> IdleRule:
     """The rule for a model deployed from `session` with `plan`, calibrated on held-out answers (`where` names
     them and their count)."""
-    still_rms = 0.0
-    if plan.kind == "gesture":
-        rest = session_rest_level(session)
-        still_rms = STILL_FACTOR * rest if rest else 0.0
+    rest, means = session_rest(session) if plan.kind == "gesture" else (None, ())
+    still_rms = STILL_FACTOR * rest if rest else 0.0
     threshold = confidence_threshold(confidences, correct)
     if not threshold:
         where += f" (under {MIN_CALIBRATION} correct: no threshold)"
-    return IdleRule(threshold, still_rms, plan.rest_class or UNKNOWN, where)
+    return IdleRule(threshold, still_rms, plan.rest_class or UNKNOWN, where, rest_mean=means)
 
 
 SMOOTHINGS = tuple(Smoothing(k, n, sure) for n in range(1, 6) for k in range(1, n + 1)
@@ -88,25 +97,29 @@ SMOOTHINGS = tuple(Smoothing(k, n, sure) for n in range(1, 6) for k in range(1, 
 agree, or one answer this sure (2.0: never at once)."""
 
 
-def stream_rule(plan, session: str | Path, stream: dict, class_names, folds: int | None) -> IdleRule:
+def stream_rule(plan, session: str | Path, stream: dict, windows, folds: int | None) -> IdleRule:
     """Serving's rules set on the out-of-fold answers along the held-out windows' streams (`stream`: the fold models'
     answers every hop across each window's context, `tinynas.training.job._stream_answers`): the still level as
-    `idle_rule` sets it; the "unknown" threshold on the sign windows among them (every offset a person will be
-    answered at, not only the onset cut); the smoothing that gets most sign and idle windows right on those
-    sequences, the faster one on a tie."""
+    `idle_rule` sets it, each answer's window measured as serving measures it (`windows`: the session's, with the
+    stream context the answers were taken along); the "unknown" threshold on the sign windows among them (every
+    offset a person will be answered at, not only the onset cut); the smoothing that gets most sign and idle
+    windows right on those sequences, the faster one on a tie."""
     rest_class = plan.rest_class or UNKNOWN
-    rest = session_rest_level(session) if plan.kind == "gesture" else None
+    rest, means = session_rest(session) if plan.kind == "gesture" else (None, ())
     still_rms = STILL_FACTOR * rest if rest else 0.0
+    measure = IdleRule(rest_mean=means)
     truth = np.asarray(stream["truth"], dtype=np.int64)
     predicted = np.asarray(stream["predicted"], dtype=np.int64)
     confidence = np.asarray(stream["confidence"], dtype=np.float64)
-    level = np.asarray(stream["rms"], dtype=np.float64)
+    length, margin = windows.window_length, windows.margin
+    level = np.array([measure.level(windows.context[w, margin + o:margin + o + length])
+                      for w, o in zip(stream["window"], stream["offset"])], dtype=np.float64)
     still = (level < still_rms) if still_rms else np.zeros(len(level), dtype=bool)
     signs = (truth >= 0) & ~still
     threshold = confidence_threshold(confidence[signs], predicted[signs] == truth[signs])
     where = (f"{int(signs.sum())} out-of-fold answers along the held-out windows' streams (float models of the "
              f"{folds} folds)" + ("" if threshold else f" (under {MIN_CALIBRATION} correct: no threshold)"))
-    names = [str(name) for name in class_names]
+    names = [str(name) for name in windows.class_names]
     labels = [rest_class if is_still else UNKNOWN if sure < threshold else names[best]
               for is_still, sure, best in zip(still, confidence, predicted)]
     sequences: dict[int, list[int]] = {}
@@ -138,4 +151,4 @@ def stream_rule(plan, session: str | Path, stream: dict, class_names, folds: int
                  -float(np.mean(delays)) if delays else -1e9)
         if best_score is None or score > best_score:
             best_score, chosen = score, smoothing
-    return IdleRule(threshold, still_rms, rest_class, where, chosen.to_dict())
+    return IdleRule(threshold, still_rms, rest_class, where, chosen.to_dict(), rest_mean=means)

@@ -126,7 +126,7 @@ def serving_rule(plan, session: str, tflite: bytes, preprocessing, windows, spli
     stream = (selection or {}).get("stream")
     if isinstance(stream, dict) and stream.get("window"):
         # The fold models' answers along every held-out window's stream: the offsets a person is answered at.
-        rule = stream_rule(plan, session, stream, windows.class_names, (selection or {}).get("folds"))
+        rule = stream_rule(plan, session, stream, windows, (selection or {}).get("folds"))
     elif selection and selection.get("confidence"):
         confidences = np.asarray(selection["confidence"], dtype=np.float64)
         correct = np.asarray(selection["correct"], dtype=bool)

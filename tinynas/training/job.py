@@ -163,7 +163,7 @@ STREAM_HOP_SECONDS = 0.25
 def _stream_answers(model, windows, fold: list[int], into: dict) -> None:
     """The fold model's answers at every hop across each held-out window's stream context, with what the stream's
     judge would count each one (`tinynas.deploy.stream`): the window's label (a sign window), -2 (idle: no sign in
-    it), or -1 (an edge: neither); and each crop's raw level, for serving's still rule."""
+    it), or -1 (an edge: neither). Serving's still rule measures the same crops itself (`idle.stream_rule`)."""
     length, margin = windows.window_length, windows.margin
     hop = max(1, int(round(STREAM_HOP_SECONDS * windows.sample_rate_hz)))
     for index in fold:
@@ -173,13 +173,12 @@ def _stream_answers(model, windows, fold: list[int], into: dict) -> None:
         logits = model(as_model_input(crops), training=False).numpy()
         shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
         confidence = shifted.max(axis=1) / shifted.sum(axis=1)
-        for start, crop, row, sure in zip(starts, crops, logits, confidence):
+        for start, row, sure in zip(starts, logits, confidence):
             overlap = max(0, min(start + length, end) - max(start, first))
             truth = (int(windows.y[index]) if overlap >= SIGN_SHARE * min(length, end - first) else
                      -2 if overlap == 0 else -1)
             into["window"].append(int(index))
             into["offset"].append(int(start - margin))
-            into["rms"].append(round(float(np.sqrt(np.mean(np.square(crop, dtype=np.float64)))), 5))
             into["confidence"].append(round(float(sure), 4))
             into["predicted"].append(int(row.argmax()))
             into["truth"].append(truth)
@@ -327,7 +326,7 @@ def _cross_validate(job: TrainJob, fidelity, windows, callbacks: list, tf, cache
     train_curves: list[list[float]] = []
     hits = judged = 0
     confidence: list[float] = []
-    stream: dict[str, list] = {key: [] for key in ("window", "offset", "rms", "confidence", "predicted", "truth")}
+    stream: dict[str, list] = {key: [] for key in ("window", "offset", "confidence", "predicted", "truth")}
     correct: list[int] = []
     stopped = ""
     timings: dict[str, float] = {}
