@@ -14,6 +14,7 @@ from tinynas.anomaly.conditions import LIVE, check_condition_name
 from tinynas.card import read_card
 from tinynas.errors import TinynasError, UsageError, user_message
 from tinynas.options import check_range
+from tinynas.service.busy import refusal
 from tinynas.service.config import ServiceConfig, config_hint, page_plans
 from tinynas.service.fit import check_plan_fits
 from tinynas.service.models import choose
@@ -31,11 +32,21 @@ def _follow(config: ServiceConfig) -> str:
             f"http://{config.http_host}:{config.http_port}/")
 
 
+def _not_busy(config: ServiceConfig, asked: str) -> None:
+    """UsageError when another flow runs (or is under way in a stopped service's state): `asked` is refused, never
+    queued to start by itself once that flow ends (`busy`)."""
+    paths = ServicePaths(config.data_dir)
+    said = refusal(load_state(paths.state), config, asked, running_pid(paths) is not None)
+    if said:
+        raise UsageError(said)
+
+
 def onboard(config: ServiceConfig, user: str, plan_name: str | None = None) -> str:
     """Ask for a new user's (or machine's) collection, search and deployment with a plan (default: the config's)."""
     from firmware_bridge.plan import load_plan
 
     check_user_name(user)  # it names a folder under data_dir: refused here, before any request is left
+    _not_busy(config, f"onboarding of {user}")
     name = plan_name or config.plan
     plan = load_plan(name)  # a bad plan is refused here, not later on the device
     plan.check_searchable()
@@ -63,6 +74,7 @@ def more(config: ServiceConfig, user: str, count: object) -> str:
     if isinstance(count, bool) or not isinstance(count, int):
         raise UsageError(f"--more must be a whole number, got {count!r}")
     check_range("--more", count, 1, MAX_MORE)
+    _not_busy(config, f"more recordings for {user}")
     if ServicePaths(config.data_dir).latest_session(user) is None:  # said now, not after the request is left
         raise UsageError(f"{user} has no recorded session to add to on this device: onboard without --more first "
                          f"(tinynas onboard --user {user}{config_hint(config)})")
@@ -92,6 +104,7 @@ def recalibrate(config: ServiceConfig, user: str, unlabelled: bool = False, cond
     problem = served_model_problem(deployed, user)
     if problem:  # the service would refuse it too; said here at once
         raise UsageError(f"cannot recalibrate: {problem}")
+    _not_busy(config, f"recalibration of {user}")
     assert deployed is not None  # else a problem
     extra = {}
     if condition is not None:
