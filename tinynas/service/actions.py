@@ -15,7 +15,7 @@ from tinynas.card import read_card
 from tinynas.errors import TinynasError, UsageError, user_message
 from tinynas.options import check_range
 from tinynas.service.busy import refusal
-from tinynas.service.config import ServiceConfig, config_hint, page_plans
+from tinynas.service.config import ServiceConfig, config_hint, page_plans, page_url
 from tinynas.service.fit import check_plan_fits
 from tinynas.service.models import choose
 from tinynas.service.onboarding import MAX_MORE
@@ -28,8 +28,7 @@ PAGE_ACTIONS = ("onboard", "more", "continue", "cancel", "redo", "recalibrate", 
 
 
 def _follow(config: ServiceConfig) -> str:
-    return (f"follow it with `tinynas service status{config_hint(config)}` or "
-            f"http://{config.http_host}:{config.http_port}/")
+    return f"follow it with `tinynas service status{config_hint(config)}` or {page_url(config)}"
 
 
 def _not_busy(config: ServiceConfig, asked: str) -> None:
