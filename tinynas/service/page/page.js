@@ -371,6 +371,9 @@ function drawActions(s, now) {
     $("more").dataset.user = g.user;
     $("more").dataset.count = String(g.more_per_class);
   }
+  // Nothing to do in this state (searching, deploying): no empty "Do" card.
+  show("actions", ["more-box", "collect-actions", "onboard-form", "serve-actions", "condition-box", "switch-box"]
+    .some((id) => !$(id).hidden));
   const d = s.deployed || {};
   const box = $("downloads");
   // The served model's files as the service lists them (tinynas.service.models.DOWNLOADS): one owner of the names.
@@ -467,7 +470,9 @@ async function refresh() {
   last = s;
   clockOffset = s.time - Date.now() / 1000;
   hint = s.config_hint || "";
-  document.querySelectorAll(".config-hint").forEach((node) => { node.textContent = hint; });
+  // The config's path said once, above the commands, not after each of them.
+  document.querySelectorAll(".config-hint").forEach((node) => { node.textContent = hint.trim(); });
+  show("config-note", !!hint);
   const r = s.rewear || {};
   text("state", ({ IDLE: "Idle", COLLECTING: "Recording", SEARCHING: "Searching", SERVING: "Serving",
                    RECALIBRATING: "Recalibrating" }[s.state] || s.state) + (s.paused ? " - paused" : ""));
