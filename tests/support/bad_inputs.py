@@ -498,6 +498,10 @@ ROWS = [
         "more recordings for alice refused: the search for alice's model is under way",
         setup=lambda w, a: (_service_busy({"state": "SEARCHING", "user": "alice", "study": "/s"})(w, a),
                             _file("svc/profiles/alice/sessions/20260101-000000/manifest.json", b"{}")(w, a))),
+    Row("onboard-cancel-while-a-search-runs", ("onboard", "--user", "alice", "--cancel", "--config",
+                                               "{w}/service.toml"),
+        "nothing to cancel: the search for alice's model is under way",
+        setup=_service_busy({"state": "SEARCHING", "user": "alice", "study": "/s"})),
     # Special files where a file is named (issue 53): never opened to block, never read until memory runs out.
     # Fresh interpreters: a regression hangs the child, which the table's timeout ends, not the test process.
     Row("plan-fifo", ("onboard", "--user", "a", "--plan", "{w}/plan.json", "--config", "{w}/service.toml"),

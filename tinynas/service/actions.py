@@ -14,14 +14,14 @@ from tinynas.anomaly.conditions import LIVE, check_condition_name
 from tinynas.card import read_card
 from tinynas.errors import TinynasError, UsageError, user_message
 from tinynas.options import check_range
-from tinynas.service.busy import refusal
+from tinynas.service.busy import busy_with, refusal
 from tinynas.service.config import ServiceConfig, config_hint, page_plans, page_url
 from tinynas.service.fit import check_plan_fits
 from tinynas.service.models import choose
 from tinynas.service.onboarding import MAX_MORE
 from tinynas.service.paths import ServicePaths, request, running_pid
 from tinynas.service.rewear_request import condition_problem, served_model_problem
-from tinynas.service.state import check_user_name, load_state
+from tinynas.service.state import Phase, check_user_name, load_state
 
 PAGE_ACTIONS = ("onboard", "more", "continue", "cancel", "redo", "recalibrate", "serve", "condition")
 """What the page's buttons may ask (stopping the service stays a terminal's command)."""
@@ -90,6 +90,10 @@ def answer(config: ServiceConfig, kind: str, user: str) -> str:
             "redo": "redo of the window just kept (while the rest after it lasts)"}
     if kind not in what:
         raise UsageError(f"unknown answer {kind!r}: one of {', '.join(what)}")
+    paths = ServicePaths(config.data_dir)
+    state = load_state(paths.state)
+    if kind == "cancel" and state.state in (Phase.SEARCHING, Phase.DEPLOYING):  # said now, not ignored later
+        raise UsageError(f"nothing to cancel: {busy_with(state, config, running_pid(paths) is not None)}")
     request(config.data_dir, kind, user=user)
     return f"{what[kind]} of {user} requested; {_follow(config)}"
 

@@ -171,7 +171,9 @@ def collect(service: ServiceContext) -> Transition:
         service.collection.accepted = sum(done.values())
         guide.run()
     except CollectionCancelled:
-        return cancelled(service)  # (the recorder is closed first, below: every accepted window is on disk)
+        # Every accepted window is on disk (fsynced when accepted); the recorder is closed below, before the runner
+        # saves the new state.
+        return cancelled(service)
     finally:
         service.recorder = None
         recorder.close()
