@@ -39,14 +39,14 @@ def _stamp() -> str:
 
 def take_request(service: ServiceContext) -> Transition | None:
     """The transition into the first acceptable onboarding (or else re-wear) request; None when there was none."""
-    with service.flow_requests:  # not refused meanwhile by the watcher (refuse_while_busy) as if a flow ran
+    with service.flow_requests:  # not refused meanwhile (refuse_while_busy) as if a flow ran
         return _take_request(service)
 
 
 def refuse_while_busy(service: ServiceContext) -> None:
     """Refuse every onboarding and recalibration request while a flow runs, in one line saying what runs and how to
-    cancel it (`busy.refusal`): never kept to start by itself once the flow ends. Called by the request watcher
-    (threads.watch_requests), every 0.2 s whatever the main thread is busy with."""
+    cancel it (`busy.refusal`): never kept to start by itself once the flow ends. Called by a side thread
+    (threads.refuse_new_flows) every 0.2 s, whatever the main thread is busy with."""
     with service.flow_requests:
         if service.state.state not in FLOWS:
             return
