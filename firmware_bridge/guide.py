@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 FULL_SCALE = {"int8": (-128, 127), "int16": (-32768, 32767)}
 
 
+WAIT_CHECK_SECONDS = 0.2
+"""How often a waiting guide lets its `waiting` callback end the collection (a cancel is heard this promptly)."""
+
 STILL_FACTOR = 1.5
 """A window is movement when its RMS reaches this multiple of the baseline, and still when it stays under it
 (the same line both ways: a rest window may be as noisy as the baseline, a gesture must stand out)."""
@@ -105,8 +108,13 @@ class GuidedCollection:
                  timeout_seconds: float = 30.0, on_announce: Callable[[str, int], None] | None = None,
                  on_result: Callable[[str, bool], None] | None = None,
                  confirm: Callable[[str], None] | None = None,
-                 redon: Callable[[], None] | None = None) -> None:
+                 redon: Callable[[], None] | None = None,
+                 waiting: Callable[[], None] | None = None) -> None:
         self.recorder = recorder
+        self.waiting = waiting
+        """Called at least every WAIT_CHECK_SECONDS while the guide waits (countdown, rest, samples to arrive): it may
+        raise to end the collection there (the service's cancel); the windows already accepted are on disk."""
+        self._checked = 0.0
         self.plan = plan
         self.prompter = prompter or Prompter()
         self.on_prompt = on_prompt  # e.g. a simulated user; gets (label, go sample index)
@@ -141,6 +149,23 @@ class GuidedCollection:
                     counts[record["label"]] += 1
         return counts
 
+    def _check(self) -> None:
+        """Let `waiting` end the collection, at most every WAIT_CHECK_SECONDS (it reads the service's requests)."""
+        now = time.monotonic()
+        if self.waiting is not None and now - self._checked >= WAIT_CHECK_SECONDS:
+            self._checked = now
+            self.waiting()
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait `seconds` (a countdown step, a rest), checking `waiting` meanwhile."""
+        end = time.monotonic() + seconds
+        while True:
+            self._check()
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, WAIT_CHECK_SECONDS))
+
     def _wait_for(self, sample: int) -> None:
         # The deadline moves with every sample that arrives: a slow (loaded) host is not a silent device.
         seen, deadline = self.recorder.latest_sample, time.monotonic() + self.timeout_seconds
@@ -150,6 +175,7 @@ class GuidedCollection:
             if time.monotonic() > deadline:
                 raise CollectionPaused(f"collection paused: no samples for {self.timeout_seconds:g} s - check that "
                                        f"the device is plugged in and streaming; the accepted windows are kept")
+            self._check()
             time.sleep(0.01)
 
     def _confirm_on_terminal(self, label: str) -> None:
@@ -198,7 +224,7 @@ class GuidedCollection:
             self.confirm(label)
         for number in range(plan.countdown, 0, -1):
             self.prompter.say(f"recording {label} in {number}")
-            time.sleep(1.0)
+            self._sleep(1.0)
         go = self.recorder.latest_sample
         self.prompter.say("recording")
         self.recorder.add_event({"prompt": label, "go": go, "block_seconds": plan.block_seconds})
@@ -257,7 +283,7 @@ class GuidedCollection:
             countdown = ", ".join(str(n) for n in range(plan.countdown, 0, -1))
             self.prompter.say(f"{plan.verb} {label}" + (f" - {countdown}" if countdown else ""))
             for _ in range(plan.countdown):
-                time.sleep(1.0)
+                self._sleep(1.0)
             go = self.recorder.latest_sample
             self.prompter.say("go")
             # The rest heard before this prompt: its channel means (a raw ADC's offset) and its level about them,
@@ -377,7 +403,7 @@ class GuidedCollection:
                         label=label, problems=self.last_problems)
                 result.accepted[label] += 1
                 if self.plan.kind == "continuous":
-                    time.sleep(self.plan.rest_seconds)  # a block is not redone: it has many segments
+                    self._sleep(self.plan.rest_seconds)  # a block is not redone: it has many segments
                 elif self.plan.rest_seconds and self.prompter.wants_redo(self.plan.rest_seconds):
                     last = self._last_window()
                     self.recorder.add_window(label, last["start"], last["length"], retract=last["start"])

@@ -84,3 +84,64 @@ def test_windows_needed_is_the_first_count_whose_lower_bound_clears_the_minimum(
     n = windows_needed(accuracy, minimum)
     assert wilson(round(accuracy * n), n)[0] >= minimum
     assert windows_needed(minimum, minimum) is None
+
+
+# ---- windows cut with a hop from long recordings share them: counted over the recordings (issue 68) ----
+
+def _two_recordings(right_in_second: int):
+    """122 overlapping windows of two held-out recordings (61 each, one class each): all of the first right, and
+    `right_in_second` of the second."""
+    labels = [0] * 61 + [1] * 61
+    predictions = [0] * 61 + [1] * right_in_second + [0] * (61 - right_in_second)
+    return predictions, labels, ["a/0"] * 61 + ["a/1"] * 61
+
+
+def test_122_overlapping_windows_of_2_recordings_are_2_measurements_not_122():
+    predictions, labels, groups = _two_recordings(52)  # 113 of 122 windows right
+    windows = held_out(predictions, labels)
+    assert (windows.hits, windows.windows) == (113, 122) and windows.interval[0] > 0.85  # what the gate used to say
+    held = held_out(predictions, labels, groups)
+    assert (held.hits, held.windows, held.unit, held.window_hits, held.window_count) == (2, 2, "recordings", 113, 122)
+    assert held.interval == pytest.approx((0.3424, 1.0), abs=1e-4)
+    assert held.describe() == ("100% (2 of 2 held-out recordings, 113 of their 122 windows right; "
+                               "95% interval 34%-100%)")
+    # The gate can no longer serve a model on two recordings: it cannot tell, and says it in recordings.
+    verdict = deploy_gate(held, 0.5, classes=2, test_share=0.2)
+    assert deploy_gate(windows, 0.5, classes=2, test_share=0.2).decision == "deploy"
+    assert verdict.decision == "undecided" and "2 of 2 held-out recordings" in verdict.text
+
+
+def test_a_recording_is_right_only_when_more_than_half_of_its_windows_are():
+    assert held_out(*_two_recordings(31)).hits == 2  # 31 of 61
+    assert held_out(*_two_recordings(30)).hits == 1  # 30 of 61: not most
+    labels, groups = [1, 1, 1, 1], ["r", "r", "r", "r"]
+    assert held_out([1, 1, 0, 0], labels, groups).hits == 0  # half is not most
+
+
+def test_windows_each_from_a_recording_of_its_own_are_still_counted_as_windows():
+    held = held_out([0, 1, 2, 2], [0, 1, 2, 0], groups=["a", "b", "c", "d"])
+    assert held == HeldOut(3, 4) and "unit" not in held.to_dict() and held_out([], [], []) == HeldOut(0, 0)
+
+
+def test_per_class_figures_count_recordings_with_the_same_rule():
+    # Class 0: two recordings (one right, one mostly taken for 2); class 1: one recording, right.
+    predictions = [0, 0, 0, 2, 2, 0, 1, 1, 0]
+    labels = [0, 0, 0, 0, 0, 0, 1, 1, 1]
+    groups = ["x", "x", "x", "y", "y", "y", "z", "z", "z"]
+    figures = per_class(predictions, labels, classes=3, groups=groups)
+    assert figures["unit"] == "recordings" and figures["support"] == [2, 1, 0]
+    assert figures["recall"][:2] == [0.5, 1.0] and figures["recall"][2] is None
+    assert figures["confusion"] == [[1, 0, 1], [0, 1, 0], [0, 0, 0]]  # its diagonal is the recall's count
+    assert held_out(predictions, labels, groups).hits == 2
+
+
+def test_a_count_over_recordings_survives_a_card_and_a_damaged_one_is_refused():
+    from tinynas.card_checks import check_held_out
+    from tinynas.errors import TinynasError
+
+    held = held_out(*_two_recordings(52))
+    section = held.to_dict()
+    check_held_out(section, "int8_test")
+    assert HeldOut.from_dict(section) == held and HeldOut.from_dict({}) is None
+    with pytest.raises(TinynasError, match="counted over recordings"):
+        check_held_out({**section, "window_hits": 500}, "int8_test")

@@ -179,11 +179,9 @@ class ModelCard:
         return on_chip(self.cost().cycles, self.chip_target(), hop_seconds)
 
     def held_out(self) -> HeldOut | None:
-        """The int8 test's hits of windows (None: a card written before the count was recorded)."""
-        section = self.int8_test or {}
-        if not isinstance(section.get("hits"), int) or not isinstance(section.get("windows"), int):
-            return None
-        return HeldOut(section["hits"], section["windows"])
+        """The int8 test's hits of windows, or of the recordings they were cut from (None: a card written before the
+        count was recorded)."""
+        return HeldOut.from_dict(self.int8_test or {})
 
     @property
     def accounting(self) -> str:

@@ -109,12 +109,20 @@ def check_costs(section: dict, where: str) -> None:
 
 
 def check_held_out(section: dict, where: str) -> None:
-    """An accuracy's count (`tinynas.verdict`): hits of windows, the interval, per class recall and support."""
+    """An accuracy's count (`tinynas.verdict`): hits of windows (or of recordings, with the windows they hold), the
+    interval, per class recall and support."""
     hits, windows = section.get("hits"), section.get("windows")
     if hits is not None or windows is not None:
         if not (is_count(hits) and is_count(windows) and hits <= windows):
             raise DamagedCard(f"{where} must count hits of windows (whole numbers, hits <= windows), got "
                               f"{_short(hits)} of {_short(windows)}")
+    unit = section.get("unit")
+    if unit is not None:  # a count over the recordings overlapping windows were cut from (tinynas.verdict)
+        right, count = section.get("window_hits"), section.get("window_count")
+        if unit != "recordings" or not (is_count(right) and is_count(count) and right <= count):
+            raise DamagedCard(f"{where} counted over recordings must say so ('unit': 'recordings') with the windows "
+                              f"right of those cut ('window_hits' <= 'window_count'), got {_short(unit)}, "
+                              f"{_short(right)} of {_short(count)}")
     interval = section.get("interval")
     if interval is not None and not (isinstance(interval, list) and len(interval) == 2
                                      and all(is_number(v) and 0 <= v <= 1 for v in interval)

@@ -8,6 +8,11 @@ where the normal approximation is not), and the deploy gate decides on the inter
 - deploy when the interval's lower bound reaches the minimum accuracy;
 - refuse when even its upper bound stays below it (the model is wrong, more windows will not save it);
 - otherwise the data cannot decide: say how many more windows per class to record for it to.
+
+Windows cut with a hop from long recordings (a machine's blocks, a recording re-cut to fit a small target) overlap and
+share their recording: 122 such windows from 2 recordings are 2 measurements, not 122. Such a count is over the
+recordings (`held_out` with `groups`): a recording is right when more than half of its windows are, and the interval is
+Wilson's over recordings ("2 of 2 held-out recordings, 113 of their 122 windows right; 95% interval 34%-100%").
 """
 
 from __future__ import annotations
@@ -34,12 +39,22 @@ def wilson(hits: int, n: int, z: float = Z95) -> tuple[float, float]:
     return low, high
 
 
+RECORDINGS = "recordings"
+"""The unit of a count over the recordings the windows were cut from (`HeldOut.unit`); else "windows"."""
+
+
 @dataclass(frozen=True)
 class HeldOut:
     """The hits of a model on held-out windows, and what they allow one to say."""
 
     hits: int
     windows: int
+    """What was counted: windows, or with `unit` RECORDINGS the independent recordings the windows come from (the
+    name stays: cards and states have always kept the count under "windows")."""
+    unit: str = "windows"
+    window_hits: int | None = None
+    """With `unit` RECORDINGS: the windows right, of `window_count` windows cut from those recordings."""
+    window_count: int | None = None
 
     @property
     def accuracy(self) -> float | None:
@@ -52,8 +67,20 @@ class HeldOut:
     def to_dict(self) -> dict:
         """JSON-ready: accuracy, hits, windows and the 95 % interval (rounded to 4 places)."""
         low, high = self.interval
+        by_recording = ({"unit": RECORDINGS, "window_hits": self.window_hits, "window_count": self.window_count}
+                        if self.unit == RECORDINGS else {})
         return {"accuracy": None if self.accuracy is None else round(self.accuracy, 4), "hits": self.hits,
-                "windows": self.windows, "interval": [round(low, 4), round(high, 4)]}
+                "windows": self.windows, "interval": [round(low, 4), round(high, 4)], **by_recording}
+
+    @classmethod
+    def from_dict(cls, section: dict) -> HeldOut | None:
+        """The count a card or state keeps (`to_dict`), None when it holds none."""
+        hits, windows = section.get("hits"), section.get("windows")
+        if not isinstance(hits, int) or not isinstance(windows, int):
+            return None
+        if section.get("unit") != RECORDINGS:
+            return cls(hits, windows)
+        return cls(hits, windows, RECORDINGS, section.get("window_hits"), section.get("window_count"))
 
     def describe(self, what: str = "held-out windows") -> str:
         """E.g. '75% (3 of 4 held-out windows; 95% interval 30%-95%)'."""
@@ -69,6 +96,12 @@ def describe(held: dict, what: str = "held-out windows") -> str:
         return "-"
     if not windows:
         return f"not measured (no {what})"
+    if held.get("unit") == RECORDINGS:
+        # Counted over the recordings the windows were cut from: said so, with the windows they hold.
+        what = what.replace("windows", RECORDINGS) if "windows" in what else f"{what} (recordings)"
+        right, count = held.get("window_hits"), held.get("window_count")
+        if isinstance(right, int) and isinstance(count, int):
+            what += f", {right} of their {count} windows right"
     return f"{hits / windows:.0%} ({hits} of {windows} {what}; 95% interval {low:.0%}-{high:.0%})"
 
 
@@ -86,22 +119,53 @@ def served_accuracy(held: dict | None, accuracy: float | None = None) -> str:
     return ("signs recognised " if stream else "accuracy " if measure else "int8 accuracy ") + words
 
 
-def held_out(predictions, labels) -> HeldOut:
-    """The hits of `predictions` against `labels`."""
+def shared_recordings(groups) -> bool:
+    """Whether some recording (`groups`: each window's) gave more than one of the windows: they are not independent."""
+    return groups is not None and len(np.unique(np.asarray(groups))) < len(groups)
+
+
+def by_recording(predictions, labels, groups) -> tuple[np.ndarray, np.ndarray]:
+    """Each recording's (answer, label), recordings in order of first window: its label is the one most of its windows
+    carry; its answer that label when more than half of its windows are right, else its most frequent wrong answer."""
+    predictions, labels, groups = np.asarray(predictions, dtype=int), np.asarray(labels, dtype=int), np.asarray(groups)
+    _, first, inverse = np.unique(groups, return_index=True, return_inverse=True)
+    answers, truths = [], []
+    for recording in np.argsort(first, kind="stable"):
+        mine = inverse == recording
+        said, truth = predictions[mine], int(np.bincount(labels[mine]).argmax())
+        right = int(np.sum(said == truth))
+        wrong = said[said != truth]
+        answers.append(truth if 2 * right > len(said) else int(np.bincount(wrong).argmax()) if len(wrong) else truth)
+        truths.append(truth)
+    return np.asarray(answers, dtype=int), np.asarray(truths, dtype=int)
+
+
+def held_out(predictions, labels, groups=None) -> HeldOut:
+    """The hits of `predictions` against `labels`: over the windows, or, when `groups` (each window's recording) shows
+    windows sharing a recording (cut with a hop: they overlap), over the recordings (`by_recording`)."""
     predictions, labels = np.asarray(predictions), np.asarray(labels)
-    return HeldOut(int(np.sum(predictions == labels)), int(len(labels)))
+    windows = HeldOut(int(np.sum(predictions == labels)), int(len(labels)))
+    if not shared_recordings(groups):
+        return windows
+    answers, truths = by_recording(predictions, labels, groups)
+    return HeldOut(int(np.sum(answers == truths)), int(len(truths)), RECORDINGS, windows.hits, windows.windows)
 
 
-def per_class(predictions, labels, classes: int) -> dict:
-    """Recall and support per class and the confusion matrix (rows: true class, columns: predicted), JSON-ready.
+def per_class(predictions, labels, classes: int, groups=None) -> dict:
+    """Recall and support per class and the confusion matrix (rows: true class, columns: predicted), JSON-ready; over
+    recordings (each by its windows, `by_recording`) when `groups` shows windows sharing one, as `held_out` counts.
 
     A class with no held-out window has recall None (not 0: nothing was measured)."""
     predictions, labels = np.asarray(predictions, dtype=int), np.asarray(labels, dtype=int)
+    unit = {}
+    if shared_recordings(groups):
+        predictions, labels = by_recording(predictions, labels, groups)
+        unit = {"unit": RECORDINGS}
     confusion = np.zeros((classes, classes), dtype=int)
     np.add.at(confusion, (labels, predictions), 1)
     support = confusion.sum(axis=1)
     recall = [round(float(confusion[c, c] / support[c]), 4) if support[c] else None for c in range(classes)]
-    return {"recall": recall, "support": [int(s) for s in support], "confusion": confusion.tolist()}
+    return {"recall": recall, "support": [int(s) for s in support], "confusion": confusion.tolist(), **unit}
 
 
 @dataclass(frozen=True)

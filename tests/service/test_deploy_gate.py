@@ -38,15 +38,20 @@ def deploying(tmp_path, exported_tiny, vibration_split, monkeypatch):
     service.state.study, service.state.session = str(study), str(tmp_path / "session")
     predictions = run_int8(tflite, data.x).predictions
 
-    def hold_out(right: int, wrong: int):
-        """Held-out windows the model gets right on `right` of `right + wrong` (their labels changed if needed)."""
+    def hold_out(right: int, wrong: int, recordings: int = 0):
+        """Held-out windows the model gets right on `right` of `right + wrong` (their labels changed if needed), each a
+        recording of its own (a gesture session's), or cut from `recordings` recordings (a machine's blocks)."""
         y = data.y.copy()
         chosen = list(np.arange(right))
         for index in range(right, right + wrong):
             y[index] = (predictions[index] + 1) % len(data.class_names)  # the model does not say this
             chosen.append(index)
         y[:right] = predictions[:right]
-        windows = replace(data, y=y)
+        groups = np.array([f"w{i}" for i in range(len(y))])
+        if recordings:
+            groups[:right + wrong] = [f"r{i % recordings}" for i in range(right + wrong)]
+            y[:right + wrong] = y[0]  # a recording holds one state
+        windows = replace(data, y=y, groups=groups)
         test = np.array(chosen)
         rest = np.setdiff1d(np.arange(len(y)), test)
         monkeypatch.setattr(search_deploy, "session_windows", lambda _service: (windows, "test"))
@@ -101,6 +106,18 @@ def test_a_model_wrong_even_at_the_top_of_its_interval_is_refused_with_record_ag
     assert "below 50% even at the interval's top" in error and "--more" not in error
     assert "tinynas onboard --user alice" in error
     assert transition.changes["gate"].decision == "refuse" and transition.changes["gate"].recall
+
+
+def test_overlapping_windows_of_two_recordings_are_counted_as_two_and_cannot_serve(deploying):
+    # A continuous plan's windows, cut with a hop from 2 held-out recordings, all right: 2 measurements, not 12.
+    service, hold_out = deploying
+    hold_out(right=12, wrong=0, recordings=2)
+    transition = search_deploy.deploy(service)
+    assert transition.phase == Phase.IDLE and "deployed" not in transition.changes
+    gate = transition.changes["gate"]
+    assert gate.decision == "undecided" and gate.unit == "recordings"
+    assert gate.text.startswith("100% (2 of 2 held-out recordings, ") and "of their 12 windows right; 95% " \
+        "interval 34%-100%)" in gate.text
 
 
 def _scorer_study(tmp_path, exported_tiny, vibration_split, auroc):

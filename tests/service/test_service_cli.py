@@ -61,6 +61,29 @@ def test_onboard_status_and_stop_requests(tmp_path):
     assert bad.returncode == 2 and "unknown plan" in bad.stderr
 
 
+def test_a_stopped_service_is_said_to_be_stopped_with_when_its_state_was_saved(tmp_path):
+    from tinynas.service.state import Deployed
+
+    data = tmp_path / "data"
+    data.mkdir()
+    deployed = Deployed(user="alice", model=str(tmp_path / "m.tflite"), card=str(tmp_path / "card.json"), accuracy=0.9)
+    save_state(data / "state.json", ServiceState(state="SERVING", user="alice", deployed=deployed))
+    (tmp_path / "c.toml").write_text(f'data_dir = "{data}"\n')
+    first, *rest = tinynas("service", "status", "--config", str(tmp_path / "c.toml")).stdout.splitlines()
+    # Not "serving ... for alice": nothing runs; the state file is what the service last saved, and when.
+    assert first.startswith("service not running (stopped); its last known state saved 20"), first
+    assert first.endswith(": SERVING, user alice") and not any(line.lstrip().startswith("serving") for line in rest)
+    assert any(line.startswith("  not serving (the service is stopped); serves again when started: ")
+               and "for alice" in line for line in rest), rest
+
+
+def test_the_page_address_given_back_carries_the_token(tmp_path):
+    config = tmp_path / "tinynas.toml"
+    config.write_text(f'data_dir = "{tmp_path / "data"}"\nhttp_port = 8765\nhttp_token = "s3cret-s3cret-s3cret"\n')
+    run = tinynas("onboard", "--user", "carla", "--plan", "gestures4", "--config", str(config))
+    assert run.returncode == 0 and "http://127.0.0.1:8765/?token=s3cret-s3cret-s3cret" in run.stdout, run.stderr
+
+
 def test_install_writes_a_restarting_unprivileged_memory_capped_unit(tmp_path):
     config = tmp_path / "tinynas.toml"
     config.write_text(f'data_dir = "{tmp_path / "data"}"\n')

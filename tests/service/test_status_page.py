@@ -117,7 +117,7 @@ EXPECTED = {  # what each state must show: texts, and elements by CSS-like marke
     "serving": ["Serving", "A(3,3) for alice", "92 % (11 of 12 held-out windows, 95 % interval 65-99 %)",
                 "240 predictions per minute", 'class="bar top"', "fist", 'class="confusion"', "67 % of 3",
                 "the newest window alone says open", "over the last 3 windows",
-                "tinynas service status<span class=\"config-hint\"> --config /etc/tinynas.toml</span>",
+                "add <code class=\"config-hint\">--config /etc/tinynas.toml</code> to each",
                 "on the chip (microbit): 12 of 12 windows identical to the host, 4,224,188 instructions per inference "
                 "(264.0 ms at 16 MHz if each took a cycle), stack 172 B"],
     "alarm": ["Serving", "ALARM: not running normally", "A(17,3) for motor", "threshold set for 1 % false alarms",
@@ -234,7 +234,14 @@ def test_the_page_works_behind_a_token(tmp_path):
     finally:
         server.stop()
     assert 'data-state="SERVING"' in dom and "240 predictions per minute" in dom
-    assert "token required" in refused and "data-state" not in refused
+    # A browser without the token gets a page saying how to get in, not bare JSON.
+    assert "needs the service's token" in refused and "?token=" in refused and "data-state" not in refused
+
+
+def test_the_searching_page_shows_no_empty_card_and_names_the_config_once(tmp_path):
+    dom = _page_dom({**STATES["searching"], "config_hint": " --config /etc/tinynas.toml"}, tmp_path)
+    assert 'id="actions" class="box" hidden' in dom  # nothing to do while searching: no empty "Do" card
+    assert dom.count("/etc/tinynas.toml") == 1 and "tinynas service status</code>" in dom
 
 
 def test_the_countdown_counts_before_go(tmp_path):

@@ -189,6 +189,14 @@ def _service_config(text: str) -> Callable[[Path, Assets], None]:
     return setup
 
 
+def _service_busy(state: dict, text: str = "") -> Callable[[Path, Assets], None]:
+    """A service config whose data_dir holds `state` (what a service in the middle of a flow saved)."""
+    def setup(w: Path, assets: Assets) -> None:
+        _service_config(text)(w, assets)
+        (w / "svc" / "state.json").write_text(json.dumps({"state": "IDLE", "user": "", **state}))
+    return setup
+
+
 def _cwru_windows_per_file_zero() -> tuple[str, ...]:
     return ("data", "inspect", f"cwru:{SHARED_DATA / 'cwru'}?windows_per_file=0")
 
@@ -539,6 +547,21 @@ ROWS = [
         setup=_service_config('target = "Z80"\n')),
     Row("onboard-user-dot-dot", ("onboard", "--user", "..", "--config", "{w}/service.toml"), "user",
         setup=_service_config("")),
+    # A second onboarding while another flow runs (issue 68): refused, saying what runs and how to cancel it; never
+    # queued to start by itself later.
+    Row("onboard-while-a-collection-runs", ("onboard", "--user", "bob", "--config", "{w}/service.toml"),
+        "onboarding of bob refused: alice's collection is under way (the service is stopped: it goes on when "
+        "started); cancel it with `tinynas onboard --user alice --cancel --config",
+        setup=_service_busy({"state": "COLLECTING", "user": "alice", "session": "/s"})),
+    Row("onboard-more-while-a-search-runs", ("onboard", "--user", "alice", "--more", "5", "--config",
+                                             "{w}/service.toml"),
+        "more recordings for alice refused: the search for alice's model is under way",
+        setup=lambda w, a: (_service_busy({"state": "SEARCHING", "user": "alice", "study": "/s"})(w, a),
+                            _file("svc/profiles/alice/sessions/20260101-000000/manifest.json", b"{}")(w, a))),
+    Row("onboard-cancel-while-a-search-runs", ("onboard", "--user", "alice", "--cancel", "--config",
+                                               "{w}/service.toml"),
+        "nothing to cancel: the search for alice's model is under way",
+        setup=_service_busy({"state": "SEARCHING", "user": "alice", "study": "/s"})),
     # Special files where a file is named (issue 53): never opened to block, never read until memory runs out.
     # Fresh interpreters: a regression hangs the child, which the table's timeout ends, not the test process.
     Row("plan-fifo", ("onboard", "--user", "a", "--plan", "{w}/plan.json", "--config", "{w}/service.toml"),

@@ -159,8 +159,17 @@ def _figure(value, form: str, missing: str = "-") -> str:
 def status_lines(status: dict) -> list[str]:
     """What `tinynas service status` prints: every field read defensively, since status.json is a file a
     power cut, an older tinynas or a hand edit can leave in any shape."""
-    lines = [f"service {'running' if status.get('running') else 'not running'}; state {status.get('state', '?')}"
-             + (f", user {status['user']}" if status.get("user") else "")]
+    running = bool(status.get("running"))
+    who = f", user {status['user']}" if status.get("user") else ""
+    if running:
+        lines = [f"service running; state {status.get('state', '?')}{who}"]
+    else:  # the state file is what the service last saved, not what runs: said with when it was saved
+        saved = status.get("updated")
+        when = (time.strftime(" saved %Y-%m-%d %H:%M:%S", time.localtime(saved))
+                if isinstance(saved, (int, float)) and not isinstance(saved, bool) and 0 < saved < 1e11 else "")
+        lines = [f"service not running (stopped); its last known state{when}: {status.get('state', '?')}{who}"]
+    # What is served only while the service runs; stopped, the model it serves again when started.
+    serving = "serving" if running else "not serving (the service is stopped); serves again when started:"
     from tinynas.service.gate import GateOutcome
 
     gate = GateOutcome.from_dict(status.get("gate"))
@@ -201,7 +210,7 @@ def status_lines(status: dict) -> list[str]:
     alarm = _part(status, "alarm")
     if deployed and deployed.get("task") == "anomaly":
         anomaly = _part(deployed, "anomaly")
-        lines.append(f"  serving the anomaly scorer {deployed.get('model', '?')} for {deployed.get('user', '?')} "
+        lines.append(f"  {serving} the anomaly scorer {deployed.get('model', '?')} for {deployed.get('user', '?')} "
                      f"(threshold {_figure(anomaly.get('threshold'), '.3g')}, set for "
                      f"{_figure(anomaly.get('false_alarm_rate'), '.2%')} false alarms)")
     elif deployed:
@@ -214,7 +223,7 @@ def status_lines(status: dict) -> list[str]:
             failing = [str(item) for item in today.get("failing") or []]
             said_today = (f"today (re-worn): {today.get('recognised')} of {today['signs']} signs recognised on the "
                           f"stream" + (f", fails {', '.join(failing)}" if failing else "") + "; at onboarding: ")
-        lines.append(f"  serving {deployed.get('model', '?')} for {deployed.get('user', '?')} (" + said_today
+        lines.append(f"  {serving} {deployed.get('model', '?')} for {deployed.get('user', '?')} (" + said_today
                      + served_accuracy(_part(deployed, "held_out"),
                                        accuracy if isinstance(accuracy, (int, float)) else None) + ")")
     model = _part(status, "model")

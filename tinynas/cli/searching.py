@@ -156,7 +156,9 @@ def _print_result(result, as_json: bool) -> None:
         print(time_line(result.trials)[2:])
         return
     held = result.card.held_out()
-    interval = (f"({held.hits} of {held.windows}, 95% interval {held.interval[0]:.3f}-{held.interval[1]:.3f}; "
+    counted = ("" if held is None or held.unit != "recordings" else
+               f" test recordings right by most of their {held.window_count} windows")
+    interval = (f"({held.hits} of {held.windows}{counted}, 95% interval {held.interval[0]:.3f}-{held.interval[1]:.3f}; "
                 if held is not None and held.windows else "(")
     print(f"{result.winner.architecture.name()}: int8 test accuracy {result.card.int8_test_accuracy:.3f} "
           + interval + f"float {card['float_test_accuracy']:.3f}); {footprint}; files in {result.out_dir}/")

@@ -14,21 +14,30 @@ from tinynas.anomaly.conditions import LIVE, check_condition_name
 from tinynas.card import read_card
 from tinynas.errors import TinynasError, UsageError, user_message
 from tinynas.options import check_range
-from tinynas.service.config import ServiceConfig, config_hint, page_plans
+from tinynas.service.busy import busy_with, refusal
+from tinynas.service.config import ServiceConfig, config_hint, page_plans, page_url
 from tinynas.service.fit import check_plan_fits
 from tinynas.service.models import choose
 from tinynas.service.onboarding import MAX_MORE
 from tinynas.service.paths import ServicePaths, request, running_pid
 from tinynas.service.rewear_request import condition_problem, served_model_problem
-from tinynas.service.state import check_user_name, load_state
+from tinynas.service.state import Phase, check_user_name, load_state
 
 PAGE_ACTIONS = ("onboard", "more", "continue", "cancel", "redo", "recalibrate", "serve", "condition")
 """What the page's buttons may ask (stopping the service stays a terminal's command)."""
 
 
 def _follow(config: ServiceConfig) -> str:
-    return (f"follow it with `tinynas service status{config_hint(config)}` or "
-            f"http://{config.http_host}:{config.http_port}/")
+    return f"follow it with `tinynas service status{config_hint(config)}` or {page_url(config)}"
+
+
+def _not_busy(config: ServiceConfig, asked: str) -> None:
+    """UsageError when another flow runs (or is under way in a stopped service's state): `asked` is refused, never
+    queued to start by itself once that flow ends (`busy`)."""
+    paths = ServicePaths(config.data_dir)
+    said = refusal(load_state(paths.state), config, asked, running_pid(paths) is not None)
+    if said:
+        raise UsageError(said)
 
 
 def onboard(config: ServiceConfig, user: str, plan_name: str | None = None) -> str:
@@ -36,6 +45,7 @@ def onboard(config: ServiceConfig, user: str, plan_name: str | None = None) -> s
     from firmware_bridge.plan import load_plan
 
     check_user_name(user)  # it names a folder under data_dir: refused here, before any request is left
+    _not_busy(config, f"onboarding of {user}")
     name = plan_name or config.plan
     plan = load_plan(name)  # a bad plan is refused here, not later on the device
     plan.check_searchable()
@@ -63,6 +73,7 @@ def more(config: ServiceConfig, user: str, count: object) -> str:
     if isinstance(count, bool) or not isinstance(count, int):
         raise UsageError(f"--more must be a whole number, got {count!r}")
     check_range("--more", count, 1, MAX_MORE)
+    _not_busy(config, f"more recordings for {user}")
     if ServicePaths(config.data_dir).latest_session(user) is None:  # said now, not after the request is left
         raise UsageError(f"{user} has no recorded session to add to on this device: onboard without --more first "
                          f"(tinynas onboard --user {user}{config_hint(config)})")
@@ -79,6 +90,10 @@ def answer(config: ServiceConfig, kind: str, user: str) -> str:
             "redo": "redo of the window just kept (while the rest after it lasts)"}
     if kind not in what:
         raise UsageError(f"unknown answer {kind!r}: one of {', '.join(what)}")
+    paths = ServicePaths(config.data_dir)
+    state = load_state(paths.state)
+    if kind == "cancel" and state.state in (Phase.SEARCHING, Phase.DEPLOYING):  # said now, not ignored later
+        raise UsageError(f"nothing to cancel: {busy_with(state, config, running_pid(paths) is not None)}")
     request(config.data_dir, kind, user=user)
     return f"{what[kind]} of {user} requested; {_follow(config)}"
 
@@ -92,6 +107,7 @@ def recalibrate(config: ServiceConfig, user: str, unlabelled: bool = False, cond
     problem = served_model_problem(deployed, user)
     if problem:  # the service would refuse it too; said here at once
         raise UsageError(f"cannot recalibrate: {problem}")
+    _not_busy(config, f"recalibration of {user}")
     assert deployed is not None  # else a problem
     extra = {}
     if condition is not None:

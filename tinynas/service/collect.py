@@ -19,7 +19,8 @@ from firmware_bridge.recorder import Recorder
 from tinynas.errors import TinynasError
 from tinynas.service.collection import Collection
 from tinynas.service.config import config_hint
-from tinynas.service.context import Phase, ServiceContext, Transition, to
+from tinynas.service.context import CollectionCancelled, Phase, ServiceContext, Transition, to
+from tinynas.service.onboarding import cancelled
 from tinynas.service.rewear_recording import UNLABELLED, record_unlabelled
 from tinynas.service.rewear_request import flow_plan
 from tinynas.service.status_views import channel_levels
@@ -60,6 +61,7 @@ class _StatusPrompter(Prompter):
                         return True
                     service.refuse(f"redo request for {wanted.get('user')!r} ignored: the collection is "
                                    f"{service.state.user}'s")
+                service.check_cancel()
                 left = deadline - time.monotonic()
                 if left <= 0 or service.stopping.wait(min(0.1, left)):
                     return False
@@ -94,6 +96,7 @@ def _wait_for_continue(service: ServiceContext, what: str, countdown: int, redon
                                           countdown_ends=time.time() + countdown)
                 return
             service.refuse(f"continue request for {wanted.get('user')!r} ignored: the collection is {user}'s")
+        service.check_cancel()
         if service.stopping.wait(0.2):
             raise KeyboardInterrupt  # the service stops; the state resumes at this block
 
@@ -109,6 +112,8 @@ def collect(service: ServiceContext) -> Transition:
         service.recorder = recorder
         try:
             record_unlabelled(service, flow, recorder)
+        except CollectionCancelled:
+            return cancelled(service)
         finally:
             service.recorder = None
             recorder.close()
@@ -158,12 +163,17 @@ def collect(service: ServiceContext) -> Transition:
                                  on_announce=announced,
                                  confirm=lambda label: wait_for_confirmation(service, label, plan.countdown),
                                  redon=lambda: wait_for_redon(service, plan.countdown),
+                                 waiting=service.check_cancel,  # `onboard --cancel`, the page's button: at once
                                  on_result=lambda _label, kept: service.collection.update(
                                      phase="kept" if kept else "not kept", go=None, go_at=None,
                                      accepted=sum(guide.done_counts().values())))  # counted from the session
         done = guide.done_counts()
         service.collection.accepted = sum(done.values())
         guide.run()
+    except CollectionCancelled:
+        # Every accepted window is on disk (fsynced when accepted); the recorder is closed below, before the runner
+        # saves the new state.
+        return cancelled(service)
     finally:
         service.recorder = None
         recorder.close()

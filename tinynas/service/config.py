@@ -391,3 +391,13 @@ def page_plans(config: ServiceConfig) -> list[str]:
     from firmware_bridge.plan import PRESETS
 
     return list(dict.fromkeys([config.plan, *PRESETS]))
+
+
+def page_url(config: ServiceConfig) -> str:
+    """The status page's address as a user opens it: with the token (`?token=`) when the page asks for one; without
+    it the page answers only how to get in."""
+    from urllib.parse import quote
+
+    host = f"[{config.http_host}]" if ":" in config.http_host else config.http_host
+    url = f"http://{host}:{config.http_port}/"
+    return url + f"?token={quote(config.http_token, safe='')}" if config.http_token else url

@@ -33,7 +33,7 @@ from tinynas.service.models import remember
 from tinynas.service.paths import ServicePaths, pending_requests
 from tinynas.service.state import Phase, RewearFlow, ServiceState, load_state, save_state
 
-__all__ = ["Phase", "ServiceContext", "ServiceError", "Transition", "to"]
+__all__ = ["CollectionCancelled", "Phase", "ServiceContext", "ServiceError", "Transition", "to"]
 
 if TYPE_CHECKING:
     from tinynas.study.pool import WorkerPool
@@ -72,6 +72,11 @@ class ServiceError(TinynasError, RuntimeError):
     """A service that cannot run (no device, bad config)."""
 
 
+class CollectionCancelled(Exception):
+    """The user of the running collection asked to cancel it (`ServiceContext.check_cancel`): not an error, so never
+    a pause (`collect.collect` ends the collection, its recordings kept)."""
+
+
 class ServiceContext:
     """The service as its steps and threads see it (the runner adds the loop that steps it)."""
 
@@ -108,6 +113,9 @@ class ServiceContext:
         """When this service started running (time.time_ns): requests left before it are not for it."""
         self.stopping = threading.Event()
         """Set when the service stops: every loop and wait ends on it."""
+        self.flow_requests = threading.Lock()
+        """Held while onboarding and recalibration requests are taken (IDLE / SERVING) or refused (during a flow), so
+        that a request is never both started and refused."""
         self._lock = threading.Lock()
 
     def open(self) -> ServiceContext:
@@ -163,6 +171,25 @@ class ServiceContext:
     def requests(self, kind: str) -> list[tuple[Path, dict]]:
         """Pending requests of one kind, oldest first; unreadable ones are dropped with a log line."""
         return pending_requests(self.paths.requests, kind)
+
+    def cancel_requested(self, what: str) -> bool:
+        """Whether the running flow's user asked to cancel it (`tinynas onboard --cancel`, the page's button); a cancel
+        for another user is refused (`what`: the flow, e.g. "collection")."""
+        asked = False
+        for path, wanted in self.requests("cancel"):
+            path.unlink(missing_ok=True)
+            if wanted.get("user") == self.state.user:
+                asked = True
+            else:
+                self.refuse(f"cancel request for {wanted.get('user')!r} ignored: the running {what} is "
+                            f"{self.state.user}'s")
+        return asked
+
+    def check_cancel(self) -> None:
+        """Raise CollectionCancelled when the running collection's user asked to cancel it: called wherever a
+        collection waits (the guide's countdowns and samples, a confirmation, the rest after a window)."""
+        if self.cancel_requested("collection"):
+            raise CollectionCancelled
 
     def idle_phase(self) -> Phase:
         """Where the service rests: SERVING when a model is deployed, else IDLE."""

@@ -83,7 +83,8 @@ class StoredModel:
         cost = self.card.cost_estimate or {}
         held = self.deployed.held_out or self.card.int8_test or {}
         summary = {**base, "task": self.deployed.task, "accuracy": self.deployed.accuracy,
-                   "held_out": {key: held[key] for key in ("hits", "windows", "interval", "measure") if key in held},
+                   "held_out": {key: held[key] for key in ("hits", "windows", "interval", "measure", "unit",
+                                                             "window_hits", "window_count") if key in held},
                    "runtime": self.card.runtime, "ram_bytes": cost.get("peak_ram_bytes"),
                    "architecture": readable(self.card.name) if self.card.name else None,
                    "changed_by": self.deployed.changed_by or "",

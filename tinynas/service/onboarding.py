@@ -18,6 +18,7 @@ from tinynas.anomaly.conditions import LIVE
 from tinynas.atomic import atomic_write_text
 from tinynas.card import read_card
 from tinynas.errors import TinynasError, user_message
+from tinynas.service.busy import FLOWS, refusal
 from tinynas.service.collection import Collection
 from tinynas.service.config import config_hint
 from tinynas.service.context import Phase, ServiceContext, Transition, to
@@ -38,6 +39,27 @@ def _stamp() -> str:
 
 def take_request(service: ServiceContext) -> Transition | None:
     """The transition into the first acceptable onboarding (or else re-wear) request; None when there was none."""
+    with service.flow_requests:  # not refused meanwhile (refuse_while_busy) as if a flow ran
+        return _take_request(service)
+
+
+def refuse_while_busy(service: ServiceContext) -> None:
+    """Refuse every onboarding and recalibration request while a flow runs, in one line saying what runs and how to
+    cancel it (`busy.refusal`): never kept to start by itself once the flow ends. Called by a side thread
+    (threads.refuse_new_flows) every 0.2 s, whatever the main thread is busy with."""
+    with service.flow_requests:
+        if service.state.state not in FLOWS:
+            return
+        for kind in ("onboard", "recalibrate"):
+            for path, wanted in service.requests(kind):
+                path.unlink(missing_ok=True)
+                user = wanted.get("user")
+                asked = (f"recalibration of {user}" if kind == "recalibrate" else
+                         f"more recordings for {user}" if "more" in wanted else f"onboarding of {user}")
+                service.refuse(refusal(service.state, service.config, asked))
+
+
+def _take_request(service: ServiceContext) -> Transition | None:
     for path, wanted in service.requests("onboard"):
         path.unlink(missing_ok=True)
         user = wanted.get("user")
@@ -211,13 +233,20 @@ def while_paused(service: ServiceContext) -> Transition | None:
             if kind == "continue":
                 log.info("collection of %s continues", state.user)
                 return to(Phase.COLLECTING, paused="", error="")
-            kept = state.session
-            service.collection = Collection()
-            why = f"collection of {state.user} cancelled; its recordings are kept in {kept}"
-            flow = service.ended_rewear("cancelled", why + "; the old model stays")
-            return to(service.idle_phase(), paused="", session="", study="", error=why, rewear=flow)
+            return cancelled(service)
     service.stopping.wait(0.2)
     return None
+
+
+def cancelled(service: ServiceContext) -> Transition:
+    """The end of a collection its user cancelled (paused or running): every window accepted stays in the session
+    folder; the service rests again, serving the model it served before (or IDLE)."""
+    state = service.state
+    service.collection = Collection()
+    why = f"collection of {state.user} cancelled; its recordings are kept in {state.session}"
+    log.info("%s", why)
+    flow = service.ended_rewear("cancelled", why + "; the old model stays")
+    return to(service.idle_phase(), paused="", session="", study="", error=why, rewear=flow)
 
 
 def pause(service: ServiceContext, exc: BaseException) -> Transition:

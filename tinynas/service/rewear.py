@@ -71,18 +71,6 @@ def _figures(outcome: RewearOutcome) -> str:
     return "; ".join(parts)
 
 
-def _cancel_requested(service: ServiceContext, user: str) -> bool:
-    cancelled = False
-    for path, wanted in service.requests("cancel"):
-        path.unlink(missing_ok=True)
-        if wanted.get("user") == user:
-            cancelled = True
-        else:
-            service.refuse(f"cancel request for {wanted.get('user')!r} ignored: the running recalibration is "
-                            f"{user}'s")
-    return cancelled
-
-
 def recalibrate_step(service: ServiceContext) -> Transition | None:
     """RECALIBRATING: run the change in a child, then swap only an accepted model (see module docstring)."""
     flow = service.state.rewear
@@ -108,7 +96,7 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
     child = rewear_child.start(job, job_path, log_path)
     try:
         while child.poll() is None:
-            if _cancel_requested(service, flow.user):
+            if service.cancel_requested("recalibration"):
                 child.kill()
                 child.wait()
                 shutil.rmtree(staging, ignore_errors=True)

@@ -31,6 +31,7 @@ def record_unlabelled(service: ServiceContext, flow: RewearFlow, recorder) -> No
     # read from the ring (read from it before it held one, the start was 0, the empty ring's, and the windows
     # labelled samples the session never held).
     while not recorder.latest_sample:
+        service.check_cancel()
         if service.stopping.wait(0.05):
             raise KeyboardInterrupt
     start = recorder.latest_sample
@@ -39,6 +40,7 @@ def record_unlabelled(service: ServiceContext, flow: RewearFlow, recorder) -> No
     service.collection = Collection(total=1, accepted=0, plan="unlabelled")
     for attempt in range(1, UNLABELLED_ATTEMPTS + 1):
         while recorder.latest_sample < start + total:
+            service.check_cancel()  # nothing recorded is labelled yet: a cancel drops only the stream's recording
             if service.stopping.wait(0.1):
                 raise KeyboardInterrupt  # stopping: nothing recorded is labelled yet; the next start records again
         # A link that dropped samples or a device that restarted (unplugged) leaves a gap no window may span:

@@ -45,7 +45,7 @@ from tinynas.study import Study
 from tinynas.study.journal import Journal
 from tinynas.trial import Fidelity
 from tinynas.units import parse_duration
-from tinynas.verdict import deploy_gate, held_out, per_class
+from tinynas.verdict import RECORDINGS, deploy_gate, held_out, per_class
 
 log = logging.getLogger(__name__)
 
@@ -166,9 +166,10 @@ def deploy(service: ServiceContext) -> Transition:
     preprocessing = Preprocessing.from_card(card)
     classes = len(windows.class_names)
     result = run_int8(tflite, preprocessing.apply(windows.x[test])) if len(test) else None
-    cut = held_out(result.predictions if result is not None else [], windows.y[test])
-    cut_counts = {**cut.to_dict(), **per_class(result.predictions if result is not None else [], windows.y[test],
-                                             classes)}
+    said = result.predictions if result is not None else np.zeros(0, dtype=int)
+    # Windows cut with a hop share their recording: counted over recordings, each right by most of its windows.
+    cut = held_out(said, windows.y[test], windows.groups[test])
+    cut_counts = {**cut.to_dict(), **per_class(said, windows.y[test], classes, windows.groups[test])}
     plan = load_plan(state.plan)
     rule, answered = serving_rule(plan, state.session, tflite, preprocessing, windows, split,
                                   card.get("selection"))
@@ -185,10 +186,12 @@ def deploy(service: ServiceContext) -> Transition:
                   "support": [(stream.per_class.get(name) or {}).get("signs", 0) for name in windows.class_names]}
     else:
         held, what, counts = cut, "held-out windows", cut_counts
-    verdict = deploy_gate(held, config.min_accuracy, classes, len(test) / max(len(windows), 1), what)
+    # The share of what is recorded that lands on the held-out side, in the unit counted (what one more step adds).
+    share = (len(np.unique(windows.groups[test])) / max(len(np.unique(windows.groups)), 1)
+             if held is cut and cut.unit == RECORDINGS else len(test) / max(len(windows), 1))
+    verdict = deploy_gate(held, config.min_accuracy, classes, share, what)
     if verdict.decision != "deploy":
-        gate = outcome(verdict, counts, windows.class_names, plan, state.user, len(test) / max(len(windows), 1),
-                       config_hint(config))
+        gate = outcome(verdict, counts, windows.class_names, plan, state.user, share, config_hint(config))
         log.warning("%s", gate.words())
         # One more step is a normal state, not an error: the page shows it as such, with the button for it.
         return to(service.idle_phase(), error=gate.words() if gate.decision == "refuse" else "", gate=gate)

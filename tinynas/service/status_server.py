@@ -144,6 +144,17 @@ class _BoundedServer(ThreadingHTTPServer):
         log.debug("status client %s: %s", client_address, sys.exc_info()[1])
 
 
+def _token_page(given: bool) -> bytes:
+    """What a browser without the right token is shown: a short page saying how to get in."""
+    why = "The token in this address is not this service's." if given else "This page needs the service's token."
+    return ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>tinynas: token needed</title>"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"></head><body>"
+            f"<h1>tinynas on this device</h1><p>{why}</p>"
+            "<p>Open the address that <code>tinynas onboard</code> prints: it ends in <code>?token=...</code>. Or add "
+            "<code>?token=</code> and the <code>http_token</code> of the service's config to this address; "
+            "<code>tinynas service config --config PATH</code> prints that config.</p></body></html>").encode()
+
+
 class _Handler(BaseHTTPRequestHandler):
     """One request to a StatusServer: the checks (length, Host, token; for an action also origin, anti-forgery value
     and body size), then the status, the page, an action or a download."""
@@ -202,7 +213,11 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         query = parse_qs(urlparse(self.path).query)
         if not self._authorised(query):
-            self._json(401, {"error": "token required"})
+            given = bool(query.get("token") or self.headers.get("Authorization"))
+            if "text/html" in self.headers.get("Accept", ""):  # a person's browser: how to get in, not bare JSON
+                self._send(401, _token_page(given), _HTML)
+            else:
+                self._json(401, {"error": "wrong token" if given else "token required"})
             return None
         return query
 

@@ -1,8 +1,9 @@
 """The service's side threads, each a loop until the service stops: the device stream reader, live
-inference, the status file writer and the stop-request watcher.
+inference, the status file writer, the stop-request watcher and the refuser of new flows while one runs.
 
 The state machine runs in the main thread (`runner.Service`); these only read its state, except the
-inference loop, which records why a deployed model cannot be served (`ServiceContext.update(error=...)`).
+inference loop, which records why a deployed model cannot be served, and the refuser, which records why a request
+was refused (`ServiceContext.update(error=...)`; neither changes the phase).
 
 Every side thread runs under `supervise`: an exception is logged with its traceback, counted in
 `status` ("threads"), and the loop is started again after a short pause, so no thread can die silently
@@ -28,6 +29,7 @@ from tinynas.modes import Task
 from tinynas.service.chip_check import check_chip
 from tinynas.service.context import ServiceContext
 from tinynas.service.inference import LiveClassifier, LiveScorer
+from tinynas.service.onboarding import refuse_while_busy
 from tinynas.service.paths import request_time_ns
 from tinynas.service.status import write_status_file
 from tinynas.verdict import served_accuracy
@@ -161,6 +163,13 @@ def write_status(service: ServiceContext) -> None:
         write_status_file(service)
 
 
+def refuse_new_flows(service: ServiceContext) -> None:
+    """Refuse a new onboarding or recalibration while a flow runs (`onboarding.refuse_while_busy`), within 0.2 s,
+    whatever the main thread's step is doing (a collection, a search)."""
+    while not service.stopping.wait(0.2):
+        refuse_while_busy(service)
+
+
 def watch_requests(service: ServiceContext) -> None:
     """Turn a stop request into SIGTERM, so that it stops the service as systemd does, from any phase."""
     requests = service.paths.requests
@@ -176,7 +185,7 @@ def watch_requests(service: ServiceContext) -> None:
             os.kill(os.getpid(), signal.SIGTERM)
 
 
-EARLY_THREADS = (write_status, watch_requests)
+EARLY_THREADS = (write_status, watch_requests, refuse_new_flows)
 """Run from the start, before any device is there (status page and stop requests work without one)."""
 DEVICE_THREADS = (read_stream, serve, check_chip)
 """Run once the device said HELLO."""

@@ -67,8 +67,10 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
     x_test, y_test = study.test_set()
     int8 = run_int8(tflite, x_test)
     int8_accuracy = int8.accuracy(y_test)
-    int8_test = {**held_out(int8.predictions, y_test).to_dict(),
-                 **per_class(int8.predictions, y_test, len(study.windows.class_names))}
+    # Over the recordings the test windows come from when they share them (windows cut with a hop overlap).
+    groups = study.test_groups()
+    int8_test = {**held_out(int8.predictions, y_test, groups).to_dict(),
+                 **per_class(int8.predictions, y_test, len(study.windows.class_names), groups)}
     budget = study.budget
     cost = budget.estimate(winner.architecture)
     anomaly = None

@@ -210,11 +210,16 @@ def write_report(out_dir: Path, trials: list[Trial], winner: Trial, card: ModelC
 
 
 def _held_out_text(card: ModelCard) -> str:
-    """'; 30 of 40 windows, 95 % interval 0.60-0.86; recall per class: ...' (empty for cards without the count)."""
+    """'; 30 of 40 windows right, 95 % interval 0.60-0.86; recall per class: ...' (empty for cards without the count);
+    recall and support over recordings where the count is."""
     held = card.int8_test or {}
     try:
         low, high = held["interval"]
-        text = f"; {held['hits']} of {held['windows']} windows right, 95% interval {low:.3f}-{high:.3f}"
+        # Over recordings when the test windows share them (cut with a hop): the interval counts those.
+        counted = (f"{held['hits']} of {held['windows']} recordings right by most of their windows ("
+                   f"{held.get('window_hits')} of {held.get('window_count')} windows)"
+                   if held.get("unit") == "recordings" else f"{held['hits']} of {held['windows']} windows right")
+        text = f"; {counted}, 95% interval {low:.3f}-{high:.3f}"
     except (KeyError, TypeError, ValueError):
         return ""
     recall = held.get("recall") or []

@@ -139,6 +139,12 @@ class Study:
             return self.preprocessing.apply(self.test_windows.x), self.preprocessing.labels_for(self.test_windows)
         return self.preprocessing.apply(self.windows.x[self.split.test]), self.windows.y[self.split.test]
 
+    def test_groups(self) -> np.ndarray:
+        """The recording each window of `test_set` was cut from (the split's groups)."""
+        if self.test_windows is not None and self.anomaly is None:
+            return self.test_windows.groups
+        return self.windows.groups[self.split.test]
+
     def run(self) -> StudyResult:
         """Search until the strategy finishes or the budget runs out, then export the winner."""
         if getattr(multiprocessing.current_process(), "_inheriting", False):

@@ -15,7 +15,7 @@ from tinynas.card import DamagedCard, read_card
 from tinynas.sweep.run import Sweep
 from tinynas.verdict import wilson
 
-COLUMNS = ("accuracy", "hits", "windows", "interval_low", "interval_high", "ram_bytes", "flash_bytes", "macs",
+COLUMNS = ("accuracy", "hits", "windows", "unit", "interval_low", "interval_high", "ram_bytes", "flash_bytes", "macs",
            "target_ram_bytes", "target_flash_bytes", "seconds", "status")
 
 
@@ -34,8 +34,9 @@ def rows(sweep: Sweep) -> list[dict[str, Any]]:
                 hits, windows = test.get("hits"), test.get("windows")
                 if isinstance(hits, int) and isinstance(windows, int) and windows > 0:
                     low, high = wilson(hits, windows)
+                    # hits of windows, or of the recordings overlapping test windows were cut from (their "unit")
                     row.update(accuracy=hits / windows, hits=hits, windows=windows, interval_low=round(low, 4),
-                               interval_high=round(high, 4))
+                               interval_high=round(high, 4), unit=test.get("unit") or "windows")
                 cost = card.cost_estimate
                 row.update(ram_bytes=cost.get("peak_ram_bytes"), flash_bytes=cost.get("flash_bytes"),
                            macs=cost.get("macs"), target_ram_bytes=card.target.get("ram_bytes"),
@@ -59,7 +60,8 @@ def write_tables(sweep: Sweep, goal: float | None = None) -> str:
     lines = [f"# Sweep of {len(sweep.cells)} searches in {sweep.out}", "",
              f"{counts['done']} done, {counts['failed']} failed, {counts['running'] + counts['pending']} not run. "
              f"Fixed: {_fixed(sweep)}. Accuracy: int8, on each search's own test windows (count and 95 % Wilson "
-             f"interval); RAM, flash and MACs: the cost model's estimate for the target.", "",
+             f"interval; over the recordings, each by most of its windows, where windows share them); RAM, flash "
+             f"and MACs: the cost model's estimate for the target.", "",
              "| cell | " + " | ".join(axes) + " | int8 accuracy | RAM | flash | MACs | wall | status |",
              "|---" * (len(axes) + 7) + "|"]
     for number, row in enumerate(table, 1):
@@ -165,7 +167,8 @@ def _accuracy(row: dict) -> str:
     if row["accuracy"] is None:
         return "-"
     low, high = row["interval_low"], row["interval_high"]
-    return f"{row['accuracy']:.3f} ({row['hits']}/{row['windows']}, {low:.2f}-{high:.2f})"
+    unit = " recordings" if row.get("unit") == "recordings" else ""
+    return f"{row['accuracy']:.3f} ({row['hits']}/{row['windows']}{unit}, {low:.2f}-{high:.2f})"
 
 
 def _mean_sd(values: list[float]) -> str:

@@ -12,7 +12,10 @@ const text = (id, value) => { $(id).textContent = value; };
 const kib = (bytes) => (bytes / 1024).toFixed(1) + " KiB";
 const pct = (x) => (100 * x).toFixed(0) + " %";
 // "75 % (3 of 4 held-out windows, 95 % interval 30-95 %)": an accuracy is never shown without what it rests on.
-const verdict = (h, what = "held-out windows") => (h && h.windows) ? `${pct(h.hits / h.windows)} (${h.hits} of ${h.windows} ${what}, ` +
+// Windows cut with a hop share their recording: then the count is of recordings (tinynas.verdict.describe).
+const counted = (h, what) => h.unit !== "recordings" ? what :
+  what.replace("windows", "recordings") + (h.window_count != null ? `, ${h.window_hits} of their ${h.window_count} windows right` : "");
+const verdict = (h, what = "held-out windows") => (h && h.windows) ? `${pct(h.hits / h.windows)} (${h.hits} of ${h.windows} ${counted(h, what)}, ` +
   `95 % interval ${(100 * h.interval[0]).toFixed(0)}-${(100 * h.interval[1]).toFixed(0)} %)` : null;
 const minutes = (seconds) => seconds >= 90 ? `${Math.round(seconds / 60)} min` : `${Math.max(0, Math.round(seconds))} s`;
 let hint = "";  // " --config PATH" when the service runs with a config file: the page's commands must name it
@@ -149,7 +152,8 @@ function drawPerClass(h, classes) {  // recall per class and the confusion matri
   const box = $("per-class");
   box.innerHTML = "";
   if (!h || !h.confusion || !classes.length) return;
-  el("div", { class: "muted", text: "On the held-out windows (rows: what was performed; columns: what the model said):" }, box);
+  const what = h.unit === "recordings" ? "recordings (each by most of its windows)" : "windows";
+  el("div", { class: "muted", text: `On the held-out ${what} (rows: what was performed; columns: what the model said):` }, box);
   const table = el("table", { class: "confusion" }, box);
   const head = el("tr", {}, table);
   el("th", { text: "" }, head);
@@ -353,12 +357,12 @@ function drawActions(s, now) {
     text("gate-title", g.decision === "undecided" ? `One more step for ${g.user}` : `${g.user}'s new model was not served`);
     text("gate-text", g.decision === "undecided" ?
       `${g.text}. Record ${g.more_per_class} more per class (about ${Math.max(1, Math.round(g.minutes))} min; ` +
-      `${g.adds_held_out} more held-out windows)` + (g.needed_per_class > g.more_per_class ? ", then the gate decides again." : ".") :
+      `${g.adds_held_out} more held-out ${g.unit || "windows"})` + (g.needed_per_class > g.more_per_class ? ", then the gate decides again." : ".") :
       `${g.text}. ${g.command}`);
     const list = $("gate-recall");
     list.innerHTML = "";
     Object.entries(g.recall || {}).forEach(([name, value]) =>
-      el("li", { text: `${name}: ${value == null ? "no held-out window" : pct(value)}` }, list));
+      el("li", { text: `${name}: ${value == null ? `no held-out ${g.unit === "recordings" ? "recording" : "window"}` : pct(value)}` }, list));
     text("gate-advice", g.advice || "");
   }
   show("more-box", step);
@@ -367,6 +371,9 @@ function drawActions(s, now) {
     $("more").dataset.user = g.user;
     $("more").dataset.count = String(g.more_per_class);
   }
+  // Nothing to do in this state (searching, deploying): no empty "Do" card.
+  show("actions", ["more-box", "collect-actions", "onboard-form", "serve-actions", "condition-box", "switch-box"]
+    .some((id) => !$(id).hidden));
   const d = s.deployed || {};
   const box = $("downloads");
   // The served model's files as the service lists them (tinynas.service.models.DOWNLOADS): one owner of the names.
@@ -463,7 +470,9 @@ async function refresh() {
   last = s;
   clockOffset = s.time - Date.now() / 1000;
   hint = s.config_hint || "";
-  document.querySelectorAll(".config-hint").forEach((node) => { node.textContent = hint; });
+  // The config's path said once, above the commands, not after each of them.
+  document.querySelectorAll(".config-hint").forEach((node) => { node.textContent = hint.trim(); });
+  show("config-note", !!hint);
   const r = s.rewear || {};
   text("state", ({ IDLE: "Idle", COLLECTING: "Recording", SEARCHING: "Searching", SERVING: "Serving",
                    RECALIBRATING: "Recalibrating" }[s.state] || s.state) + (s.paused ? " - paused" : ""));
