@@ -45,6 +45,10 @@ def test_a_served_accuracy_says_what_it_was_measured_on():
     checked = {**HeldOut(10, 12).to_dict(), "measure": "float, cross-validated over the new repetitions"}
     assert served_accuracy(checked, 0.8333) == ("accuracy 83% (10 of 12 new windows, float, cross-validated over "
                                                 "the new repetitions; 95% interval 55%-95%)")
+    # a re-wear judged on today's stream: signs, not windows
+    signs = {**HeldOut(7, 8).to_dict(), "measure": "float, cross-validated over the new repetitions, on today's "
+                                                   "stream as serving answers"}
+    assert served_accuracy(signs).startswith("signs recognised 88% (7 of 8 signs of today's wear, float, ")
     assert served_accuracy(None, 0.5) == "int8 accuracy 0.500" and served_accuracy({}, None).endswith("not measured")
 
 

@@ -112,11 +112,13 @@ def served_accuracy(held: dict | None, accuracy: float | None = None) -> str:
     `accuracy` only for a record that kept no count."""
     measure = (held or {}).get("measure")
     stream = measure == "on the stream"  # the deploy gate's: held-out signs answered as serving answers them
+    rewear_stream = bool(measure) and not stream and "stream" in str(measure)  # a re-wear's signs of today's wear
     words = describe(held or {}, "held-out signs, answered as live on the stream" if stream else
+                     f"signs of today's wear, {measure}" if rewear_stream else
                      f"new windows, {measure}" if measure else "held-out windows")
     if words == "-":
         words = "not measured" if accuracy is None else f"{accuracy:.3f}"
-    return ("signs recognised " if stream else "accuracy " if measure else "int8 accuracy ") + words
+    return ("signs recognised " if stream or rewear_stream else "accuracy " if measure else "int8 accuracy ") + words
 
 
 def shared_recordings(groups) -> bool:

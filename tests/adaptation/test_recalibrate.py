@@ -181,11 +181,11 @@ def test_a_re_wear_whose_classes_fail_on_the_stream_is_judged_there_and_accepted
     today_pair = result.paired["today"]
     assert today_pair["unit"] == "signs on today's stream" and today_pair["windows"] == 12
     assert "on today's stream as serving answers" in today_pair["measure"]
-    failing = result.paired["failing_today"]
+    failing = result.stream["failing_today"]
     assert failing and all(": " in item and " of 3" in item for item in failing)  # e.g. "B: 0 of 3"
     assert result.accepted, result.reason
     assert "today the old model recognises" in result.reason and failing[0] in result.reason
-    old, new = result.paired["stream_today"]["old model"], result.paired["stream_today"][result.selection["chosen"]]
+    old, new = result.stream["today"]["old model"], result.stream["today"][result.selection["chosen"]]
     assert new["recognised"] > old["recognised"] and today_pair["better"] > today_pair["worse"]
 
 
@@ -197,7 +197,9 @@ def test_the_same_re_wear_recording_is_decided_the_same_way_with_the_same_figure
     first, second = runs
     assert first.paired["today"]["windows"] == 12  # judged on the stream, so the stream's figures are compared
     assert (first.accepted, first.reason, first.selection) == (second.accepted, second.reason, second.selection)
-    assert json.dumps(first.paired, sort_keys=True) == json.dumps(second.paired, sort_keys=True)
+    for figures in ("paired", "stream"):
+        assert json.dumps(getattr(first, figures), sort_keys=True) == json.dumps(getattr(second, figures),
+                                                                                 sort_keys=True)
 
 
 def _todays_stream(folder):

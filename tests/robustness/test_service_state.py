@@ -104,7 +104,7 @@ def test_status_reports_a_damaged_state_in_one_line(tmp_path):
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert "Traceback" not in run.stderr
-    assert "state IDLE" in run.stdout and "the deployed model has no user" in run.stdout
+    assert "state: IDLE" in run.stdout and "the deployed model has no user" in run.stdout
 
 
 @pytest.mark.parametrize("name", ["..", ".", ".hidden", "a/b", "", "x" * 65, "al ice", "bob\n", "é"])

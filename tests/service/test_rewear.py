@@ -292,7 +292,7 @@ def test_kill_mid_recalibration_keeps_the_old_model_serving(rewear):
 def _not_worse(paired: dict) -> bool:
     """The paired counts a recalibration was accepted on: better on at least as many windows as worse."""
     better = sum(part["better"] for part in paired.values())
-    return better >= sum(part["worse"] for part in paired.values())
+    return better >= sum(part["worse"] for part in paired.values())  # paired holds only paired counts
 
 
 @pytest.mark.slow
@@ -305,12 +305,13 @@ def test_accepted_recalibration_is_swapped_in(rewear):
     # Accepted on the rule of `recalibrate.decide`: over today's and the onboarding's windows together, better on at
     # least as many as worse (today's accuracy alone may drop a window while the onboarding's gains more).
     assert _not_worse(flow["figures"]["paired"]), flow["figures"]
-    # What is served says what its accuracy was measured on: the new windows, each held out once by the
-    # cross-validation over the repetitions (float), with their count and interval.
+    # What is served says what its accuracy was measured on: today's signs, each repetition held out once by the
+    # cross-validation over the repetitions (float), answered along today's stream as serving answers, with their
+    # count and interval.
     checked = deployed["held_out"]
-    assert checked["measure"] == "float, cross-validated over the new repetitions"
+    assert checked["measure"] == "float, cross-validated over the new repetitions, on today's stream as serving answers"
     assert checked["hits"] / checked["windows"] == pytest.approx(after, abs=1e-3) and checked["windows"] >= 8
-    assert "new windows, float, cross-validated" in notes["status_text_accepted"]
+    assert "signs of today's wear, float, cross-validated" in notes["status_text_accepted"]
     assert deployed["model"] == str(Path(flow["final"]) / "model.tflite") and Path(deployed["model"]).exists()
     assert (deployed["replaced"] == notes["deployed_after_rejection"]["model"]
             and deployed["changed_by"] == "recalibrate")

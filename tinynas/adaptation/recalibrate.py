@@ -117,6 +117,9 @@ class RecalibrateResult:
     paired: dict = field(default_factory=dict)
     """What the decision rests on: for today's wear and the onboarding test, the windows where the new model is
     right and the old wrong (better), the other way round (worse), and what measured them."""
+    stream: dict = field(default_factory=dict)
+    """Judged on the stream (a `StreamCheck`): each model's verdict on today's stream ("today") and on the
+    onboarding's ("onboarding"), and the classes the old model fails today ("failing_today"); {} otherwise."""
 
     def text(self) -> str:
         lines = [f"recalibrated on {self.windows} labelled windows in {self.seconds:.1f} s: "
@@ -563,17 +566,18 @@ def recalibrate(model_path: str | Path, windows: Windows, out_dir: str | Path, *
                           if cross_validated else "int8 on held-out new windows"},
                 "onboarding": {**onboarding.to_dict(), "measure": "int8 on the onboarding's held-out signs, on its "
                                "stream as serving answers" if onboarding_stream else
-                               "int8 on the onboarding's test windows"},
-                **({"stream_today": selection["stream"], "failing_today": selection["failing_today"]}
-                   if selection is not None and "stream" in selection else {}),
-                **({"stream_onboarding": onboarding_stream} if onboarding_stream else {})}
+                               "int8 on the onboarding's test windows"}}
+    stream = {**({"today": selection["stream"], "failing_today": selection["failing_today"]}
+                 if selection is not None and "stream" in selection else {}),
+              **({"onboarding": onboarding_stream} if onboarding_stream else {})}
     problems = decide(today, onboarding, test_before, test_after, recipe.max_forgetting)
-    failing = measured.get("failing_today") or []
+    failing = stream.get("failing_today") or []
     said_today = (f"; today the old model recognises {', '.join(failing)} of their signs" if failing else "")
     if problems:
         reason = ("rejected: " + "; ".join(problems) + said_today + ". The old model stays. Next: " + NEXT_STEP)
         return RecalibrateResult(None, False, reason, len(tune), verify_windows, seconds, verify_before,
-                                 verify_after, test_before, test_after, None, selection, cross_validated, measured)
+                                 verify_after, test_before, test_after, None, selection, cross_validated, measured,
+                                 stream)
     reason = ("accepted: " + "; ".join(part for part in (today.describe(TODAY) if today.windows else "",
                                                           onboarding.describe(ONBOARDING)
                                                           if onboarding.windows else "") if part) + said_today
@@ -588,4 +592,4 @@ def recalibrate(model_path: str | Path, windows: Windows, out_dir: str | Path, *
     card = changed_card(source, tflite, pre, entry, test_after)
     write_model_dir(out, source, model, tflite, card)
     return RecalibrateResult(out, True, reason, len(tune), verify_windows, seconds, verify_before, verify_after,
-                             test_before, test_after, card, selection, cross_validated, measured)
+                             test_before, test_after, card, selection, cross_validated, measured, stream)

@@ -75,6 +75,9 @@ class RewearOutcome:
     """What cross-validation compared: each recipe's accuracy."""
     paired: dict | None = None
     """What a recalibration's decision rests on: paired counts on today's wear and on the onboarding test."""
+    stream: dict | None = None
+    """A recalibration judged on the stream (`RecalibrateResult.stream`): each model's verdict on today's and the
+    onboarding's streams, and the classes the old model fails today."""
     confidence: Pair | None = None
     """Adapt's mean confidence on the new windows, old and new model (no labels: not accuracy)."""
     old_threshold_flagged: float | None = None
@@ -89,7 +92,8 @@ class RewearOutcome:
         for key, value in (("verify_windows", self.verify_windows), ("seconds", self.seconds),
                            ("verify", self.verify), ("confidence", self.confidence),
                            ("old_threshold_flagged", self.old_threshold_flagged), ("test", self.test),
-                           ("chosen", self.chosen), ("compared", self.compared), ("paired", self.paired)):
+                           ("chosen", self.chosen), ("compared", self.compared), ("paired", self.paired),
+                           ("stream", self.stream)):
             if value is not None or (recalibrated and key in ("chosen", "compared")):
                 data[key] = list(value) if isinstance(value, tuple) else value
         return data
@@ -105,7 +109,7 @@ class RewearOutcome:
             return cls(accepted=bool(data["accepted"]), reason=str(data["reason"]), windows=int(data["windows"]),
                        seconds=float(data["seconds"]), test=_pair(data.get("test")), verify=_pair(data.get("verify")),
                        verify_windows=data.get("verify_windows"), chosen=data.get("chosen"),
-                       compared=data.get("compared"), paired=data.get("paired"),
+                       compared=data.get("compared"), paired=data.get("paired"), stream=data.get("stream"),
                        confidence=_pair(data.get("confidence")),
                        old_threshold_flagged=data.get("old_threshold_flagged"))
         except (KeyError, TypeError) as exc:

@@ -350,7 +350,8 @@ def _cmd_service_models(args: argparse.Namespace) -> int:
         measure = row["held_out"].get("measure") if row["held_out"] else None
         # Every figure says what it measured: the onboarding's held-out windows, or a re-wear's new windows.
         quality = ("anomaly scorer" if row["task"] == "anomaly" else
-                   describe(row["held_out"], f"windows of today's wear, {measure}" if measure else
+                   describe(row["held_out"], f"{'signs' if 'stream' in measure else 'windows'} of today's wear, "
+                                             f"{measure}" if measure else
                             "held-out windows of the onboarding") if row["held_out"] else
                    f"accuracy {_figure(row['accuracy'], '.0%', 'not measured')}")
         print(f"{'*' if row['served'] else ' '} {row['user']:<12} {row['id']:<24} made {made}  {quality}; "

@@ -122,7 +122,7 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
     figures = _figures(outcome)
     recorded = outcome.to_dict()
     flow = flow.moved(figures={key: recorded[key] for key in ("verify", "confidence", "test", "chosen", "compared",
-                                                              "paired") if key in recorded})
+                                                              "paired", "stream") if key in recorded})
     if not outcome.accepted:
         shutil.rmtree(staging, ignore_errors=True)
         # The old model stays, and what it did today is said: the page never goes on claiming the onboarding's
@@ -135,12 +135,12 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
 def _today(outcome: RewearOutcome) -> dict | None:
     """The served model on today's wear, from a re-wear's stream verdict: its signs recognised and the classes it
     fails (None: judged on windows, or nothing judged)."""
-    stream = (outcome.paired or {}).get("stream_today") or {}
+    stream = (outcome.stream or {}).get("today") or {}
     old = stream.get("old model")
     if not isinstance(old, dict):
         return None
     return {"signs": old.get("signs"), "recognised": old.get("recognised"), "interval": old.get("interval"),
-            "failing": list((outcome.paired or {}).get("failing_today") or []), "when": time.time(),
+            "failing": list((outcome.stream or {}).get("failing_today") or []), "when": time.time(),
             "measure": "today's re-wear recording, each repetition held out, float, on the stream as serving answers"}
 
 
@@ -186,7 +186,7 @@ def _checked_on(outcome: RewearOutcome) -> dict | None:
         return None
     on_stream = "stream" in str(((outcome.paired or {}).get("today") or {}).get("measure", ""))
     return {**HeldOut(int(round(after * windows)), windows).to_dict(),
-            "measure": "float, cross-validated over the new repetitions" + (", signs on today's stream as serving "
+            "measure": "float, cross-validated over the new repetitions" + (", on today's stream as serving "
                                                                             "answers" if on_stream else "")}
 
 

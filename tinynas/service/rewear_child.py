@@ -99,7 +99,7 @@ def _job(job: RewearJob) -> RewearOutcome:
                              chosen=result.selection["chosen"] if result.selection else None,
                              compared=result.selection["accuracy"] if result.selection else None,
                              # what the decision rests on: paired counts on today's wear and on the onboarding test
-                             paired=result.paired)
+                             paired=result.paired, stream=result.stream or None)
 
     adapted = adapt(job.source, windows, job.staging, spec=job.spec, condition=job.condition or None)
     source = Path(job.source)
