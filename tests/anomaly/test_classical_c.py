@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tinynas.anomaly import classical
-from tinynas.anomaly.classical_c import SCORE_TOLERANCE, generate_classical_c
+from tinynas.anomaly.classical_c import SCORE_TOLERANCE, generate_classical_c, host_scores
 from tinynas.data.synthetic import vibration
 
 HARNESS = r"""
@@ -104,3 +104,24 @@ def test_the_linked_scorer_fits_the_cost_the_search_gives_it(tmp_path, arm_toolc
     assert section[".bss"] <= costed["peak_ram_bytes"] - classical.STACK_BYTES + 16
     # The estimate is not loose either: within 1.5 KiB of what links.
     assert costed["flash_bytes"] - section[".text"] < 1536
+
+
+@pytest.mark.parametrize(("length", "channels"), [(256, 1), (200, 2)], ids=["real FFT", "direct DFT, two channels"])
+def test_a_dead_sensor_scores_the_same_number_in_c_and_is_anomalous_there_too(tmp_path, c_compiler, length,
+                                                                              channels):
+    """All zero (the bundle's main.c printed `score -nan: normal` for it), stuck at a value, or one dead channel of
+    two: the C score is the Python score, a number, and the verdict anomalous in both."""
+    normal, faults = _windows(length, channels)
+    scorer = classical.fit(normal[::2], faults[::3])
+    threshold = float(np.quantile(scorer.score(normal[1::2]), 0.95))
+    source, header = generate_classical_c(scorer, threshold, "model_compiled.h", "tinynas", "test")
+    dead = np.zeros((4, length, channels), np.float32)
+    dead[1], dead[2] = 0.37, -1.5
+    dead[3] = normal[0]
+    dead[3][:, 0] = 0.0 if channels > 1 else 0.2
+    got = host_scores(source, header, dead, tmp_path, c_compiler)
+    python = scorer.score(dead)
+    assert np.isfinite(got).all() and np.isfinite(python).all()
+    assert (python >= classical.DEAD_SCORE).all() and (got[:, 1] == 1).all()
+    assert np.all(np.abs(got[:, 0] - python) <= SCORE_TOLERANCE * (1 + python))
+

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tinynas.anomaly.baseline import BANDS, STATISTICS, band_edges
-from tinynas.anomaly.classical import ClassicalScorer, is_power_of_two
+from tinynas.anomaly.baseline import BANDS, FLOOR, STATISTICS, band_edges
+from tinynas.anomaly.classical import DEAD_SCORE, ClassicalScorer, is_power_of_two
 from tinynas.anomaly.conditions import Condition
 from tinynas.c_names import include_guard
 from tinynas.deploy.c_prepare import ROUND_HALF_EVEN, float_literal
@@ -57,7 +57,8 @@ def generate_classical_c(scorer: ClassicalScorer, threshold: float, header_name:
         + f"#define {upper}_INPUT_SCALE {float_literal(scorer.input_scale)}\n"
         + "/* Anomaly scorer (classical: features + Gaussian): score = squared Mahalanobis distance of the window's\n"
         + " * features; a window is anomalous when score > the threshold, set on held-out normal windows for the\n"
-        + " * false-alarm rate in card.json (anomaly.false_alarm_rate). */\n"
+        + " * false-alarm rate in card.json (anomaly.false_alarm_rate). A window with a channel that holds one value\n"
+        + f" * throughout (a dead or stuck sensor) scores at least {DEAD_SCORE:g}: anomalous. */\n"
         + f"#define {upper}_ANOMALY_THRESHOLD {float_literal(threshold)}\n\n"
         + _conditions_header(kept, prefix, upper)
         + f"/* Scores one window (input[{upper}_INPUT_SIZE]) and writes *score; returns 1 if it is anomalous,\n"
@@ -77,7 +78,8 @@ def generate_classical_c(scorer: ClassicalScorer, threshold: float, header_name:
                for c in conditions), "kept conditions read one input"
     lower = [c.scorer.cholesky[i, j] for c in conditions for i in range(d) for j in range(i + 1)]
     parts = [banner, "#include <math.h>\n", f"#include \"{header_name}\"\n\n",
-             f"#define T {length}\n#define C {channels}\n#define D {d}\n#define BANDS {BANDS}\n\n",
+             f"#define T {length}\n#define C {channels}\n#define D {d}\n#define BANDS {BANDS}\n",
+             f"#define FEATURE_FLOOR {float_literal(FLOOR)}\n#define DEAD_SCORE {float_literal(DEAD_SCORE)}\n\n",
              _floats("mean", [c.scorer.mean for c in conditions]), _floats("cholesky", lower),
              _floats("thresholds", [c.threshold for c in conditions]) if kept else "",
              f"static const int16_t edges[BANDS + 1] = {{{', '.join(map(str, edges))}}};\n",
@@ -180,32 +182,42 @@ static void band_energies(float *bands) {
 """
 
 _FEATURES = r"""
+/* A channel of this window holds one value throughout (a dead or stuck sensor): its features are defined (guarded
+ * divisions), and the window scores at least DEAD_SCORE under every condition: anomalous. */
+static int dead;
+
 static void features(const int16_t *input) {
+  dead = 0;
   for (int c = 0; c < C; ++c) {
     float sum = 0.0f, squares = 0.0f, peak = 0.0f;
+    int flat = 1;
     for (int t = 0; t < T; ++t) {
       const float x = UPPER_INPUT_SCALE * (float)input[t * C + c];
       sum += x;
       squares += x * x;
       if (fabsf(x) > peak) peak = fabsf(x);
+      if (input[t * C + c] != input[c]) flat = 0;
     }
+    dead |= flat;
     const float mean_x = sum / T;
     float m2 = 0.0f, m3 = 0.0f, m4 = 0.0f;
     for (int t = 0; t < T; ++t) {
-      const float x = UPPER_INPUT_SCALE * (float)input[t * C + c] - mean_x;
+      /* a flat channel centred exactly: its moments are 0, whatever the rounding of its mean */
+      const float x = flat ? 0.0f : UPPER_INPUT_SCALE * (float)input[t * C + c] - mean_x;
       const float x2 = x * x;
       m2 += x2; m3 += x2 * x; m4 += x2 * x2;
       buffer[t] = x;
     }
-    const float variance = m2 / T + 1e-12f;
-    const float rms = sqrtf(squares / T) + 1e-12f;
+    const float variance = m2 / T + FEATURE_FLOOR;
+    const float rms = sqrtf(squares / T) + FEATURE_FLOOR;
     feature[0 * C + c] = logf(rms);
-    feature[1 * C + c] = logf((m4 / T) / (variance * variance));
-    feature[2 * C + c] = logf(peak / rms);
+    const float kurtosis = (m4 / T) / (variance * variance), crest = peak / rms;
+    feature[1 * C + c] = logf(kurtosis > FEATURE_FLOOR ? kurtosis : FEATURE_FLOOR);
+    feature[2 * C + c] = logf(crest > FEATURE_FLOOR ? crest : FEATURE_FLOOR);
     feature[3 * C + c] = (m3 / T) / (variance * sqrtf(variance));
     float bands[BANDS] = {0};
     band_energies(bands);
-    for (int b = 0; b < BANDS; ++b) feature[(4 + b) * C + c] = logf(bands[b] + 1e-12f);
+    for (int b = 0; b < BANDS; ++b) feature[(4 + b) * C + c] = logf(bands[b] + FEATURE_FLOOR);
   }
 }
 
@@ -219,7 +231,7 @@ static float distance(int k) {
     for (int i = j; i < D; ++i) dot += l[i * (i + 1) / 2 + j] * (feature[i] - m[i]);
     total += dot * dot;
   }
-  return total;
+  return dead && total < DEAD_SCORE ? DEAD_SCORE : total;
 }
 """
 
