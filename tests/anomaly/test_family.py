@@ -342,3 +342,29 @@ def test_the_device_lists_a_classical_folder_as_what_it_serves(chosen, tmp_path)
     assert listed["architecture"] == "features + Gaussian (classical)" and listed["runtime"] == "generated C, float32"
     assert listed["ram_bytes"] == cost["peak_ram_bytes"] and listed["held_out"] == {}
 
+
+def test_a_condition_named_with_comment_marks_and_quotes_builds_in_the_bundle(chosen, c_compiler, tmp_path):
+    """`tinynas adapt --condition 'load /* heavy "B"'`: the name is kept as given, and the bundle of the adapted
+    folder builds under -Wall -Wextra -Werror (the header named it in a comment, where `/*` failed the build)."""
+    from tinynas.deploy.bundle import firmware_zip
+
+    out, _ = chosen
+    heavy = only(machine(seed=32, count=260), [0])
+    type(heavy)(3.0 * heavy.x, heavy.y, heavy.groups, heavy.class_names, heavy.sample_rate_hz, heavy.channel_names,
+                heavy.provenance).save(tmp_path / "heavy.npz")
+    name = 'load /* heavy "B" */ \\'
+    ran = subprocess.run([sys.executable, "-m", "tinynas.cli", "adapt", str(out), "--data",
+                          f"npz:{tmp_path / 'heavy.npz'}", "--out", str(tmp_path / "two"), "--condition", name],
+                         capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stderr
+    assert [c.name for c in read_section(json.loads((tmp_path / "two" / "card.json").read_text())).conditions] == \
+        ["as searched", name]
+    with zipfile.ZipFile(io.BytesIO(firmware_zip(tmp_path / "two"))) as bundle:
+        bundle.extractall(tmp_path / "bundle")
+    (tmp_path / "bundle" / "names.c").write_text(
+        '#include <stdio.h>\n#include "model_compiled.h"\n'
+        'int print_names(void) { return puts(tinynas_condition_names[TINYNAS_CONDITIONS - 1]); }\n')
+    built = subprocess.run([c_compiler, "-std=c99", "-Wall", "-Wextra", "-Werror", "main.c", "names.c",
+                            "model_compiled.c", "-lm", "-o", "model"], cwd=tmp_path / "bundle", capture_output=True,
+                           text=True)
+    assert built.returncode == 0, built.stderr

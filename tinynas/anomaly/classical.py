@@ -233,6 +233,9 @@ soft-float arithmetic), its tables apart: measured for a 512-sample window with 
 (Cortex-M4F: 1,866 bytes; Cortex-M0: 6,634, of which the scorer's own code 1,536, its dead-channel guards 120 of
 them), rounded up. tests/anomaly/test_classical_c.py links it again and checks the estimate."""
 STACK_BYTES = 192
+CONDITION_NAME_BYTES = 48
+"""Flash per kept condition for its name in `PREFIX_condition_names`: a pointer and a name of up to 40 characters
+(`conditions.NAME_LENGTH`) with its NUL, as most are (one of 40 letters beyond ASCII takes up to 160 bytes)."""
 """The scorer's frame (120 bytes by -fstack-usage on Cortex-M0) and a library routine's below it."""
 
 
@@ -251,7 +254,7 @@ def cost(length: int, channels: int, core: str = "", conditions: int = 1) -> dic
     """RAM, flash and MACs of the generated C scorer (`tinynas.anomaly.classical_c`) for windows of `length` x
     `channels` on `core`: the int16 input, one float32 channel buffer transformed in place (a real FFT of a
     power-of-two length, else a direct DFT of its bins), the features, the Gaussian's tables (and distance) once per
-    kept operating condition, the code."""
+    kept operating condition (and its name), the code."""
     d = channels * (STATISTICS + BANDS)
     bins = length // 2
     if is_power_of_two(length):
@@ -264,7 +267,8 @@ def cost(length: int, channels: int, core: str = "", conditions: int = 1) -> dic
     ram = 2 * length * channels + 4 * length + 4 * d + STACK_BYTES
     code = CODE_BYTES["float unit" if has_float_unit(core) else "soft float"]
     gaussian = 4 * d + 4 * d * (d + 1) // 2 + (4 if conditions > 1 else 0)  # mean, factor (and threshold)
-    flash = tables + conditions * gaussian + 2 * (BANDS + 1) + code
+    names = conditions * CONDITION_NAME_BYTES if conditions > 1 else 0
+    flash = tables + conditions * gaussian + names + 2 * (BANDS + 1) + code
     macs = channels * (transform + 6 * length + bins) + conditions * (d * (d + 1) // 2 + d)
     return {"peak_ram_bytes": int(ram), "flash_bytes": int(flash), "macs": int(macs),
             "input_bytes": 2 * length * channels,
