@@ -67,3 +67,30 @@ def test_the_code_is_costed_with_or_without_a_float_unit(core, unit):
 def test_a_window_that_is_not_a_power_of_two_is_costed_as_a_direct_dft():
     fft, dft = classical.cost(512, 1), classical.cost(500, 1)
     assert dft["macs"] > 10 * fft["macs"] and "direct DFT" in dft["note"] and "real FFT" in fft["note"]
+
+
+def _dead_windows(length: int, channels: int, normal: np.ndarray) -> np.ndarray:
+    """A dead sensor (all zero), one stuck at a value (positive, negative), and a window with one dead channel of
+    `channels` beside normal running."""
+    dead = np.zeros((4, length, channels), np.float32)
+    dead[1], dead[2] = 0.37, -1.5
+    dead[3] = normal[0]
+    dead[3][:, 0] = 0.0 if channels > 1 else 0.2
+    return dead
+
+
+def test_a_dead_sensor_scores_a_number_and_is_anomalous():
+    """A window that holds one value throughout (zero variance, zero RMS) had NaN features (log 0, 0 / 0): a NaN
+    score is not above any threshold, so a dead sensor read as normal running."""
+    normal, faults = _machine(noise=0.5)
+    data = prepare(normal, "auto", 0, 0.05)
+    found = classical.candidate(data, 0.05)
+    dead = _dead_windows(256, 1, normal.x)
+    scores = found.scorer.score(dead)
+    assert np.isfinite(scores).all() and (scores >= classical.DEAD_SCORE).all()
+    assert (scores > found.threshold.value).all()
+    # One sample off the stuck value is a live (if odd) signal: scored as such, finite, not floored.
+    nearly = dead[1].copy()
+    nearly[5] += 0.01
+    assert np.isfinite(found.scorer.score(nearly[None])).all()
+    assert (found.scorer.score(normal.x[data.calibration]) < classical.DEAD_SCORE).all()

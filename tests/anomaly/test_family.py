@@ -4,6 +4,7 @@ and it is what the folder exports, evaluates, bundles and adapts (issue 59)."""
 import io
 import json
 import subprocess
+import sys
 import zipfile
 
 import numpy as np
@@ -79,7 +80,30 @@ def test_the_firmware_bundle_builds_and_runs_the_classical_scorer(chosen, c_comp
                             "model"], cwd=tmp_path, capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
     ran = subprocess.run(["./model"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True)
-    assert ran.stdout.startswith("score ") and ran.stdout.strip().endswith(("anomalous", "normal"))
+    # Its window of zeros is a dead sensor: a number, and anomalous (it printed `score -nan: normal`).
+    assert ran.stdout.strip() == "score 1e+06: anomalous", ran.stdout
+
+
+def test_evaluate_calls_a_dead_sensor_anomalous_on_the_command_line(chosen, tmp_path):
+    """`tinynas evaluate` on windows of a dead sensor (all zero) and of one stuck at a value, beside normal running:
+    every dead window flagged, a number in the report (no NaN), the normal windows as before."""
+    from tinynas.data.windows import Windows
+
+    out, _ = chosen
+    normal = only(machine(seed=31, count=40), [0])
+    dead = np.zeros((20, LENGTH, 1), np.float32)
+    dead[10:] = 0.8
+    data = Windows(np.concatenate([normal.x, dead]), np.r_[np.zeros(len(normal.x), int), np.ones(20, int)],
+                   np.r_[normal.groups, ["dead-sensor"] * 20], ("normal", "dead sensor"), normal.sample_rate_hz)
+    data.save(tmp_path / "dead.npz")
+    ran = subprocess.run([sys.executable, "-m", "tinynas.cli", "evaluate", str(out), "--data",
+                          f"npz:{tmp_path / 'dead.npz'}", "--json"], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    assert "nan" not in ran.stdout.lower()
+    report = json.loads(ran.stdout)
+    detected = report["classes"]["dead sensor"]["detected"]
+    assert detected["flagged"] == detected["windows"] == 20 and report["classes"]["dead sensor"]["auroc"] == 1.0
+    assert report["false_alarms"]["windows"] == len(normal.x)
 
 
 def test_adapting_to_a_new_condition_fits_the_gaussian_again(chosen, tmp_path):
@@ -317,3 +341,30 @@ def test_the_device_lists_a_classical_folder_as_what_it_serves(chosen, tmp_path)
     cost = json.loads((out / "card.json").read_text())["anomaly"]["family_choice"]["classical"]["cost"]
     assert listed["architecture"] == "features + Gaussian (classical)" and listed["runtime"] == "generated C, float32"
     assert listed["ram_bytes"] == cost["peak_ram_bytes"] and listed["held_out"] == {}
+
+
+def test_a_condition_named_with_comment_marks_and_quotes_builds_in_the_bundle(chosen, c_compiler, tmp_path):
+    """`tinynas adapt --condition 'load /* heavy "B"'`: the name is kept as given, and the bundle of the adapted
+    folder builds under -Wall -Wextra -Werror (the header named it in a comment, where `/*` failed the build)."""
+    from tinynas.deploy.bundle import firmware_zip
+
+    out, _ = chosen
+    heavy = only(machine(seed=32, count=260), [0])
+    type(heavy)(3.0 * heavy.x, heavy.y, heavy.groups, heavy.class_names, heavy.sample_rate_hz, heavy.channel_names,
+                heavy.provenance).save(tmp_path / "heavy.npz")
+    name = 'load /* heavy "B" */ \\'
+    ran = subprocess.run([sys.executable, "-m", "tinynas.cli", "adapt", str(out), "--data",
+                          f"npz:{tmp_path / 'heavy.npz'}", "--out", str(tmp_path / "two"), "--condition", name],
+                         capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stderr
+    assert [c.name for c in read_section(json.loads((tmp_path / "two" / "card.json").read_text())).conditions] == \
+        ["as searched", name]
+    with zipfile.ZipFile(io.BytesIO(firmware_zip(tmp_path / "two"))) as bundle:
+        bundle.extractall(tmp_path / "bundle")
+    (tmp_path / "bundle" / "names.c").write_text(
+        '#include <stdio.h>\n#include "model_compiled.h"\n'
+        'int print_names(void) { return puts(tinynas_condition_names[TINYNAS_CONDITIONS - 1]); }\n')
+    built = subprocess.run([c_compiler, "-std=c99", "-Wall", "-Wextra", "-Werror", "main.c", "names.c",
+                            "model_compiled.c", "-lm", "-o", "model"], cwd=tmp_path / "bundle", capture_output=True,
+                           text=True)
+    assert built.returncode == 0, built.stderr

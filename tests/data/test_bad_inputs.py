@@ -247,3 +247,64 @@ def test_an_npy_that_is_not_one_never_advises_unpickling(tmp_path):
     with pytest.raises(DataError, match=r"ok\.npy: holds Python objects, not numbers") as info2:
         load_windows(f"folder:{tmp_path}?rate=200")
     assert "allow_pickle" not in str(info.value) + str(info2.value)
+
+
+_PEAK = """
+import sys
+from tinynas.cli import main
+
+def peak():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM"):
+            return int(line.split()[1]) * 1024
+
+before = peak()
+code = main(sys.argv[1:])
+print(before, peak(), file=sys.stdout)
+sys.exit(code)
+"""
+
+
+def _peak(*args: str) -> tuple[int, int, str]:
+    """`tinynas ARGS` in a fresh interpreter: (exit code, bytes its peak memory grew by while it ran, stderr)."""
+    import subprocess
+    import sys
+
+    ran = subprocess.run([sys.executable, "-c", _PEAK, *args], capture_output=True, text=True, timeout=600)
+    before, after = map(int, ran.stdout.split()[-2:])
+    return ran.returncode, after - before, ran.stderr
+
+
+def test_millions_of_windows_with_long_names_are_refused_before_memory_grows(tmp_path):
+    """1.56 M one-sample windows of two CSV files named with 200 characters: 6 MB of samples, but every window keeps
+    its file's name as numpy text (4 bytes a character, and a copy when the recordings are counted): they peaked at
+    4.2 GB while the check counted 1.6 GB. Refused now on the true bytes, in one line, before they are built."""
+    name = "r" * 200
+    values = np.random.default_rng(0).integers(0, 100, (780_000, 1))
+    for label in ("a", "b"):
+        (tmp_path / "rec" / label).mkdir(parents=True)
+        np.savetxt(tmp_path / "rec" / label / f"{name}.csv", values, fmt="%d")
+    code, grew, stderr = _peak("data", "inspect", f"folder:{tmp_path / 'rec'}?window=1&rate=100")
+    lines = stderr.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("tinynas: error: "), stderr
+    assert "1,560,000 windows x 1 samples x 1 channel(s) would take 3.8 GiB" in lines[0]
+    assert "1,616 for its 202 characters of names), above the 2 GiB limit" in lines[0]
+    assert grew < 400 * 2**20, f"grew by {grew / 2**20:.0f} MiB before refusing"
+    # The same windows named shortly are 1,048 bytes each by the count (433 measured): loaded.
+    (tmp_path / "rec" / "a" / f"{name}.csv").rename(tmp_path / "rec" / "a" / "x.csv")
+    (tmp_path / "rec" / "b" / f"{name}.csv").rename(tmp_path / "rec" / "b" / "x.csv")
+    code, grew, stderr = _peak("data", "inspect", f"folder:{tmp_path / 'rec'}?window=1&rate=100")
+    assert code == 0, stderr
+
+
+def test_a_small_npz_that_unpacks_into_millions_of_windows_is_refused_from_its_headers(tmp_path):
+    """A compressed .npz of 70 kB whose x holds 6 M one-sample windows (and no groups: each window would be named
+    its own): refused from its arrays' headers before any is read."""
+    np.savez_compressed(tmp_path / "many.npz", x=np.zeros((6_000_000, 1), np.float32),
+                        y=np.zeros(6_000_000, np.int8), sample_rate_hz=100.0)
+    assert (tmp_path / "many.npz").stat().st_size < 1 << 20
+    code, grew, stderr = _peak("data", "inspect", f"npz:{tmp_path / 'many.npz'}")
+    lines = stderr.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "6,000,000 windows x 1 samples x 1 channel(s) would take" in lines[0]
+    assert "above the 2 GiB limit; split the file, or keep fewer windows" in lines[0]
+    assert grew < 100 * 2**20, f"grew by {grew / 2**20:.0f} MiB before refusing"

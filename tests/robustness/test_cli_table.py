@@ -80,6 +80,7 @@ def test_bad_input_is_one_line_and_changes_nothing(row: Row, tmp_path, assets, c
             run = cli_in_process(*args, cwd=workspace)
         after = snapshot(workspace)  # while a read-only mount is still in place, as `before` saw it
     finally:
+        assets.close_devices()  # a board a setup started on a pseudo-terminal
         for folder in [m for m in assets.mounts if workspace in m.parents]:
             subprocess.run(["umount", str(folder)], check=False)
             assets.mounts.remove(folder)

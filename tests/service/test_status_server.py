@@ -204,3 +204,81 @@ def test_a_request_that_fails_inside_is_answered_with_one_line_and_logged(caplog
     finally:
         server.stop()
     assert sum("failed with an internal error" in record.message for record in caplog.records) == 2
+
+
+@pytest.mark.slow  # a real anomaly search on the command line (about a minute), then the service's threads
+def test_a_scorer_the_command_line_made_is_served_with_the_services_alarm(tmp_path, caplog):
+    """`tinynas search --task anomaly` writes no serving.alarm (the service adds it when it deploys its own): such a
+    folder, served by `tinynas serve`, turned /status.json into a 500 and the status thread into a traceback twice
+    a second (KeyError 'k'). Served now with the config's alarm (alarm_k of alarm_n, what the live scorer raises
+    by), through the real serve and status threads and the real status server; a dead sensor raises the alarm."""
+    import logging
+    import sys
+
+    import numpy as np
+
+    from firmware_bridge.link import Link
+    from firmware_bridge.protocol import Hello, Samples
+    from firmware_bridge.ring import SampleRing
+    from tests.support.anomaly_machine import LENGTH, machine, only
+    from tinynas.service import threads
+    from tinynas.service.config import load_config
+    from tinynas.service.context import ServiceContext
+    from tinynas.service.device import Device
+    from tinynas.service.onboarding import take_request
+    from tinynas.service.status import page_snapshot
+
+    normal = only(machine(seed=2, count=200), [0])
+    normal.save(tmp_path / "normal.npz")
+    searched = subprocess.run([sys.executable, "-m", "tinynas.cli", "search", "--task", "anomaly", "--data",
+                               f"npz:{tmp_path / 'normal.npz'}", "--target", "STM32C011F6P6", "--out",
+                               str(tmp_path / "out"), "--budget", "40s", "--epochs", "1", "--final-epochs", "1",
+                               "--false-alarm-rate", "0.05", "--strategy", "random", "--scorer", "classical"],
+                              capture_output=True, text=True, timeout=900)
+    assert searched.returncode == 0, searched.stderr
+    assert "serving" not in json.loads((tmp_path / "out" / "card.json").read_text())
+    data_dir = tmp_path / "service"
+    shutil.copytree(tmp_path / "out", data_dir / "profiles" / "motor" / "deployed" / "20261207-080000")
+    config_file = tmp_path / "service.toml"
+    config_file.write_text(f'data_dir = "{data_dir}"\nalarm_k = 2\nalarm_n = 4\nhop_seconds = {LENGTH / 12000}\n')
+    asked = subprocess.run([sys.executable, "-m", "tinynas.cli", "serve", "--user", "motor", "--config",
+                            str(config_file)], capture_output=True, text=True, timeout=300)
+    assert asked.returncode == 0, asked.stderr
+    service = ServiceContext(load_config(config_file)).open()
+    ring = SampleRing(1, 100 * LENGTH)
+    service.device = Device(Link("loop://"), Hello("motor", "1", 1, 12000.0, "int16"), ring)
+    service.apply(take_request(service))  # what the idle service does with the request `tinynas serve` left
+    assert service.state.deployed is not None and service.state.deployed.scorer
+    caplog.set_level(logging.INFO)
+    side = [threads.supervise(service, name, loop) for name, loop in (("serve", threads.serve),
+                                                                      ("write_status", threads.write_status))]
+    server = StatusServer(lambda: page_snapshot(service), port=free_port()).start()
+    try:
+        url = f"http://127.0.0.1:{server.address[1]}/status.json"
+        deadline, sent, scored = time.monotonic() + 120, 0, 0
+        while True:
+            # The motor's sensor, a window per hop: normal running (until five are scored), then dead (all zero).
+            window = normal.x[sent % len(normal.x)] if scored < 5 else np.zeros((LENGTH, 1), np.float32)
+            ring.add(Samples(sent * LENGTH, window))
+            sent += 1
+            status = json.loads(urllib.request.urlopen(url, timeout=30).read())  # a 500 raises here
+            scored = max(scored, len(status["predictions"]))
+            if status.get("alarm", {}).get("raised") or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        while not (data_dir / "status.json").is_file() and time.monotonic() < deadline:  # written twice a second
+            time.sleep(0.1)
+        written = json.loads((data_dir / "status.json").read_text())  # what `tinynas service status` reads
+    finally:
+        server.stop()
+        service.stopping.set()
+        for thread in side:
+            thread.join(30)
+    alarm = status["alarm"]
+    assert alarm["raised"] and alarm["score"] >= 1e6  # the dead sensor: anomalous, a number
+    assert alarm["debounce"] == "2 of the last 4 windows above the threshold"
+    assert written["alarm"]["debounce"] == alarm["debounce"]
+    assert [p["smoothed"] for p in status["predictions"]][-1] == "ALARM"
+    assert any(p["label"] == "normal" for p in status["predictions"])  # normal running read as such before
+    assert status["threads"]["serve"]["restarts"] == 0 and status["threads"]["write_status"]["restarts"] == 0
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text

@@ -56,12 +56,27 @@ class Assets:
     scratch: Callable[[str], Path]
     """Makes a new empty folder (named after its argument) for a setup's own files."""
     mounts: list[Path] = field(default_factory=list)
+    devices: list = field(default_factory=list)
+    """Boards a setup started on pseudo-terminals (`tests.support.hil_board.PtyBoard`): `close_devices` ends them."""
     _float_model: bytes | None = None
+    _int8_model: Path | None = None
 
     def float_model(self) -> bytes:
         if self._float_model is None:
             self._float_model = _build_float_model(self.scratch("float-model") / "model.tflite")
         return self._float_model
+
+    def int8_model(self) -> Path:
+        """A tiny int8 model folder with its generated C runtime (`tests.support.hil_board.make_model`), made once."""
+        if self._int8_model is None:
+            from tests.support.hil_board import make_model
+
+            self._int8_model = make_model(self.scratch("int8-model") / "model")
+        return self._int8_model
+
+    def close_devices(self) -> None:
+        while self.devices:
+            self.devices.pop().close()
 
     def mount_read_only(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -207,6 +222,53 @@ def _fifo(name: str) -> Callable[[Path, Assets], None]:
         (w / name).parent.mkdir(parents=True, exist_ok=True)
         os.mkfifo(w / name)
     return setup
+
+
+def _bad_board(**odd) -> Callable[[Path, Assets], None]:
+    """A copy of the tiny int8 model in {w}/model, its test firmware's folder in {w}/fw, and a board on a
+    pseudo-terminal ({w}/tty, a link to it) that answers its profile with the `odd` numbers (hil_board.Answers)."""
+    def setup(w: Path, assets: Assets) -> None:
+        import shutil
+
+        from tests.support.hil_board import PtyBoard, answers_for, firmware_folder
+
+        model = Path(shutil.copytree(assets.int8_model(), w / "model"))
+        firmware_folder(model, w / "fw")
+        board = PtyBoard(answers_for(model, **odd))
+        assets.devices.append(board)
+        (w / "tty").symlink_to(board.port)
+    return setup
+
+
+HIL_BOARD = ("hil", "{w}/model", "--port", "{w}/tty", "--firmware", "{w}/fw", "--data",
+             "synthetic:vibration?length=64&windows_per_class=2&windows_per_recording=2", "--timeout", "60")
+"""`tinynas hil` of the tiny model against the board `_bad_board` starts (tests.support.hil_board.SPEC's windows)."""
+
+
+def _csv_classes(name: str, lines: int) -> Callable[[Path, Assets], None]:
+    """A folder spec's two classes, each one CSV file of `lines` one-value lines named `name`."""
+    def setup(w: Path, assets: Assets) -> None:
+        text = "".join(f"{i % 100}\n" for i in range(lines)).encode()
+        for label in ("a", "b"):
+            _file(f"rec/{label}/{name}.csv", text)(w, assets)
+    return setup
+
+
+def _compressed_npz(w: Path, assets: Assets) -> None:
+    import numpy as np
+
+    np.savez_compressed(w / "many.npz", x=np.zeros((6_000_000, 1), np.float32), y=np.zeros(6_000_000, np.int8),
+                        sample_rate_hz=100.0)
+
+
+def _long_named_session(w: Path, assets: Assets) -> None:
+    import numpy as np
+
+    from tests.support.sessions import write_session
+
+    rng = np.random.default_rng(0)
+    write_session(w / "s" / ("s" * 100), [(label, rng.normal(size=(400_000, 1))) for label in ("a", "b")],
+                  rate=100.0, rest=rng.normal(size=(200, 1)), classes=("a", "b"))
 
 
 def _with_config(setup: Callable[[Path, Assets], None]) -> Callable[[Path, Assets], None]:
@@ -507,6 +569,12 @@ ROWS = [
         "epochs must be an integer from 1 to 10000", setup=_file("c.toml", b'epochs = 100000\n')),
     Row("search-c-prefix-not-a-c-name", ("search", "--data", "synthetic:emg", "--target", "STM32F030F4P6", "--out",
                                          "{w}/run", "--c-prefix", "my-model"), "--c-prefix: C prefix 'my-model'"),
+    # A condition's name reaches generated C (issue 68): the ones no condition can have are refused before the
+    # model is opened; the printable ones with /*, */ or quotes build (tests/anomaly/test_classical_c.py).
+    *(Row(f"adapt-condition-{name}", ("adapt", "{w}/nothing", "--data", "synthetic:vibration", "--out", "{w}/new",
+                                      "--condition", value), "give a name of 1 to 40 printable characters")
+      for name, value in (("line-break", "heavy\nload"), ("tab", "heavy\tload"), ("live", "live"),
+                          ("41-characters", "x" * 41), ("blank", "   "), ("escape-sequence", "\x1b[31mred"))),
     Row("collect-baud-0", ("collect", "--port", "{w}/nope", "--plan", "gestures4", "--out", "{w}/session",
                            "--baud", "0"), "--baud must be at least 1"),
     # rows fixed by other slices of issue 16 (data loaders, journal safety, service config)
@@ -526,6 +594,14 @@ ROWS = [
     Row("data-csv-not-a-number", ("search", "--data", "folder:{w}/rec?rate=100", "--target", "STM32F030F4P6",
                                   "--out", "{w}/run"), "y.csv line 2",
         setup=lambda w, a: (_file("rec/a/x.csv", b"1,2\n3,4\n")(w, a), _file("rec/b/y.csv", b"1,2\n3,x\n")(w, a))),
+    # Millions of tiny windows whose names are long (issue 68): the memory check counts every window's names (numpy
+    # text, 4 bytes a character, and a copy), refused before they are built; an .npz from its arrays' headers.
+    Row("data-folder-millions-of-windows-long-names", ("data", "inspect", "folder:{w}/rec?window=1&rate=100"),
+        "1,560,000 windows x 1 samples x 1 channel(s) would take 3.8 GiB", setup=_csv_classes("r" * 200, 780_000)),
+    Row("data-npz-unpacks-into-millions-of-windows", ("data", "inspect", "npz:{w}/many.npz"),
+        "6,000,000 windows x 1 samples x 1 channel(s) would take", setup=_compressed_npz),
+    Row("data-session-millions-of-windows-long-names", ("data", "inspect", "session:{w}/s?window=1"),
+        "characters of names), above the 2 GiB limit; raise hop", setup=_long_named_session),
     Row("journal-empty-on-resume", (*TINY_SEARCH, "--resume"), "journal", fresh=True,
         setup=_finished_run_with_empty_journal),
     Row("journal-foreign-sqlite", TINY_SEARCH, "journal", setup=_foreign_journal, fresh=True),
@@ -663,6 +739,23 @@ ROWS = [
     Row("hil-qemu-board-without-emulator", ("hil", "{w}/nothing", "--qemu", "nrf52840-dk"), "has no emulator"),
     Row("hil-both-qemu-and-port", ("hil", "{w}/nothing", "--qemu", "microbit", "--port", "/dev/null"),
         "not allowed with argument"),
+    # A board whose profile holds numbers its firmware cannot send (issue 68): refused at the protocol in one line,
+    # before any window, nothing written into the card (tests/hil/test_hil_numbers.py: the same at any window).
+    Row("hil-board-output-count-400-digits", HIL_BOARD, "the board answered an output count of a 400-digit number "
+        "which is not a count of outputs (1 to 4,294,967,295); not recorded",
+        setup=_bad_board(sizes="64," + "9" * 400)),
+    Row("hil-board-output-count-negative", HIL_BOARD, "the board answered an output count of -4 which is not",
+        setup=_bad_board(sizes="64,-4")),
+    Row("hil-board-input-size-a-word", HIL_BOARD, "the board answered an input size of 'sixty-four' which is not a "
+        "size in bytes", setup=_bad_board(sizes="sixty-four,4")),
+    Row("hil-board-counter-rate-zero", HIL_BOARD, "the board answered a counter rate of 0 which is not a rate in Hz",
+        setup=_bad_board(counter="cycles,0")),
+    Row("hil-board-counter-rate-beyond-32-bit", HIL_BOARD, "a counter rate of 4294967296 which is not a rate in Hz",
+        setup=_bad_board(counter="cycles,4294967296")),
+    Row("hil-board-stack-available-negative", HIL_BOARD, "an available stack of -1 which is not a size in bytes",
+        setup=_bad_board(stack_available="-1")),
+    Row("hil-board-stack-available-400-digits", HIL_BOARD, "an available stack of a 400-digit number which is not",
+        setup=_bad_board(stack_available="9" * 400)),
     Row("firmware-unknown-board", ("firmware", "{w}/nothing", "--board", "esp32", "--out", "{w}/fw"),
         "unknown board 'esp32'"),
     Row("firmware-board-file-binary", ("firmware", "{w}/nothing", "--board", "{w}/b.toml", "--out", "{w}/fw"),

@@ -29,20 +29,36 @@ def band_edges(length: int) -> list[int]:
     return [int(v) for v in np.linspace(1, length // 2 + 1, BANDS + 1).astype(int)]
 
 
+FLOOR = 1e-12
+"""Added to the variance, the RMS and the band energies, and the least a kurtosis or a crest factor is taken to be
+before its log: a channel that does not move (a dead sensor, one stuck at a value) has zero variance and zero
+spread, and its features must still be numbers (a NaN score compares as normal running)."""
+
+
+def flat_channels(x: np.ndarray) -> np.ndarray:
+    """(n, C): whether each window's channel holds one value throughout (exactly: a dead or stuck sensor)."""
+    x = np.asarray(x)
+    return np.all(x == x[:, :1, :], axis=1)
+
+
 def features(x: np.ndarray) -> np.ndarray:
-    """(n, T, C) windows -> (n, C * (STATISTICS + BANDS)) features."""
+    """(n, T, C) windows -> (n, C * (STATISTICS + BANDS)) features, finite for every finite window: a flat channel
+    (`flat_channels`) is centred exactly (its mean is its value, so its moments are exactly 0, whatever the rounding
+    of a mean), and its kurtosis and crest factor are FLOOR (their ratios are 0 / FLOOR). The generated C computes
+    the same (`tinynas.anomaly.classical_c`)."""
     x = np.asarray(x, dtype=np.float64)
-    centred = x - x.mean(axis=1, keepdims=True)
-    variance = np.mean(centred ** 2, axis=1) + 1e-12
-    rms = np.sqrt(np.mean(x ** 2, axis=1)) + 1e-12
-    kurtosis = np.mean(centred ** 4, axis=1) / variance ** 2
+    flat = flat_channels(x)
+    centred = np.where(flat[:, None, :], 0.0, x - x.mean(axis=1, keepdims=True))
+    variance = np.mean(centred ** 2, axis=1) + FLOOR
+    rms = np.sqrt(np.mean(x ** 2, axis=1)) + FLOOR
+    kurtosis = np.maximum(np.mean(centred ** 4, axis=1) / variance ** 2, FLOOR)
     skewness = np.mean(centred ** 3, axis=1) / variance ** 1.5
-    crest = np.max(np.abs(x), axis=1) / rms
+    crest = np.maximum(np.max(np.abs(x), axis=1) / rms, FLOOR)
     power = np.abs(np.fft.rfft(centred, axis=1)) ** 2
     edges = band_edges(x.shape[1])
     bands = np.stack([power[:, a:b].sum(axis=1) for a, b in zip(edges[:-1], edges[1:])], axis=1)
     stats = np.stack([np.log(rms), np.log(kurtosis), np.log(crest), skewness], axis=1)
-    return np.concatenate([stats.reshape(len(x), -1), np.log(bands + 1e-12).reshape(len(x), -1)], axis=1)
+    return np.concatenate([stats.reshape(len(x), -1), np.log(bands + FLOOR).reshape(len(x), -1)], axis=1)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinynas.anomaly.baseline import BANDS, SHRINKAGE, STATISTICS, GaussianBaseline, features
+from tinynas.anomaly.baseline import BANDS, SHRINKAGE, STATISTICS, GaussianBaseline, features, flat_channels
 from tinynas.anomaly.threshold import Threshold, calibrate
 
 NAME = "features + Gaussian"
@@ -33,6 +33,22 @@ NAME = "features + Gaussian"
 INPUT_HEADROOM = 2.0
 """The int16 input's full scale, as a multiple of the largest |sample| of the normal training windows."""
 INT16_MAX = 32767
+DEAD_SCORE = 1e6
+"""The least a window with a dead channel (`dead_windows`) scores, under every kept condition: a sensor that sends
+one value throughout is not normal running. Normal windows score about the feature count (12 per channel: a
+squared Mahalanobis distance), so a threshold set on them is far below it, and such a window is anomalous; its
+features (`baseline.features`) are finite, so the score is a number, not NaN (which compares as normal). The
+generated C floors the same score (`tinynas.anomaly.classical_c`)."""
+
+
+def dead_windows(q: np.ndarray) -> np.ndarray:
+    """(n,): whether any channel of each int16 window (n, T, C) holds one value throughout."""
+    return np.any(flat_channels(q), axis=1)
+
+
+def floored(scores: np.ndarray, dead: np.ndarray) -> np.ndarray:
+    """`scores` with every dead window's raised to at least DEAD_SCORE."""
+    return np.where(dead, np.maximum(scores, DEAD_SCORE), scores)
 
 
 @dataclass(frozen=True)
@@ -66,11 +82,13 @@ class ClassicalScorer:
         return np.asarray(q, np.float64) * np.float64(np.float32(self.input_scale))
 
     def score_input(self, q: np.ndarray) -> np.ndarray:
-        """Scores of int16 windows (n, T, C): ||L^T (features - mean)||^2 (float64)."""
-        return self.score_features(features(self.dequantize(q)))
+        """Scores of int16 windows (n, T, C): ||L^T (features - mean)||^2 (float64), at least DEAD_SCORE for a
+        window with a dead channel."""
+        return floored(self.score_features(features(self.dequantize(q))), dead_windows(q))
 
     def score_features(self, f: np.ndarray) -> np.ndarray:
-        """Scores of windows' features (n, D) (`features` of what the int16 input reads)."""
+        """Scores of windows' features (n, D) (`features` of what the int16 input reads; not floored for dead
+        windows: `floored`)."""
         d = f - self.mean
         return np.sum((d @ self.cholesky) ** 2, axis=1)
 
@@ -209,12 +227,15 @@ def candidate(data, rate: float, core: str = "") -> ClassicalCandidate:
                               cost(windows.window_length, windows.channels, core), time.monotonic() - started)
 
 
-CODE_BYTES = {"float unit": 1800, "soft float": 6600}
+CODE_BYTES = {"float unit": 1900, "soft float": 6700}
 """Flash of the generated scorer's code with the float routines it calls (logf, sqrtf; without a float unit also the
 soft-float arithmetic), its tables apart: measured for a 512-sample window with arm-none-eabi-gcc -Os and picolibc
-(Cortex-M4F: 1,754 bytes; Cortex-M0: 6,514, of which the scorer's own code 1,416), rounded up.
-tests/anomaly/test_classical_c.py links it again and checks the estimate."""
+(Cortex-M4F: 1,866 bytes; Cortex-M0: 6,634, of which the scorer's own code 1,536, its dead-channel guards 120 of
+them), rounded up. tests/anomaly/test_classical_c.py links it again and checks the estimate."""
 STACK_BYTES = 192
+CONDITION_NAME_BYTES = 48
+"""Flash per kept condition for its name in `PREFIX_condition_names`: a pointer and a name of up to 40 characters
+(`conditions.NAME_LENGTH`) with its NUL, as most are (one of 40 letters beyond ASCII takes up to 160 bytes)."""
 """The scorer's frame (120 bytes by -fstack-usage on Cortex-M0) and a library routine's below it."""
 
 
@@ -233,7 +254,7 @@ def cost(length: int, channels: int, core: str = "", conditions: int = 1) -> dic
     """RAM, flash and MACs of the generated C scorer (`tinynas.anomaly.classical_c`) for windows of `length` x
     `channels` on `core`: the int16 input, one float32 channel buffer transformed in place (a real FFT of a
     power-of-two length, else a direct DFT of its bins), the features, the Gaussian's tables (and distance) once per
-    kept operating condition, the code."""
+    kept operating condition (and its name), the code."""
     d = channels * (STATISTICS + BANDS)
     bins = length // 2
     if is_power_of_two(length):
@@ -246,7 +267,8 @@ def cost(length: int, channels: int, core: str = "", conditions: int = 1) -> dic
     ram = 2 * length * channels + 4 * length + 4 * d + STACK_BYTES
     code = CODE_BYTES["float unit" if has_float_unit(core) else "soft float"]
     gaussian = 4 * d + 4 * d * (d + 1) // 2 + (4 if conditions > 1 else 0)  # mean, factor (and threshold)
-    flash = tables + conditions * gaussian + 2 * (BANDS + 1) + code
+    names = conditions * CONDITION_NAME_BYTES if conditions > 1 else 0
+    flash = tables + conditions * gaussian + names + 2 * (BANDS + 1) + code
     macs = channels * (transform + 6 * length + bins) + conditions * (d * (d + 1) // 2 + d)
     return {"peak_ram_bytes": int(ram), "flash_bytes": int(flash), "macs": int(macs),
             "input_bytes": 2 * length * channels,

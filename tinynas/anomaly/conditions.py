@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinynas.anomaly.baseline import features
-from tinynas.anomaly.classical import ClassicalScorer
+from tinynas.anomaly.classical import ClassicalScorer, dead_windows, floored
 from tinynas.errors import TinynasError
 
 LIVE = "live"
@@ -55,8 +55,9 @@ def relative_scores(conditions: list[Condition], x: np.ndarray) -> np.ndarray:
     if any(c.scorer.input_scale != first.input_scale for c in conditions):  # fitted apart (a benchmark's)
         return np.stack([c.scorer.score(x) / c.threshold for c in conditions], axis=1)
     # Kept side by side (one int16 scale): the window's features are the same under every condition, made once.
-    f = features(first.dequantize(first.quantize(x)))
-    return np.stack([c.scorer.score_features(f) / c.threshold for c in conditions], axis=1)
+    q = first.quantize(x)
+    f, dead = features(first.dequantize(q)), dead_windows(q)
+    return np.stack([floored(c.scorer.score_features(f), dead) / c.threshold for c in conditions], axis=1)
 
 
 def read_under(conditions: list[Condition], x: np.ndarray, chosen: str = LIVE) -> tuple[np.ndarray, np.ndarray]:

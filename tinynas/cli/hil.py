@@ -114,16 +114,16 @@ def _cmd_hil(args: argparse.Namespace) -> int:
                          f"`tinynas firmware` to it and use --port")
     card = read_card(args.model)  # before any port is opened or anything built: one line if it is not a model
     windows, labels, what = _windows(args, card)
-    log.info("checking %s on %s", what, board.name)
     with tempfile.TemporaryDirectory(prefix="tinynas-firmware-") as scratch:
         folder = given or Path(scratch)
         if args.qemu:
             if not (folder / "firmware.elf").is_file():
+                log.info("building the test firmware for %s", board.name)
                 build_firmware(write_firmware(args.model, board, folder, emulated=True), board)
             with emulated(board, folder / "firmware.elf") as pty:  # QEMU gone is the board gone: no replug
-                report = _check(args, board, folder, pty, windows, labels, replug=False)
+                report = _check(args, board, folder, pty, windows, labels, what, replug=False)
         else:
-            report = _check(args, board, folder, args.port, windows, labels)
+            report = _check(args, board, folder, args.port, windows, labels, what)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.text())
     if report.checked:  # the card keeps the last check: the page shows it beside the model
         record_section(args.model, "hil", report.card_section(time.time()))
@@ -133,7 +133,7 @@ def _cmd_hil(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace, board, folder: Path, port_name: str, windows: np.ndarray, labels: np.ndarray,
-           replug: bool = True):
+           what: str, replug: bool = True):
     """The check over `port_name`; with `replug`, a port that goes away is waited for (--timeout) and opened again."""
     ports: list = []
 
@@ -160,7 +160,7 @@ def _check(args: argparse.Namespace, board, folder: Path, port_name: str, window
 
     try:
         return check_on_board(args.model, folder, board, open_link(), windows, labels, runs=args.runs,
-                              warmup=args.warmup, progress=log.info, reopen=reopen if replug else None)
+                              warmup=args.warmup, progress=log.info, reopen=reopen if replug else None, what=what)
     finally:
         for port in ports:
             port.close()

@@ -356,10 +356,10 @@ def _cmd_adapt(args: argparse.Namespace) -> int:
     from tinynas.deploy.modeldir import ModelDir, check_new_folder
 
     parts = PARTS if args.only is None else tuple(part.strip() for part in args.only.split(",") if part.strip())
+    if args.condition is not None:  # the cheap refusal first: an option, before any file is read
+        check_condition_name(args.condition)
     source = ModelDir.open(args.model)  # a missing or old model is reported before the data is loaded
     check_new_folder(args.out, source.path)
-    if args.condition is not None:
-        check_condition_name(args.condition)
     result = adapt(source.path, load_windows(args.data), args.out, spec=args.data, parts=parts,
                    progress=Progress().event, condition=args.condition)
     if args.json:

@@ -213,9 +213,11 @@ def load_cwru(path: str | Path, files: str | tuple[int, ...] = "bearingnas10", c
     if windows_per_file is not None and windows_per_file < 1:
         raise DataError(f"windows_per_file={windows_per_file}: give at least 1 (or leave it out for every window)")
     plan, names, missing = _plan(folder, files, load)
+    # Each window keeps its file's number (group) and its load (session) as numpy text.
+    texts = max((len(str(number)) + len(session) for number, _, session in plan), default=0)
     if windows_per_file is not None:
         check_size(windows_per_file * len(plan), window, 1, f"cwru:{shown(folder)}",
-                   "lower windows_per_file or window")
+                   "lower windows_per_file or window", names=texts)
     planned = 0
     x, y, groups, sessions, starts, notes = [], [], [], [], [], {}
     for number, label, session in plan:
@@ -235,7 +237,7 @@ def load_cwru(path: str | Path, files: str | tuple[int, ...] = "bearingnas10", c
         if count < 1:
             raise DataError(f"{shown(file)}: {len(signal)} samples, shorter than one {window}-sample window")
         planned += count if windows_per_file is None else min(count, windows_per_file)
-        check_size(planned, window, 1, f"cwru:{shown(folder)}", "raise hop or set windows_per_file")
+        check_size(planned, window, 1, f"cwru:{shown(folder)}", "raise hop or set windows_per_file", names=texts)
         if windows_per_file is not None:
             if count < windows_per_file:
                 hint = ("; it was resampled 48 -> 12 kHz: pass resample=0 to keep the method's 48 kHz samples"

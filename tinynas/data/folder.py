@@ -98,6 +98,7 @@ def load_folder(root: str | Path, window: int | None = None, hop: int | None = N
     groups: list[str] = []
     starts: list[int] = []
     skipped: list[str] = []
+    longest = 0
     file_rate: tuple[float, Path] | None = None
     layout: tuple[int, tuple[str, ...], Path] | None = None
     length: tuple[int, Path] | None = None
@@ -146,9 +147,10 @@ def load_folder(root: str | Path, window: int | None = None, hop: int | None = N
                     raise DataError(f"{shown(path)} has {count} samples, fewer than one window ({window})")
                 offsets = list(range(0, count - window + 1, hop or window))
                 size = window
-            check_size(len(xs) + len(offsets), size, samples.shape[1], f"folder:{shown(root)}",
-                       "raise hop, or shorten window")
             group = readable(str(path.relative_to(root).with_suffix("")))
+            longest = max(longest, len(group))  # every window's group is stored this wide (numpy text)
+            check_size(len(xs) + len(offsets), size, samples.shape[1], f"folder:{shown(root)}",
+                       "raise hop, or shorten window", names=longest)
             for offset in offsets:
                 xs.append(samples[offset:offset + size])
                 ys.append(label)

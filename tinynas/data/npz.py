@@ -10,7 +10,49 @@ from pathlib import Path
 import numpy as np
 
 from tinynas.data.signal_files import check_readable
-from tinynas.data.windows import DataError, Windows, is_zip_archive, shown
+from tinynas.data.windows import DataError, Windows, check_size, is_zip_archive, shown
+
+TEXTS = ("y", "groups", "sessions")
+"""The arrays that may hold text, one item per window (labels may be names)."""
+
+
+def _headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Shape and dtype of each array of the archive, from the .npy headers alone (nothing allocated); {} when the
+    archive cannot be read so (np.load then says how it is damaged)."""
+    import zipfile
+
+    found: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                if not info.filename.endswith(".npy"):
+                    continue
+                with archive.open(info) as handle:
+                    version = np.lib.format.read_magic(handle)
+                    read = (np.lib.format.read_array_header_1_0 if version == (1, 0) else
+                            np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = read(handle)
+                found[info.filename[:-4]] = (tuple(int(v) for v in shape), np.dtype(dtype))
+    except Exception:  # noqa: BLE001 - zipfile/zlib/NumPy errors of every kind: left to np.load to name
+        return {}
+    return found
+
+
+def _check_planned(path: Path) -> None:
+    """`check_size` of the windows the archive holds, from its headers: a compressed .npz of a few kilobytes can
+    unpack into millions of windows (their samples, labels and names), refused before anything is read."""
+    headers = _headers(path)
+    if "x" not in headers or len(headers["x"][0]) not in (2, 3):
+        return
+    shape = headers["x"][0]
+    count, length, channels = shape[0], shape[1], shape[2] if len(shape) == 3 else 1
+    context = headers.get("context", ((0, 0, 0), np.dtype(np.float32)))[0]
+    # Characters per window of its text arrays (numpy's "U": 4 bytes each; bytes "S" become such text).
+    texts = sum(dtype.itemsize // 4 if dtype.kind == "U" else dtype.itemsize if dtype.kind == "S" else 0
+                for name, (_, dtype) in headers.items() if name in TEXTS)
+    texts += 0 if "groups" in headers else len(f"window{count}")  # each window its own group, named so
+    check_size(count, length + (context[1] if len(context) == 3 else 0), channels, f"npz:{shown(path)}",
+               "split the file, or keep fewer windows", names=texts)
 
 
 def load_npz(path: str | Path, rate: float | None = None) -> Windows:
@@ -26,6 +68,7 @@ def load_npz(path: str | Path, rate: float | None = None) -> Windows:
         raise DataError(f"cannot read {shown(path)}: {exc.strerror or exc}") from None
     if not is_zip_archive(path):
         raise DataError(f"{shown(path)}: not a NumPy .npz file (write one with numpy.savez: x, y, ...)")
+    _check_planned(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
             if "meta" in archive:

@@ -236,6 +236,7 @@ def load_session(path: str | Path, window: int | None = None, hop: int | None = 
     channel_names: tuple[str, ...] = ()
     skipped = too_short = changed = 0
     recorded_lengths: set[int] = set()
+    name_chars = 0  # the longest group name and session name so far: numpy stores every window's that wide
     for folder in folders:
         manifest = read_manifest(folder)
         if rate is not None and manifest["sample_rate_hz"] != rate:
@@ -250,6 +251,7 @@ def load_session(path: str | Path, window: int | None = None, hop: int | None = 
         scale = float(manifest.get("scale", 1.0))
         for index, record in enumerate(read_window_records(folder)):
             start, length = record["start"], record["length"]
+            name_chars = max(name_chars, 2 * len(readable(folder.name)) + len(f"/{index} donning 99"))
             recorded_lengths.add(length)
             if _whole(record.get("crc32")):
                 whole = stream.window(start, length)
@@ -257,12 +259,13 @@ def load_session(path: str | Path, window: int | None = None, hop: int | None = 
                     changed += 1  # its samples are not those that were accepted: never trained on
                     continue
             if window is None:
-                check_size(len(x) + 1, length, channels, f"session:{shown(root)}", "re-cut with window=N")
+                check_size(len(x) + 1, length, channels, f"session:{shown(root)}", "re-cut with window=N",
+                           names=name_chars)
                 cuts = [(start, length)]
             else:
                 step = hop or window
                 count = max(0, (length - window) // step + 1)
-                check_size(len(x) + count, window, channels, f"session:{shown(root)}", "raise hop")
+                check_size(len(x) + count, window, channels, f"session:{shown(root)}", "raise hop", names=name_chars)
                 cuts = [(start + offset, window) for offset in range(0, count * step, step)]
                 too_short += not cuts
             for first, size in cuts:
@@ -301,7 +304,8 @@ def load_session(path: str | Path, window: int | None = None, hop: int | None = 
     if len(lengths) > 1:
         raise DataError(f"{shown(root)}: windows of different lengths {sorted(lengths)}; re-cut them to one "
                         f"length with session:{shown(root)}?window={min(lengths)}")
-    check_size(len(x), lengths.pop(), len(channel_names), f"session:{shown(root)}", "re-cut with a larger hop")
+    check_size(len(x), lengths.pop(), len(channel_names), f"session:{shown(root)}", "re-cut with a larger hop",
+               names=name_chars)
     assert rate is not None  # windows were cut, so at least one manifest was read
     return Windows(np.stack(x), np.array(labels), np.array(groups), tuple(class_names), float(rate),
                    channel_names, {"source": "session", "path": shown(root),

@@ -22,24 +22,45 @@ class DataError(TinynasError, ValueError):
 # would swap the machine to death before failing, so it is refused with the figure instead.
 MAX_WINDOW_BYTES = 2 * 1024 ** 3
 WINDOW_OVERHEAD_BYTES = 1024
-"""What a loader holds per window besides its samples while it assembles them: the window's array view, its
-label, group and session names and start index (measured: 800,000 one-sample windows of a folder spec peaked at
-370 MB, ~410 B each; the session loader ~550 B each), with headroom for the stacking copy."""
+"""What a loader holds per window besides its samples and names while it assembles them: the window's array view,
+its label, the references to its names, its start index (measured: 1,560,000 one-sample windows of a folder spec
+peaked at 433 B each, a session's 800,000 at 575 B each), with headroom for the stacking copy."""
+NAME_BYTES_PER_CHARACTER = 8
+"""What each character of a window's names (its group's, its session's) costs: numpy text is 4 bytes a character
+for every window, as wide as the longest name, and counting the recordings (`np.unique`: `data inspect`, the
+splits) sorts a copy of it. Measured: 1,560,000 one-sample windows of a folder spec whose file is named with 202
+characters peaked at 4.2 GB (2.6 GB once the copies Windows made are gone), refused by a count without names."""
 
 
-def check_size(count: int, length: int, channels: int, what: str, hint: str = "") -> None:
-    """Refuse windows whose samples (float32) and per-window bookkeeping would exceed MAX_WINDOW_BYTES,
-    before allocating them."""
+def check_size(count: int, length: int, channels: int, what: str, hint: str = "", names: int = 0) -> None:
+    """Refuse windows whose samples (float32), per-window bookkeeping and names would exceed MAX_WINDOW_BYTES,
+    before allocating them. `names`: characters of the text each window keeps (its group's name and its
+    session's, the longest of each: numpy stores every one that wide)."""
     samples = int(count) * int(length) * int(channels) * 4
-    size = samples + int(count) * WINDOW_OVERHEAD_BYTES
+    per_window = WINDOW_OVERHEAD_BYTES + NAME_BYTES_PER_CHARACTER * int(names)
+    size = samples + int(count) * per_window
     if size > MAX_WINDOW_BYTES:
         if max(abs(int(count)), abs(int(length)), abs(int(channels))) > 10**15:  # no float of the figures
             raise DataError(f"{what}: a window count, length or channel count of more than 15 digits is far beyond "
                             f"any data set; {hint or 'ask for fewer or shorter windows'}")
+        named = (f" and {NAME_BYTES_PER_CHARACTER * int(names):,} for its {int(names)} characters of names"
+                 if names else "")
         raise DataError(f"{what}: {count:,} windows x {length:,} samples x {channels:,} channel(s) would take "
                         f"{size / 1024 ** 3:,.1f} GiB ({samples / 1024 ** 3:,.1f} GiB of float32 and "
-                        f"{WINDOW_OVERHEAD_BYTES} bytes of bookkeeping per window), above the "
+                        f"{WINDOW_OVERHEAD_BYTES} bytes of bookkeeping per window{named}), above the "
                         f"{MAX_WINDOW_BYTES // 1024 ** 3} GiB limit; {hint or 'ask for fewer or shorter windows'}")
+
+
+def _readable_names(names: np.ndarray) -> np.ndarray:
+    """`names` (numpy text), every one made printable UTF-8 (`readable`) when one is not UTF-8 (file-name bytes kept
+    as surrogate escapes). Looked for a block at a time in the code points, not in a sorted copy of them all."""
+    width = names.dtype.itemsize // 4
+    flat = names.reshape(-1)
+    for start in range(0, len(flat) if width else 0, 1 << 16):
+        codes = np.ascontiguousarray(flat[start:start + (1 << 16)]).view(np.uint32)
+        if ((codes >= 0xD800) & (codes <= 0xDFFF)).any():
+            return np.array([readable(name) for name in names.tolist()])
+    return names
 
 
 ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
@@ -167,22 +188,20 @@ class Windows:
         if not self.sample_rate_hz > 0:
             raise DataError(f"sample rate must be positive, got {self.sample_rate_hz}")
         object.__setattr__(self, "x", x)
-        object.__setattr__(self, "y", y.astype(np.int64))
-        groups = groups.astype(str)
+        # No copy of what is already of its type: millions of windows' names as numpy text are 4 bytes a character
+        # each, and a copy here is a copy the memory check (check_size) would have to count.
+        object.__setattr__(self, "y", y.astype(np.int64, copy=False))
+        groups = _readable_names(groups.astype(str, copy=False))
         names = tuple(readable(str(name)) for name in self.class_names)
         if len(set(names)) != classes:
             raise DataError(f"class names are not distinct: {', '.join(names)}")
-        try:
-            "".join(np.unique(groups).tolist()).encode("utf-8")
-        except UnicodeEncodeError:
-            groups = np.array([readable(g) for g in groups.tolist()])
         object.__setattr__(self, "groups", groups)
         object.__setattr__(self, "class_names", names)
         object.__setattr__(self, "channel_names", tuple(readable(str(name)) for name in self.channel_names))
         if self.sessions is not None:
-            object.__setattr__(self, "sessions", np.asarray(self.sessions).astype(str))
+            object.__setattr__(self, "sessions", np.asarray(self.sessions).astype(str, copy=False))
         if self.time_index is not None:
-            object.__setattr__(self, "time_index", np.asarray(self.time_index).astype(np.int64))
+            object.__setattr__(self, "time_index", np.asarray(self.time_index).astype(np.int64, copy=False))
 
     def __len__(self) -> int:
         return len(self.y)
@@ -220,8 +239,8 @@ class Windows:
     def digest(self) -> str:
         """Content hash (windows, labels, groups): identifies the data a study ran on."""
         sha = hashlib.sha256()
-        for array in (self.x, self.y, self.groups.astype("U")):
-            sha.update(np.ascontiguousarray(array).tobytes())
+        for array in (self.x, self.y, self.groups.astype("U", copy=False)):
+            sha.update(np.ascontiguousarray(array).data)  # the bytes in place: no copy of millions of names
         sha.update("\x1f".join(self.class_names).encode())
         return sha.hexdigest()[:16]
 

@@ -26,7 +26,7 @@ from tinynas.folders import MODEL, SPLIT, WINDOWS, load_split, read_model_file
 from tinynas.hil.board import Board, builtin_boards
 from tinynas.hil.build import model_hash, read_manifest
 from tinynas.hil.host import HostBuildError, host_outputs
-from tinynas.hil.protocol import DeviceError, DeviceRefused, DeviceReset, HilLink, NotOurFirmware
+from tinynas.hil.protocol import BoardNonsense, DeviceError, DeviceRefused, DeviceReset, HilLink, NotOurFirmware
 from tinynas.space import Architecture
 from tinynas.verdict import HeldOut
 
@@ -118,7 +118,8 @@ class HilReport:
                          f"({at_clock})")
             if self.time:
                 lines.append("  " + time_words(self.time))
-            lines.append(f"  stack: {self.stack_bytes:,} B measured, {self.stack_estimate:,} B estimated")
+            lines.append(f"  stack: {self.stack_bytes:,} B measured"
+                         + (f", {self.stack_estimate:,} B estimated" if self.stack_estimate else ""))
         if self.sections:
             s, e = self.sections, self.estimate
             lines.append(f"  model in the image: RAM {s['ram']:,} B (.data + .bss; arena {e.get('arena', 0):,} B "
@@ -172,7 +173,7 @@ def _per_inference(counts: tuple[int, ...], profile_hz: int, counts_are: str) ->
 
 def check_on_board(model_dir: str | Path, firmware_dir: str | Path | None, board: Board | None, link: HilLink,
                    windows: np.ndarray, labels: np.ndarray, *, runs: int = 1, warmup: int = 0,
-                   progress=None, reopen: Callable[[], HilLink] | None = None) -> HilReport:
+                   progress=None, reopen: Callable[[], HilLink] | None = None, what: str = "") -> HilReport:
     """Run float `windows` (n, T, C, as the data gives them) through the firmware on `link` and compare.
 
     A board that starts again in the middle (a reset) is synchronised with and the window sent again; a port that
@@ -181,7 +182,11 @@ def check_on_board(model_dir: str | Path, firmware_dir: str | Path | None, board
 
     Without `firmware_dir` (a front-end that holds the firmware, checked over the sensor's link) the image's
     sections and build are not reported; without `board` it is the built-in board the firmware names, if any (its
-    clock gives the milliseconds)."""
+    clock gives the milliseconds). `what`: the windows, as progress names them.
+
+    A board that answers a number its firmware cannot send (`BoardNonsense`: outputs not int8 or not as many as its
+    profile says, a negative or 400-digit count, a stack beyond its own) is refused, raised whatever window it came
+    at: none of its answers is scored, and the caller records nothing."""
     model_dir = Path(model_dir)
     say = progress or (lambda text: None)
     card = read_card(model_dir)
@@ -207,12 +212,16 @@ def check_on_board(model_dir: str | Path, firmware_dir: str | Path | None, board
     if profile.input_size != inputs[0].size or profile.output_size != model.classes:
         raise HilError(f"{link.name}: the firmware takes {profile.input_size} bytes and gives {profile.output_size} "
                        f"outputs; the model {inputs[0].size} and {model.classes}")
+    # Said once the board answered as the model's firmware: a board refused at its profile is one line, not two.
+    say(f"checking {what or f'{len(windows)} windows'} on {board_name}")
+    # A folder exported without the cost model's figures (write_export alone) is checked all the same, unestimated.
+    cost = card.cost() if isinstance(card.cost_estimate, dict) else None
     litert = model.int8_outputs(inputs)
     micro = tflite_micro_outputs(tflite, inputs).reshape(litert.shape) if tflite_micro_available() else None
+    built = {key: manifest.get(key) for key in ("compiler", "build_line")} if manifest.get("compiler") else {}
     report = HilReport(board=board_name, model_hash=expected, counts=profile.counter_kind.replace("-", " "),
-                       windows=len(windows), clock_hz=board.clock_hz if board is not None else 0, build={
-                           key: manifest.get(key) for key in ("compiler", "build_line")} if manifest else {},
-                       stack_estimate=card.cost().stack_bytes)
+                       windows=len(windows), clock_hz=board.clock_hz if board is not None else 0, build=built,
+                       stack_estimate=cost.stack_bytes if cost is not None else 0)
     flat = inputs.reshape(len(inputs), -1)
     try:
         host = host_outputs(source, read_model_file(model_dir, runtime["header"]), runtime["header"],
@@ -223,20 +232,22 @@ def check_on_board(model_dir: str | Path, firmware_dir: str | Path | None, board
         model_sections = manifest["model"]
         report.sections = {"ram": model_sections["data"] + model_sections["bss"],
                            "flash": model_sections["text"] + model_sections["rodata"]}
-        cost = card.cost()
-        report.estimate = {"arena": cost.c_arena_bytes, "flash": cost.flash_bytes, "ram": cost.peak_ram_bytes}
+        if cost is not None:
+            report.estimate = {"arena": cost.c_arena_bytes, "flash": cost.flash_bytes, "ram": cost.peak_ram_bytes}
     same_host = same_litert = same_micro = 0
     index = 0
     while index < len(flat):
         try:
             done = link.infer(flat[index], runs=runs, warmup=warmup)
+        except BoardNonsense:
+            raise  # a number the firmware cannot send: nothing this board said is scored or recorded
         except DeviceError as exc:
             # A reset, a brown-out or a replug in the middle: the same window again, once the board (or the port,
             # through `reopen`) is back and still holds this model; a board that keeps failing ends the run.
             if (len(report.resumed) >= MAX_RESUMES or isinstance(exc, (DeviceRefused, NotOurFirmware))
                     or (not isinstance(exc, DeviceReset) and reopen is None)):  # an answer, not an interruption
                 report.stopped = str(exc)
-                if isinstance(exc, DeviceRefused) and "stack overflow" in report.stopped:
+                if isinstance(exc, DeviceRefused) and "stack overflow" in report.stopped and report.stack_estimate:
                     report.stopped += (f" (the cost model estimates {report.stack_estimate:,} B: the board's RAM "
                                        f"or its file's stack_reserve must leave that much)")
                 break
@@ -246,6 +257,8 @@ def check_on_board(model_dir: str | Path, firmware_dir: str | Path | None, board
                 if link.profile().model_hash != expected:
                     report.stopped = f"{link.name}: after the interruption the board holds another model"
                     break
+            except BoardNonsense:
+                raise
             except DeviceError as again:
                 report.stopped = f"{exc}; then {again}"
                 break

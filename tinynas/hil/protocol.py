@@ -4,10 +4,16 @@ A command goes down as ASCII ending in '%'; the device answers lines starting wi
 ends every answer with "m-ready". Everything that can go wrong on a real link is said in one line: no answer in
 time, an answer that is not the protocol (another firmware, a wrong baud rate, noise), an error the device reports,
 the device starting again in the middle of a command (a reset, a brown-out, a replug), the port going away.
+
+Every number the device sends is checked at this boundary against what the firmware can send (`BoardNonsense`):
+outputs are int8 and exactly as many as its profile said, counts and sizes are 32-bit unsigned, the peak stack
+within what the board leaves the model. A board that answers otherwise (noise that still looks like the protocol,
+another build, a fault) is refused whole: nothing it said is scored or recorded in the card.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 
@@ -41,6 +47,27 @@ class DeviceRefused(DeviceError):
 
 class NotOurFirmware(DeviceError):
     """The device answers, but not the test protocol."""
+
+
+class BoardNonsense(NotOurFirmware):
+    """The device answered a number the test firmware cannot send (not a number, out of its range, or not as many as
+    it said): the whole check is refused, since no answer of such a board can be trusted."""
+
+
+UINT32_MAX = 2**32 - 1
+"""The firmware prints its counts, sizes and stack as uint32_t."""
+_INTEGER = re.compile(r"-?[0-9]{1,20}")
+"""A number as the firmware prints it (%d / %u): digits, a minus sign at most; nothing int() would also take
+("+5", " 5", "1_000", 4,000 digits)."""
+
+
+def shown_number(text: str) -> str:
+    """What the device sent for a number, for a message: itself, or its size when it is long."""
+    body = text.strip()
+    digits = body.lstrip("-")
+    if digits.isdigit() and len(digits) > 20:
+        return f"a {len(digits):,}-digit {'negative ' if body.startswith('-') else ''}number"
+    return body if _INTEGER.fullmatch(body) else shown(body)
 
 
 @dataclass(frozen=True)
@@ -86,6 +113,10 @@ class HilLink:
     def __init__(self, port, name: str, timeout: float = 30.0, clock=time.monotonic) -> None:
         self.port, self.name, self.timeout, self.clock = port, name, timeout, clock
         self._pending = b""
+        self.outputs: int | None = None
+        """Outputs per inference, as the profile said (None until `profile` is read)."""
+        self.stack_available: int | None = None
+        """Bytes of stack the board leaves the model, as the profile said: the most a peak can be."""
 
     def _readline(self, deadline: float, what: str) -> str:
         while b"\n" not in self._pending:
@@ -181,15 +212,33 @@ class HilLink:
             raise DeviceError(f"{self.name}: cannot write to the port ({str(exc)[:80]}): unplugged?") from None
 
     def profile(self) -> Profile:
-        """What the firmware holds (call `synchronise` first)."""
+        """What the firmware holds (call `synchronise` first); its sizes are then what `infer` holds answers to."""
         lines = self.command("profile")
         try:
             kind, hz = _bracketed(lines, "m-counter-").split(",")
             inputs, outputs = _bracketed(lines, "m-sizes-").split(",")
-            return Profile(_bracketed(lines, "m-model-"), _bracketed(lines, "m-board-"), kind, int(hz), int(inputs),
-                           int(outputs), int(_bracketed(lines, "m-stack-available-")))
         except ValueError:
             raise NotOurFirmware(f"{self.name}: a profile the host cannot read: {' | '.join(lines)[:160]}") from None
+        profile = Profile(_bracketed(lines, "m-model-"), _bracketed(lines, "m-board-"), kind,
+                          self._number(hz, "a counter rate of", 1, UINT32_MAX, "a rate in Hz (1 to 4,294,967,295)"),
+                          self._number(inputs, "an input size of", 1, UINT32_MAX, "a size in bytes (1 to "
+                                       "4,294,967,295)"),
+                          self._number(outputs, "an output count of", 1, UINT32_MAX, "a count of outputs (1 to "
+                                       "4,294,967,295)"),
+                          self._number(_bracketed(lines, "m-stack-available-"), "an available stack of", 0, UINT32_MAX,
+                                       "a size in bytes (0 to 4,294,967,295)"))
+        self.outputs, self.stack_available = profile.output_size, profile.stack_available
+        return profile
+
+    def _number(self, text: str, what: str, low: int, high: int, expected: str) -> int:
+        """`text` as the integer the firmware printed, in [low, high], else BoardNonsense in one line."""
+        body = text.strip()
+        if _INTEGER.fullmatch(body) is None or not low <= int(body) <= high:
+            raise self.nonsense(f"{what} {shown_number(body)}", expected)
+        return int(body)
+
+    def nonsense(self, answered: str, expected: str) -> BoardNonsense:
+        return BoardNonsense(f"{self.name}: the board answered {answered} which is not {expected}; not recorded")
 
     def load(self, window: np.ndarray) -> None:
         data = np.ascontiguousarray(window, dtype=np.int8).tobytes()
@@ -200,16 +249,26 @@ class HilLink:
             raise DeviceError(f"{self.name}: the device did not take the whole window ({len(data)} bytes)")
 
     def infer(self, window: np.ndarray, runs: int = 1, warmup: int = 0, timeout: float | None = None) -> Inference:
-        """Load `window` (int8) and run it `warmup` + `runs` times: the outputs, each counted call, the stack."""
+        """Load `window` (int8) and run it `warmup` + `runs` times: the outputs, each counted call, the stack.
+
+        Every number is checked (`BoardNonsense`): `runs` counts of a 32-bit counter, int8 outputs, as many as the
+        profile said (when `profile` was read on this link), a stack within what the board leaves the model."""
         self.load(window)
         lines = self.command(f"infer {runs} {warmup}", timeout)
-        try:
-            counts = tuple(int(v) for v in _bracketed(lines, "m-counts-").split(","))
-            outputs = np.array([int(v) for v in _bracketed(lines, "m-results-").split(",")], dtype=np.int64)
-            stack = int(_bracketed(lines, "m-stack-"))
-        except ValueError:
-            raise NotOurFirmware(f"{self.name}: an answer the host cannot read: {' | '.join(lines)[:160]}") from None
-        if len(counts) != runs or outputs.min(initial=0) < -128 or outputs.max(initial=0) > 127:
-            raise NotOurFirmware(f"{self.name}: an answer that does not add up ({len(counts)} counts for {runs} "
-                                 f"runs, outputs {outputs.tolist()[:8]})")
-        return Inference(outputs.astype(np.int8), counts, stack)
+        counts, outputs = _bracketed(lines, "m-counts-").split(","), _bracketed(lines, "m-results-").split(",")
+        stack = _bracketed(lines, "m-stack-")
+        if len(counts) != runs:
+            raise self.nonsense(f"{len(counts):,} counts", f"one per counted call ({runs} asked for)")
+        if self.outputs is not None and len(outputs) != self.outputs:
+            raise self.nonsense(f"{len(outputs):,} outputs", f"the {self.outputs} its profile gives (m-sizes)")
+        counted = tuple(self._number(value, f"count {i + 1} =", 0, UINT32_MAX,
+                                     "a count of its 32-bit counter (0 to 4,294,967,295)")
+                        for i, value in enumerate(counts))
+        values = [self._number(value, f"output {i + 1} =", -128, 127, "an int8 (-128 to 127)")
+                  for i, value in enumerate(outputs)]
+        limit = UINT32_MAX if self.stack_available is None else self.stack_available
+        peak = self._number(stack, "a peak stack of", 0, limit,
+                            f"a stack size (0 to the {limit:,} B " + ("the board leaves the model)"
+                                                                      if self.stack_available is not None else
+                                                                      "a 32-bit count holds)"))
+        return Inference(np.array(values, dtype=np.int8), counted, peak)

@@ -116,6 +116,8 @@ def _from_card(user: str, folder: Path, card: ModelCard) -> dict:
                         anomaly={"threshold": served.threshold, "threshold_steps": served.threshold_steps,
                                  "false_alarm_rate": served.false_alarm_rate,
                                  "calibration_windows": served.calibration_windows,
+                                 # a folder `tinynas search --task anomaly` made has none: the service's own
+                                 # alarm_k of alarm_n raises its alarm (status.alarm_status says which)
                                  "alarm": serving.get("alarm") or {}})
     elif isinstance(card.serving, dict):
         deployed["serving"] = card.serving

@@ -73,14 +73,19 @@ def write_status_file(service: ServiceContext) -> None:
 
 def alarm_status(service: ServiceContext) -> dict:
     """An anomaly scorer's alarm as status shows it: raised or not (since when), the last score and the threshold;
-    with several operating conditions kept, the one the last window was read under and the operator's choice."""
+    with several operating conditions kept, the one the last window was read under and the operator's choice.
+
+    The debounce is the service's (alarm_k of alarm_n): what the live scorer raises the alarm by, whatever the
+    served card recorded when it was deployed, and all there is for a folder the command line made (`tinynas
+    search --task anomaly` writes no serving.alarm)."""
     assert service.state.deployed is not None and service.state.deployed.anomaly is not None  # a scorer is served
     anomaly = service.state.deployed.anomaly
     log = service.predictions
     last = log.last[-1] if log.last else {}
+    config = service.config
     return {"raised": bool(last.get("alarm")), "since": log.alarm_since, "score": last.get("score"),
-            "threshold": anomaly["threshold"], "false_alarm_rate": anomaly["false_alarm_rate"],
-            "debounce": f"{anomaly['alarm']['k']} of the last {anomaly['alarm']['n']} windows above the threshold",
+            "threshold": anomaly.get("threshold"), "false_alarm_rate": anomaly.get("false_alarm_rate"),
+            "debounce": f"{config.alarm_k} of the last {config.alarm_n} windows above the threshold",
             "stale": service.serving_stale, "condition": last.get("condition"),
             "chosen": service.state.deployed.condition or LIVE}
 
