@@ -94,6 +94,7 @@ class Case:
     mention: tuple[str, ...] = ()  # the error line must hold one of these (refused for the right reason)
     env: dict = field(default_factory=dict)  # extra environment, {w} replaced
     device: bool = False           # a simulated front-end (`tinynas simulate`) streams on {w}/tty meanwhile
+    teardown: Callable[[], None] | None = None  # ends what the setup started (a table row's fake board and thread)
 
 
 @dataclass
@@ -356,6 +357,17 @@ def _names(option: str) -> tuple[str, ...]:
     return (option, bare, bare.replace("-", " "), bare.replace("-", "_"), bare.replace("_", " "), *also)
 
 
+WING_CATEGORIES = (("file-", "hostile files in the wings (issue 68)"), ("sweep-", "sweep (issue 68)"),
+                   ("hil-", "firmware and hil (issue 68)"), ("firmware-", "firmware and hil (issue 68)"),
+                   ("simulate-chip", "firmware and hil (issue 68)"), ("collect-", "inputs (issue 68)"),
+                   ("service-config-port", "inputs (issue 68)"))
+"""The table's rows for the wings issue 68 hardened, by the start of their id; the rest are options."""
+
+
+def _table_category(row_id: str) -> str:
+    return next((name for start, name in WING_CATEGORIES if row_id.startswith(start)), "options (the table)")
+
+
 def option_cases() -> list[Case]:
     """The bad-input table the test suite runs too (`tests/support/bad_inputs.py`: options, files named by an
     option, model folders, plans and configs), each row classified here like every other case."""
@@ -373,9 +385,9 @@ def option_cases() -> list[Case]:
             for module in row.hide:  # made unimportable, in the command and in the workers it starts
                 _write(w / "shadow" / module / "__init__.py", f"raise ImportError('no {module}')\n")
 
-        cases.append(Case(f"table {row.id}", "options (the table)", list(row.args), setup,
+        cases.append(Case(f"table {row.id}", _table_category(row.id), list(row.args), setup,
                           env={"PYTHONPATH": "{w}/shadow"} if row.hide else {}, timeout=90 if row.fresh else 45,
-                          mention=(row.message,), quick=index % 4 == 0))
+                          mention=(row.message,), quick=index % 4 == 0, teardown=assets.close_devices))
     return cases
 
 
@@ -1565,6 +1577,8 @@ def run_case(case: Case) -> Result:
         if device is not None and device.poll() is None:
             os.killpg(device.pid, signal.SIGKILL)
             device.wait()
+        if case.teardown is not None:
+            case.teardown()
         _cleanup(base)
 
 

@@ -9,11 +9,13 @@ of tinynas but the error types and the atomic writer, so every layer may use it.
 from __future__ import annotations
 
 import io
+import json
 import os
 from pathlib import Path
 
 import numpy as np
 
+from firmware_bridge.safe_read import plain_name, read_regular
 from tinynas.atomic import atomic_write_bytes
 from tinynas.data.windows import is_zip_archive
 from tinynas.errors import StorageError, TinynasError, UsageError
@@ -73,8 +75,6 @@ def read_model_file(folder: str | os.PathLike, name: str, limit: int = MAX_MODEL
     """A file of a model folder, read as untrusted input: `name` a plain file name (what a card says is checked,
     but a caller may pass one on), the file a regular one of at most `limit` bytes and not a link (which could
     lead out of the folder). FolderError in one line otherwise."""
-    from firmware_bridge.safe_read import plain_name, read_regular
-
     if not plain_name(name):
         raise FolderError(f"{folder}: {name!r} is not a plain file name of the folder (refused)")
     path = Path(folder) / name
@@ -84,6 +84,16 @@ def read_model_file(folder: str | os.PathLike, name: str, limit: int = MAX_MODEL
         raise FolderError(f"{path}: no such file (the model folder is incomplete)") from None
     except OSError as exc:
         raise FolderError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+
+
+def best_name(study: str | os.PathLike) -> str | None:
+    """The architecture a running study's best.json names (its progress), None when there is none yet or it is
+    torn, damaged or not a regular file (the one reader of that file)."""
+    try:
+        name = json.loads(read_regular(Path(study) / BEST, 1 << 20, "study's best.json"))["name"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 def _read_only(folder: Path) -> bool:

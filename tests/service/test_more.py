@@ -23,7 +23,8 @@ def _service(tmp_path):
 def _session(service, user, name, plan: Plan):
     folder = service.paths.profile(user) / "sessions" / name
     folder.mkdir(parents=True)
-    (folder / "manifest.json").write_text(json.dumps({"plan": plan.to_dict(), "channels": 4}))
+    (folder / "manifest.json").write_text(json.dumps({"format": "tinynas-session", "sample_rate_hz": 200.0,
+                                                         "plan": plan.to_dict(), "channels": 4}))
     (folder / "windows.jsonl").write_text('{"label": "fist"}\n')
     return folder
 

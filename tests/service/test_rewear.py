@@ -389,7 +389,9 @@ def test_onboarding_plan_of_an_older_deployment_comes_from_its_session(tmp_path)
 
     session = tmp_path / "profiles" / "alice" / "sessions" / "20260101-000000"
     session.mkdir(parents=True)
-    (session / "manifest.json").write_text(json.dumps({"plan": {"name": "p", "classes": ["a", "b"],
+    (session / "manifest.json").write_text(json.dumps({"format": "tinynas-session", "sample_rate_hz": 200.0,
+                                                       "channels": 8,
+                                                       "plan": {"name": "p", "classes": ["a", "b"],
                                                                 "repetitions": 6}}))
     study = tmp_path / "profiles" / "alice" / "studies" / "20260101-000000"
     plan = onboarding_plan(Deployed("alice", "/m/model.tflite", "/m/card.json", study=str(study)), 2)

@@ -1014,3 +1014,60 @@ ROWS = [
         "ip_protocol must be an integer from 0 to 2",
         setup=_service_config('port = "brainflow:cyton?ip_protocol=7"\n')),
 ]
+
+
+# Every file the new wings read (issue 68), each made hostile in the ways files are (a pipe, a device, a folder,
+# nothing, noise, zeros, a link to nowhere or to itself, too big): one line naming the file, never a wait or a read
+# until memory runs out. `{f}` is the file's place; the line must name it (its base name).
+WING_FILES = {
+    "firmware-board-file": (("firmware", "{w}/nothing", "--board", "{f}", "--out", "{w}/fw"), "b.toml"),
+    "search-target-file": (("search", "--data", "synthetic:vibration", "--target", "{f}", "--out", "{w}/run"),
+                           "board.toml"),
+    "sweep-grid": (("sweep", "{f}", "--out", "{w}/s"), "grid.toml"),
+    "collect-plan": (("collect", "--port", "{w}/tty", "--plan", "{f}", "--out", "{w}/s"), "plan.toml"),
+    "onboard-plan": (("onboard", "--user", "a", "--plan", "{f}", "--config", "{w}/service.toml"), "plan.json"),
+    "cost-arch": (("cost", "--arch", "{f}", "--target", "STM32F030F4P6"), "arch.json"),
+    "service-config": (("service", "config", "--config", "{f}"), "service.toml"),
+    "data-npz": (("data", "inspect", "npz:{f}"), "windows.npz"),
+    "simulate-chip-manifest": (("simulate", "--chip", "{w}/fw"), "fw/firmware.json"),
+    "search-journal": ((*TINY_SEARCH[:6], "{w}/run", *TINY_SEARCH[7:]), "run/journal.sqlite"),
+}
+SETTINGS_LIMIT = 1 << 20
+
+
+def _hostile(kind: str, name: str, slot: str) -> Callable[[Path, Assets], None]:
+    """`name` under {w} made into `kind` (a config for the onboard slot beside it)."""
+    def setup(w: Path, assets: Assets) -> None:
+        path = w / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "pipe":
+            os.mkfifo(path)
+        elif kind == "folder":
+            path.mkdir()
+        elif kind == "empty":
+            path.write_bytes(b"")
+        elif kind == "noise":
+            path.write_bytes(RANDOM)
+        elif kind == "zeros":
+            path.write_bytes(bytes(4096))
+        elif kind == "link-to-nowhere":
+            path.symlink_to(w / "gone")
+        elif kind == "link-to-itself":
+            path.symlink_to(path)
+        elif kind == "too-big":
+            with open(path, "wb") as handle:
+                handle.truncate(2 * SETTINGS_LIMIT)
+        if slot == "onboard-plan":
+            (w / "service.toml").write_text(f'data_dir = "{w}/data"\n')
+    return setup
+
+
+HOSTILE_KINDS = ("pipe", "folder", "empty", "noise", "zeros", "link-to-nowhere", "link-to-itself", "too-big")
+WING_FILE_ROWS = [
+    Row(f"file-{slot}-{kind}", tuple(arg.replace("{f}", "{w}/" + name) for arg in args), Path(name).name,
+        setup=_hostile(kind, name, slot), fresh=kind == "pipe")
+    for slot, (args, name) in WING_FILES.items() for kind in HOSTILE_KINDS
+    # A data file may be gigabytes (its limit is the memory check's, not 1 MiB); an empty config is every default.
+    if not (slot == "data-npz" and kind == "too-big") and not (slot == "service-config" and kind == "empty")
+]
+ROWS += WING_FILE_ROWS

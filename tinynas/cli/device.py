@@ -122,7 +122,7 @@ def _cmd_service_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_service_status(args: argparse.Namespace) -> int:
-    from tinynas.service.paths import running_pid
+    from tinynas.service.paths import read_status, running_pid
     from tinynas.service.runner import ServicePaths
     from tinynas.service.state import load_state
 
@@ -132,11 +132,8 @@ def _cmd_service_status(args: argparse.Namespace) -> int:
     running = running_pid(paths) is not None
     status = {"running": running, **state.to_dict()}
     if running and paths.status.exists():
-        try:
-            written = json.loads(paths.status.read_text())
-        except (OSError, ValueError):
-            written = None  # torn or damaged: the state file's part still shows
-        if isinstance(written, dict):
+        written = read_status(paths)
+        if written:
             status.update(written, running=True)
     if args.json:
         print(json.dumps(status, indent=2))
@@ -295,7 +292,7 @@ def _cmd_onboard(args: argparse.Namespace) -> int:
 def _live_test(config, args: argparse.Namespace) -> int:
     from tinynas.errors import UsageError
     from tinynas.service import live_test
-    from tinynas.service.paths import ServicePaths, running_pid
+    from tinynas.service.paths import ServicePaths, read_status, running_pid
     from tinynas.service.state import check_user_name
 
     check_user_name(args.user)
@@ -304,11 +301,7 @@ def _live_test(config, args: argparse.Namespace) -> int:
     paths = ServicePaths(config.data_dir)
 
     def status() -> dict:
-        try:
-            value = json.loads(paths.status.read_text())
-        except (OSError, ValueError):
-            return {}
-        return value if isinstance(value, dict) else {}
+        return read_status(paths)
 
     current = status()
     deployed = current.get("deployed") or {}

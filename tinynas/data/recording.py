@@ -11,7 +11,6 @@ under the onset line for FRAMES_HELD frames (`firmware_bridge.onset`): the perso
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import numpy as np
 
 from firmware_bridge import onset as envelope
 from firmware_bridge.session_format import window_crc
-from tinynas.data.session import Stream, read_manifest, read_stream, read_window_records
+from tinynas.data.session import Stream, read_events, read_manifest, read_stream, read_window_records
 from tinynas.data.windows import DataError, Windows, readable, shown
 
 MIN_SIGN_SECONDS = 0.3
@@ -75,16 +74,8 @@ class Recording:
 def _rest_levels(folder: Path) -> list[tuple[int, float]]:
     """(go, rest RMS) of every prompt that measured the rest before it (events.jsonl), in order."""
     levels = []
-    try:
-        lines = (folder / "events.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue  # a torn last line
-        go, level = (event.get("go"), event.get("rest_rms")) if isinstance(event, dict) else (None, None)
+    for event in read_events(folder):
+        go, level = event.get("go"), event.get("rest_rms")
         if isinstance(go, int) and isinstance(level, (int, float)) and not isinstance(level, bool) and level > 0:
             levels.append((go, float(level)))
     return levels
@@ -93,16 +84,8 @@ def _rest_levels(folder: Path) -> list[tuple[int, float]]:
 def _prompts(folder: Path) -> list[int]:
     """Every "go" of the session (accepted or not), ascending: a sign does not run into the next prompt."""
     found = []
-    try:
-        lines = (folder / "events.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict) and "prompt" in event and isinstance(event.get("go"), int):
+    for event in read_events(folder):
+        if "prompt" in event and isinstance(event.get("go"), int):
             found.append(event["go"])
     return sorted(found)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from firmware_bridge.safe_read import read_regular
 from firmware_bridge.session_format import FORMAT_NAME, scan, window_crc
 from tinynas.data.signal_files import check_readable
 from tinynas.data.windows import MAX_WINDOW_BYTES, DataError, Windows, check_size, readable, shown
@@ -72,6 +73,29 @@ def _regular_if_there(path: Path, kind: str) -> None:
     (a missing one is the reader's to say)."""
     if os.path.lexists(path):
         check_readable(path, kind)
+
+
+EVENTS_FILE_BYTES = 64 << 20
+"""The most a session's events.jsonl may be: a prompt's few lines each (a larger one is not the guide's)."""
+
+
+def read_events(folder: Path) -> list[dict]:
+    """The events the guide logged in a session folder (events.jsonl), in order; torn or foreign lines skipped, []
+    when there is none or it is not a regular file of at most EVENTS_FILE_BYTES (the one reader of that file)."""
+    try:
+        lines = read_regular(folder / "events.jsonl", EVENTS_FILE_BYTES, "session's events").decode(
+            "utf-8", "replace").splitlines()
+    except OSError:
+        return []
+    events = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except (ValueError, RecursionError):
+            continue  # a torn last line
+        if isinstance(event, dict):
+            events.append(event)
+    return events
 
 
 def read_manifest(folder: Path) -> dict:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from firmware_bridge.safe_read import NotRegularFile, check_regular
 from tinynas.arguments import require
 from tinynas.atomic import atomic_write_bytes
 from tinynas.errors import TinynasError
@@ -68,8 +69,10 @@ ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 
 
 def is_zip_archive(path: str | os.PathLike) -> bool:
-    """Whether `path` starts like an .npz (False when unreadable: the caller's open names the reason)."""
+    """Whether `path` starts like an .npz (False when unreadable or not a regular file: the caller's open names the
+    reason)."""
     try:
+        check_regular(path, "windows file")  # a FIFO is never opened: open() would block on it
         with open(path, "rb") as handle:
             return handle.read(4) in ZIP_MAGIC
     except OSError:
@@ -265,6 +268,12 @@ class Windows:
         """Read windows written by `save`."""
         import json
 
+        try:
+            check_regular(path, "windows file")  # a pipe or device refused before NumPy opens it (it would block)
+        except NotRegularFile as exc:
+            raise DataError(f"cannot read windows from {shown(path)}: {exc.strerror}") from None
+        except OSError:
+            pass  # missing or unreadable: NumPy's open below names it as before
         if Path(path).is_file() and not is_zip_archive(path):
             raise DataError(f"cannot read windows from {shown(path)}: not a NumPy .npz archive (damaged? write it "
                             f"again)")

@@ -6,7 +6,6 @@ and checks the same.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tinynas.anomaly.card import read_section
@@ -19,7 +18,7 @@ from tinynas.service.config import ServiceConfig, config_hint, page_plans, page_
 from tinynas.service.fit import check_plan_fits
 from tinynas.service.models import choose
 from tinynas.service.onboarding import MAX_MORE
-from tinynas.service.paths import ServicePaths, request, running_pid
+from tinynas.service.paths import ServicePaths, read_status, request, running_pid
 from tinynas.service.rewear_request import condition_problem, served_model_problem
 from tinynas.service.state import Phase, check_user_name, load_state
 
@@ -50,10 +49,9 @@ def onboard(config: ServiceConfig, user: str, plan_name: str | None = None) -> s
     plan = load_plan(name)  # a bad plan is refused here, not later on the device
     plan.check_searchable()
     said = ""
-    try:  # the running service says which device it reads; without it the service checks the plan itself
-        device = json.loads(ServicePaths(config.data_dir).status.read_text()).get("device") or {}
-    except (OSError, ValueError, AttributeError):
-        device = {}
+    # The running service says which device it reads; without it the service checks the plan itself.
+    device = read_status(ServicePaths(config.data_dir)).get("device") or {}
+    device = device if isinstance(device, dict) else {}
     if device.get("channels") and device.get("sample_rate_hz"):
         fit = check_plan_fits(plan, config.chip_budget(), device["channels"], device["sample_rate_hz"])
         if plan.kind == "continuous":

@@ -13,13 +13,13 @@ recorded in the deployed card (`card["serving"]`):
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 
 from firmware_bridge.guide import STILL_FACTOR
+from tinynas.data.session import read_events
 from tinynas.deploy.served import UNKNOWN, IdleRule, Smoother, Smoothing
 
 __all__ = ["MAX_THRESHOLD", "MIN_CALIBRATION", "MISSED_FRACTION", "SMOOTHINGS", "UNKNOWN", "IdleRule",
@@ -56,17 +56,7 @@ def session_rest(session: str | Path) -> tuple[float | None, tuple[float, ...]]:
     when the session has none (a machine plan, or one recorded before they were kept), () for means not kept
     (sessions recorded before: their levels are plain RMS, about 0)."""
     levels, means = [], []
-    try:
-        lines = (Path(session) / "events.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return None, ()
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue  # a torn last line
-        if not isinstance(event, dict):
-            continue
+    for event in read_events(Path(session)):
         level, mean = event.get("rest_rms"), event.get("rest_mean")
         if isinstance(level, (int, float)) and not isinstance(level, bool) and math.isfinite(level) and level > 0:
             levels.append(float(level))

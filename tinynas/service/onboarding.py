@@ -17,6 +17,7 @@ from tinynas.anomaly.card import read_section
 from tinynas.anomaly.conditions import LIVE
 from tinynas.atomic import atomic_write_text
 from tinynas.card import read_card
+from tinynas.data.session import read_manifest
 from tinynas.errors import TinynasError, user_message
 from tinynas.service.busy import FLOWS, refusal
 from tinynas.service.collection import Collection
@@ -117,7 +118,7 @@ def _more(service: ServiceContext, user: str, more) -> Transition | None:
         service.refuse(f"nothing to add to: {user} has no recorded session; onboard without --more first")
         return None
     try:
-        manifest = json.loads((session / "manifest.json").read_text(encoding="utf-8"))
+        manifest = read_manifest(session)
         extended = session / MORE_FILE
         base = load_plan(str(extended)) if extended.is_file() else Plan(**_plan_fields(manifest.get("plan")))
         plan = Plan(**{**base.to_dict(), "repetitions": base.repetitions + more,

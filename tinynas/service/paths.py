@@ -11,6 +11,7 @@ import logging
 import time
 from pathlib import Path
 
+from firmware_bridge.safe_read import read_regular
 from tinynas.atomic import atomic_write_text, process_alive
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,20 @@ def running_pid(paths: ServicePaths) -> int | None:
     except (OSError, ValueError):
         return None
     return pid if process_alive(pid) else None
+
+
+STATUS_FILE_BYTES = 4 << 20
+"""The most status.json may be: the page's whole state, kept small by the service (a larger one is not ours)."""
+
+
+def read_status(paths: ServicePaths) -> dict:
+    """What the running service last wrote to status.json ({} when there is none, or it is torn, damaged or not a
+    regular file: the state file's part still shows). The one reader of that file outside the service."""
+    try:
+        value = json.loads(read_regular(paths.status, STATUS_FILE_BYTES, "status file"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def request_time_ns(path: Path) -> int | None:

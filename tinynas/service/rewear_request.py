@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -10,6 +9,7 @@ from firmware_bridge.plan import Plan
 from tinynas.anomaly.card import read_section
 from tinynas.anomaly.conditions import check_condition_name
 from tinynas.anomaly.threshold import windows_needed
+from tinynas.data.session import read_manifest
 from tinynas.deploy.modeldir import ModelDir
 from tinynas.errors import TinynasError
 from tinynas.service.context import ServiceContext
@@ -42,8 +42,8 @@ def onboarding_plan(deployed: Deployed, repetitions: int) -> Plan:
             study = Path(deployed.study)
             session = str(study.parent.parent / "sessions" / study.name)
         try:
-            stored = json.loads((Path(session) / "manifest.json").read_text(encoding="utf-8")).get("plan")
-        except (OSError, ValueError, AttributeError):
+            stored = read_manifest(Path(session)).get("plan")
+        except (OSError, TinynasError):
             stored = None
     if not isinstance(stored, dict) or not stored.get("classes"):
         raise RewearRefused("the served model's collection plan is not known (its session is gone): "

@@ -16,7 +16,7 @@ from tinynas.anomaly.conditions import LIVE
 from tinynas.atomic import atomic_write_text
 from tinynas.cost.targets import resolve_target
 from tinynas.errors import TinynasError
-from tinynas.folders import BEST, JOURNAL
+from tinynas.folders import JOURNAL, best_name
 from tinynas.process_memory import memory_bytes
 from tinynas.service import status_views
 from tinynas.service.config import config_hint, page_plans
@@ -184,10 +184,7 @@ def search_progress(service: ServiceContext) -> dict:
         if clock is not None:  # the journal saves the time spent only as candidates finish
             spent = max(spent, clock[1] + time.time() - clock[0])
         result["seconds_left"] = max(0.0, result["budget_seconds"] - spent)
-    best = study / BEST
-    if best.exists():
-        try:
-            result["best"] = json.loads(best.read_text())["name"]
-        except (OSError, ValueError, KeyError):
-            pass
+    best = best_name(study)
+    if best is not None:
+        result["best"] = best
     return result

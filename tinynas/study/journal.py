@@ -16,6 +16,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from firmware_bridge.safe_read import NotRegularFile, check_regular
 from tinynas.errors import StorageError, TinynasError, is_disk_full, storage_message
 from tinynas.trial import Trial
 
@@ -50,8 +51,13 @@ def inspect_journal(path: str | Path) -> str:
     tinynas journal, to be stamped) or a JournalError/StorageError saying why it is not ours."""
     path = Path(path)
     try:
+        check_regular(path, "journal")
         with open(path, "rb") as handle:
             header = handle.read(100)
+    except NotRegularFile as exc:
+        kind = str(exc.strerror).removesuffix(", not a regular file")
+        raise JournalError(f"{path} is {kind}, not a tinynas journal: left untouched; choose another --out") \
+            from None
     except IsADirectoryError:
         raise JournalError(f"{path} is a folder, not a tinynas journal: choose another --out") from None
     except OSError as exc:

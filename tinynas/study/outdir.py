@@ -20,6 +20,8 @@ def open_journal(out_dir: Path, resume: bool) -> Journal:
     another run, or nothing to resume."""
     check_out_dir(out_dir)
     path = out_dir / JOURNAL
+    if path.is_symlink():  # SQLite would follow it and create or write the file it points at, wherever that is
+        raise StudyError(f"{path} is a symbolic link, not a tinynas journal: left untouched; choose another --out")
     exists = path.exists()
     outputs = [name for name in RUN_OUTPUTS if (out_dir / name).exists()]
     if outputs and (not exists or (path.is_file() and path.stat().st_size == 0)):
