@@ -30,6 +30,9 @@ def onboard_through(root: Path, wire: str) -> dict:
     try:
         run.start()
         run.wait(lambda: run.status().get("state") == "IDLE", 60, "the service to come up")
+        if hasattr(run.simulator, "add_decoy"):  # another EMG device on the network once the armband is found
+            run.wait(lambda: (run.status().get("device") or {}).get("connected"), 60, "the armband found")
+            run.simulator.add_decoy()
         request(run.data, "onboard", user="ann", plan=str(run.root / "plan.json"))
         run.wait(lambda: len(run.windows_accepted()) >= 6, 300, "six windows recorded")
         run.simulator.unplug(1.0)  # the cable pulled; the device comes back restarted

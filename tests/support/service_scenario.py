@@ -44,8 +44,10 @@ def gestures(seed=0, channels=4):
 
 
 PORTS = {"frames": "{port}", "text": "csv:{port}?rate={rate:g}", "cyton": "brainflow:cyton?serial_port={port}",
-         "lsl": "{port}"}
+         "lsl": "{port}", "adc": "csv:{port}?rate={rate:g}", "lsl-foreign": "{port}"}
 """The service's `port` for each front-end the simulator can be (its `port`: a pty's path, or an LSL stream's URL)."""
+FOREIGN = ("adc", "lsl-foreign")
+"""Front-ends written in tests/support/foreign_clients.py, not by firmware_bridge's simulator."""
 
 
 class Scenario:
@@ -57,8 +59,14 @@ class Scenario:
         # A realistic person, later than the default (20 % late starts), 2 % wrong signs, 2 % missed ones.
         self.source = Person(gestures(channels=channels), channels, rate, np.int8, noise=1.5,
                              behaviour=Behaviour(late_probability=0.2, seed=1), rest_class="rest")
-        self.simulator = Simulator(self.source, Hello("sim-armband", "1.0", channels, rate, "int8"),
-                                   port_dir=root / "dev", wire=wire).start()
+        if wire in FOREIGN:  # a front-end tinynas did not write (tests/support/foreign_clients.py)
+            from tests.support.foreign_clients import AdcSketch, LslArmband
+
+            self.simulator = (AdcSketch(self.source, rate, root / "dev") if wire == "adc" else
+                              LslArmband(self.source, rate, channels)).start()
+        else:
+            self.simulator = Simulator(self.source, Hello("sim-armband", "1.0", channels, rate, "int8"),
+                                       port_dir=root / "dev", wire=wire).start()
         port = PORTS[wire].format(port=self.simulator.port, rate=rate)
         plan = root / "plan.json"
         plan.write_text(json.dumps({"classes": list(PLAN_CLASSES), "rest_class": "rest",
