@@ -178,6 +178,25 @@ class ModelCard:
             return None
         return on_chip(self.cost().cycles, self.chip_target(), hop_seconds)
 
+    def input_shape(self) -> tuple[int, ...] | None:
+        """The window shape the model reads, (length, channels); None when the card does not say."""
+        shape = self.input.get("shape") if isinstance(self.input, dict) else None
+        if isinstance(shape, list) and shape and all(isinstance(v, int) and not isinstance(v, bool) and v > 0
+                                                     for v in shape):
+            return tuple(shape)
+        return None
+
+    @property
+    def target_name(self) -> str | None:
+        """The name of the target the model was made for (None: a card that names none)."""
+        name = self.target.get("name") if isinstance(self.target, dict) else None
+        return name if isinstance(name, str) else None
+
+    def input_quantization(self) -> dict[str, Any]:
+        """The int8 input's scale and zero point as the converter set them ({} when the card has none)."""
+        section = self.quantization.get("input") if isinstance(self.quantization, dict) else None
+        return section if isinstance(section, dict) else {}
+
     def held_out(self) -> HeldOut | None:
         """The int8 test's hits of windows, or of the recordings they were cut from (None: a card written before the
         count was recorded)."""

@@ -10,7 +10,8 @@ import pytest
 
 from tinynas.errors import MissingDependencyError, UsageError
 from tinynas.sweep import ray_engine
-from tinynas.sweep.ray_engine import Keeper, check_address, cpus_of, snapshot
+from tinynas.study.journal import snapshot
+from tinynas.sweep.ray_engine import Keeper, check_address, cpus_of
 
 
 def _journal_with(path, rows):

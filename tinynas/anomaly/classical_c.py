@@ -25,6 +25,7 @@ from tinynas.anomaly.classical import DEAD_SCORE, ClassicalScorer, is_power_of_t
 from tinynas.anomaly.conditions import Condition
 from tinynas.c_names import c_comment, c_string, include_guard
 from tinynas.deploy.c_prepare import ROUND_HALF_EVEN, float_literal
+from tinynas.folders import COMPILED_C, COMPILED_H
 
 SCORE_TOLERANCE = 1e-3
 """|C score - Python score| <= SCORE_TOLERANCE x (1 + Python score): float32 features and sums against float64."""
@@ -338,11 +339,11 @@ def host_scores(source: str, header: str, windows: np.ndarray, work: Path, compi
     tinynas) on raw `windows` (n, T, C), built in `work` with the host's `compiler` and run: how the tests and the
     benchmarks check the C against the Python score."""
     work.mkdir(parents=True, exist_ok=True)
-    (work / "model_compiled.c").write_text(source)
-    (work / "model_compiled.h").write_text(header)
+    (work / COMPILED_C).write_text(source)
+    (work / COMPILED_H).write_text(header)
     (work / "main.c").write_text(HOST_PROGRAM)
     built = subprocess.run([compiler, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(work / "score"),
-                            str(work / "main.c"), str(work / "model_compiled.c"), "-lm"],
+                            str(work / "main.c"), str(work / COMPILED_C), "-lm"],
                            capture_output=True, text=True)
     if built.returncode:
         raise RuntimeError(f"the generated scorer did not build: {built.stderr.strip()}")

@@ -135,8 +135,8 @@ def firmware_zip(model_dir: Path, extra: dict[str, bytes] | None = None, extra_r
         return _zipped({**files, "main.c": classical_main_c(header, runtime.get("prefix", "tinynas")).encode(),
                         "README.txt": _classical_readme(card, model_dir, runtime, extra_readme).encode(),
                         **(extra or {})})
-    quantization = (card.quantization or {}).get("input") or {}
-    shape = (card.input or {}).get("shape") or ["?", "?"]
+    quantization = card.input_quantization()
+    shape = card.input_shape() or ("?", "?")
     readme = "\n".join([
         f"tinynas firmware bundle: {card.name or model_dir.name}",
         "",
@@ -164,7 +164,7 @@ def firmware_zip(model_dir: Path, extra: dict[str, bytes] | None = None, extra_r
 
 
 def _classical_readme(card, model_dir: Path, runtime: dict, extra_readme: str) -> str:
-    shape = (card.input or {}).get("shape") or ["?", "?"]
+    shape = card.input_shape() or ("?", "?")
     source, header, prefix = runtime["source"], runtime["header"], runtime.get("prefix", "tinynas")
     return "\n".join([
         f"tinynas firmware bundle: {card.name or model_dir.name} (classical anomaly scorer: features + Gaussian)",

@@ -68,7 +68,7 @@ class ModelDir:
         try:
             architecture = Architecture.from_dict(card.get("architecture"))
         except SpecError as exc:
-            raise ModelDirError(f"{folder / 'card.json'}: {exc}") from None
+            raise ModelDirError(f"{folder / CARD}: {exc}") from None
         if not (folder / MODEL_WEIGHTS).is_file():
             raise ModelDirError(f"{folder} has no {MODEL_WEIGHTS} (the float weights): it was exported by an older "
                                 f"tinynas; run the search again to adapt or recalibrate it")
@@ -93,7 +93,7 @@ class ModelDir:
             raise ModelDirError(f"{card_path}: 'history' must be a list of changes, got {type(history).__name__}")
         model = load_model(self.path / MODEL)  # a damaged .tflite is named now, not after the work
         if model.classes != arch.classes or tuple(model.window_shape) != (arch.input_length, arch.input_channels):
-            raise ModelDirError(f"{self.path / 'model.tflite'} takes {tuple(model.window_shape)} windows into "
+            raise ModelDirError(f"{self.path / MODEL} takes {tuple(model.window_shape)} windows into "
                                 f"{model.classes} classes, its card says ({arch.input_length}, "
                                 f"{arch.input_channels}) into {arch.classes}: files of two models")
         if (self.path / WINDOWS).is_file():
@@ -157,11 +157,11 @@ class ModelDir:
 
         stored = self.card.get("target")
         if not isinstance(stored, dict):
-            raise ModelDirError(f"{self.path / 'card.json'} names no target: the budget cannot be checked")
+            raise ModelDirError(f"{self.path / CARD} names no target: the budget cannot be checked")
         try:
             return Target(**stored)
         except (TypeError, TinynasError) as exc:
-            raise ModelDirError(f"{self.path / 'card.json'}: its target is not readable ({exc})") from None
+            raise ModelDirError(f"{self.path / CARD}: its target is not readable ({exc})") from None
 
 
 def is_model_folder(folder: Path) -> bool:

@@ -219,7 +219,7 @@ def bundle_files(model_dir: str | Path) -> tuple[dict[str, bytes], str]:
     runtime = card.c_runtime or {}
     if not runtime.get("source") or runtime.get("family") == "classical":
         return {}, ""  # no C runtime (the bundle says so itself), or a classical scorer the test firmware cannot run
-    target = (card.target or {}).get("name")
+    target = card.target_name
     board = next((b for b in builtin_boards().values() if b.target and b.target == target),
                  builtin_boards()["microbit"])
     source = read_model_file(model_dir, runtime["source"])

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from tinynas.errors import TinynasError
+from tinynas.folders import MODEL_C
 
 COMPILE_TIMEOUT_S = 300.0
 _MAIN = """#include <stdio.h>
@@ -45,10 +46,10 @@ def host_outputs(source: bytes, header: bytes, header_name: str, prefix: str, in
         raise HostBuildError("no C compiler on this computer (cc, gcc or clang) to build the reference")
     with tempfile.TemporaryDirectory(prefix="tinynas-host-") as folder:
         work = Path(folder)
-        (work / "model.c").write_bytes(source)
+        (work / MODEL_C).write_bytes(source)
         (work / header_name).write_bytes(header)
         (work / "main.c").write_text(_MAIN.format(header=header_name, upper=prefix.upper(), prefix=prefix))
-        built = subprocess.run([compiler, "-std=c99", "-O2", "main.c", "model.c", "-lm", "-o", "model"], cwd=work,
+        built = subprocess.run([compiler, "-std=c99", "-O2", "main.c", MODEL_C, "-lm", "-o", "model"], cwd=work,
                                capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
         if built.returncode != 0:
             raise HostBuildError(f"the C runtime did not build here: {(built.stderr or built.stdout).strip()[:160]}")

@@ -156,7 +156,7 @@ def _take_serve(service: ServiceContext) -> Transition | None:
             model = choose(service.paths.root / "profiles", user, model_id if isinstance(model_id, str) else None,
                            bool(wanted.get("previous")), service.state.history, service.state.deployed)
             assert model.card is not None  # choose() never returns a damaged folder
-            shape = (model.card.input or {}).get("shape") or [0, 0]
+            shape = model.card.input_shape() or (0, 0)
             channels = service.require_device().hello.channels
             if shape[-1] != channels:
                 raise TinynasError(f"model {model.id} reads {shape[-1]} channels, the device sends {channels}")

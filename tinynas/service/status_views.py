@@ -120,7 +120,7 @@ def chip_time(card, hop_seconds: float) -> dict[str, Any] | None:
         return None
     budget = card.latency_seconds()
     keeps = chip.seconds <= hop_seconds
-    target = card.target.get("name", "the target")
+    target = card.target_name or "the target"
     verdict = (f"keeps the {hop_seconds:g} s hop" if keeps else
                f"does NOT keep the {hop_seconds:g} s hop: the chip would fall behind the stream")
     searched = (f"; searched to keep {1000 * budget:g} ms per inference" if budget is not None else

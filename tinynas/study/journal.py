@@ -171,6 +171,37 @@ def progress(path: str | Path) -> tuple[int, float] | None:
         return None
 
 
+def snapshot(path: str | Path) -> bytes:
+    """A consistent copy of a journal a search may be writing (SQLite's online backup, its WAL included), as one
+    file's bytes: what a sweep sends to another node to resume there."""
+    uri = f"file:{urllib.parse.quote(str(Path(path).resolve()))}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=30)) as source, \
+            contextlib.closing(sqlite3.connect(":memory:")) as copy:
+        source.backup(copy)
+        image = bytearray(copy.serialize())
+    # The file format's read/write versions say "WAL" (2) as the source's did; the copy is one file with no log
+    # beside it: say "rollback" (1), so that it also opens in memory (the search sets WAL again when it opens it).
+    image[18:20] = b"\x01\x01"
+    return bytes(image)
+
+
+def finished_trials(image: bytes) -> int:
+    """How many candidates of a journal's `snapshot` were trained to the end (an interrupted or running one is
+    trained again on resume); 0 for bytes that are not a journal."""
+    with contextlib.closing(sqlite3.connect(":memory:")) as db:
+        try:
+            db.deserialize(image)
+            return db.execute("SELECT COUNT(*) FROM trials WHERE state IN ('complete', 'failed')").fetchone()[0]
+        except sqlite3.Error:
+            return 0
+
+
+def checkpoint(path: str | Path) -> None:
+    """Fold a journal's write-ahead log into its file (as a read-write connection's close does)."""
+    with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
 class Journal:
     """SQLite storage of a study's settings and trials (WAL, synchronous=FULL: a commit survives
     a power cut)."""

@@ -24,13 +24,11 @@ import os
 import re
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
-import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,6 +37,7 @@ from tinynas.atomic import atomic_write_bytes
 from tinynas.errors import MissingDependencyError, UsageError
 from tinynas.folders import JOURNAL, SEARCH_LOG
 from tinynas.interrupts import die_with_parent
+from tinynas.study.journal import checkpoint, finished_trials, snapshot
 from tinynas.sweep.grid import search_arguments
 from tinynas.sweep.run import Sweep, last_error
 from tinynas.sweep.state import Cell, one_line
@@ -163,19 +162,6 @@ def _connect(address: str, host: str, port: int, timeout: float) -> None:
                          f"`ray start --head`, or leave --address out to start one on this machine") from None
 
 
-def snapshot(journal: Path) -> bytes:
-    """A consistent copy of a journal the search may be writing (SQLite's online backup: WAL included)."""
-    uri = f"file:{urllib.parse.quote(str(journal.resolve()))}?mode=ro"
-    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=30)) as source, \
-            contextlib.closing(sqlite3.connect(":memory:")) as copy:
-        source.backup(copy)
-        image = bytearray(copy.serialize())
-    # The file format's read/write versions say "WAL" (2) as the source's did; the copy is one file with no log
-    # beside it: say "rollback" (1), so that it also opens in memory (the search sets WAL again when it opens it).
-    image[18:20] = b"\x01\x01"
-    return bytes(image)
-
-
 class Keeper:
     """Lives on the driver's node and keeps each cell's journal and log on the driver's disk, as the tasks send them.
 
@@ -208,11 +194,10 @@ class Keeper:
         if not journal.exists():
             return attempt, None, {}
         copy = snapshot(journal)
-        self.state[index]["resumes"] = _finished_trials(copy)
-        # Fold a killed local run's write-ahead log into the file (a read-write connection's close does), so that a
-        # snapshot renamed over the file later finds no stale -wal beside it to replay.
-        with contextlib.closing(sqlite3.connect(journal, timeout=30)) as db:
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self.state[index]["resumes"] = finished_trials(copy)
+        # A killed local run's write-ahead log folded into the file, so that a snapshot renamed over the file later
+        # finds no stale -wal beside it to replay.
+        checkpoint(journal)
         return attempt, copy, {name: (folder / name).read_bytes() for name in _files(folder)}
 
     def keep(self, index: int, attempt: int, journal: bytes | None, files: dict[str, bytes], gone: list[str],
@@ -282,16 +267,6 @@ class _Sender:
         return out, gone
 
 
-def _finished_trials(journal: bytes) -> int:
-    with contextlib.closing(sqlite3.connect(":memory:")) as db:
-        db.deserialize(journal)
-        try:
-            # Trained to the end (an interrupted or running candidate is trained again on resume).
-            return db.execute("SELECT COUNT(*) FROM trials WHERE state IN ('complete', 'failed')").fetchone()[0]
-        except sqlite3.Error:
-            return 0
-
-
 def _pack(path: Path) -> bytes:
     """A tar of a file or folder under its own name (data shipped to the nodes)."""
     buffer = io.BytesIO()
@@ -355,7 +330,7 @@ def _search_task(index: int, options: dict[str, Any], shipped: dict[str, tuple[A
             copy = snapshot(folder / JOURNAL) if (folder / JOURNAL).exists() else None
             files, gone = sender.changed()
             _wait(keeper.keep.remote(index, attempt, copy, files, gone, (folder / SEARCH_LOG).read_bytes(),
-                                     _finished_trials(copy) if copy and trials else 0))
+                                     finished_trials(copy) if copy and trials else 0))
 
         argv = [sys.executable, "-m", "tinynas.cli", "search", *search_arguments(options), "--out", str(folder),
                 *(["--resume"] if journal is not None else [])]
