@@ -247,3 +247,35 @@ def hil_model(built_once):
               augment="none", clock=lambda: 0.0, runtime="c").run()
 
     return built_once("hil-searched", search) / "run"
+
+
+def _searches_under(root: Path) -> dict[tuple, str]:
+    """The real searches whose journals lie under `root` (a candidate trained to the end), one per search: a
+    folder copied from a finished one (a shared fixture's) holds the same journal and is not counted again."""
+    import contextlib
+    import sqlite3
+
+    found: dict[tuple, str] = {}
+    for journal in sorted(root.rglob("journal.sqlite")):
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{journal}?mode=ro", uri=True)) as db:
+                trained = db.execute("SELECT MIN(updated) FROM trials WHERE state = 'complete'").fetchone()[0]
+                meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.Error:
+            continue
+        if trained is not None:
+            key = (trained, meta.get("settings"), meta.get("search_seconds"))
+            found.setdefault(key, str(journal.relative_to(root)).split("/")[1 if journal.parts else 0])
+    return found
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """How many real searches this run made (docs/development.md keeps the count per tier: issue 69's rule is
+    none in the fast tier). Counted from the journals left under pytest's temporary folders."""
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is None or hasattr(config, "workerinput"):
+        return
+    searches = _searches_under(factory.getbasetemp())
+    where = sorted({name.split("popen-")[-1] for name in searches.values()})
+    terminalreporter.write_line(f"real searches in this run: {len(searches)}"
+                                + (f" (in {', '.join(where)[:300]})" if where else ""))

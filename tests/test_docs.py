@@ -127,3 +127,28 @@ def test_every_docs_page_has_a_title_and_is_in_the_index():
         assert page.read_text().startswith("# "), f"{page.relative_to(ROOT)} does not start with a '# ' title"
         if page.name != "README.md":
             assert page.resolve() in linked, f"docs/README.md does not list {page.name}"
+
+
+REPO_PATH = re.compile(r"`((?:tinynas|tests|benchmarks|docs|devtools|firmware_bridge|\.ci)/[\w./-]*)`")
+
+
+def test_every_backticked_path_of_the_repository_exists():
+    """A path the docs spell in code (`tinynas/...`, `tests/...`, `benchmarks/...`, ...) names a file or folder
+    that is there: a page cannot keep sending a newcomer to a file that moved."""
+    missing = [f"{path.relative_to(ROOT)}: {found}" for path in _markdown_files()
+               for found in REPO_PATH.findall(path.read_text())
+               if "*" not in found and not (ROOT / found.rstrip("/.")).exists()]
+    assert not missing, missing
+
+
+def test_no_page_holds_an_unbroken_block_of_over_40_lines():
+    """A reader scans: a list item, a paragraph or a code block longer than a screen is split (blank lines between
+    a long list's items)."""
+    long = []
+    for path in _markdown_files():
+        run = 0
+        for number, line in enumerate(path.read_text().splitlines() + [""], start=1):
+            run = run + 1 if line.strip() else 0
+            if run == 41:
+                long.append(f"{path.relative_to(ROOT)}:{number - 40}")
+    assert not long, f"blocks of more than 40 lines without a blank one: {long}"
