@@ -19,6 +19,7 @@ the chip (tinynas.hil) never waits behind samples.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import queue
 import threading
@@ -381,3 +382,22 @@ class PolledLink(Link):
 
     def send(self, message: Message) -> None:
         raise LinkError(f"{self.url}: {self.what} takes no messages")
+
+
+SCHEMES = {"csv:": ("firmware_bridge.text_link", "TextLink"), "brainflow:": ("firmware_bridge.brainflow_link",
+                                                                          "BrainFlowLink"),
+           "lsl:": ("firmware_bridge.lsl_link", "LslLink")}
+"""A port URL's scheme and the link class that reads it (module, class), as pySerial's `serial_for_url` keeps its
+protocol handlers: the module is imported when its scheme is asked for (BrainFlow and pylsl load only then).
+Anything else is a serial port speaking tinynas's frames (`Link`)."""
+
+
+def link_for_url(url: str, baudrate: int = 1_000_000, stop: threading.Event | None = None) -> Link:
+    """The link for a port URL, not yet opened: a plain-text device for `csv:...`, a BrainFlow board for
+    `brainflow:...`, an LSL stream for `lsl:...`, else tinynas's frames. A URL that can never be opened (an unknown
+    option, a value out of its range, an unknown board, a library missing) is a LinkError here already; `stop`, when
+    set, ends a wait in a library (resolving an LSL stream)."""
+    for scheme, (module, name) in SCHEMES.items():
+        if url.startswith(scheme):
+            return cast(Link, getattr(importlib.import_module(module), name)(url, stop=stop))
+    return Link(url, baudrate=baudrate, stop=stop)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 import time
 import urllib.parse
 from collections import deque
@@ -281,18 +280,3 @@ class TextLink(Link):
             held, self._held = self._held, []
             for indices, values in held:
                 self._deliver(indices, values)
-
-
-def open_link(url: str, baudrate: int = 1_000_000, stop: threading.Event | None = None) -> Link:
-    """The link for a port URL, not yet opened: a plain-text device for `csv:...`, a BrainFlow board for
-    `brainflow:...`, an LSL stream for `lsl:...`, else tinynas's frames. A URL that can never be opened (an unknown
-    option, a value out of its range, an unknown board, a library missing) is a LinkError here already; `stop`, when
-    set, ends a wait in a library (resolving an LSL stream)."""
-    from firmware_bridge.brainflow_link import BrainFlowLink, is_brainflow_url
-    from firmware_bridge.lsl_link import LslLink, is_lsl_url
-
-    if is_brainflow_url(url):
-        return BrainFlowLink(url, stop=stop)
-    if is_lsl_url(url):
-        return LslLink(url, stop=stop)
-    return TextLink(url, stop=stop) if is_text_url(url) else Link(url, baudrate=baudrate, stop=stop)

@@ -10,9 +10,8 @@ import pytest
 from brainflow import board_shim  # a test extra: CI installs it, so these never skip
 
 from devtools.machine_speed import slowdown
-from firmware_bridge.link import LinkError
+from firmware_bridge.link import LinkError, link_for_url
 from firmware_bridge.protocol import Samples
-from firmware_bridge.text_link import open_link
 
 
 def _samples(link, count: int) -> np.ndarray:
@@ -30,7 +29,7 @@ def _samples(link, count: int) -> np.ndarray:
 def test_the_synthetic_board_streams_its_emg_channels_at_its_rate():
     BoardIds, BoardShim = board_shim.BoardIds, board_shim.BoardShim
     board = BoardIds.SYNTHETIC_BOARD.value
-    with open_link("brainflow:synthetic").open() as link:
+    with link_for_url("brainflow:synthetic").open() as link:
         hello = link.wait_hello(5)
         assert hello.channels == len(BoardShim.get_emg_channels(board))
         assert hello.sample_rate_hz == BoardShim.get_sampling_rate(board)
@@ -57,7 +56,7 @@ def test_a_recording_played_back_by_brainflow_comes_back_value_for_value(tmp_pat
     DataFilter.write_file(recorded, str(path), "w")
     emg = recorded[BoardShim.get_emg_channels(board)].T.astype(np.float32)
     url = f"brainflow:playback_file?file={path}&master_board={board}"
-    with open_link(url).open() as link:
+    with link_for_url(url).open() as link:
         assert link.wait_hello(5).channels == emg.shape[1]
         played = _samples(link, 200)
     start = int(np.argmin(np.abs(emg[:, 0] - played[0, 0]) + np.abs(emg[:, 1] - played[0, 1])))
@@ -83,7 +82,7 @@ def test_a_recording_played_back_by_brainflow_comes_back_value_for_value(tmp_pat
 ])
 def test_a_board_that_cannot_be_opened_is_one_line(url, why):
     with pytest.raises(LinkError) as caught:
-        open_link(url).open()
+        link_for_url(url).open()
     assert why in str(caught.value) and "\n" not in str(caught.value)
     assert "_ERROR:" not in str(caught.value)  # BrainFlow's bare codes are said in words
 
@@ -92,7 +91,7 @@ def test_a_board_that_cannot_be_opened_is_one_line(url, why):
 def test_brainflows_own_board_names_are_taken_in_any_case(name):
     """The service names its device `brainflow:synthetic_board`: that name, BoardIds' own spelling and its number are
     the board, as the short name is."""
-    with open_link(f"brainflow:{name}").open() as link:
+    with link_for_url(f"brainflow:{name}").open() as link:
         assert link.wait_hello(5).device_id == "brainflow:synthetic_board"
 
 
@@ -100,7 +99,7 @@ def test_a_board_name_as_brainflow_spells_it_reaches_the_board(tmp_path):
     """`cyton_board` and `CYTON_BOARD` are the Cyton (they were refused): read on tinynas's simulated Cyton."""
     stream = np.random.default_rng(2).normal(0, 40, size=(250 * 30, 8))
     with _cyton(tmp_path, stream) as cyton, \
-            open_link(f"brainflow:CYTON_BOARD?serial_port={cyton.port}").open() as link:
+            link_for_url(f"brainflow:CYTON_BOARD?serial_port={cyton.port}").open() as link:
         assert (link.wait_hello(10 * slowdown()).channels, link.hello.sample_rate_hz) == (8, 250.0)
         assert len(_samples(link, 250)) >= 250
 
@@ -123,7 +122,7 @@ def test_nan_in_what_a_board_sends_is_refused_never_passed_on(tmp_path):
     data[emg[1], 150::200] = 1e39
     path = tmp_path / "damaged.csv"
     DataFilter.write_file(data, str(path), "w")
-    with open_link(f"brainflow:playback_file?file={path}&master_board=synthetic").open() as link:
+    with link_for_url(f"brainflow:playback_file?file={path}&master_board=synthetic").open() as link:
         link.wait_hello(5)
         played = _samples(link, 600)
         assert link.counters.bad_values >= 4 and link.counters.lost_samples >= 4
@@ -145,7 +144,7 @@ def test_a_cyton_on_a_serial_port_is_read_by_brainflows_own_driver_value_for_val
     from firmware_bridge import cyton_wire
 
     stream = np.round(np.random.default_rng(0).normal(0, 40, size=(5000, 8)), 3)
-    with _cyton(tmp_path, stream) as cyton, open_link(f"brainflow:cyton?serial_port={cyton.port}").open() as link:
+    with _cyton(tmp_path, stream) as cyton, link_for_url(f"brainflow:cyton?serial_port={cyton.port}").open() as link:
         hello = link.wait_hello(10 * slowdown())
         assert (hello.channels, hello.sample_rate_hz) == (8, 250.0)
         played = _samples(link, 500)
@@ -162,7 +161,7 @@ def test_a_cyton_unplugged_and_back_is_prepared_again_and_a_new_epoch(tmp_path):
     from firmware_bridge.link import DeviceReset
 
     stream = np.random.default_rng(1).normal(0, 40, size=(250 * 60, 8))
-    with _cyton(tmp_path, stream) as cyton, open_link(f"brainflow:cyton?serial_port={cyton.port}").open() as link:
+    with _cyton(tmp_path, stream) as cyton, link_for_url(f"brainflow:cyton?serial_port={cyton.port}").open() as link:
         link.wait_hello(10 * slowdown())
         _samples(link, 250)
         cyton.unplug(1.0)
@@ -204,7 +203,7 @@ def test_windows_are_collected_from_brainflows_own_synthetic_board_by_its_own_na
 
     plan = Plan("board", ("a", "b"), kind="continuous", window_seconds=0.25, hold_seconds=0.5, repetitions=1,
                 rest_seconds=0.0, countdown=0)
-    with open_link("brainflow:synthetic_board").open() as link:
+    with link_for_url("brainflow:synthetic_board").open() as link:
         hello = link.wait_hello(5)
         with Recorder(tmp_path / "session", hello, labels=plan.classes, plan=plan.to_dict()) as recorder:
             thread = RecordingThread(link, recorder)

@@ -11,11 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from firmware_bridge.link import Link, LinkError
+from firmware_bridge.link import Link, LinkError, link_for_url
 from firmware_bridge.protocol import Hello, Samples
 from firmware_bridge.recorder import Recorder, RecordingThread
 from firmware_bridge.simulator import ArraySource, Faults, Simulator
-from firmware_bridge.text_link import open_link
 from tinynas.data.session import load_session, read_samples
 
 SHARED_ISL = Path(__file__).resolve().parents[3] / "shared" / "data" / "isl" / "Dataset" / "A"
@@ -105,7 +104,7 @@ def test_a_replugged_device_that_restarts_its_counter_rewrites_no_accepted_windo
     url, speed = INPUTS[wire]
     hello = Hello("sim-myo", "1.0", 8, 250.0 if wire == "cyton" else 200.0, "int8")
     with Simulator(source, hello, port_dir=tmp_path, speed=speed, wire=wire) as simulator, \
-            open_link(url.format(port=simulator.port, rate=hello.sample_rate_hz)).open() as link:
+            link_for_url(url.format(port=simulator.port, rate=hello.sample_rate_hz)).open() as link:
         hello = link.wait_hello(30)
         with Recorder(tmp_path / "session", hello, labels=["A", "B"]) as recorder:
             thread = RecordingThread(link, recorder)

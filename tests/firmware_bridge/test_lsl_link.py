@@ -12,9 +12,8 @@ import pylsl  # a test extra: CI installs it, so these never skip
 import pytest
 
 from devtools.machine_speed import slowdown
-from firmware_bridge.link import DeviceReset, LinkError
+from firmware_bridge.link import DeviceReset, LinkError, link_for_url
 from firmware_bridge.protocol import Samples
-from firmware_bridge.text_link import open_link
 
 RATE, CHANNELS = 200.0, 8
 
@@ -55,7 +54,7 @@ def _read(link, count: int):
 def test_a_stream_is_read_by_its_timestamps_and_a_gap_the_sender_left_stays_one():
     outlet = _start("tinynas-test-gap", 6.0, skip=(300, 320))
     try:
-        with open_link("lsl:tinynas-test-gap?timeout=30").open() as link:
+        with link_for_url("lsl:tinynas-test-gap?timeout=30").open() as link:
             hello = link.wait_hello(5)
             assert (hello.channels, hello.sample_rate_hz) == (CHANNELS, RATE)
             got, _ = _read(link, 500)
@@ -71,7 +70,7 @@ def test_a_stream_is_read_by_its_timestamps_and_a_gap_the_sender_left_stays_one(
 def test_a_stream_that_vanishes_and_returns_is_a_new_epoch():
     first = _start("tinynas-test-return", 3.0)
     try:
-        with open_link("lsl:name=tinynas-test-return&timeout=30").open() as link:
+        with link_for_url("lsl:name=tinynas-test-return&timeout=30").open() as link:
             link.wait_hello(5)
             _read(link, 200)
             first.join(30)
@@ -95,7 +94,7 @@ def test_a_stream_that_vanishes_and_returns_is_a_new_epoch():
 ])
 def test_a_stream_that_cannot_be_opened_is_one_line(url, why):
     with pytest.raises(LinkError, match=why):
-        open_link(url).open()
+        link_for_url(url).open()
 
 
 @pytest.mark.parametrize("clock", [1.0, 0.995, 1.005])  # the sender's clock: true, 0.5 % slow, 0.5 % fast
@@ -174,7 +173,7 @@ def test_a_second_stream_of_the_type_is_named_never_switched_to_and_the_first_is
     a = _start_plain("armband-A", kind, f"A-{os.getpid()}", 1.0)
     b = restarted = None
     try:
-        with open_link(f"lsl:type={kind}&timeout=60").open() as link:
+        with link_for_url(f"lsl:type={kind}&timeout=60").open() as link:
             assert link.wait_hello(5).device_id == "lsl:armband-A"
             got, _ = _read(link, 100)
             b = _start_plain("armband-B", kind, f"B-{os.getpid()}", -1.0)
@@ -213,7 +212,7 @@ def test_a_negative_nan_or_endless_timeout_is_refused_before_liblsl_waits():
         started = time.monotonic()
         with pytest.raises(LinkError, match=f"timeout must be a number of seconds above 0 and at most 600, got "
                                             f"'{text}'"):
-            open_link(f"lsl:tinynas-nobody?timeout={text}")
+            link_for_url(f"lsl:tinynas-nobody?timeout={text}")
         assert time.monotonic() - started < 5 * slowdown()
 
 
@@ -221,7 +220,7 @@ def test_closing_the_link_ends_a_long_resolve_at_once():
     """Every wait in liblsl is in slices: close() (the service stopping) ends a resolve of 600 s within a slice."""
     import threading
 
-    link = open_link(f"lsl:tinynas-nobody-{os.getpid()}?timeout=600")
+    link = link_for_url(f"lsl:tinynas-nobody-{os.getpid()}?timeout=600")
     failed = []
 
     def opening():
@@ -309,7 +308,7 @@ def test_windows_are_collected_from_a_plain_outlet_with_a_second_stream_of_its_t
     second = None
     plan = Plan("lsl", ("fist", "open"), repetitions=2, window_seconds=0.5, rest_seconds=1.0, countdown=1)
     try:
-        with open_link(f"lsl:type={kind}&timeout=60").open() as link:
+        with link_for_url(f"lsl:type={kind}&timeout=60").open() as link:
             hello = link.wait_hello(5)
             second = _start_plain("armband-B", kind, f"B-{os.getpid()}", -1.0)  # another program's stream
             with Recorder(tmp_path / "session", hello, labels=plan.classes, plan=plan.to_dict()) as recorder:

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from devtools.machine_speed import slowdown
-from firmware_bridge.link import DeviceReset, LinkError
+from firmware_bridge.link import DeviceReset, LinkError, link_for_url
 from firmware_bridge.protocol import Hello, Samples
 from firmware_bridge.recorder import Recorder, RecordingThread
 from firmware_bridge.simulator import ArraySource, Simulator
-from firmware_bridge.text_link import TextLink, open_link
+from firmware_bridge.text_link import TextLink
 from tinynas.data.session import load_session
 
 
@@ -167,7 +167,7 @@ def test_a_clock_column_places_samples_and_shows_the_lines_lost(printing_sketch)
 ])
 def test_a_text_url_without_what_it_needs_is_one_line(url, why):
     with pytest.raises(LinkError, match=why):
-        open_link(url)
+        link_for_url(url)
 
 
 @pytest.mark.parametrize("pause", [0.4, 1.5])  # shorter than PAUSE_SECONDS (the banner says it), and longer
@@ -260,5 +260,5 @@ def test_a_clock_value_no_clock_can_have_is_a_bad_line_not_a_gap(printing_sketch
 ])
 def test_a_text_option_out_of_its_range_is_one_line_naming_it_and_the_range(url, why):
     with pytest.raises(LinkError, match=why.replace("(", r"\(").replace(")", r"\)")) as caught:
-        open_link(url)
+        link_for_url(url)
     assert "\n" not in str(caught.value)

@@ -9,10 +9,9 @@ import time
 import pytest
 
 from devtools.machine_speed import slowdown
-from firmware_bridge.link import LinkError
+from firmware_bridge.link import LinkError, link_for_url
 from firmware_bridge.protocol import Hello
 from firmware_bridge.ring import SampleRing
-from firmware_bridge.text_link import open_link
 from tinynas.service.device import Device, connect
 
 
@@ -41,7 +40,7 @@ def test_a_service_waiting_on_liblsl_for_a_stream_stops_at_once():
 
 
 def test_the_links_own_words_reach_the_page_while_its_stream_is_away():
-    link = open_link("lsl:type=EMG")  # not opened: only what it says while its stream is away
+    link = link_for_url("lsl:type=EMG")  # not opened: only what it says while its stream is away
     link.problem = ("the stream 'armband-A' on pi (source_id 'A') vanished; waiting for it to come back (another "
                     "stream with type 'EMG' is there, 'armband-B' on pi: ...)")
     device = Device(link, Hello("lsl:armband-A", "lsl EMG", 8, 200.0, "float32"), SampleRing(8, 100))

@@ -11,14 +11,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def open_with_changed_package(tmp_path: Path, package, change: Callable[[Path], None], url: str) -> list[str]:
-    """`open_link(url)` in a fresh Python whose `package` is a copy under `tmp_path` that `change` altered; the lines
+    """`link_for_url(url)` in a fresh Python whose `package` is a copy under `tmp_path` that `change` altered; the lines
     it printed (the LinkError's text, or nothing)."""
     copy = tmp_path / Path(package.__file__).parent.name
     shutil.copytree(Path(package.__file__).parent, copy)
     change(copy)
-    code = ("from firmware_bridge.text_link import open_link\n"
+    code = ("from firmware_bridge.link import link_for_url\n"
             "from firmware_bridge.link import LinkError\n"
-            f"try:\n    open_link({url!r})\nexcept LinkError as e:\n    print(e)\n")
+            f"try:\n    link_for_url({url!r})\nexcept LinkError as e:\n    print(e)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin"})
     return done.stdout.strip().splitlines() or [f"(nothing printed; stderr: {done.stderr[-500:]})"]

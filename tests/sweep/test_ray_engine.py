@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from tinynas.errors import MissingDependencyError, UsageError
-from tinynas.sweep import ray_engine
 from tinynas.study.journal import snapshot
+from tinynas.sweep import ray_engine
 from tinynas.sweep.ray_engine import Keeper, check_address, cpus_of
 
 

@@ -87,14 +87,14 @@ def register(sub) -> None:
 
 def _cmd_collect(args: argparse.Namespace) -> int:
     from firmware_bridge.guide import GuidedCollection, Prompter, TerminalPrompter
+    from firmware_bridge.link import link_for_url
     from firmware_bridge.plan import load_plan
     from firmware_bridge.recorder import Recorder, RecordingThread
-    from firmware_bridge.text_link import open_link
 
     check_range("--baud", args.baud, 1, hint=" (e.g. 1000000)")
     plan = load_plan(args.plan)
     prompter = Prompter() if args.headless or not sys.stdout.isatty() else TerminalPrompter()
-    with open_link(args.port, baudrate=args.baud).open() as link:
+    with link_for_url(args.port, baudrate=args.baud).open() as link:
         hello = link.wait_hello(10)
         with Recorder(args.out, hello, user=args.user, labels=plan.classes, plan=plan.to_dict()) as recorder:
             thread = RecordingThread(link, recorder)

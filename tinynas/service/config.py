@@ -282,11 +282,10 @@ def _check_choices(origin: str, data: dict) -> None:
     if "port" in data:
         # A port URL that can never be opened (an unknown board, an option out of its range, a library missing) is
         # refused here in one line: the service would otherwise wait for ever, saying "plug it in".
-        from firmware_bridge.link import LinkError
-        from firmware_bridge.text_link import open_link
+        from firmware_bridge.link import LinkError, link_for_url
 
         try:
-            open_link(data["port"])
+            link_for_url(data["port"])
         except LinkError as exc:
             raise ConfigError(f"{origin}: port: {exc}") from None
     if "plan" in data:

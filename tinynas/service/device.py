@@ -12,10 +12,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from firmware_bridge.link import Link, LinkError
+from firmware_bridge.link import Link, LinkError, link_for_url
 from firmware_bridge.protocol import Hello
 from firmware_bridge.ring import SampleRing
-from firmware_bridge.text_link import open_link
 
 log = logging.getLogger(__name__)
 
@@ -77,10 +76,10 @@ def connect(port: str, baudrate: int, stop: threading.Event, on_wait) -> Device 
     """The device at `port` once it said HELLO; None if `stop` is set first. `on_wait(text)` is told why not yet
     (and "" once connected)."""
     said = ""
-    open_link(port, baudrate=baudrate)  # a URL that can never be opened: one line now, never "plug it in" for ever
+    link_for_url(port, baudrate=baudrate)  # a URL that can never be opened: one line now, never "plug it in" for ever
     while not stop.is_set():
         try:
-            link = open_link(port, baudrate=baudrate, stop=stop).open()
+            link = link_for_url(port, baudrate=baudrate, stop=stop).open()
         except LinkError as exc:
             text = waiting_text(port, "it cannot be opened (" + str(exc).removeprefix(f"cannot open {port}: ") + ")")
             if text != said:
