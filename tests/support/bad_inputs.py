@@ -1071,3 +1071,40 @@ WING_FILE_ROWS = [
     if not (slot == "data-npz" and kind == "too-big") and not (slot == "service-config" and kind == "empty")
 ]
 ROWS += WING_FILE_ROWS
+
+
+# Bad values generated from the one ranges table (tinynas.options.RANGES, issue 69): for each search option and
+# each service-config key that reads a range, the values just outside it, a fraction where a whole number is asked,
+# words, NaN and infinity. A range widened or narrowed changes these rows with it.
+SEARCH_RANGED = {"epochs": "--epochs", "final_epochs": "--final-epochs", "batch_size": "--batch-size",
+                 "learning_rate": "--learning-rate", "seed": "--seed", "candidates": "--candidates"}
+CONFIG_RANGED = {"epochs": "epochs", "final_epochs": "final_epochs", "batch_size": "batch_size",
+                 "learning_rate": "learning_rate", "rewear_repetitions": "rewear_repetitions",
+                 "recalibrate_epochs": "rewear_epochs", "recalibrate_learning_rate": "rewear_learning_rate",
+                 "rewear_unlabelled_seconds": "rewear_unlabelled_seconds"}
+
+
+def _outside(key: str) -> dict[str, str]:
+    """Text values outside RANGES[key], by what they are."""
+    from tinynas.options import RANGES
+
+    allowed = RANGES[key]
+    step = 1 if allowed.whole else max(allowed.low * 0.5, 1e-9)
+    values = {"below": repr(allowed.low if allowed.low_open else allowed.low - step), "words": "many"}
+    if allowed.high is not None:
+        values["above"] = repr(allowed.high + 1 if allowed.whole else allowed.high * 2)
+    if allowed.whole:
+        values["fraction"] = repr(allowed.low + 1.5)
+    else:
+        values.update(nan="nan", inf="inf")
+    return values
+
+
+RANGE_ROWS = [
+    *[Row(f"range-{key}-{kind}", (*SEARCH, option, value), option)
+      for key, option in SEARCH_RANGED.items() for kind, value in _outside(key).items()],
+    *[Row(f"range-config-{name}-{kind}", ("service", "config", "--config", "{w}/service.toml"), name,
+          setup=_service_config(f"{name} = {repr(value) if kind == 'words' else value}\n"))
+      for key, name in CONFIG_RANGED.items() for kind, value in _outside(key).items()],
+]
+ROWS += RANGE_ROWS
