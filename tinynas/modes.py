@@ -30,3 +30,13 @@ class Task(StrEnum):
 
     CLASSIFY = "classify"
     ANOMALY = "anomaly"
+
+
+class CellStatus(StrEnum):
+    """Where a sweep's cell stands (`DIR/sweep.json`): not started, searching (or cut short: searched again on
+    --resume, from its journal), finished with a model, or finished without one."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"

@@ -37,10 +37,11 @@ from tinynas.atomic import atomic_write_bytes
 from tinynas.errors import MissingDependencyError, UsageError
 from tinynas.folders import JOURNAL, SEARCH_LOG
 from tinynas.interrupts import die_with_parent
+from tinynas.modes import CellStatus
 from tinynas.study.journal import checkpoint, finished_trials, snapshot
 from tinynas.sweep.grid import search_arguments
 from tinynas.sweep.run import Sweep, last_error
-from tinynas.sweep.state import Cell, one_line
+from tinynas.sweep.state import FINISHED, Cell, one_line
 from tinynas.units import echoed
 
 log = logging.getLogger(__name__)
@@ -434,11 +435,11 @@ def run_on_ray(sweep: Sweep, address: str | None = None, progress: Callable[[str
             ready, _ = ray.wait(list(refs), num_returns=1, timeout=1.0)
             for index, state in ray.get(keeper.status.remote()).items():
                 cell = sweep.cells[index - 1]
-                if state["attempt"] > attempts_seen.get(index, 0) and cell.status not in ("done", "failed"):
+                if state["attempt"] > attempts_seen.get(index, 0) and cell.status not in FINISHED:
                     attempts_seen[index] = state["attempt"]
                     again = "" if state["attempt"] == 1 else f", attempt {state['attempt']}"
                     resumes = f", resuming {state['resumes']} trials" if state["resumes"] else ""
-                    cell.status, cell.attempts, cell.node = "running", state["attempt"], state["node"]
+                    cell.status, cell.attempts, cell.node = CellStatus.RUNNING, state["attempt"], state["node"]
                     sweep.save()
                     progress(f"cell {cell.index}/{len(sweep.cells)} started on node {cell.node[:8]}{again}{resumes} "
                              f"({cell.describe()})")
@@ -447,11 +448,12 @@ def run_on_ray(sweep: Sweep, address: str | None = None, progress: Callable[[str
                 try:
                     result = ray.get(ref)
                 except ray.exceptions.RayError as exc:
-                    status, error = "failed", f"Ray lost the cell's search: {one_line(str(exc).strip(), 200)}"
+                    status, error = CellStatus.FAILED, f"Ray lost the cell's search: {one_line(str(exc).strip(), 200)}"
                 else:
                     cell.seconds = round(cell.seconds + result["seconds"], 1)
                     cell.node, cell.attempts = result["node"], result["attempt"]
-                    status, error = ("done", "") if result["returncode"] == 0 else ("failed", result["error"])
+                    status, error = ((CellStatus.DONE, "") if result["returncode"] == 0 else
+                                     (CellStatus.FAILED, result["error"]))
                 progress(sweep.finish(cell, status, error, left=len(refs), at_once=at_once))
     except KeyboardInterrupt:
         for ref in refs:
@@ -459,7 +461,7 @@ def run_on_ray(sweep: Sweep, address: str | None = None, progress: Callable[[str
         for ref, cell in refs.items():
             with contextlib.suppress(Exception):
                 ray.get(ref, timeout=90)
-            cell.status = "running" if cell.attempts else "pending"
+            cell.status = CellStatus.RUNNING if cell.attempts else CellStatus.PENDING
         sweep.save()
         raise
     finally:

@@ -24,6 +24,7 @@ from tinynas.atomic import atomic_write_text
 from tinynas.errors import UsageError
 from tinynas.folders import JOURNAL, SEARCH_LOG
 from tinynas.interrupts import die_with_parent
+from tinynas.modes import CellStatus
 from tinynas.sweep.grid import Grid, search_arguments
 from tinynas.sweep.state import FINISHED, STATE, Cell, one_line, read_state, state_text
 
@@ -50,20 +51,20 @@ class Sweep:
 
     def counts(self) -> dict[str, int]:
         return {status: sum(cell.status == status for cell in self.cells)
-                for status in ("done", "failed", "running", "pending")}
+                for status in (CellStatus.DONE, CellStatus.FAILED, CellStatus.RUNNING, CellStatus.PENDING)}
 
     def unfinished(self) -> list[Cell]:
         return [cell for cell in self.cells if cell.status not in FINISHED]
 
-    def finish(self, cell: Cell, status: str, error: str, left: int, at_once: int) -> str:
+    def finish(self, cell: Cell, status: CellStatus, error: str, left: int, at_once: int) -> str:
         """Record a cell's end (saved at once) and say it, with the counts and the time left at the mean so far."""
         cell.status, cell.error = status, error
         self.save()
         counts = self.counts()
-        done = [other.seconds for other in self.cells if other.status == "done"]
+        done = [other.seconds for other in self.cells if other.status == CellStatus.DONE]
         mean = sum(done) / len(done) if done else 0.0
         eta = f", about {_minutes(mean * left / max(1, at_once))} left" if mean and left else ""
-        what = "done" if status == "done" else f"failed: {error}"
+        what = "done" if status == CellStatus.DONE else f"failed: {error}"
         return (f"cell {cell.index}/{len(self.cells)} {what} ({cell.describe()}, {cell.seconds:.0f} s) | "
                 f"{counts['done']} done, {counts['failed']} failed, {left} left{eta}")
 
@@ -85,8 +86,8 @@ class Sweep:
                     del running[index]
                     log_file.close()
                     cell.seconds = round(cell.seconds + time.monotonic() - started, 1)
-                    status, error = ("done", "") if process.returncode == 0 else ("failed", last_error(
-                        cell.folder(self.out) / SEARCH_LOG))
+                    status, error = ((CellStatus.DONE, "") if process.returncode == 0 else
+                                     (CellStatus.FAILED, last_error(cell.folder(self.out) / SEARCH_LOG)))
                     progress(self.finish(cell, status, error, left=len(waiting) + len(running), at_once=parallel))
         except KeyboardInterrupt:
             for _cell, process, _started, _log in running.values():
@@ -99,7 +100,7 @@ class Sweep:
                     process.wait()
                 log_file.close()
                 cell.seconds = round(cell.seconds + time.monotonic() - started, 1)
-                cell.status = "running"  # searched again on --resume, from its journal
+                cell.status = CellStatus.RUNNING  # searched again on --resume, from its journal
             self.save()
             raise
 
@@ -116,7 +117,7 @@ class Sweep:
         process = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True, preexec_fn=die_with_parent,
                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        cell.status, cell.attempts = "running", cell.attempts + 1
+        cell.status, cell.attempts = CellStatus.RUNNING, cell.attempts + 1
         self.save()
         return cell, process, time.monotonic(), log_file
 

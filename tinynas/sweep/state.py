@@ -21,11 +21,12 @@ from typing import Any
 
 from tinynas.errors import UsageError
 from tinynas.folders import FolderError
+from tinynas.modes import CellStatus
 from tinynas.sweep.grid import Grid
 
 STATE = "sweep.json"
-STATUSES = ("pending", "running", "done", "failed")
-FINISHED = ("done", "failed")
+STATUSES = tuple(CellStatus)
+FINISHED = (CellStatus.DONE, CellStatus.FAILED)
 MAX_ERROR = 400
 """The longest error a cell records (the search's last error line, cut at 300; Ray's at 200 after a prefix)."""
 MAX_SECONDS = 1e9
@@ -47,7 +48,7 @@ class DamagedState(FolderError):
 class Cell:
     index: int
     values: dict[str, Any]
-    status: str = "pending"
+    status: CellStatus = CellStatus.PENDING
     seconds: float = 0.0
     error: str = ""
     attempts: int = 0  # searches started for it (a resume or a Ray retry after a lost node adds one)
@@ -158,7 +159,7 @@ def read_state(out: Path, grid: Grid) -> list[Cell]:
         node = cell["node"]
         if not (isinstance(node, str) and _NODE.fullmatch(node)):
             raise damaged(f"{where}'s node must be a Ray node's id (hex digits) or empty, got {_short(node)}")
-        cells.append(Cell(number, values, cell["status"], float(seconds), error, attempts, node))
+        cells.append(Cell(number, values, CellStatus(cell["status"]), float(seconds), error, attempts, node))
     for cell in cells:  # what the file names is right; the folders it leads to must be the sweep's own
         folder = cell.folder(out)
         if folder.is_symlink() or (folder.exists() and not folder.is_dir()):

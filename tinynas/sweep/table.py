@@ -13,6 +13,7 @@ from typing import Any
 from tinynas.atomic import atomic_write_bytes, atomic_write_text
 from tinynas.card import DamagedCard, ModelCard, read_card
 from tinynas.errors import TinynasError
+from tinynas.modes import CellStatus
 from tinynas.sweep.run import Sweep
 from tinynas.verdict import wilson
 
@@ -25,7 +26,7 @@ def rows(sweep: Sweep) -> list[dict[str, Any]]:
     out = []
     for cell in sweep.cells:
         row: dict[str, Any] = {**cell.values, **dict.fromkeys(COLUMNS), "status": cell.status, "seconds": cell.seconds}
-        if cell.status == "done":
+        if cell.status == CellStatus.DONE:
             try:
                 card = read_card(cell.folder(sweep.out))
             except DamagedCard as exc:
