@@ -245,10 +245,10 @@ class Study:
                            folds=None if self.prepared.folds is None else self.prepared.folds.describe(),
                            latency_seconds=self.budget.latency_seconds)
 
-    @property
+    @cached_property
     def budget(self) -> Budget:
         """What the search budgets for: the target, counted for the runtime (auto resolved against the target) by
-        the accounting, and why that runtime."""
+        the accounting, and why that runtime. Built once per study (it was built again on each of its six reads)."""
         return Budget.resolve(self.target, self.settings.runtime, self.settings.accounting,
                               self.settings.latency_seconds)
 
