@@ -196,6 +196,10 @@ def check_hil(section: dict, where: str = "the card's 'hil'") -> None:
             raise _fail(f"{where} {key!r}", "a count of at least 0", value)
     if section.get("keeps_budget") not in (None, True, False):
         raise _fail(f"{where} 'keeps_budget'", "true, false or null", section.get("keeps_budget"))
+    accuracy = section.get("accuracy")
+    if accuracy is not None and not (isinstance(accuracy, dict) and accuracy == {} or isinstance(accuracy, dict)
+                                     and all(is_count(accuracy.get(key)) for key in ("hits", "windows"))):
+        raise _fail(f"{where} 'accuracy'", "a count of hits and windows (or recordings)", accuracy)
     for key in ("board", "counts", "model_hash", "stopped"):
         value = section.get(key, "")
         if not (isinstance(value, str) and len(value) <= 300):

@@ -17,7 +17,7 @@ from tinynas.data.preprocess import Preprocessing
 from tinynas.errors import UsageError
 from tinynas.hil.board import get_board
 from tinynas.hil.build import ToolchainMissing, build_firmware, manifest_board, write_firmware
-from tinynas.hil.check import check_on_board, folder_test_windows
+from tinynas.hil.check import check_on_board, folder_test_groups, folder_test_windows
 from tinynas.hil.protocol import DeviceError, HilLink
 from tinynas.hil.qemu import emulated
 from tinynas.options import check_positive, check_range
@@ -81,18 +81,19 @@ def _cmd_firmware(args: argparse.Namespace) -> int:
     return 0
 
 
-def _windows(args: argparse.Namespace, card) -> tuple[np.ndarray, np.ndarray, str]:
-    """The float windows and their labels (indices into the model's classes) to check on, and what they are."""
+def _windows(args: argparse.Namespace, card) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, str]:
+    """The float windows, their labels (indices into the model's classes) and recordings to check on, and what they
+    are."""
     preprocessing = Preprocessing.from_card(card.to_dict())
     if args.data:
         from tinynas.data.spec import load_windows
 
         windows = load_windows(args.data)
         preprocessing.check(windows)
-        return windows.x, preprocessing.labels_for(windows), f"{len(windows)} windows of {args.data}"
+        return windows.x, preprocessing.labels_for(windows), windows.groups, f"{len(windows)} windows of {args.data}"
 
     x, labels = folder_test_windows(args.model, card)
-    return x, labels, f"the {len(x)} test windows of {args.model}"
+    return x, labels, folder_test_groups(args.model), f"the {len(x)} test windows of {args.model}"
 
 
 def _cmd_hil(args: argparse.Namespace) -> int:
@@ -113,7 +114,7 @@ def _cmd_hil(args: argparse.Namespace) -> int:
         raise UsageError(f"board {board.name} has no emulator (no qemu_machine in its file): flash the firmware of "
                          f"`tinynas firmware` to it and use --port")
     card = read_card(args.model)  # before any port is opened or anything built: one line if it is not a model
-    windows, labels, what = _windows(args, card)
+    windows, labels, groups, what = _windows(args, card)
     with tempfile.TemporaryDirectory(prefix="tinynas-firmware-") as scratch:
         folder = given or Path(scratch)
         if args.qemu:
@@ -121,9 +122,9 @@ def _cmd_hil(args: argparse.Namespace) -> int:
                 log.info("building the test firmware for %s", board.name)
                 build_firmware(write_firmware(args.model, board, folder, emulated=True), board)
             with emulated(board, folder / "firmware.elf") as pty:  # QEMU gone is the board gone: no replug
-                report = _check(args, board, folder, pty, windows, labels, what, replug=False)
+                report = _check(args, board, folder, pty, windows, labels, groups, what, replug=False)
         else:
-            report = _check(args, board, folder, args.port, windows, labels, what)
+            report = _check(args, board, folder, args.port, windows, labels, groups, what)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.text())
     if report.checked:  # the card keeps the last check: the page shows it beside the model
         record_section(args.model, "hil", report.card_section(time.time()))
@@ -133,7 +134,7 @@ def _cmd_hil(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace, board, folder: Path, port_name: str, windows: np.ndarray, labels: np.ndarray,
-           what: str, replug: bool = True):
+           groups: np.ndarray | None, what: str, replug: bool = True):
     """The check over `port_name`; with `replug`, a port that goes away is waited for (--timeout) and opened again."""
     ports: list = []
 
@@ -160,7 +161,8 @@ def _check(args: argparse.Namespace, board, folder: Path, port_name: str, window
 
     try:
         return check_on_board(args.model, folder, board, open_link(), windows, labels, runs=args.runs,
-                              warmup=args.warmup, progress=log.info, reopen=reopen if replug else None, what=what)
+                              warmup=args.warmup, progress=log.info, reopen=reopen if replug else None, what=what,
+                              groups=groups)
     finally:
         for port in ports:
             port.close()

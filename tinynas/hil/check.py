@@ -28,7 +28,7 @@ from tinynas.hil.build import model_hash, read_manifest
 from tinynas.hil.host import HostBuildError, host_outputs
 from tinynas.hil.protocol import BoardNonsense, DeviceError, DeviceRefused, DeviceReset, HilLink, NotOurFirmware
 from tinynas.space import Architecture
-from tinynas.verdict import HeldOut
+from tinynas.verdict import RECORDINGS, HeldOut, held_out
 
 MAX_RESUMES = 3
 """Interruptions a run resumes after; a board that keeps resetting is said, not retried for ever."""
@@ -67,6 +67,9 @@ class HilReport:
     """Why the run ended before every window was checked (empty: it did not)."""
     resumed: list[str] = field(default_factory=list)
     """Each interruption the run resumed after (a reset; a port that came back), and at which window."""
+    accuracy: dict = field(default_factory=dict)
+    """The hits as `HeldOut.to_dict()`: over the recordings the windows were cut from when windows share one (they
+    overlap: not independent), else over the windows."""
     time: dict = field(default_factory=dict)
     """One inference against the time model and the budget (`time_against_budget`): measured and estimated counts,
     their ratio, seconds at the board's clock, the budget the model was searched under, whether it keeps it."""
@@ -74,7 +77,7 @@ class HilReport:
     def to_dict(self) -> dict:
         data = asdict(self)
         data["per_inference"] = {"median": self.median, "p95": self.p95} if self.per_inference else None
-        data["accuracy"] = HeldOut(self.hits, self.checked).to_dict()
+        data["accuracy"] = self.accuracy or HeldOut(self.hits, self.checked).to_dict()
         return data
 
     @property
@@ -88,20 +91,24 @@ class HilReport:
     def card_section(self, when: float) -> dict:
         """What the model's card records of this check (`ModelCard.hil`)."""
         return {"board": self.board, "model_hash": self.model_hash, "when": round(when), "windows": self.windows,
-                "checked": self.checked, "hits": self.hits, "identical_to_host": self.identical_to_host,
+                "checked": self.checked, "hits": self.hits, "accuracy": self.accuracy,
+                "identical_to_host": self.identical_to_host,
                 "counts": self.counts, "median": round(self.median, 1), "p95": round(self.p95, 1),
                 "clock_hz": self.clock_hz, "stack_bytes": self.stack_bytes, "stopped": self.stopped[:300],
                 **({"estimated": self.time["estimated"], "seconds": self.time["seconds"],
                     "keeps_budget": self.time["keeps_budget"]} if self.time else {})}
 
     def text(self) -> str:
-        held = HeldOut(self.hits, self.checked)
+        held = HeldOut.from_dict(self.accuracy) or HeldOut(self.hits, self.checked)
         low, high = held.interval
         lines = [f"board {self.board}, model {self.model_hash}: {self.checked} of {self.windows} test windows checked"
                  + (f" (stopped: {self.stopped})" if self.stopped else "")]
         lines += [f"  resumed at {where}" for where in self.resumed]
         if self.checked:
-            lines.append(f"  accuracy on the chip: {self.hits} of {self.checked} ({self.hits / self.checked:.1%}; "
+            counted = (f"{held.hits} of {held.windows} recordings ({self.hits} of {self.checked} windows, cut from "
+                       f"them with a hop: not independent)" if held.unit == RECORDINGS else
+                       f"{self.hits} of {self.checked}")
+            lines.append(f"  accuracy on the chip: {counted} ({held.hits / max(held.windows, 1):.1%}; "
                          f"95% interval {low:.1%}-{high:.1%})")
             host = (f"{self.identical_to_host} of {self.checked} identical to the C runtime built here"
                     if self.identical_to_host is not None else f"not compared with a host build ({self.host_note})")
@@ -173,7 +180,8 @@ def _per_inference(counts: tuple[int, ...], profile_hz: int, counts_are: str) ->
 
 def check_on_board(model_dir: str | Path, firmware_dir: str | Path | None, board: Board | None, link: HilLink,
                    windows: np.ndarray, labels: np.ndarray, *, runs: int = 1, warmup: int = 0,
-                   progress=None, reopen: Callable[[], HilLink] | None = None, what: str = "") -> HilReport:
+                   progress=None, reopen: Callable[[], HilLink] | None = None, what: str = "",
+                   groups: np.ndarray | None = None) -> HilReport:
     """Run float `windows` (n, T, C, as the data gives them) through the firmware on `link` and compare.
 
     A board that starts again in the middle (a reset) is synchronised with and the window sent again; a port that
@@ -182,7 +190,8 @@ def check_on_board(model_dir: str | Path, firmware_dir: str | Path | None, board
 
     Without `firmware_dir` (a front-end that holds the firmware, checked over the sensor's link) the image's
     sections and build are not reported; without `board` it is the built-in board the firmware names, if any (its
-    clock gives the milliseconds). `what`: the windows, as progress names them.
+    clock gives the milliseconds). `what`: the windows, as progress names them; `groups`: each window's recording,
+    when known (the accuracy is then counted over recordings where windows share one).
 
     A board that answers a number its firmware cannot send (`BoardNonsense`: outputs not int8 or not as many as its
     profile says, a negative or 400-digit count, a stack beyond its own) is refused, raised whatever window it came
@@ -235,6 +244,7 @@ def check_on_board(model_dir: str | Path, firmware_dir: str | Path | None, board
         if cost is not None:
             report.estimate = {"arena": cost.c_arena_bytes, "flash": cost.flash_bytes, "ram": cost.peak_ram_bytes}
     same_host = same_litert = same_micro = 0
+    answers: list[int] = []
     index = 0
     while index < len(flat):
         try:
@@ -266,7 +276,8 @@ def check_on_board(model_dir: str | Path, firmware_dir: str | Path | None, board
             say(f"resumed at window {index + 1} of {len(flat)} after: {exc}")
             continue
         report.checked += 1
-        report.hits += int(np.argmax(done.outputs) == labels[index])
+        answers.append(int(np.argmax(done.outputs)))
+        report.hits += int(answers[-1] == labels[index])
         same_litert += int(np.array_equal(done.outputs, litert[index]))
         if micro is not None:
             same_micro += int(np.array_equal(done.outputs, micro[index]))
@@ -279,6 +290,9 @@ def check_on_board(model_dir: str | Path, firmware_dir: str | Path | None, board
         index += 1
         if index % 10 == 0 or index == len(flat):
             say(f"{index} of {len(flat)} windows on {board_name}")
+    if answers:  # the windows checked are the first ones (a window interrupted is checked again)
+        report.accuracy = held_out(np.asarray(answers), np.asarray(labels)[:len(answers)],
+                                   None if groups is None else np.asarray(groups)[:len(answers)]).to_dict()
     report.identical_to_litert = same_litert
     report.identical_to_tflm = same_micro if micro is not None else None
     report.identical_to_host = same_host if host is not None else None
@@ -299,6 +313,15 @@ def folder_test_windows(folder: str | Path, card) -> tuple[np.ndarray, np.ndarra
         raise HilError(f"{folder}'s split holds no test windows: give --data SPEC")
     labels = Preprocessing.from_card(card.to_dict()).labels_for(stored)
     return stored.x[test], labels[test]
+
+
+def folder_test_groups(folder: str | Path) -> np.ndarray | None:
+    """The recording each of a model folder's test windows was cut from (`folder_test_windows`' order), None when
+    the folder does not keep them."""
+    folder = Path(folder)
+    stored = load_npz(folder / WINDOWS)
+    test = load_split(folder / SPLIT, len(stored))["test"]
+    return None if stored.groups is None else np.asarray(stored.groups)[test]
 
 
 def card_inputs(card, windows: np.ndarray) -> np.ndarray:

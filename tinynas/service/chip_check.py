@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tinynas.card import read_card, record_section
 from tinynas.errors import TinynasError
-from tinynas.hil.check import check_on_board, folder_test_windows
+from tinynas.hil.check import check_on_board, folder_test_groups, folder_test_windows
 from tinynas.hil.framed import FramedPort
 from tinynas.hil.protocol import HilLink
 from tinynas.service.context import Phase, ServiceContext
@@ -68,7 +68,8 @@ def check_served(service: ServiceContext, folder: Path) -> dict:
         card = read_card(folder)
         windows, labels = folder_test_windows(folder, card)
         report = check_on_board(folder, None, None, HilLink(FramedPort(device.link), name, timeout=ANSWER_SECONDS),
-                                windows, labels, reopen=reopen, progress=lambda text: log.info("chip check: %s", text))
+                                windows, labels, reopen=reopen, progress=lambda text: log.info("chip check: %s", text),
+                                groups=folder_test_groups(folder))
     except TinynasError as exc:
         log.warning("chip check: %s", exc)
         return {"state": "refused", "text": str(exc)}
