@@ -250,14 +250,19 @@ def hil_model(built_once):
 
 
 def _searches_under(root: Path) -> dict[tuple, str]:
-    """The real searches whose journals lie under `root` (a candidate trained to the end), one per search: a
-    folder copied from a finished one (a shared fixture's) holds the same journal and is not counted again."""
+    """The real searches whose journals lie under `root` (a candidate trained to the end by TensorFlow: its weights
+    kept beside the journal), one per search: a folder copied from a finished one (a shared fixture's) holds the same
+    journal and is not counted again."""
     import contextlib
     import sqlite3
+
+    from tinynas.folders import WEIGHTS_DIR
 
     found: dict[tuple, str] = {}
     for journal in sorted(root.rglob("journal.sqlite")):
         if journal.is_symlink() or not journal.is_file():  # the bad-input tests' pipes and links: never opened
+            continue
+        if not any((journal.parent / WEIGHTS_DIR).glob("*.h5")):  # a scripted pool's journal: nothing trained
             continue
         try:
             with contextlib.closing(sqlite3.connect(f"file:{journal}?mode=ro", uri=True)) as db:
