@@ -9,6 +9,7 @@ import urllib.request
 
 import pytest
 
+from devtools.machine_speed import slowdown
 from tests.support.net import free_port
 from tinynas.service.status_server import StatusServer, StatusServerError
 
@@ -232,7 +233,8 @@ def test_a_scorer_the_command_line_made_is_served_with_the_services_alarm(tmp_pa
     normal.save(tmp_path / "normal.npz")
     searched = subprocess.run([sys.executable, "-m", "tinynas.cli", "search", "--task", "anomaly", "--data",
                                f"npz:{tmp_path / 'normal.npz'}", "--target", "STM32C011F6P6", "--out",
-                               str(tmp_path / "out"), "--budget", "40s", "--epochs", "1", "--final-epochs", "1",
+                               str(tmp_path / "out"), "--budget", "2h", "--candidates", "2", "--epochs", "1",
+                               "--final-epochs", "1",
                                "--false-alarm-rate", "0.05", "--strategy", "random", "--scorer", "classical"],
                               capture_output=True, text=True, timeout=900)
     assert searched.returncode == 0, searched.stderr
@@ -255,7 +257,8 @@ def test_a_scorer_the_command_line_made_is_served_with_the_services_alarm(tmp_pa
     server = StatusServer(lambda: page_snapshot(service), port=free_port()).start()
     try:
         url = f"http://127.0.0.1:{server.address[1]}/status.json"
-        deadline, sent, scored = time.monotonic() + 120, 0, 0
+        # Bounded by what the serve thread scored, and at most 120 s scaled to this machine's measured speed.
+        deadline, sent, scored = time.monotonic() + 120 * slowdown(), 0, 0
         while True:
             # The motor's sensor, a window per hop: normal running (until five are scored), then dead (all zero).
             window = normal.x[sent % len(normal.x)] if scored < 5 else np.zeros((LENGTH, 1), np.float32)
