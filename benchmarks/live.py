@@ -129,8 +129,11 @@ def judge_stretch(data: Path, person_log: Path, asked: float, ended: float, rate
     during = [e for e in person if float(e["time"]) >= asked]
     if not predictions or not during:
         return {}
+    device = [int(e["device_first"]) - rate * float(e["time"]) for e in during]
+    if len(device) > 1 and statistics.pstdev(device) > rate:  # the device's count is not one line over the stretch
+        return {"unaligned": round(statistics.pstdev(device))}
     offset = round(statistics.median(int(p["end_sample"]) - rate * float(p["time"]) for p in predictions)
-                   - statistics.median(int(e["device_first"]) - rate * float(e["time"]) for e in during))
+                   - statistics.median(device))
     shifted = [dict(e, device_first=int(e["device_first"]) + offset) for e in person]
     figures = judge(predictions, shifted, window, min(int(p["end_sample"]) for p in predictions), rate)
     return dict(figures, offset=offset, asked=round(asked, 3), ended=round(ended, 3)) if figures else {}
@@ -292,7 +295,7 @@ def _share(figures: dict | None, key: str, hits: str, total: str) -> tuple[int, 
     return int(part.get(hits, 0)), int(part.get(total, 0))
 
 
-def summary() -> None:
+def summary(shared: str = "not recorded") -> None:
     rows = [json.loads(path.read_text()) for path in sorted(LIVE.glob("*.json"))]
     lines = ["# Live, as the person lives with it (issue 67)", "",
              "Each row: `python benchmarks/live.py` (see its docstring), one seed of the person. `old`: the rules "
@@ -301,7 +304,8 @@ def summary() -> None:
              "this checkout. Shown answers (what the person sees). Per window: sign windows right and unknown, idle "
              "windows right (rest or unknown); per sign: recognised (most of its windows show it); latency: median "
              "seconds from a sign's first sample to the first window showing it. Intervals (95 %, Wilson) counted in "
-             "signs for signs; windows overlap (a 2 s window every 0.25 s), their shares carry no interval.", ""]
+             "signs for signs; windows overlap (a 2 s window every 0.25 s), their shares carry no interval. "
+             f"What shared the machine: {shared}.", ""]
     for day in ("day1", "day2_before", "day2_after"):
         lines += [f"## {day.replace('_', ', ')}", "",
                   "| set | seed | signs recognised | sign windows right | unknown | idle windows right | latency s "
@@ -312,8 +316,10 @@ def summary() -> None:
                 figures = row.get(day) or {}
                 shown = figures.get("smoothed") or {}
                 if not shown:
-                    lines.append(f"| {set_name} | {row['seed']} | - | - | - | - | - | "
-                                 f"{row.get('why_not', 'not served')[:60]} |")
+                    why = (f"not judged: the device's sample count is not linear in time over the stretch (spread "
+                           f"{figures['unaligned']:,} samples)" if figures.get("unaligned") else
+                           row.get("why_not", "not served")[:60])
+                    lines.append(f"| {set_name} | {row['seed']} | - | - | - | - | - | {why} |")
                     continue
                 signs, recognised = figures.get("signs", 0), shown["recognised"]
                 failing = [f"{name} {c['recognised']}/{c['signs']}" for name, c in shown["per_class"].items()
@@ -372,6 +378,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=5400.0)
     parser.add_argument("--work", default="/tmp/tinynas-live")
     parser.add_argument("--summary", action="store_true")
+    parser.add_argument("--shared", default="not recorded", help="what shared the machine (for the results)")
     parser.add_argument("--rejudge", action="store_true",
                         help="judge the finished seeds in --work again (the judge changed), then --summary")
     args = parser.parse_args()
@@ -383,7 +390,7 @@ def main() -> int:
                 row.update(rejudge(folder, args.serve_seconds))
                 path.write_text(json.dumps(row, indent=1) + "\n")
     if args.summary or args.rejudge:
-        summary()
+        summary(args.shared)
         return 0
     LIVE.mkdir(parents=True, exist_ok=True)
     for seed in [int(s) for s in args.seeds.split(",")]:
