@@ -276,8 +276,9 @@ def check_on_board(model_dir: str | Path, firmware_dir: str | Path | None, board
             say(f"resumed at window {index + 1} of {len(flat)} after: {exc}")
             continue
         report.checked += 1
-        answers.append(int(np.argmax(done.outputs)))
-        report.hits += int(answers[-1] == labels[index])
+        said = int(np.argmax(done.outputs))
+        answers.append(said)
+        report.hits += int(said == labels[index])
         same_litert += int(np.array_equal(done.outputs, litert[index]))
         if micro is not None:
             same_micro += int(np.array_equal(done.outputs, micro[index]))
