@@ -17,6 +17,9 @@ from tinynas.anomaly.evaluation import evaluate_scorer
 from tinynas.cost.targets import resolve_target
 from tinynas.study import Study
 
+# Its module fixture runs a real search: the slow tier, so that the fast tier runs none (issue 69).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def chosen(tmp_path_factory):

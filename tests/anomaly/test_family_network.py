@@ -16,6 +16,9 @@ from tinynas.data.preprocess import Preprocessing
 from tinynas.deploy.evaluate import load_model
 from tinynas.study import Study
 
+# Its module fixture runs a real search: the slow tier, so that the fast tier runs none (issue 69).
+pytestmark = pytest.mark.slow
+
 QUIET = 0.1
 """The sensor's noise floor: a tenth of the shaft harmonics' loudest (the suite's other motor has 0.5)."""
 

@@ -18,6 +18,9 @@ from tinynas.data.windows import Windows
 from tinynas.deploy.litert import Int8Model
 from tinynas.study import Study, StudyError
 
+# Its module fixture runs a real search: the slow tier, so that the fast tier runs none (issue 69).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def scorer(tmp_path_factory):
