@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from onboarding import _free_port, _lines, _page, _read_json, wilson  # noqa: E402
+from onboarding import _free_port, _lines, _page, _read_json, played_signs, wilson  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 LIVE = RESULTS / "live"
@@ -46,27 +46,12 @@ MARGIN = 16
 """Samples: a played sign's chunks within this of each other are one sign (device indices are exact to a frame)."""
 
 
-def played_signs(person: list[dict], since: int) -> list[tuple[str, int, int]]:
-    """(label, first sample, samples) of every sign the person played after `since`, chunks merged."""
-    played: list[list] = []
-    for event in person:
-        if "played" not in event:
-            continue
-        first, count = event["device_first"], event["samples"]
-        if played and played[-1][0] == event["played"] and \
-                played[-1][1] <= first <= played[-1][1] + played[-1][2] + MARGIN:
-            played[-1][2] = max(played[-1][2], first + count - played[-1][1])
-        else:
-            played.append([event["played"], first, count])
-    return [(label, first, count) for label, first, count in played if first + count > since]
-
-
 def judge(predictions: list[dict], person: list[dict], window: int, since: int, rate: float) -> dict:
     """What the person saw while signing after sample `since`: per window, per sign, latency (see the docstring);
     for the shown (smoothed) answers and, beside them, the raw ones."""
     # Signs the predictions cover whole: one still being made when serving was last looked at is not judged.
     last = max((int(p["end_sample"]) for p in predictions), default=0)
-    signs = [s for s in played_signs(person, since) if s[0] != "rest" and s[1] + s[2] <= last]
+    signs = [s for s in played_signs(person, since, MARGIN) if s[0] != "rest" and s[1] + s[2] <= last]
     if not signs:
         return {}
     begin, end = signs[0][1] - 2 * window, signs[-1][1] + signs[-1][2] + window

@@ -67,22 +67,26 @@ def wilson(successes: int, total: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def live_figures(predictions: list[dict], person: list[dict], window: int, since_sample: int, margin: int) -> dict:
-    """Idle and sign windows among the live predictions, judged against what the person played."""
+def played_signs(person: list[dict], since: int, margin: int) -> list[tuple[str, int, int]]:
+    """(label, first sample, samples) of every sign the person played that ends after `since`. One sign is played in
+    chunks (one per block the simulator reads); their device indices are exact only to a frame, so a chunk may start
+    a little before the previous one ended: same sign, overlapping or within `margin` of it, is the same sign."""
     played: list[list] = []
     for event in person:
         if "played" not in event:
             continue
         first, count = event["device_first"], event["samples"]
-        # One sign is played in chunks (one per block the simulator reads); their device indices are exact only to
-        # a frame, so a chunk may start a little before the previous one ended: same sign, overlapping or within
-        # `margin` of it, is the same sign performed.
         if played and played[-1][0] == event["played"] and \
                 played[-1][1] <= first <= played[-1][1] + played[-1][2] + margin:
             played[-1][2] = max(played[-1][2], first + count - played[-1][1])
         else:
             played.append([event["played"], first, count])
-    played = [p for p in played if p[1] + p[2] > since_sample]  # the serving check's, not the collection's
+    return [(label, first, count) for label, first, count in played if first + count > since]
+
+
+def live_figures(predictions: list[dict], person: list[dict], window: int, since_sample: int, margin: int) -> dict:
+    """Idle and sign windows among the live predictions, judged against what the person played."""
+    played = [list(sign) for sign in played_signs(person, since_sample, margin)]  # the serving check's only
     if not played:
         return {}
     begin, end = played[0][1], played[-1][1] + played[-1][2]
