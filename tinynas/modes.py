@@ -40,3 +40,33 @@ class CellStatus(StrEnum):
     RUNNING = "running"
     DONE = "done"
     FAILED = "failed"
+
+
+class FlowMode(StrEnum):
+    """How a re-wear flow learns today's wear: from a labelled recording of the onboarding's plan (recalibrate) or
+    from recorded seconds with no labels (adapt)."""
+
+    LABELLED = "labelled"
+    UNLABELLED = "unlabelled"
+
+    @property
+    def change(self) -> str:
+        """What a model this flow accepted was changed by (`deployment.json`'s `changed_by`)."""
+        return "recalibrate" if self is FlowMode.LABELLED else "adapt"
+
+
+class FlowPhase(StrEnum):
+    """Where a re-wear flow stands: recording, then fine-tuning (labelled) or adapting (unlabelled), then one of
+    four endings."""
+
+    COLLECTING = "collecting"
+    RECALIBRATING = "recalibrating"
+    ADAPTING = "adapting"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def running(self) -> bool:
+        return self in (FlowPhase.COLLECTING, FlowPhase.RECALIBRATING, FlowPhase.ADAPTING)

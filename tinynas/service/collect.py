@@ -17,6 +17,7 @@ from firmware_bridge.guide import GuidedCollection, Prompter, advice
 from firmware_bridge.plan import load_plan
 from firmware_bridge.recorder import Recorder
 from tinynas.errors import TinynasError
+from tinynas.modes import FlowMode
 from tinynas.service.collection import Collection
 from tinynas.service.config import config_hint
 from tinynas.service.context import CollectionCancelled, Phase, ServiceContext, Transition, to
@@ -106,7 +107,7 @@ def collect(service: ServiceContext) -> Transition:
 
     state = service.state
     flow = state.rewear if service.rewear_running() else None
-    if flow and flow.mode == "unlabelled":
+    if flow and flow.mode is FlowMode.UNLABELLED:
         recorder = Recorder(state.session, service.require_device().hello, user=state.user, labels=UNLABELLED,
                             plan={"name": "unlabelled", "seconds": flow.seconds})
         service.recorder = recorder

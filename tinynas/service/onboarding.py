@@ -19,6 +19,7 @@ from tinynas.atomic import atomic_write_text
 from tinynas.card import read_card
 from tinynas.data.session import read_manifest
 from tinynas.errors import TinynasError, user_message
+from tinynas.modes import FlowMode
 from tinynas.service.busy import FLOWS, refusal
 from tinynas.service.collection import Collection
 from tinynas.service.config import config_hint
@@ -210,7 +211,7 @@ def _take_rewear(service: ServiceContext) -> Transition | None:
             if condition is not None and not isinstance(condition, str):
                 raise RewearRefused(f"condition {condition!r} is not a name")
             flow = new_flow(service, user, bool(wanted.get("unlabelled")), condition)
-            if flow.mode == "labelled":
+            if flow.mode is FlowMode.LABELLED:
                 service.plan_fit(flow_plan(flow))
         except (TinynasError, BridgeError) as exc:
             service.refuse(f"recalibration of {user} refused: {exc}")

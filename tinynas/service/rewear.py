@@ -23,6 +23,7 @@ from tinynas.anomaly.card import read_section
 from tinynas.atomic import publish_folder
 from tinynas.card import read_card
 from tinynas.folders import CARD, MODEL
+from tinynas.modes import FlowMode, FlowPhase
 from tinynas.service import rewear_child
 from tinynas.service.collection import Collection
 from tinynas.service.context import Phase, ServiceContext, Transition, to
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 # ---- RECALIBRATING --------------------------------------------------------------------------------------
 def _spec(service: ServiceContext, flow: RewearFlow) -> str:
     spec = f"session:{flow.session}"
-    if flow.mode == "unlabelled":
+    if flow.mode is FlowMode.UNLABELLED:
         return spec + f"?window={flow.window}&hop={max(1, flow.window // 2)}"
     fit = service.plan_fit(flow_plan(flow))
     return spec + (f"?window={fit.window}&hop={fit.hop}" if fit.cut else "")
@@ -89,8 +90,9 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
                     smoothing=service.config.smoothing)
     job_path = staging.with_name(staging.name + ".job.json")
     log_path = staging.with_name(staging.name + ".log")
-    flow = flow.moved(phase="adapting" if flow.mode == "unlabelled" else "recalibrating", phase_started=time.time(),
-                      text=("adapting batch-norm statistics to the unlabelled windows" if flow.mode == "unlabelled"
+    adapting = flow.mode is FlowMode.UNLABELLED
+    flow = flow.moved(phase=FlowPhase.ADAPTING if adapting else FlowPhase.RECALIBRATING, phase_started=time.time(),
+                      text=("adapting batch-norm statistics to the unlabelled windows" if adapting
                             else "fine-tuning on the new windows") + " (the old model keeps serving)")
     service.update(rewear=flow)
     child = rewear_child.start(job, job_path, log_path)
@@ -102,7 +104,7 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
                 shutil.rmtree(staging, ignore_errors=True)
                 for path in (job_path, result_path, log_path, progress_path):
                     path.unlink(missing_ok=True)
-                return _finish(service, flow, "cancelled", f"recalibration of {flow.user} cancelled; the old "
+                return _finish(service, flow, FlowPhase.CANCELLED, f"recalibration of {flow.user} cancelled; the old "
                                f"model stays; recordings kept in {flow.session}")
             if service.stopping.wait(0.5):
                 return None  # stopping: the child is killed below and the next start runs this step again
@@ -117,7 +119,7 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
         path.unlink(missing_ok=True)
     if outcome.error is not None:
         shutil.rmtree(staging, ignore_errors=True)
-        return _finish(service, flow, "failed", f"recalibration of {flow.user} failed: {outcome.error}; "
+        return _finish(service, flow, FlowPhase.FAILED, f"recalibration of {flow.user} failed: {outcome.error}; "
                        f"the old model stays; recordings kept in {flow.session}", error=True)
     figures = _figures(outcome)
     recorded = outcome.to_dict()
@@ -127,7 +129,7 @@ def recalibrate_step(service: ServiceContext) -> Transition | None:
         shutil.rmtree(staging, ignore_errors=True)
         # The old model stays, and what it did today is said: the page never goes on claiming the onboarding's
         # figure for an armband worn otherwise today.
-        return _finish(service, flow, "rejected", f"{outcome.reason}" + (f" ({figures})" if figures else ""),
+        return _finish(service, flow, FlowPhase.REJECTED, f"{outcome.reason}" + (f" ({figures})" if figures else ""),
                        today=_today(outcome))
     return _swap(service, flow, staging, final, outcome, figures)
 
@@ -158,7 +160,7 @@ def _swap(service: ServiceContext, flow: RewearFlow, staging: Path, final: Path,
                          accuracy=next((value for value in after if value is not None), old.accuracy),
                          held_out=_checked_on(outcome), card_int8_test_accuracy=card.get("int8_test_accuracy"),
                          replaced=old.model, condition=None,  # an operator's pinned condition: read live again
-                         changed_by="recalibrate" if flow.mode == "labelled" else "adapt", made=time.time())
+                         changed_by=flow.mode.change, made=time.time())
     section = read_section(card)
     if section is not None and old.anomaly is not None:  # the new threshold is served
         deployed = deployed.moved(accuracy=None, anomaly={
@@ -166,7 +168,7 @@ def _swap(service: ServiceContext, flow: RewearFlow, staging: Path, final: Path,
             "calibration_windows": section.calibration_windows})
     write_deployment(staging, deployed)  # `tinynas serve` can bring this model back later
     publish_folder(staging, final)  # a folder a power cut left there (state not yet saved) is exchanged whole
-    flow = flow.moved(phase="accepted", text=f"{outcome.reason}" + (f" ({figures})" if figures else "")
+    flow = flow.moved(phase=FlowPhase.ACCEPTED, text=f"{outcome.reason}" + (f" ({figures})" if figures else "")
                       + f"; now serving model {final.name}", finished=time.time())
     service.collection = Collection()
     return to(Phase.SERVING, deployed=deployed, rewear=flow, session="", error="", paused="")
@@ -190,7 +192,7 @@ def _checked_on(outcome: RewearOutcome) -> dict | None:
                                                                             "answers" if on_stream else "")}
 
 
-def _finish(service: ServiceContext, flow: RewearFlow, phase: str, text: str, error: bool = False,
+def _finish(service: ServiceContext, flow: RewearFlow, phase: FlowPhase, text: str, error: bool = False,
             today: dict | None = None) -> Transition:
     """End the flow without a swap: the old model keeps serving; `text` is what status shows; `today` what the old
     model did on today's wear (kept with the served model, shown instead of the onboarding's figure)."""

@@ -12,6 +12,7 @@ from tinynas.anomaly.threshold import windows_needed
 from tinynas.data.session import read_manifest
 from tinynas.deploy.modeldir import ModelDir
 from tinynas.errors import TinynasError
+from tinynas.modes import FlowMode, FlowPhase
 from tinynas.service.context import ServiceContext
 from tinynas.service.state import Deployed, RewearFlow
 
@@ -88,7 +89,8 @@ def new_flow(service: ServiceContext, user: str, unlabelled: bool, condition: st
     scorer = deployed.scorer
     unlabelled = unlabelled or scorer  # a scorer's new condition is its normal running: nothing to label
     window = source.preprocessing.window_length
-    flow = RewearFlow(user=user, mode="unlabelled" if unlabelled else "labelled", phase="collecting",
+    flow = RewearFlow(user=user, mode=FlowMode.UNLABELLED if unlabelled else FlowMode.LABELLED,
+                      phase=FlowPhase.COLLECTING,
                       session=str(profile / "sessions" / f"{stamp}-rewear"),
                       staging=str(profile / "deployed" / f"{stamp}-rewear.tmp"),
                       final=str(profile / "deployed" / f"{stamp}-rewear"), source=deployed.model,

@@ -248,7 +248,7 @@ def _deploy_scorer(service: ServiceContext, study: Path, card: dict) -> Transiti
         return to(service.idle_phase(), error=gate.words(), gate=gate)
     alarm = Alarm(config.alarm_k, config.alarm_n).describe(section.false_alarm_rate)
     target = service.paths.profile(state.user) / "deployed" / study.name
-    deployed = Deployed(user=state.user, model=str(target / MODEL), card=str(target / CARD), task="anomaly",
+    deployed = Deployed(user=state.user, model=str(target / MODEL), card=str(target / CARD), task=Task.ANOMALY,
                         accuracy=None, classes=card.get("classes"), study=str(study), session=state.session,
                         plan=load_plan(state.plan).to_dict(),
                         anomaly={"threshold": section.threshold, "threshold_steps": section.threshold_steps,

@@ -20,7 +20,7 @@ from pathlib import Path
 from tinynas.atomic import atomic_write_text
 from tinynas.card_checks import DamagedCard, check_held_out, is_number, walk_numbers
 from tinynas.errors import TinynasError, UsageError
-from tinynas.modes import Task
+from tinynas.modes import FlowMode, FlowPhase, Task
 from tinynas.service.gate import GateOutcome
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class DamagedState(TinynasError, ValueError):
     """A state file that cannot be trusted (why, in one line)."""
 
 
-REWEAR_RUNNING = ("collecting", "recalibrating", "adapting")
+REWEAR_RUNNING = tuple(phase.value for phase in FlowPhase if phase.running)
 """Phases of a re-wear flow that is still going; it ends accepted, rejected, failed or cancelled."""
 
 
@@ -80,8 +80,8 @@ class RewearFlow:
     """The re-wear / new-condition flow (`rewear.py`), current or last: saved in `state.json` as `rewear`."""
 
     user: str
-    mode: str             # "labelled" (the onboarding plan, recalibrate) or "unlabelled" (recorded seconds, adapt)
-    phase: str            # REWEAR_RUNNING, then accepted / rejected / failed / cancelled
+    mode: FlowMode        # labelled (the onboarding plan, recalibrate) or unlabelled (recorded seconds, adapt)
+    phase: FlowPhase      # running (collecting, recalibrating, adapting), then accepted / rejected / failed / cancelled
     session: str          # the new recording
     staging: str          # where the child writes the changed model (ours: removed on a rerun)
     final: str            # the changed model's folder once accepted
@@ -96,9 +96,15 @@ class RewearFlow:
     finished: float | None = None
     condition: str | None = None   # a classical scorer's new operating condition, kept beside the earlier ones
 
+    def __post_init__(self) -> None:
+        # Built from a name (a caller, state.json) or a member: the record always holds the member, and an unknown
+        # name is a ValueError here (from_dict says it as a damaged state).
+        object.__setattr__(self, "mode", FlowMode(self.mode))
+        object.__setattr__(self, "phase", FlowPhase(self.phase))
+
     @property
     def running(self) -> bool:
-        return self.phase in REWEAR_RUNNING
+        return self.phase.running
 
     def moved(self, **changes) -> RewearFlow:
         """The flow with `changes` (it is never changed in place: a saved state holds the one it was given)."""
@@ -124,6 +130,8 @@ class RewearFlow:
             raise DamagedState("the re-wear flow's plan or figures are not objects")
         if not isinstance(values.get("condition") or "", str):
             raise DamagedState("the re-wear flow's condition is not a name")
+        if values["mode"] not in FlowMode.__members__.values() or values["phase"] not in FlowPhase.__members__.values():
+            raise DamagedState(f"the re-wear flow's mode {values['mode']!s} or phase {values['phase']!s} is not known")
         return cls(**{key: value for key, value in values.items() if key in known})
 
 
@@ -136,7 +144,7 @@ class Deployed:
     model: str            # its model.tflite
     card: str             # its served card.json
     accuracy: float | None = None  # int8 accuracy on held-out windows; None for an anomaly scorer (or not measured)
-    task: str = "classify"         # or "anomaly"
+    task: Task = Task.CLASSIFY
     held_out: dict | None = None   # the accuracy's count, interval and per-class figures (verdict); after a
     # recalibration, the new windows it was checked on and how ("measure": rewear._checked_on)
     classes: list | None = None
@@ -152,6 +160,9 @@ class Deployed:
     condition: str | None = None   # a classical scorer keeping several conditions: the operator's (None: live)
     today: dict | None = None      # a rejected re-wear's: what this model did on that day's wear (signs recognised
     # on the stream, the classes it failed): the page says it instead of the onboarding's figure
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "task", Task(self.task))  # the member, whether given it or its name
 
     @property
     def scorer(self) -> bool:
@@ -193,7 +204,7 @@ class Deployed:
             raise DamagedState("the deployed model's made is not a time")
         if not isinstance(data.get("condition") or "", str):
             raise DamagedState("the deployed model's condition is not a name")
-        if data.get("task", "classify") not in ("classify", "anomaly"):
+        if data.get("task", Task.CLASSIFY) not in Task.__members__.values():
             raise DamagedState(f"the deployed model's task {data.get('task')!r} is not known")
         if data.get("task") == "anomaly" and not isinstance(data.get("anomaly"), dict):
             raise DamagedState("the deployed anomaly scorer has no threshold")
@@ -228,7 +239,7 @@ class Deployed:
 class ServiceState:
     """What must survive a power cut: the current phase, its folders and the verified model."""
 
-    state: str = Phase.IDLE.value
+    state: Phase = Phase.IDLE
     user: str = ""
     plan: str = ""
     session: str = ""     # folder of the session being collected
@@ -240,6 +251,11 @@ class ServiceState:
     rewear: RewearFlow | None = None  # the re-wear / new-condition flow (rewear.py): current or last
     history: list = field(default_factory=list)  # models served, newest last: {user, id, at} (models.remember)
     gate: GateOutcome | None = None  # what the deploy gate said of a model it did not serve (gate.py), until the next
+
+    def __setattr__(self, name: str, value) -> None:
+        # The phase is set all over the service: the record holds the member whether given it or its name, and an
+        # unknown name is a ValueError where it is set, not a state file no start can read.
+        super().__setattr__(name, Phase(value) if name == "state" else value)
 
     def to_dict(self) -> dict:
         """JSON-ready dict (no re-wear flow, no deployed model, no gate outcome: `{}`, as state files have always held
@@ -281,13 +297,13 @@ def _parse(text: str) -> ServiceState:
             raise DamagedState(f"{key} is not a string")
     if not isinstance(values.get("updated", 0.0), (int, float)):
         raise DamagedState("updated is not a number")
+    if values.get("state", Phase.IDLE) not in STATES:
+        raise DamagedState(f"unknown state {values['state']!r}")
     flow = _flow(values.pop("rewear", {}), values.get("state"))
     deployed = values.pop("deployed", {})
     gate = GateOutcome.from_dict(values.pop("gate", {}))  # only shown: a damaged one is dropped
     state = ServiceState(**values, rewear=flow, deployed=Deployed.from_dict(deployed) if deployed != {} else None,
                          gate=gate)
-    if state.state not in STATES:
-        raise DamagedState(f"unknown state {state.state!r}")
     if state.user and user_name_problem(state.user):
         raise DamagedState(user_name_problem(state.user))
     if not isinstance(state.history, list):

@@ -25,7 +25,7 @@ from tinynas.cost.runtime import (
     check_runtime,
 )
 from tinynas.errors import TinynasError, UsageError
-from tinynas.modes import Runtime
+from tinynas.modes import Accounting, Runtime, Task
 from tinynas.options import RANGES
 from tinynas.search.base import FINAL_FIDELITY
 from tinynas.study.crossval import check_selection
@@ -74,14 +74,14 @@ class StudySettings:
     """A candidate the diagnoser stopped is retried once at a safer learning rate."""
     data_spec: str = ""
     test_spec: str = ""
-    runtime: str = DEFAULT_RUNTIME
+    runtime: Runtime | str = DEFAULT_RUNTIME
     """`--runtime`: what runs the model, TFLite Micro ("tflm"), tinynas's generated C runtime ("c") or "auto"
     (the C runtime where the target can run it: `tinynas.cost.runtime.resolve_runtime`)."""
-    accounting: str = DEFAULT_ACCOUNTING
+    accounting: Accounting = DEFAULT_ACCOUNTING
     """`--accounting`: how RAM and flash are counted: chip (the whole footprint), arena or method."""
     c_prefix: str = "tinynas"
     """`--c-prefix`: the generated C runtime's names start with it (export only: not part of the search)."""
-    task: str = "classify"
+    task: Task = Task.CLASSIFY
     """`--task`: classify (one class per state) or anomaly (a scorer learnt from normal windows only,
     `tinynas.anomaly`)."""
     false_alarm_rate: float = 0.01
@@ -102,6 +102,11 @@ class StudySettings:
         check_accounting(self.accounting, None if self.runtime == "auto" else self.runtime)
 
         check_task(self.task)
+        # Held as members once checked, whether given a member or its name (the CLI's and the config's strings).
+        object.__setattr__(self, "task", Task(self.task))
+        object.__setattr__(self, "accounting", Accounting(self.accounting))
+        if self.runtime != DEFAULT_RUNTIME:
+            object.__setattr__(self, "runtime", Runtime(self.runtime))
         check_rate(self.false_alarm_rate)
         check_scorer(self.scorer)
 
