@@ -160,9 +160,10 @@ class Journey:
         self.config.write_text(f'port = "{self.port}"\ndata_dir = "{self.data}"\ntarget = "{args.target}"\n'
                                f'budget = "{args.budget}"\nstrategy = "fast"\nplan = "gestures4"\n'
                                f'http_port = {self.http}\nworkers = "auto"\n')
-        self.env = dict(os.environ)
-        if args.tree:
-            self.env["PYTHONPATH"] = str(Path(args.tree).resolve())
+        # The service and the simulator run from the tree named, else from this checkout: never from whatever
+        # tinynas the interpreter happens to have installed (an editable install of another clone).
+        tree = Path(args.tree) if args.tree else Path(__file__).resolve().parent.parent
+        self.env = dict(os.environ, PYTHONPATH=str(tree.resolve()))
         self.cwd = Path(args.tree).resolve() if args.tree else Path(tempfile.gettempdir())
         self.log = open(self.work / "service.log", "a")
         self.service: subprocess.Popen | None = None
