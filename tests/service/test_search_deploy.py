@@ -29,5 +29,7 @@ def test_the_search_budgets_for_the_configured_runtime(tmp_path, monkeypatch, ru
                               state=SimpleNamespace(study=str(tmp_path / "study"), user="u", deployed=None,
                                                     plan="bearing4"))
     transition = search_deploy.search(service)  # the step returns where it ends; nothing is saved by it
-    assert started["ran"] and started["runtime"] == runtime and started["task"] == "classify"
+    # The chip's budget, built once from the config and passed whole (issue 69): its runtime is the configured one.
+    assert started["ran"] and started["target"].runtime == runtime and started["task"] == "classify"
+    assert "runtime" not in started and started["target"] == service.config.chip_budget()
     assert transition == to(Phase.DEPLOYING)

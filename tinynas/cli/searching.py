@@ -13,7 +13,7 @@ from tinynas.anomaly.threshold import check_rate
 from tinynas.cli.common import add_runtime_flag, add_target_flags
 from tinynas.cost.budget import Budget
 from tinynas.cost.runtime import RUNTIME_NAMES
-from tinynas.cost.targets import Target, resolve_target
+from tinynas.cost.targets import resolve_target
 from tinynas.data.preprocess import NORMALIZATIONS
 from tinynas.data.splits import PROTOCOLS
 from tinynas.errors import UsageError
@@ -166,8 +166,9 @@ def _print_result(result, as_json: bool) -> None:
     print(time_line(result.trials)[2:])
 
 
-CheckedSearch = tuple[int | str, float, Target, float | None]
-"""What `check_search_options` found: the workers, the budget in seconds, the target and the latency (or None)."""
+CheckedSearch = tuple[int | str, float, Budget]
+"""What `check_search_options` found: the workers, the time budget in seconds and the chip's budget (the target,
+runtime, accounting and time per inference), built once and passed whole to the study."""
 
 
 def check_search_options(args: argparse.Namespace, cores_here: bool = True) -> CheckedSearch:
@@ -203,8 +204,8 @@ def check_search_options(args: argparse.Namespace, cores_here: bool = True) -> C
         raise UsageError(f"--scorer {args.scorer} chooses an anomaly scorer's family: add --task anomaly")
     target = resolve_target(args.target, ram=args.ram, flash=args.flash, macs=args.macs)
     latency = check_latency(args.latency)
-    Budget.resolve(target, args.runtime, args.accounting, latency)  # a target with no clock: one line, nothing read
-    return workers, budget, target, latency
+    # Built once, here at the door, and passed whole to the study; a target with no clock: one line, nothing read.
+    return workers, budget, Budget.resolve(target, args.runtime, args.accounting, latency)
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
@@ -215,7 +216,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     from tinynas.trial import Fidelity
 
     # Every option is checked before data is loaded or --out is touched: a typo leaves nothing behind.
-    workers, budget, target, latency = check_search_options(args)
+    workers, budget, chip = check_search_options(args)
     rate = {} if args.false_alarm_rate is None else {"false_alarm_rate": args.false_alarm_rate}  # else Study's own
     check_out_dir(args.out)
     windows = load_windows(args.data)
@@ -230,14 +231,14 @@ def _cmd_search(args: argparse.Namespace) -> int:
     # Not given: the strategy's own recipe (and on --resume the journal's, should it be another).
     final = None if args.final_epochs is None else final_recipe(args.strategy, args.final_epochs)
     test_windows = load_windows(args.test_data) if args.test_data else None
-    study = Study(args.out, windows, target, strategy=args.strategy, budget_seconds=budget,
+    study = Study(args.out, windows, chip, strategy=args.strategy, budget_seconds=budget,
                   seed=args.seed, fidelity=fidelity, final_fidelity=final, workers=workers,
                   threads_per_worker=args.threads, resume=args.resume, data_spec=args.data, progress=Progress(),
                   split=args.split, check_data=not args.ignore_data_checks, normalize=args.normalize,
                   test_windows=test_windows, test_spec=args.test_data or "", augment=args.augment,
-                  kernels=args.kernels, runtime=args.runtime, accounting=args.accounting, c_prefix=args.c_prefix,
+                  kernels=args.kernels, c_prefix=args.c_prefix,
                   task=args.task, selection=args.selection, track_test=args.track_test, scorer=args.scorer,
-                  latency_seconds=latency, max_candidates=args.candidates, **rate)
+                  max_candidates=args.candidates, **rate)
     _print_result(study.run(), args.json)
     return 0
 

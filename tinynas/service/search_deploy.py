@@ -21,7 +21,6 @@ from tinynas.anomaly.alarm import Alarm
 from tinynas.anomaly.card import read_section
 from tinynas.atomic import atomic_write_text, discard_folder, publish_folder, stage_folder
 from tinynas.card import card_text, read_card, task_of
-from tinynas.cost.targets import resolve_target
 from tinynas.data.checks import check_windows
 from tinynas.data.preprocess import Preprocessing
 from tinynas.data.recording import load_recording, with_context
@@ -76,14 +75,13 @@ def search(service: ServiceContext) -> Transition:
             with Journal(journal_path) as journal:
                 spent = float(journal.get_meta("search_seconds") or 0.0)
         service.search_clock = (time.time(), spent)
-        Study(study, windows, resolve_target(config.target), strategy=config.strategy, task=task,
+        Study(study, windows, config.chip_budget(), strategy=config.strategy, task=task,
               false_alarm_rate=config.false_alarm_rate, scorer=config.scorer,
               budget_seconds=parse_duration(config.budget), max_candidates=config.candidates or None, seed=0,
               fidelity=Fidelity(config.epochs, config.batch_size, config.learning_rate),
               # The strategy's own recipe at the configured length (fast's falls along a cosine).
               final_fidelity=replace(final_recipe(config.strategy, config.final_epochs), batch_size=config.batch_size),
-              workers=config.workers, normalize=config.normalize, runtime=config.runtime,
-              latency_seconds=config.chip_budget().latency_seconds, resume=journal_path.exists(), data_spec=data_spec,
+              workers=config.workers, normalize=config.normalize, resume=journal_path.exists(), data_spec=data_spec,
               progress=Progress(interactive=False), pool=service.workers).run()
     service.search_clock = None
     return to(Phase.DEPLOYING)

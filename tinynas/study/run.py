@@ -18,7 +18,7 @@ from contextlib import nullcontext
 from dataclasses import asdict, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -61,13 +61,27 @@ class Study:
     warms one while the user records; the study then uses it as it is and leaves it open).
     """
 
-    def __init__(self, out_dir: str | Path, windows: Windows, target: Target, settings: StudySettings | None = None,
-                 *, resume: bool = False, progress: Progress | None = None,
+    def __init__(self, out_dir: str | Path, windows: Windows, target: Target | Budget,
+                 settings: StudySettings | None = None, *, resume: bool = False, progress: Progress | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  fault_for: Callable[[Architecture], str | None] | None = None,
                  test_windows: Windows | None = None, pool: WorkerPool | None = None, **options) -> None:
         if settings is not None and options:
             raise TypeError("give the settings or their fields as keywords, not both")
+        given: Budget | None = None
+        if isinstance(target, Budget):
+            # Built once at the door (the CLI, the service) and passed whole: its runtime, accounting and time
+            # are the search's, and why that runtime was chosen stays with it.
+            given, target = target, target.target
+            budget_fields: dict[str, Any] = {"runtime": given.runtime, "accounting": given.accounting,
+                                             "latency_seconds": given.latency_seconds}
+            if settings is not None:
+                settings = replace(settings, **budget_fields)
+            elif budget_fields.keys() & options.keys():
+                raise TypeError("the budget says the runtime, accounting and time: do not give them again")
+            else:
+                options.update(budget_fields)
+        self._given_budget = given
 
         windows_argument(windows)
         if test_windows is not None:
@@ -248,7 +262,10 @@ class Study:
     @cached_property
     def budget(self) -> Budget:
         """What the search budgets for: the target, counted for the runtime (auto resolved against the target) by
-        the accounting, and why that runtime. Built once per study (it was built again on each of its six reads)."""
+        the accounting, and why that runtime. Built once per study (it was built again on each of its six reads), or
+        the one the caller built at its door."""
+        if self._given_budget is not None:
+            return self._given_budget
         return Budget.resolve(self.target, self.settings.runtime, self.settings.accounting,
                               self.settings.latency_seconds)
 
