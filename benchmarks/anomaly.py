@@ -94,7 +94,8 @@ def synthetic_sets(seed: int, noise: float):
 
 
 def scores_of(folder: Path, windows) -> np.ndarray:
-    from tinynas.anomaly.card import int8_scores, read_section
+    from tinynas.anomaly.scoring import int8_scores
+    from tinynas.anomaly.section import read_section
     from tinynas.data.preprocess import Preprocessing
     from tinynas.deploy.litert import Int8Model
 

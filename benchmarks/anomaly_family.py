@@ -45,9 +45,10 @@ def c_against_python(scorer, threshold: float, windows: np.ndarray, work: Path) 
 
 
 def measure(folder: Path, sets: dict, work: Path) -> dict:
-    from tinynas.anomaly.card import int8_scores, read_section
     from tinynas.anomaly.classical import ClassicalScorer
     from tinynas.anomaly.metrics import above
+    from tinynas.anomaly.scoring import int8_scores
+    from tinynas.anomaly.section import read_section
     from tinynas.data.preprocess import Preprocessing
     from tinynas.deploy.litert import Int8Model
 

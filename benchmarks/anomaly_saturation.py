@@ -9,7 +9,7 @@ search's exported scorer is scored two ways on the same windows, each with its o
 1 % false alarms set on the study's own calibration windows (the normal test side):
 
 - **clipped**: output[1] - output[0] of the int8 model (what was served before);
-- **range scored**: plus `tinynas.anomaly.card.SATURATION_STEP` per input sample at the edge of the int8 range (what
+- **range scored**: plus `tinynas.anomaly.scoring.SATURATION_STEP` per input sample at the edge of the int8 range (what
   the product serves now, in Python and in the generated `tinynas_score`).
 
 Beside them, the classical scorer (`tinynas.anomaly.classical`) fitted on the same study's training windows with
@@ -40,8 +40,8 @@ TARGETS = ("STM32F030F4P6", "STM32C011F6P6")
 def measure(folder: Path, sets: dict) -> dict:
     """One search's scorer, clipped and range scored, and the classical scorer of the same study's windows."""
     from tinynas.anomaly import classical
-    from tinynas.anomaly.card import SATURATION_STEP, int8_scores, saturated
     from tinynas.anomaly.metrics import above
+    from tinynas.anomaly.scoring import SATURATION_STEP, int8_scores, saturated
     from tinynas.anomaly.threshold import calibrate
     from tinynas.data.preprocess import Preprocessing
     from tinynas.data.windows import Windows

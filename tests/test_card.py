@@ -143,7 +143,7 @@ def test_a_card_that_is_a_link_or_a_fifo_is_refused_without_reading_it(tmp_path)
 SECTION_OWNERS = {
     "cost_estimate": {"card.py"},
     "int8_test": {"card.py"},
-    "anomaly": {"card.py", "anomaly/card.py",
+    "anomaly": {"card.py", "anomaly/section.py", "anomaly/section_changes.py", "study/anomaly_card.py",
                 "deploy/export.py"},  # export writes the scorer's threshold into the C runtime it writes
     "preprocessing": {"card.py", "data/preprocess.py", "deploy/export.py"},  # export writes model_prepare.c
     "serving": {"deploy/served.py"},

@@ -8,7 +8,7 @@ written back unchanged, so reading and writing a card loses nothing.
 
 The sections most read have typed readers, and nothing else reads them by key (`tests/test_card.py`): the cost
 (`ModelCard.cost`), the int8 test's count (`ModelCard.held_out`), the task (`task_of`), the preprocessing
-(`Preprocessing.from_card`), the anomaly section (`tinynas.anomaly.card.read_section`) and the serving rules
+(`Preprocessing.from_card`), the anomaly section (`tinynas.anomaly.section.read_section`) and the serving rules
 (`tinynas.service.idle.IdleRule.from_card`).
 """
 
@@ -111,7 +111,7 @@ class ModelCard:
     """What `int8_test_accuracy` rests on (`tinynas.verdict`): hits, windows, the 95 % interval, and per class the
     recall, support and confusion matrix; None on cards written before it was recorded."""
     anomaly: dict[str, Any] | None = None
-    """An anomaly scorer's score, threshold and how they were made (`tinynas.anomaly.card`); None: a classifier."""
+    """An anomaly scorer's score, threshold and how they were made (`tinynas.anomaly.section`); None: a classifier."""
     c_runtime: dict[str, Any] | None = None
     """The generated C runtime: its files (plain names in the folder), C names and sizes, or why there is none
     (`tinynas.deploy.export.compiled_c_card`)."""

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tinynas.anomaly.card import AnomalyCardError, read_section
+from tinynas.anomaly.section import AnomalyCardError, read_section
 
 SECTION = {"threshold_steps": 12, "score_scale": 0.25, "false_alarm_rate": 0.01, "threshold": 3.0,
            "normal_class": "normal", "synthetic_test": {"auroc": 0.93}, "calibration": {"calibration_windows": 328}}

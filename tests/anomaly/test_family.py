@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from tests.support.anomaly_machine import LENGTH, RATE, RECIPE, TARGET, Results, machine, only
-from tinynas.anomaly.card import read_section, served_scores
 from tinynas.anomaly.classical_c import SCORE_TOLERANCE, host_scores
 from tinynas.anomaly.evaluation import evaluate_scorer
+from tinynas.anomaly.scoring import served_scores
+from tinynas.anomaly.section import read_section
 from tinynas.cost.targets import resolve_target
 from tinynas.study import Study
 

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from tests.support.anomaly_machine import RATE, RECIPE, TARGET, Results, machine, only
-from tinynas.anomaly.card import int8_scores, read_section
 from tinynas.anomaly.classical import ClassicalScorer
 from tinynas.anomaly.perturb import perturb, shaft_hz
+from tinynas.anomaly.scoring import int8_scores
+from tinynas.anomaly.section import read_section
 from tinynas.cost.targets import resolve_target
 from tinynas.data.preprocess import Preprocessing
 from tinynas.deploy.evaluate import load_model

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from tests.support.anomaly_machine import LENGTH, RATE, RECIPE, TARGET, Results, machine, only
-from tinynas.anomaly.card import int8_scores, saturated, steps
 from tinynas.anomaly.evaluation import evaluate_scorer
+from tinynas.anomaly.scoring import int8_scores, saturated, steps
 from tinynas.cost.targets import resolve_target
 from tinynas.data.synthetic import vibration
 from tinynas.data.windows import Windows

@@ -22,7 +22,7 @@ from firmware_bridge.person import Machine
 from firmware_bridge.protocol import Hello
 from firmware_bridge.simulator import Simulator
 from tests.support.net import free_port
-from tinynas.anomaly.card import read_section
+from tinynas.anomaly.section import read_section
 from tinynas.data.synthetic import vibration
 from tinynas.service.follower import Follower
 from tinynas.service.runner import request as ask

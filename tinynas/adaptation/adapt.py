@@ -25,10 +25,11 @@ from tinynas.adaptation.common import (
     original_test,
     rounded_int8_accuracy,
 )
-from tinynas.anomaly.card import AnomalySection, read_section, recalibrated_section, refitted_classical
 from tinynas.anomaly.classical import cost
 from tinynas.anomaly.classical_c import classical_c_card
 from tinynas.anomaly.conditions import check_condition_name
+from tinynas.anomaly.section import AnomalySection, read_section
+from tinynas.anomaly.section_changes import recalibrated_section, refitted_classical
 from tinynas.anomaly.task import NORMAL, normal_only
 from tinynas.anomaly.threshold import check_enough, windows_needed
 from tinynas.card import task_of

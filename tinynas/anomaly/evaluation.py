@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinynas.anomaly.card import AnomalyCardError, read_section, score_unit, served_scores
 from tinynas.anomaly.metrics import report_lines, score_report
+from tinynas.anomaly.scoring import served_scores
+from tinynas.anomaly.section import AnomalyCardError, read_section, score_unit
 from tinynas.atomic import atomic_write_bytes
 from tinynas.data.preprocess import Preprocessing
 from tinynas.deploy.evaluate import load_model

@@ -323,8 +323,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _evaluate_scorer(args: argparse.Namespace, tflite, card: dict) -> int:
-    from tinynas.anomaly.card import read_section
     from tinynas.anomaly.evaluation import evaluate_scorer, plot_scores
+    from tinynas.anomaly.section import read_section
     from tinynas.data.spec import load_windows
     from tinynas.deploy.evaluate import PNG_MAKER, drew_it
 

@@ -7,8 +7,8 @@ import json
 import logging
 from pathlib import Path
 
-from tinynas.anomaly.card import read_section
 from tinynas.anomaly.choice import SCORERS
+from tinynas.anomaly.section import read_section
 from tinynas.anomaly.threshold import check_rate
 from tinynas.cli.common import add_runtime_flag, add_target_flags
 from tinynas.cost.budget import Budget

@@ -331,9 +331,9 @@ def generate_c(model: IntegerModel, header_name: str = COMPILED_H, title: str = 
                declare_prepare: bool = False, saturation_step: int = 0) -> tuple[str, str]:
     """(source, header) of the C runtime for `model`; `title` goes in the first comment line, `prefix` starts
     the entry point's and the macros' names (PREFIX_infer, PREFIX_INPUT_SIZE). An anomaly scorer's model
-    (`anomaly_threshold`: its threshold in output steps, tinynas.anomaly.card) also gets PREFIX_score, which
+    (`anomaly_threshold`: its threshold in output steps, tinynas.anomaly.section) also gets PREFIX_score, which
     returns the score and the verdict in one call; `saturation_step` steps are added to the score per input sample
-    at the edge of the int8 range (tinynas.anomaly.card.SATURATION_STEP; 0: none). `declare_prepare`: the header
+    at the edge of the int8 range (tinynas.anomaly.scoring.SATURATION_STEP; 0: none). `declare_prepare`: the header
     also declares PREFIX_prepare
     (tinynas.deploy.c_prepare, in the model's own _prepare.c)."""
     function, upper = entry_point(prefix), prefix.upper()

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tinynas.anomaly.card import read_section
 from tinynas.anomaly.conditions import LIVE, check_condition_name
+from tinynas.anomaly.section import read_section
 from tinynas.card import read_card
 from tinynas.errors import TinynasError, UsageError, user_message
 from tinynas.options import check_range

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import IO
 
 from tinynas.anomaly.alarm import Alarm
-from tinynas.anomaly.card import read_section, score_unit, served_reading
 from tinynas.anomaly.conditions import LIVE
+from tinynas.anomaly.scoring import served_reading
+from tinynas.anomaly.section import read_section, score_unit
 from tinynas.data.windows import DataError
 from tinynas.deploy.served import ServedPath, Smoother, Smoothing
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from firmware_bridge.safe_read import plain_name, read_regular
-from tinynas.anomaly.card import classical_summary, read_section
+from tinynas.anomaly.section import classical_summary, read_section
 from tinynas.atomic import atomic_write_text
 from tinynas.card import ModelCard, read_card
 from tinynas.data.windows import readable

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from firmware_bridge.errors import BridgeError
 from firmware_bridge.plan import load_plan
-from tinynas.anomaly.card import read_section
 from tinynas.anomaly.conditions import LIVE
+from tinynas.anomaly.section import read_section
 from tinynas.atomic import atomic_write_text
 from tinynas.card import read_card
 from tinynas.data.session import read_manifest

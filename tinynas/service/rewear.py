@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from tinynas.adaptation.rewear_job import RewearJob, RewearOutcome
-from tinynas.anomaly.card import read_section
+from tinynas.anomaly.section import read_section
 from tinynas.atomic import publish_folder
 from tinynas.card import read_card
 from tinynas.folders import CARD, MODEL

@@ -15,7 +15,8 @@ import numpy as np
 from tinynas.adaptation.adapt import adapt
 from tinynas.adaptation.recalibrate import Recipe, StreamCheck, recalibrate
 from tinynas.adaptation.rewear_job import RewearJob, RewearOutcome
-from tinynas.anomaly.card import read_section, served_scores
+from tinynas.anomaly.scoring import served_scores
+from tinynas.anomaly.section import read_section
 from tinynas.atomic import atomic_write_text
 from tinynas.card import read_card, task_of
 from tinynas.data.preprocess import Preprocessing

@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 
 from firmware_bridge.plan import Plan
-from tinynas.anomaly.card import read_section
 from tinynas.anomaly.conditions import check_condition_name
+from tinynas.anomaly.section import read_section
 from tinynas.anomaly.threshold import windows_needed
 from tinynas.data.session import read_manifest
 from tinynas.deploy.modeldir import ModelDir

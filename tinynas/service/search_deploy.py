@@ -18,7 +18,7 @@ import numpy as np
 
 from firmware_bridge.plan import load_plan
 from tinynas.anomaly.alarm import Alarm
-from tinynas.anomaly.card import read_section
+from tinynas.anomaly.section import read_section
 from tinynas.atomic import atomic_write_text, discard_folder, publish_folder, stage_folder
 from tinynas.card import card_text, read_card, task_of
 from tinynas.data.checks import check_windows

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from firmware_bridge.guide import FULL_SCALE
-from tinynas.anomaly.card import AnomalyCardError, classical_summary, read_section
+from tinynas.anomaly.section import AnomalyCardError, classical_summary, read_section
 from tinynas.card import read_card
 from tinynas.cost.runtime import RUNTIME_NAMES
 from tinynas.errors import TinynasError

@@ -9,7 +9,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinynas.anomaly.card import anomaly_section
 from tinynas.anomaly.classical import ClassicalScorer
 from tinynas.anomaly.classical_c import classical_c_card
 from tinynas.anomaly.metrics import report_lines
@@ -21,6 +20,7 @@ from tinynas.deploy.export import write_export
 from tinynas.deploy.measure import measure_arena, run_int8, tflite_micro_available
 from tinynas.errors import StorageError
 from tinynas.folders import SPLIT, save_split, weights_path
+from tinynas.study.anomaly_card import anomaly_section
 from tinynas.study.jobs import JobFactory
 from tinynas.study.journal import Journal
 from tinynas.study.outcomes import best_trial, is_final_recipe, trained_fidelity
