@@ -31,21 +31,9 @@ from typing import Protocol
 
 import numpy as np
 
-from firmware_bridge import cyton_wire
 from firmware_bridge.link import LinkError
-from firmware_bridge.protocol import (
-    CAN_TEST,
-    MAX_PAYLOAD,
-    ChipTest,
-    Hello,
-    Mark,
-    Ping,
-    Pong,
-    Samples,
-    StreamDecoder,
-    encode_frame,
-    frame_samples,
-)
+from firmware_bridge.protocol import CAN_TEST, MAX_PAYLOAD, ChipTest, Hello, Mark, Samples, frame_samples
+from firmware_bridge.sim_wires import WIRES, Wire, wire_named
 
 log = logging.getLogger(__name__)
 
@@ -147,36 +135,28 @@ class Chip(Protocol):
 
 
 DEFAULT_PORT_NAME = "ttyTINYNAS0"
-WIRES = ("frames", "text", "cyton", "lsl")
-"""What the simulated front-end speaks: tinynas's frames; a sketch's plain text (one line of numbers per sample,
-a banner when it starts; firmware_bridge.text_link reads it); an OpenBCI Cyton's packets (8 channels at 250 Hz,
-firmware_bridge.cyton_wire; BrainFlow's driver reads it); or an LSL outlet (no pty: `port` is its `lsl:` URL)."""
-BANNER = b"tinynas simulate: plain-text sensor started\r\n"
 """The port's name in its folder when none is given."""
+__all__ = ["DEFAULT_PORT_NAME", "WIRES", "ArraySource", "Chip", "Faults", "SignalSource", "Simulator", "Wire"]
 
 
 class Simulator:
-    """Streams `source` as a front-end would, over a pty reachable at `self.port`."""
+    """Streams `source` as a front-end would, over a pty reachable at `self.port`, speaking `wire`
+    (`firmware_bridge.sim_wires`: tinynas's frames; a sketch's plain text, firmware_bridge.text_link reads it; an
+    OpenBCI Cyton's packets, BrainFlow's driver reads them; or an LSL outlet: no pty, `port` is its `lsl:` URL)."""
 
     def __init__(self, source: SignalSource, hello: Hello, block: int | None = None, faults: Faults | None = None,
                  port_dir: str | os.PathLike | None = None, speed: float = 1.0,
                  hello_interval: float = 1.0, port_name: str = DEFAULT_PORT_NAME, chip: Chip | None = None,
                  wire: str = "frames") -> None:
-        if wire not in WIRES:
-            raise ValueError(f"wire must be one of {', '.join(WIRES)}, got {wire!r}")
-        if wire != "frames" and chip is not None:
+        self._wire = wire_named(wire)
+        if not self._wire.carries_chip and chip is not None:
             raise ValueError(f"a {wire} front-end cannot carry a chip's test bytes: use wire='frames'")
-        if wire == "cyton" and (hello.channels, hello.sample_rate_hz) != (cyton_wire.CHANNELS, cyton_wire.RATE_HZ):
-            raise ValueError(f"a Cyton streams {cyton_wire.CHANNELS} channels at {cyton_wire.RATE_HZ:g} Hz, not "
-                             f"{hello.channels} at {hello.sample_rate_hz:g}")
+        self._wire.check(hello)
         self.wire = wire
-        self._board = cyton_wire.Commands()
-        self._packet = 0  # the Cyton's sample counter
         self._outlet = None
         self.source = source
         self.hello = replace(hello, capabilities=hello.capabilities | CAN_TEST) if chip is not None else hello
         self.chip = chip
-        self._from_host = StreamDecoder()
         # Samples per frame: as a real front-end batches them (protocol.frame_samples) unless given.
         self.block = block or frame_samples(hello.sample_rate_hz, hello.channels, hello.sample_format)
         self.faults = faults or Faults()
@@ -184,14 +164,11 @@ class Simulator:
         self.hello_interval = hello_interval
         self._dir = Path(port_dir) if port_dir else Path(tempfile.mkdtemp(prefix="tinynas-sim-"))
         self._dir.mkdir(parents=True, exist_ok=True)
-        self.port = str(self._dir / port_name)
-        if wire == "lsl":  # the stream's name: the device's and this process's (two simulators on one network)
-            self.port = f"lsl:{hello.device_id}-{os.getpid()}"
+        self.port = self._wire.port(str(self._dir / port_name), hello)
         self._master: int | None = None
         self._target: str | None = None
         """The pty our port link points to (a restarted simulator's link is not ours to remove)."""
         self._slave: int | None = None
-        self._sequence = 0
         self.sample_index = 0
         self.frames_sent = 0
         self._thread: threading.Thread | None = None
@@ -210,7 +187,7 @@ class Simulator:
 
     # ---- the pty ------------------------------------------------------------------------
     def _plug(self) -> None:
-        if self.wire == "lsl":
+        if not self._wire.pty:
             self._outlet = lsl_outlet(self.port[len("lsl:"):], self.hello)
             self._plugged.set()
             return
@@ -250,7 +227,7 @@ class Simulator:
     # ---- streaming ----------------------------------------------------------------------
     def start(self) -> Simulator:
         """Create the pty (or the LSL outlet) and start streaming (HELLO first)."""
-        if self.wire != "lsl":
+        if self._wire.pty:
             _check_port_path(Path(self.port))
         self._plug()
         self._thread = threading.Thread(target=self._run, name="simulator", daemon=True)
@@ -319,31 +296,26 @@ class Simulator:
                 data = os.read(master, 4096)
             except (OSError, ValueError):
                 return  # unplugged meanwhile
-        if self.wire == "cyton":  # single-letter commands, answered as the board does
-            self._write_raw(self._board.feed(data))
-            return
-        for _sequence, message in self._from_host.feed(data):
-            if isinstance(message, Ping):
-                self._send(Pong(message.nonce))
-            elif isinstance(message, ChipTest) and self.chip is not None:
-                self.to_chip += len(message.data)
-                self.chip.write(message.data)
+        answer = self._wire.from_host(data, self)
+        if answer:
+            self._write_raw(answer)
+
+    def send(self, message) -> None:
+        """A message from the device (its wire encodes it): the wire's answers, the stream, the chip's bytes."""
+        self._send(message)
+
+    def to_chip_bytes(self, data: bytes) -> None:
+        """Test bytes the host sent for the model's chip (dropped when there is none)."""
+        if self.chip is not None:
+            self.to_chip += len(data)
+            self.chip.write(data)
 
     def _send(self, message) -> None:
         with self._sequence_lock:  # the stream and the chip's answers send from two threads
-            if self.wire == "lsl":
+            if not self._wire.pty:
                 self._push(message)
                 return
-            if self.wire == "text":
-                frame = _as_text(message)
-            elif self.wire == "cyton":
-                frame = b""
-                if isinstance(message, Samples) and self._board.streaming:
-                    frame = cyton_wire.packets(self._packet, message.data)
-                    self._packet = (self._packet + len(message.data)) % 256
-            else:
-                frame = encode_frame(message, self._sequence)
-                self._sequence = (self._sequence + 1) & 0xFFFF
+            frame = self._wire.encode(message)
             self.frames_sent += 1
             frame = self._damage(frame)
         with self._write_lock:
@@ -385,11 +357,10 @@ class Simulator:
             if self._restart_pending:  # powered up again: counters from 0, the clock from now
                 self._restart_pending = False
                 self.restarts += 1
-                if self.wire == "text":
-                    self._write_raw(BANNER)
-                self._board, self._packet = cyton_wire.Commands(), 0  # a Cyton powers up silent
+                banner = self._wire.powered_up()
+                if banner:
+                    self._write_raw(banner)
                 self.sample_index = first = 0
-                self._sequence = 0
                 started = time.monotonic()
             if self._hello_pending or time.monotonic() - last_hello >= self.hello_interval:
                 # Repeated HELLOs let a host that connects mid-stream (or lost one to noise) learn the format.
@@ -407,16 +378,11 @@ class Simulator:
             self.sample_index += self.block
 
     def _send_hello(self, flush: bool = True) -> None:
-        if self.wire in ("cyton", "lsl"):  # a board that speaks when spoken to; a stream described by its outlet
-            return
-        if self.wire == "text":
-            if flush:  # a sketch prints its banner when it starts, and says nothing else about itself
-                self._write_raw(BANNER)
-            return
-        if flush and self._master is not None:
-            with self._write_lock:
-                os.write(self._master, b"\x00")  # flush whatever partial frame the host holds
-        self._send(self.hello)
+        first, message = self._wire.hello(self.hello, flush)
+        if first:
+            self._write_raw(first)
+        if message is not None:
+            self._send(message)
 
 
 def lsl_outlet(name: str, hello: Hello):
@@ -427,18 +393,6 @@ def lsl_outlet(name: str, hello: Hello):
 
     info = pylsl.StreamInfo(name, "EMG", hello.channels, hello.sample_rate_hz, pylsl.cf_float32, name)
     return pylsl.StreamOutlet(info)
-
-
-def _as_text(message) -> bytes:
-    """A message as a sketch prints it: a line of comma-separated numbers per sample, nothing for the rest."""
-    if not isinstance(message, Samples):
-        return b""
-    data = np.asarray(message.data)
-    if data.dtype.kind in "iu":
-        rows = (",".join(map(str, row)) for row in data.tolist())
-    else:  # 9 significant digits: a float32 comes back as itself
-        rows = (",".join(f"{value:.9g}" for value in row) for row in data.tolist())
-    return ("\r\n".join(rows) + "\r\n").encode()
 
 
 def _check_port_path(link: Path) -> None:
