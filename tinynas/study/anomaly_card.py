@@ -16,6 +16,7 @@ from tinynas.anomaly.task import NORMAL
 from tinynas.anomaly.threshold import calibrate
 from tinynas.deploy.export import io_quantization
 from tinynas.deploy.litert import Int8Model
+from tinynas.study.final_inputs import FinalInputs
 
 SELECTION = ("validation loss of the scorer on held-out normal windows and synthetic anomalies made from them "
              "(tinynas.anomaly.perturb: bearing-like impulse trains, resonance bands, broadband noise, at "
@@ -24,16 +25,17 @@ GUARANTEE = ("split conformal: for a normal window exchangeable with the calibra
              "<= the rate; the deployed threshold is the largest of the per-condition ones")
 
 
-def anomaly_section(study, tflite: bytes, name: str = "", cost=None) -> dict:
+def anomaly_section(study: FinalInputs, tflite: bytes, name: str = "", cost=None) -> dict:
     """The card's anomaly section for a finished anomaly study: threshold from the normal test side (int8
     scores), the synthetic test side's figures, the --test-data evaluation when given, and (given the network
     winner's `name` and budgeted `cost`) which scorer family the rule chooses (`family_choice`)."""
 
     data, settings = study.anomaly, study.settings
+    assert data is not None, "the anomaly section of a classifier's search"
     scale = float(io_quantization(tflite)["output"]["scale"])
     test = study.split.test
     model = Int8Model(tflite)
-    scores = int8_scores(model, study.test_set()[0], SATURATION_STEP)
+    scores = int8_scores(model, study.x_test, SATURATION_STEP)
     is_normal = study.windows.y[test] == 0
     sessions = study.windows.sessions[test][is_normal] if study.windows.sessions is not None else None
     threshold = calibrate(scores[is_normal], sessions, settings.false_alarm_rate)
@@ -64,7 +66,7 @@ def _checked(section: dict) -> AnomalySection:
     return checked
 
 
-def family_choice(study, model, name: str, cost) -> dict:
+def family_choice(study: FinalInputs, model, name: str, cost) -> dict:
     """The network winner (int8 `model`, its budgeted `cost`) against the classical scorer fitted on the same
     training windows, by `tinynas.anomaly.choice`'s rule on the validation side; the classical scorer's own figures
     (its criterion, its threshold on the calibration windows, its cost on the target) beside them."""

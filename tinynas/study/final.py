@@ -21,6 +21,7 @@ from tinynas.deploy.measure import measure_arena, run_int8, tflite_micro_availab
 from tinynas.errors import StorageError
 from tinynas.folders import SPLIT, save_split, weights_path
 from tinynas.study.anomaly_card import anomaly_section
+from tinynas.study.final_inputs import FinalInputs
 from tinynas.study.jobs import JobFactory
 from tinynas.study.journal import Journal
 from tinynas.study.outcomes import best_trial, is_final_recipe, trained_fidelity
@@ -41,7 +42,7 @@ class StudyResult:
     trials: list[Trial]
 
 
-def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: WorkerPool) -> StudyResult:
+def final_stage(study: FinalInputs, strategy, journal: Journal, jobs: JobFactory, pool: WorkerPool) -> StudyResult:
     """Train (or export) the winner of `journal`'s search and write every output file into the study's folder."""
     from tinynas.study.report import write_report  # study/__init__ imports this module: at module level, a circle
 
@@ -64,11 +65,11 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
     tflite = result.tflite
     if tflite is None:  # a final or export job that succeeded always carries its model
         raise StudyError(f"the final stage of {winner.architecture.name()} returned no model")
-    x_test, y_test = study.test_set()
+    x_test, y_test = study.x_test, study.y_test
     int8 = run_int8(tflite, x_test)
     int8_accuracy = int8.accuracy(y_test)
     # Over the recordings the test windows come from when they share them (windows cut with a hop overlap).
-    groups = study.test_groups()
+    groups = study.test_groups
     int8_test = {**held_out(int8.predictions, y_test, groups).to_dict(),
                  **per_class(int8.predictions, y_test, len(study.windows.class_names), groups)}
     budget = study.budget
@@ -94,12 +95,13 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
         split=study.split.describe(),
         preprocessing=study.preprocessing.to_dict(),
         test_data=_test_data(study.test_windows, study.settings.test_spec),
-        data_findings=study.data_findings,
+        data_findings=list(study.data_findings),
         search=_search_summary(study, journal, trials, winner),
         training_recipe={"augmentation": fidelity.augmentation.to_dict() if fidelity.augmentation else {},
                          "augmentation_text": fidelity.augmentation.describe() if fidelity.augmentation else "none",
-                         "chosen": study.augmentation_note,
-                         "kernel_sizes_searched": list(study.space.kernels), "kernels_chosen": study.kernels_note},
+                         "chosen": study.prepared.augmentation_note,
+                         "kernel_sizes_searched": list(study.space.kernels),
+                         "kernels_chosen": study.prepared.kernels_note},
         final_training={**fidelity.to_dict(), "seconds": round(time.monotonic() - started, 1),
                         "best_val_loss": min(result.val_loss) if result.val_loss else winner.score,
                         "retrained": retrained,
@@ -133,7 +135,7 @@ def final_stage(study, strategy, journal: Journal, jobs: JobFactory, pool: Worke
     return StudyResult(winner, card, study.out_dir, trials)
 
 
-def _classical_c(study, anomaly: dict | None) -> tuple[dict, tuple[str, str]] | None:
+def _classical_c(study: FinalInputs, anomaly: dict | None) -> tuple[dict, tuple[str, str]] | None:
     """The classical scorer's C for the folder when the family rule chose it (else the network's is written)."""
     chosen = (anomaly or {}).get("family_choice") or {}
     if chosen.get("family") != "classical":
@@ -156,7 +158,7 @@ def _selection(jobs: JobFactory, winner: Trial) -> dict | None:
                    "the deploy gate decides on the test windows, which no candidate saw"}
 
 
-def _say_anomaly(study, anomaly: dict) -> None:
+def _say_anomaly(study: FinalInputs, anomaly: dict) -> None:
     choice = anomaly.get("family_choice") or {}
     served = choice["classical"] if choice.get("family") == "classical" else anomaly  # the scorer the folder serves
     calibration = served["calibration"]
@@ -190,7 +192,7 @@ def _test_data(test_windows: Windows | None, spec: str) -> dict | None:
             "classes": list(test_windows.class_names)}
 
 
-def _search_summary(study, journal: Journal, trials: list[Trial], winner: Trial) -> dict:
+def _search_summary(study: FinalInputs, journal: Journal, trials: list[Trial], winner: Trial) -> dict:
     counts = {state.value: sum(t.state is state for t in trials) for state in TrialState}
     return {"strategy": study.settings.strategy, "seed": study.settings.seed,
             "seconds": round(float(journal.get_meta("search_seconds") or 0.0), 1),
@@ -202,7 +204,8 @@ def _search_summary(study, journal: Journal, trials: list[Trial], winner: Trial)
             "peak_worker_memory_bytes": journal.get_meta("peak_worker_memory") or {}}
 
 
-def _final_training(study, winner: Trial, jobs: JobFactory, pool: WorkerPool) -> tuple[JobResult, Fidelity, bool]:
+def _final_training(study: FinalInputs, winner: Trial, jobs: JobFactory,
+                    pool: WorkerPool) -> tuple[JobResult, Fidelity, bool]:
     """Retrain the winner with the final recipe; if that diverges, fall back to its search recipe, at the
     learning rate that worked for it (not the one the diagnoser found unstable). Returns the result, the recipe
     and whether it was retrained.

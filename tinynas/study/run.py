@@ -37,6 +37,7 @@ from tinynas.progress import Progress
 from tinynas.search import FINAL_FIDELITY, SearchSpace, make_strategy
 from tinynas.space import Architecture
 from tinynas.study.final import StudyResult, final_stage
+from tinynas.study.final_inputs import FinalInputs
 from tinynas.study.jobs import JobFactory
 from tinynas.study.loop import SearchLoop
 from tinynas.study.outdir import open_journal, save_windows
@@ -159,6 +160,15 @@ class Study:
             return self.test_windows.groups
         return self.windows.groups[self.split.test]
 
+    def final_inputs(self) -> FinalInputs:
+        """What the final stage reads of this search, frozen (`tinynas.study.final_inputs`)."""
+        x_test, y_test = self.test_set()
+        return FinalInputs(out_dir=self.out_dir, settings=self.settings, budget=self.budget,
+                           source_windows=self.source_windows, prepared=self.prepared,
+                           final_fidelity=self.final_fidelity, test_windows=self.test_windows, x_test=x_test,
+                           y_test=y_test, test_groups=self.test_groups(), data_findings=tuple(self.data_findings),
+                           progress=self.progress)
+
     def run(self) -> StudyResult:
         """Search until the strategy finishes or the budget runs out, then export the winner."""
         if getattr(multiprocessing.current_process(), "_inheriting", False):
@@ -202,7 +212,7 @@ class Study:
                            out_dir=self.out_dir, progress=self.progress, clock=self.clock, resume=self.resume,
                            retry_unstable=s.retry_unstable, fault_for=self.fault_for,
                            max_candidates=s.max_candidates).run()
-                return final_stage(self, strategy, journal, jobs, pool)
+                return final_stage(self.final_inputs(), strategy, journal, jobs, pool)
         except StorageError as exc:
             # Any write of the run (best.json, the windows, the export) failing on a full disk: the journal
             # holds every committed trial, so the remedy is --resume, not starting again.
