@@ -156,3 +156,17 @@ def test_the_method_accounting_of_tinynas_winners(k, c, method):
     from tinynas.cost.estimate import method_ram_bytes
 
     assert method_ram_bytes(Architecture(512, 1, 10, k=k, c=c, kernel_size=9)) == method
+
+
+def test_a_scorers_own_figures_are_held_to_the_rule_a_networks_cost_is():
+    from tinynas.cost.estimate import estimate, over_target
+    from tinynas.cost.targets import get_target
+    from tinynas.space import Architecture
+
+    target = get_target("STM32F030F4P6")
+    cost = estimate(Architecture(512, 1, 4, k=40, c=6))
+    assert cost.violations(target) == over_target(target, cost.peak_ram_bytes, cost.flash_bytes, cost.macs)
+    assert cost.violations(target)  # the planted architecture does not fit the 4 KiB chip
+    found = over_target(target, target.ram_bytes + 1, target.flash_bytes + 1, 0)
+    assert [line.split()[0] for line in found] == ["RAM", "flash"]
+    assert over_target(target, target.ram_bytes, target.flash_bytes, target.mac_budget) == []

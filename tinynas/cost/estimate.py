@@ -225,6 +225,20 @@ def flash_bytes(arch: Architecture) -> int:
             + FLASH_PER_QUANT_CHANNEL_BYTES * channels + data)
 
 
+
+def over_target(target: Target, peak_ram_bytes: int, flash_bytes: int, macs: int) -> list[str]:
+    """Why a model of these figures does not fit `target`, in words ([] if it fits): one rule for every scorer,
+    a network's `Cost` or the classical anomaly scorer's own figures."""
+    found = []
+    if peak_ram_bytes > target.ram_bytes:
+        found.append(f"RAM {kib(peak_ram_bytes)} > {kib(target.ram_bytes)}")
+    if flash_bytes > target.flash_bytes:
+        found.append(f"flash {kib(flash_bytes)} > {kib(target.flash_bytes)}")
+    if macs > target.mac_budget:
+        found.append(f"MACs {macs:,} > {target.mac_budget:,}")
+    return found
+
+
 @dataclass(frozen=True)
 class Cost:
     """Everything the budget check needs about one architecture, on one ABI, for one runtime.
@@ -280,14 +294,7 @@ class Cost:
 
     def violations(self, target: Target) -> list[str]:
         """Human-readable reasons this architecture does not fit `target` (empty if it fits)."""
-        found = []
-        if self.peak_ram_bytes > target.ram_bytes:
-            found.append(f"RAM {kib(self.peak_ram_bytes)} > {kib(target.ram_bytes)}")
-        if self.flash_bytes > target.flash_bytes:
-            found.append(f"flash {kib(self.flash_bytes)} > {kib(target.flash_bytes)}")
-        if self.macs > target.mac_budget:
-            found.append(f"MACs {self.macs:,} > {target.mac_budget:,}")
-        return found
+        return over_target(target, self.peak_ram_bytes, self.flash_bytes, self.macs)
 
     def fits(self, target: Target) -> bool:
         """True if the architecture meets every budget of `target`."""

@@ -14,6 +14,7 @@ from tinynas.anomaly.scoring import SATURATION_STEP, int8_scores, served_scores
 from tinynas.anomaly.section import AnomalySection, read_section
 from tinynas.anomaly.task import NORMAL
 from tinynas.anomaly.threshold import calibrate
+from tinynas.cost.estimate import over_target
 from tinynas.deploy.export import io_quantization
 from tinynas.deploy.litert import Int8Model
 from tinynas.study.final_inputs import FinalInputs
@@ -81,10 +82,8 @@ def family_choice(study: FinalInputs, model, name: str, cost) -> dict:
     network_flags, network_threshold = flags(scores[:len(normal)], scores[len(normal):], rate)
     classical_flags, classical_threshold = flags(scorer.score(windows.x[normal]), scorer.score(windows.x[synthetic]),
                                                  rate)
-    over = [f"{what} {need:,} > {have:,}" for what, need, have in (
-        ("RAM", candidate.cost["peak_ram_bytes"], target.ram_bytes),
-        ("flash", candidate.cost["flash_bytes"], target.flash_bytes),
-        ("MACs", candidate.cost["macs"], target.mac_budget)) if need > have]
+    over = over_target(target, candidate.cost["peak_ram_bytes"], candidate.cost["flash_bytes"],
+                       candidate.cost["macs"])  # the rule a network's cost is held to
     choice = choose(Finalist("network", name, network_flags, network_threshold, cost.peak_ram_bytes,
                              cost.flash_bytes),
                     Finalist("classical", classical.NAME, classical_flags, classical_threshold,
