@@ -32,4 +32,5 @@ def test_the_search_budgets_for_the_configured_runtime(tmp_path, monkeypatch, ru
     # The chip's budget, built once from the config and passed whole (issue 69): its runtime is the configured one.
     assert started["ran"] and started["target"].runtime == runtime and started["task"] == "classify"
     assert "runtime" not in started and started["target"] == service.config.chip_budget()
+    assert started["data_findings"] == []  # the service checked the recording: the study does not again
     assert transition == to(Phase.DEPLOYING)

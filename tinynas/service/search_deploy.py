@@ -82,7 +82,7 @@ def search(service: ServiceContext) -> Transition:
               # The strategy's own recipe at the configured length (fast's falls along a cosine).
               final_fidelity=replace(final_recipe(config.strategy, config.final_epochs), batch_size=config.batch_size),
               workers=config.workers, normalize=config.normalize, resume=journal_path.exists(), data_spec=data_spec,
-              progress=Progress(interactive=False), pool=service.workers).run()
+              progress=Progress(interactive=False), pool=service.workers, data_findings=findings).run()
     service.search_clock = None
     return to(Phase.DEPLOYING)
 

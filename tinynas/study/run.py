@@ -25,7 +25,7 @@ import numpy as np
 from tinynas.arguments import require, seed_argument
 from tinynas.cost.budget import Budget
 from tinynas.cost.targets import Target, get_target
-from tinynas.data.checks import check_windows
+from tinynas.data.checks import Finding, check_windows
 from tinynas.data.preprocess import Preprocessing
 from tinynas.data.splits import Split
 from tinynas.data.windows import Windows, windows_argument
@@ -66,7 +66,8 @@ class Study:
                  settings: StudySettings | None = None, *, resume: bool = False, progress: Progress | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  fault_for: Callable[[Architecture], str | None] | None = None,
-                 test_windows: Windows | None = None, pool: WorkerPool | None = None, **options) -> None:
+                 test_windows: Windows | None = None, pool: WorkerPool | None = None,
+                 data_findings: list[Finding] | None = None, **options) -> None:
         if settings is not None and options:
             raise TypeError("give the settings or their fields as keywords, not both")
         given: Budget | None = None
@@ -100,6 +101,9 @@ class Study:
         self.pool = pool
         self.progress = progress or Progress(interactive=False)
         self.data_findings: list[dict] = []
+        # The data checks' findings when the caller ran them already (the service, before it spends a search on a
+        # recording): not run twice.
+        self._checked_findings = data_findings
         self.source_windows = windows
         """The user's windows (`windows` is what the candidates train on: for the anomaly task, not the same)."""
         if s.task != Task.ANOMALY and windows.classes < 2:
@@ -286,7 +290,10 @@ class Study:
 
     def _check_data(self) -> list[dict]:
 
-        findings = check_windows(self.source_windows) if self.settings.check_data else []
+        if self._checked_findings is not None:
+            findings = list(self._checked_findings)
+        else:
+            findings = check_windows(self.source_windows) if self.settings.check_data else []
         for finding in findings:
             self.progress.event(f"data check ({finding.severity}): {finding.message}")
         errors = [f.message for f in findings if f.severity == "error"]
