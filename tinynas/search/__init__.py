@@ -5,6 +5,7 @@ from __future__ import annotations
 from tinynas.errors import MissingDependencyError, UsageError
 from tinynas.search.base import FINAL_FIDELITY, Proposal, SearchSpace, Strategy
 from tinynas.search.fast import FastStrategy
+from tinynas.search.fixed import FixedCandidates, FixedStrategy
 from tinynas.search.greedy import GreedyStrategy
 from tinynas.search.paper import PaperStrategy
 from tinynas.search.random_search import RandomStrategy
@@ -32,15 +33,17 @@ def check_strategy(name: str) -> None:
                                      "pip install 'tinynas[optuna]' (or use --strategy fast or paper)")
 
 
-def make_strategy(name: str, space: SearchSpace, **kwargs) -> Strategy:
-    """Instantiate a strategy by name ('paper', 'greedy', 'random', 'fast', 'tpe')."""
+def make_strategy(name: str | FixedCandidates, space: SearchSpace, **kwargs) -> Strategy:
+    """Instantiate a strategy by name ('paper', 'greedy', 'random', 'fast', 'tpe'), or the fixed one given."""
+    if isinstance(name, FixedCandidates):
+        return name.make(space, **kwargs)
     return strategy_class(name)(space, **kwargs)
 
 
-def final_recipe(name: str, epochs: int | None = None) -> Fidelity:
+def final_recipe(name: str | FixedCandidates, epochs: int | None = None) -> Fidelity:
     """Strategy `name`'s final recipe for the winner (`Strategy.final_recipe`)."""
-    return strategy_class(name).final_recipe(epochs)
+    return (FixedStrategy if isinstance(name, FixedCandidates) else strategy_class(name)).final_recipe(epochs)
 
 
-__all__ = ["FINAL_FIDELITY", "STRATEGIES", "Proposal", "SearchSpace", "Strategy", "check_strategy", "final_recipe",
-           "make_strategy", "strategy_class"]
+__all__ = ["FINAL_FIDELITY", "STRATEGIES", "FixedCandidates", "FixedStrategy", "Proposal", "SearchSpace", "Strategy",
+           "check_strategy", "final_recipe", "make_strategy", "strategy_class"]

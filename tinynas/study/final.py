@@ -194,7 +194,7 @@ def _test_data(test_windows: Windows | None, spec: str) -> dict | None:
 
 def _search_summary(study: FinalInputs, journal: Journal, trials: list[Trial], winner: Trial) -> dict:
     counts = {state.value: sum(t.state is state for t in trials) for state in TrialState}
-    return {"strategy": study.settings.strategy, "seed": study.settings.seed,
+    return {"strategy": str(study.settings.strategy), "seed": study.settings.seed,
             "seconds": round(float(journal.get_meta("search_seconds") or 0.0), 1),
             "budget_seconds": study.settings.budget_seconds, "max_candidates": study.settings.max_candidates,
             "winner_trial": winner.number,

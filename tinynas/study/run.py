@@ -262,7 +262,7 @@ class Study:
         if strategy_fidelity is None:
             strategy_fidelity = self._strategy().fidelity
         return fingerprint(data_digest=self.windows.digest(), target=self.target.budget_dict(),
-                           strategy=self.settings.strategy, seed=self.settings.seed, fidelity=strategy_fidelity,
+                           strategy=str(self.settings.strategy), seed=self.settings.seed, fidelity=strategy_fidelity,
                            space=asdict(self.space), split=self.split.protocol,
                            normalize=self.preprocessing.normalize,
                            test_data_digest=self.test_windows.digest() if self.test_windows is not None else None,

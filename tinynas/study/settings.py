@@ -28,6 +28,7 @@ from tinynas.errors import TinynasError, UsageError
 from tinynas.modes import Accounting, Runtime, Task
 from tinynas.options import RANGES
 from tinynas.search.base import FINAL_FIDELITY
+from tinynas.search.fixed import FixedCandidates
 from tinynas.study.crossval import check_selection
 from tinynas.trial import Fidelity
 
@@ -42,7 +43,9 @@ class StudyError(TinynasError, RuntimeError):
 class StudySettings:
     """Every option of a study. Checked when made, so that every caller gets the same one-line errors."""
 
-    strategy: str = "paper"
+    strategy: str | FixedCandidates = "paper"
+    """A strategy's name, or fixed candidates (`tinynas.search.fixed`: for callers whose subject is not the
+    search)."""
     budget_seconds: float = 1800.0
     max_candidates: int | None = None
     """`--candidates`: the search ends once this many candidates (architectures) have been trained, or when its time
