@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from tests.support.armband import NEW_SESSION, shifted
-from tinynas.adaptation.recalibrate import Recipe, decide, recalibrate
+from tinynas.adaptation.recalibrate import NEXT_STEP, Recipe, decide, next_step, recalibrate
 from tinynas.data.spec import load_windows
 from tinynas.data.windows import DataError
 from tinynas.verdict import Paired
@@ -170,6 +170,15 @@ def test_the_decision_rests_on_paired_windows_not_on_a_few_windows_accuracy():
     assert decide(Paired(3, 5, 48), Paired(6, 0, 24), 0.75, 1.0, 1.0)[0].startswith(
         "worse on more windows than better (today's wear: better on 3, worse on 5 of 48 windows)")
 
+
+
+def test_a_rejected_re_wear_says_which_class_to_record_again():
+    # Live (benchmarks/results/live.md, seed 5): the old model missed point 0 of 2 today, the recalibration fixed it
+    # but lost 3 of 12 onboarding signs and was rejected; the next step names point, not only "record again".
+    said = next_step(["point: 0 of 2"])
+    assert said.startswith("point is not recognised on today's wear") and "doing point" in said
+    assert "fist, point are not recognised" in next_step(["fist: 1 of 3", "point: 0 of 2"])
+    assert next_step([]) == NEXT_STEP
 
 def test_a_re_wear_whose_classes_fail_on_the_stream_is_judged_there_and_accepted_once_recalibrated(model_dir,
                                                                                                     tmp_path):

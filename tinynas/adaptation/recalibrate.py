@@ -429,6 +429,18 @@ def _cross_validate(models: _Models, x: np.ndarray, y: np.ndarray, folds: list[n
 
 NEXT_STEP = ("record the repetitions again with the armband as it sits now (a longer recording decides on more "
              "windows), or onboard again if it sits far from where it was")
+
+
+def next_step(failing: list[str]) -> str:
+    """What to record after a rejected re-wear: the classes the old model fails today named first (`failing`: its
+    stream verdict's "point: 0 of 2"), since more of their repetitions is what could repair them."""
+    if not failing:
+        return NEXT_STEP
+    names = ", ".join(dict.fromkeys(item.split(":")[0] for item in failing))
+    return (f"{names} {'is' if ',' not in names else 'are'} not recognised on today's wear: record the repetitions "
+            f"again with the armband as it sits now, doing {names} as in the onboarding (more repetitions of "
+            f"{'it' if ',' not in names else 'them'} decide on more signs), or onboard again if it sits far from "
+            f"where it was")
 CONFIDENCE = 0.95
 """The onboarding test windows count as forgotten only when the loss is beyond chance at this confidence."""
 
@@ -574,7 +586,8 @@ def recalibrate(model_path: str | Path, windows: Windows, out_dir: str | Path, *
     failing = stream.get("failing_today") or []
     said_today = (f"; today the old model recognises {', '.join(failing)} of their signs" if failing else "")
     if problems:
-        reason = ("rejected: " + "; ".join(problems) + said_today + ". The old model stays. Next: " + NEXT_STEP)
+        reason = ("rejected: " + "; ".join(problems) + said_today + ". The old model stays. Next: "
+                  + next_step(failing))
         return RecalibrateResult(None, False, reason, len(tune), verify_windows, seconds, verify_before,
                                  verify_after, test_before, test_after, None, selection, cross_validated, measured,
                                  stream)
