@@ -338,15 +338,11 @@ def _measured(folder: Path, arch: Architecture, scratch: Path) -> dict[str, floa
 
 def cmd_winners(args) -> int:
     """Every built-in target's default winner with and without the service's hop as a time budget."""
-    from tinynas.card import read_card
     from tinynas.cost.budget import Budget
     from tinynas.cost.latency import c_instructions
     from tinynas.cost.targets import builtin_targets
     from tinynas.data.spec import load_windows
-    from tinynas.progress import Progress
-    from tinynas.study import Study
-    from tinynas.study.journal import peek
-    from tinynas.trial import Fidelity
+    from tinynas.study.settings import StudyError
 
     targets = builtin_targets()
     keys = sorted(targets) if args.targets == "all" else args.targets.split(",")
@@ -360,14 +356,13 @@ def cmd_winners(args) -> int:
         out_path.unlink()
     done = set(rows_by)
     work = Path(args.work)
-    for name in args.data.split(","):
-        if not (SHARED / name).is_dir():
-            print(f"skipping {name}: {SHARED / name} not there")
-            continue
-        windows = load_windows(DATA[name])
-        for key in keys:
-            target = targets[key]
-            for seed in [int(s) for s in args.seeds.split(",")]:
+    names = [n for n in args.data.split(",") if (SHARED / n).is_dir() or print(f"skipping {n}: not there")]
+    loaded = {name: load_windows(DATA[name]) for name in names}
+    # Seeds outermost: a stopped run has every target at the first seeds rather than all seeds of a few targets.
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        for name, windows in loaded.items():
+            for key in keys:
+                target = targets[key]
                 for latency in (None, HOP_SECONDS):
                     if (name, key, seed, latency) in done:
                         continue
@@ -382,17 +377,15 @@ def cmd_winners(args) -> int:
                         _append(out_path, row)
                         continue
                     folder = work / name / key / f"seed{seed}-{'hop' if latency else 'free'}"
-                    if (folder / "card.json").exists():  # finished before a stop: read, not searched again
-                        card, trials = read_card(folder), peek(folder / "journal.sqlite")[0]
-                    else:
-                        result = Study(folder, windows, target, strategy="fast", seed=seed,
-                                       budget_seconds=parse_budget(args.budget),
-                                       fidelity=Fidelity(args.epochs, 32, 3e-3),
-                                       final_fidelity=Fidelity(args.final_epochs, 32, 3e-3, schedule="cosine"),
-                                       workers=args.workers, latency_seconds=latency, data_spec=DATA[name],
-                                       progress=Progress(interactive=False),
-                                       resume=(folder / "journal.sqlite").exists()).run()
-                        card, trials = result.card, result.trials
+                    try:
+                        card, trials = _search(args, folder, windows, target, seed, latency, DATA[name])
+                    except StudyError as error:  # a target nothing fits is a row that says so, not a stop
+                        row = {"data": name, "target_key": key, "target": target.name, "core": target.core,
+                               "seed": seed, "latency_seconds": latency, "winner": None, "why": str(error),
+                               "wall_seconds": round(time.monotonic() - started)}
+                        rows_by[(name, key, seed, latency)] = row
+                        _append(out_path, row)
+                        continue
                     arch = Architecture.from_dict(card.architecture)
                     chip = card.on_chip(HOP_SECONDS)
                     held = card.held_out()
@@ -418,6 +411,24 @@ def cmd_winners(args) -> int:
     print(text)
     return 0
 
+
+
+def _search(args, folder: Path, windows, target, seed: int, latency, spec):
+    """One winner search (read back when it finished before a stop): its card and trials."""
+    from tinynas.card import read_card
+    from tinynas.progress import Progress
+    from tinynas.study import Study
+    from tinynas.study.journal import peek
+    from tinynas.trial import Fidelity
+
+    if (folder / "card.json").exists():
+        return read_card(folder), peek(folder / "journal.sqlite")[0]
+    result = Study(folder, windows, target, strategy="fast", seed=seed, budget_seconds=parse_budget(args.budget),
+                   fidelity=Fidelity(args.epochs, 32, 3e-3),
+                   final_fidelity=Fidelity(args.final_epochs, 32, 3e-3, schedule="cosine"),
+                   workers=args.workers, latency_seconds=latency, data_spec=spec,
+                   progress=Progress(interactive=False), resume=(folder / "journal.sqlite").exists()).run()
+    return result.card, result.trials
 
 def _budget_word(row: dict) -> str:
     if not row["latency_seconds"]:
@@ -473,6 +484,10 @@ def render_winners(args, rows: list[dict]) -> str:
         return f"{row['estimated'][board] / 1e6:.2f} M / " + (f"{measured / 1e6:.2f} M" if measured else "-")
 
     for row in sorted(rows, key=lambda r: (r["data"], r["target"], r["seed"], r["latency_seconds"] or 0)):
+        if row["winner"] is None:
+            lines.append(f"| {row['data']} | {row['target']} | {row['core']} | {row['seed']} | "
+                         f"{_budget_word(row)} | none: {row['why']} |" + " - |" * 9)
+            continue
         accuracy = (f"{row['hits'] / row['windows']:.3f} ({row['hits']} of {row['windows']}, "
                     f"{row['interval'][0]:.3f}-{row['interval'][1]:.3f})" if row["windows"] else "-")
         per_mac = " / ".join(f"{row['measured'][b] / row['macs']:.2f}" if b in row["measured"] else "-"
@@ -489,7 +504,7 @@ def render_winners(args, rows: list[dict]) -> str:
               "hop: ms at clock (mean) |", "|---|---|---:|---:|---:|---|---:|"]
     groups = sorted({(r["data"], r["target"]) for r in rows})
     for data, target in groups:
-        mine = [r for r in rows if (r["data"], r["target"]) == (data, target) and r["windows"]]
+        mine = [r for r in rows if (r["data"], r["target"]) == (data, target) and r.get("windows")]
         free = [r["hits"] / r["windows"] for r in mine if not r["latency_seconds"]]
         hop = [r["hits"] / r["windows"] for r in mine if r["latency_seconds"]]
         kept = sum(1 for r in mine if not r["latency_seconds"] and r["share_of_hop"] <= 1)
@@ -499,9 +514,10 @@ def render_winners(args, rows: list[dict]) -> str:
                          f"{statistics.mean(hop):.3f} ({len(hop)} seeds) | "
                          f"{statistics.mean(hop) - statistics.mean(free):+.3f} | {kept} of {len(free)} | "
                          f"{statistics.mean(hop_ms):,.0f} |")
-    m0 = [r["measured"]["microbit"] / r["macs"] for r in rows if "microbit" in r["measured"]]
-    m4 = [r["measured"]["mps2-an386"] / r["macs"] for r in rows if "mps2-an386" in r["measured"]]
-    errors = [r["estimated"][b] / r["measured"][b] - 1 for r in rows for b in BOARDS if b in r["measured"]]
+    won = [r for r in rows if r["winner"] is not None]
+    m0 = [r["measured"]["microbit"] / r["macs"] for r in won if "microbit" in r["measured"]]
+    m4 = [r["measured"]["mps2-an386"] / r["macs"] for r in won if "mps2-an386" in r["measured"]]
+    errors = [r["estimated"][b] / r["measured"][b] - 1 for r in won for b in BOARDS if b in r["measured"]]
     if m0 and m4 and errors:
         lines += ["", f"Instructions per MAC of the winners (QEMU): Cortex-M0 {min(m0):.2f}-{max(m0):.2f} (median "
                   f"{statistics.median(m0):.2f}), Cortex-M4F {min(m4):.2f}-{max(m4):.2f} (median "
