@@ -348,12 +348,15 @@ def cmd_winners(args) -> int:
     keys = sorted(targets) if args.targets == "all" else args.targets.split(",")
     out_path = RESULTS / "latency.jsonl"
     rows_by: dict[tuple, dict] = {}
-    if args.resume and out_path.exists():
+    if (args.resume or args.render) and out_path.exists():
         for line in out_path.read_text().splitlines():
             row = json.loads(line)
             rows_by[(row["data"], row["target_key"], row["seed"], row["latency_seconds"])] = row
     elif out_path.exists():
         out_path.unlink()
+    if args.render:  # the rows as they stand (a run stopped between rows), nothing searched
+        (RESULTS / "latency.md").write_text(render_winners(args, list(rows_by.values())))
+        return 0
     done = set(rows_by)
     work = Path(args.work)
     names = [n for n in args.data.split(",") if (SHARED / n).is_dir() or print(f"skipping {n}: not there")]
@@ -552,6 +555,8 @@ def main() -> int:
     winners.add_argument("--work", default="/tmp/tinynas-latency-winners", help="the searches' folders (resumable)")
     winners.add_argument("--resume", action="store_true", help="keep results/latency.jsonl's rows and go on")
     winners.add_argument("--shared", default="nothing else running")
+    winners.add_argument("--render", action="store_true",
+                         help="only write results/latency.md from results/latency.jsonl (a stopped run's rows)")
     winners.set_defaults(func=cmd_winners)
     args = parser.parse_args()
     return args.func(args)
