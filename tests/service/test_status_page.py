@@ -75,7 +75,8 @@ STATES = {
                 "models": [{"user": "bob", "id": "20261201-101500", "served": False, "architecture": "A(2,3)",
                             "held_out": {"hits": 7, "windows": 8, "interval": [0.5291, 0.9776]}},
                            {"user": "alice", "id": "20261203-090000", "served": True, "architecture": "A(3,3)",
-                            "held_out": {"hits": 11, "windows": 12, "interval": [0.6461, 0.9851]}}],
+                            "held_out": {"hits": 11, "windows": 12, "interval": [0.6461, 0.9851],
+                                         "measure": "on the stream"}}],
                 "predictions": [{"end_sample": 1000 * i, "label": label, "smoothed": label, "confidence": 0.81,
                                  "probabilities": [0.05, 0.81, 0.09, 0.05] if label == "fist" else
                                  [0.7, 0.1, 0.1, 0.1]} for i, label in enumerate(["rest"] * 5 + ["fist"] * 6)]
@@ -115,7 +116,10 @@ EXPECTED = {  # what each state must show: texts, and elements by CSS-like marke
                   'class="trial complete"', "stopped by the health monitor", "RAM budget 6.0 KiB",
                   "training now: A(3,4)"],
     "serving": ["Serving", "A(3,3) for alice", "92 % (11 of 12 held-out windows, 95 % interval 65-99 %)",
-                "240 predictions per minute", 'class="bar top"', "fist", 'class="confusion"', "67 % of 3",
+                "240 predictions per minute", 'class="bar top"',
+                # The list names what its count rests on as the served line does (it said "windows" of signs).
+                "alice: 20261203-090000 (A(3,3), 92 % (11 of 12 held-out signs, answered as live on the stream",
+                "bob: 20261201-101500 (A(2,3), 88 % (7 of 8 held-out windows", "fist", 'class="confusion"', "67 % of 3",
                 "the newest window alone says open", "over the last 3 windows",
                 "add <code class=\"config-hint\">--config /etc/tinynas.toml</code> to each",
                 "on the chip (microbit): 12 of 12 windows identical to the host, 4,224,188 instructions per inference "

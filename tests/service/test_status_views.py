@@ -137,6 +137,8 @@ def test_a_chip_check_recorded_in_the_card_is_shown_and_the_model_keeps_its_time
 def test_predictions_per_minute_counts_the_last_sixty_seconds():
     assert per_minute([100.0, 130.0, 159.0, 161.0], now=160.0) == 4
     assert per_minute([100.0, 130.0, 159.0, 161.0], now=200.0) == 2
+    # Serving for 39 s at 4 answers a second: 240 a minute, not the 156 of them made so far (a user's walk-through).
+    assert per_minute([1000.0 + 0.25 * i for i in range(157)], now=1039.1) == 240
 
 
 def _timed_card(tmp_path, target: str, latency: float | None) -> str:

@@ -17,6 +17,16 @@ const counted = (h, what) => h.unit !== "recordings" ? what :
   what.replace("windows", "recordings") + (h.window_count != null ? `, ${h.window_hits} of their ${h.window_count} windows right` : "");
 const verdict = (h, what = "held-out windows") => (h && h.windows) ? `${pct(h.hits / h.windows)} (${h.hits} of ${h.windows} ${counted(h, what)}, ` +
   `95 % interval ${(100 * h.interval[0]).toFixed(0)}-${(100 * h.interval[1]).toFixed(0)} %)` : null;
+// What a count rests on, as tinynas.verdict.served_accuracy says it (one wording for the served line and the list): the
+// deploy gate's held-out signs on the stream, a re-wear's signs of today's wear, a recalibration's new windows, or the
+// deploy check's held-out windows.
+const restsOn = (h) => {
+  const measure = (h || {}).measure;
+  if (measure === "on the stream") return ["signs recognised", "held-out signs, answered as live on the stream"];
+  if (measure && String(measure).includes("stream")) return ["signs recognised", `signs of today's wear, ${measure}`];
+  if (measure) return ["accuracy", `new windows, ${measure}`];
+  return ["int8 accuracy", "held-out windows"];
+};
 const minutes = (seconds) => seconds >= 90 ? `${Math.round(seconds / 60)} min` : `${Math.max(0, Math.round(seconds))} s`;
 let hint = "";  // " --config PATH" when the service runs with a config file: the page's commands must name it
 const width = (x) => (100 * Math.max(0, Math.min(1, x))).toFixed(1) + "%";  // CSS wants no space
@@ -247,10 +257,10 @@ function drawServing(s) {
   const m = s.model || {};
   const d = s.deployed || {};
   // After a recalibration the count is of the new windows it was checked on, and says how (tinynas.verdict.served_accuracy).
-  const measure = (d.held_out || {}).measure;
-  const held = verdict(d.held_out, measure === "on the stream" ? "held-out signs, answered as live on the stream" :
-                       measure ? `new windows, ${measure}` : undefined) || verdict(m.held_out);
-  const accuracy = held ? `${measure === "on the stream" ? "signs recognised" : measure ? "accuracy" : "int8 accuracy"} ${held}` : (d.accuracy != null ? `int8 accuracy ${pct(d.accuracy)} ` +
+  const [said, what] = restsOn(d.held_out);
+  const own = verdict(d.held_out, what);
+  const held = own || verdict(m.held_out);
+  const accuracy = held ? `${own ? said : "int8 accuracy"} ${held}` : (d.accuracy != null ? `int8 accuracy ${pct(d.accuracy)} ` +
     `(${d.changed_by ? "on the new windows of its " + d.changed_by : "held-out count not recorded"})` : "int8 accuracy not measured");
   // A rejected re-wear: what the model did today, not the onboarding's figure as if it still held.
   const today = d.today && d.today.signs ? `today (re-worn): ${d.today.recognised} of ${d.today.signs} signs ` +
@@ -344,7 +354,7 @@ function drawActions(s, now) {
         el("option", { value: "", disabled: "", text: `! ${m.user}: ${m.id} (damaged: ${m.damaged})` }, choice);
         return;
       }
-      const held = verdict(m.held_out);
+      const held = verdict(m.held_out, restsOn(m.held_out)[1]);
       el("option", { value: JSON.stringify({ user: m.user, model: m.id }), text: `${m.served ? "* " : ""}${m.user}: ${m.id}` +
          ` (${m.architecture || "?"}, ${held || (m.task === "anomaly" ? "anomaly scorer" : "accuracy not recorded")})` }, choice);
     });
