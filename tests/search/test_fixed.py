@@ -3,7 +3,7 @@ trains exactly the architectures given, in order, and records what it was asked 
 
 import pytest
 
-from tests.study.test_loop import RECIPE, Clock, _complete, _loop
+from tests.support.scripted_loop import RECIPE, Clock, completed, scripted_loop
 from tests.support.scripted_pool import ScriptedPool
 from tests.support.scripted_study import ScriptedStudy
 from tinynas.search import FixedCandidates, SearchSpace, make_strategy
@@ -21,7 +21,7 @@ def test_it_proposes_the_given_candidates_in_order_once():
 
 
 def test_a_study_given_fixed_candidates_trains_exactly_those(tmp_path):
-    loop, journal = _loop(tmp_path, ScriptedPool(lambda job: _complete(1.0 / job.job_id)), Clock(),
+    loop, journal = scripted_loop(tmp_path, ScriptedPool(lambda job: completed(1.0 / job.job_id)), Clock(),
                           strategy=FixedCandidates(((1, 0), (2, 1))))
     loop.run()
     trained = [(t.architecture.k, t.architecture.c) for t in journal.trials() if t.state is TrialState.COMPLETE]

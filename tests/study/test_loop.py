@@ -13,11 +13,12 @@ import json
 
 import pytest
 
+from tests.support.scripted_loop import DATA, RECIPE, Clock, Events
+from tests.support.scripted_loop import completed as _complete
+from tests.support.scripted_loop import scripted_loop as _loop
 from tests.support.scripted_pool import ScriptedPool
-from tinynas.cost.targets import resolve_target
 from tinynas.data.spec import load_windows
 from tinynas.errors import StorageError
-from tinynas.progress import Progress
 from tinynas.search import make_strategy
 from tinynas.study import Study
 from tinynas.study.jobs import JobFactory
@@ -26,47 +27,7 @@ from tinynas.study.loop import SearchLoop
 from tinynas.study.outcomes import MAX_ATTEMPTS
 from tinynas.study.outdir import open_journal
 from tinynas.training.job import DISK_FULL
-from tinynas.trial import Fidelity, TrialState
-
-DATA = "synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2&seed=1"
-RECIPE = Fidelity(2, 16, 3e-3)
-
-
-class Events(Progress):
-    def __init__(self) -> None:
-        super().__init__(interactive=False)
-        self.events: list[str] = []
-
-    def event(self, text: str) -> None:
-        self.events.append(text)
-
-
-class Clock:
-    """Search seconds that move only when the test says (`tick`), so a loaded machine changes nothing."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _loop(out, pool, clock, *, budget=1000.0, resume=False, strategy="random", progress=None, candidates=None):
-    study = Study(out, load_windows(DATA), resolve_target(ram="64k", flash="64k", macs="1M"), strategy=strategy,
-                  fidelity=RECIPE, final_fidelity=RECIPE, runtime="tflm", accounting="arena")
-    search = make_strategy(strategy, study.space, seed=0, fidelity=RECIPE, final_fidelity=RECIPE,
-                           is_feasible=study.budget.fits)
-    journal = open_journal(out, resume)
-    jobs = JobFactory(0, out / "windows.npz", study.split, study.preprocessing.to_dict(), RECIPE, out_dir=out)
-    loop = SearchLoop(search, journal, pool, jobs, study.budget, budget_seconds=budget, out_dir=out,
-                      progress=progress or Events(), clock=clock, resume=resume, retry_unstable=False,
-                      max_candidates=candidates)
-    return loop, journal
-
-
-def _complete(loss: float) -> dict:
-    return {"ok": True, "val_loss": [loss + 0.5, loss], "val_accuracy": [0.5, 0.9], "train_loss": [1.0, 0.8],
-            "seconds": 1.0}
+from tinynas.trial import TrialState
 
 
 def test_the_budget_stops_the_search_with_the_best_so_far_and_journals_the_running_as_interrupted(tmp_path):
