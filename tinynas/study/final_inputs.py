@@ -14,19 +14,16 @@ from tinynas.cost.budget import Budget
 from tinynas.cost.targets import Target
 from tinynas.data.windows import Windows
 from tinynas.progress import Progress
-from tinynas.study.prepared import Prepared
+from tinynas.study.prepared import Prepared, PreparedViews
 from tinynas.study.settings import StudySettings
 from tinynas.trial import Fidelity
 
 if TYPE_CHECKING:
-    from tinynas.anomaly.task import AnomalyData
-    from tinynas.data.preprocess import Preprocessing
-    from tinynas.data.splits import Split
-    from tinynas.search import SearchSpace
+    pass
 
 
 @dataclass(frozen=True)
-class FinalInputs:
+class FinalInputs(PreparedViews):
     """A finished search as its final stage reads it: the folder, the settings and budget, the data as prepared,
     the held-out windows the winner is measured on, and where progress is said."""
 
@@ -50,23 +47,3 @@ class FinalInputs:
     @property
     def target(self) -> Target:
         return self.budget.target
-
-    @property
-    def windows(self) -> Windows:
-        return self.prepared.windows
-
-    @property
-    def split(self) -> Split:
-        return self.prepared.split
-
-    @property
-    def preprocessing(self) -> Preprocessing:
-        return self.prepared.preprocessing
-
-    @property
-    def space(self) -> SearchSpace:
-        return self.prepared.space
-
-    @property
-    def anomaly(self) -> AnomalyData | None:
-        return self.prepared.anomaly

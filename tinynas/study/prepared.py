@@ -46,6 +46,36 @@ class Prepared:
     """The folds candidates are ranked on (`tinynas.study.crossval`); None: the split's validation side."""
 
 
+
+class PreparedViews:
+    """What a holder of a `Prepared` (`self.prepared`: the study, the final stage's record) reads of it, by name."""
+
+    # Declared for the type checker only: a dataclass holder would take a class attribute as its default.
+    if TYPE_CHECKING:
+        @property
+        def prepared(self) -> Prepared: ...
+
+    @property
+    def windows(self) -> Windows:
+        """What the candidates train on (the anomaly task's normal windows and synthetic anomalies)."""
+        return self.prepared.windows
+
+    @property
+    def anomaly(self) -> AnomalyData | None:
+        return self.prepared.anomaly
+
+    @property
+    def split(self) -> Split:
+        return self.prepared.split
+
+    @property
+    def preprocessing(self) -> Preprocessing:
+        return self.prepared.preprocessing
+
+    @property
+    def space(self) -> SearchSpace:
+        return self.prepared.space
+
 def prepare(windows: Windows, settings: StudySettings, test_windows: Windows | None) -> Prepared:
     """The split, preprocessing, space and final recipe of a study of `windows` under `settings`."""
     s = settings

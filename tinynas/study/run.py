@@ -26,15 +26,13 @@ from tinynas.arguments import require, seed_argument
 from tinynas.cost.budget import Budget
 from tinynas.cost.targets import Target, get_target
 from tinynas.data.checks import Finding, check_windows
-from tinynas.data.preprocess import Preprocessing
-from tinynas.data.splits import Split
 from tinynas.data.windows import Windows, windows_argument
 from tinynas.errors import StorageError, UsageError, user_message
 from tinynas.folders import TEST_WINDOWS, WINDOWS, check_out_dir
 from tinynas.machine import auto_workers
 from tinynas.modes import Task
 from tinynas.progress import Progress
-from tinynas.search import FINAL_FIDELITY, SearchSpace, make_strategy
+from tinynas.search import FINAL_FIDELITY, make_strategy
 from tinynas.space import Architecture
 from tinynas.study.final import StudyResult, final_stage
 from tinynas.study.final_inputs import FinalInputs
@@ -42,17 +40,17 @@ from tinynas.study.jobs import JobFactory
 from tinynas.study.loop import SearchLoop
 from tinynas.study.outdir import open_journal, save_windows
 from tinynas.study.pool import WorkerPool
-from tinynas.study.prepared import Prepared, prepare
+from tinynas.study.prepared import Prepared, PreparedViews, prepare
 from tinynas.study.settings import StudyError, StudySettings, check_resumable, fingerprint
 from tinynas.trial import Fidelity
 
 if TYPE_CHECKING:
-    from tinynas.anomaly.task import AnomalyData
+    pass
 
 log = logging.getLogger(__name__)
 
 
-class Study:
+class Study(PreparedViews):
     """A resumable search of one data set under one target and time budget.
 
     The options are a `StudySettings` (`settings=`), or its fields as keywords. What is not an
@@ -117,27 +115,6 @@ class Study:
     def prepared(self) -> Prepared:
         """The split, preprocessing, search space and final recipe: made once, when first needed."""
         return prepare(self.source_windows, self.settings, self.test_windows)
-
-    @property
-    def windows(self) -> Windows:
-        """What the candidates train on (the anomaly task's normal windows and synthetic anomalies)."""
-        return self.prepared.windows
-
-    @property
-    def anomaly(self) -> AnomalyData | None:
-        return self.prepared.anomaly
-
-    @property
-    def split(self) -> Split:
-        return self.prepared.split
-
-    @property
-    def preprocessing(self) -> Preprocessing:
-        return self.prepared.preprocessing
-
-    @property
-    def space(self) -> SearchSpace:
-        return self.prepared.space
 
     @property
     def kernels_note(self) -> str:
