@@ -170,6 +170,12 @@ class ModelCard:
         value = (self.time or {}).get("latency_seconds")
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
+    def time_cost(self) -> dict | None:
+        """What the time budget cost the search (`tinynas.study.time_cost`: architectures RAM and flash allow, those
+        that kept the time, the budget at which all would): None when time was not budgeted."""
+        value = (self.time or {}).get("space")
+        return value if isinstance(value, dict) else None
+
     def on_chip(self, hop_seconds: float | None = None) -> InferenceOnChip | None:
         """One inference on the target at its clock (time, share of `hop_seconds`, energy, battery), from the cost
         model's cycles; None when the target has no clock, the runtime no time model, or the card no cost or target

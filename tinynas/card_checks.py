@@ -250,6 +250,15 @@ def check_time(section: dict, where: str = "the card's 'time'") -> None:
         raise _fail(f"{where} 'headroom'", "a factor from 1 to 10", headroom)
     if not isinstance(section.get("basis", ""), str):
         raise _fail(f"{where} 'basis'", "a text", section.get("basis"))
+    space = section.get("space")
+    if space is not None:  # what the budget cost the search (tinynas.study.time_cost)
+        if not isinstance(space, dict):
+            raise _fail(f"{where} 'space'", "an object", space)
+        for key in ("memory", "time"):
+            if not is_count(space.get(key)):
+                raise _fail(f"{where} 'space' {key!r}", "a whole number of architectures", space.get(key))
+        if not (is_number(space.get("all_at_seconds")) and 0 < space["all_at_seconds"] <= 1e6):
+            raise _fail(f"{where} 'space' 'all_at_seconds'", "a number of seconds above 0", space.get("all_at_seconds"))
 
 
 def check_card(card: Any) -> None:

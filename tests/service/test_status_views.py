@@ -2,6 +2,7 @@
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -174,3 +175,20 @@ def test_the_page_says_whether_the_served_model_keeps_the_hop_at_the_targets_clo
                                 "int8_test_accuracy": 0.93, "classes": ["a", "b"],
                                 "input": {"shape": [64, 1], "sample_rate_hz": 100.0}}))
     assert served_model(Deployed("carol", "m.tflite", str(bare)))["time"] is None
+
+
+def test_the_page_says_what_keeping_the_hop_cost_the_search_and_what_would_open_it(tmp_path):
+    from tinynas.cost.budget import Budget
+    from tinynas.cost.targets import get_target
+    from tinynas.search.base import SearchSpace
+    from tinynas.study.time_cost import time_cost
+
+    path = Path(_timed_card(tmp_path, "LSM6DSO16IS", 0.25))
+    card = json.loads(path.read_text())
+    budget = Budget.resolve(get_target("LSM6DSO16IS"), "c", latency_seconds=0.25)
+    card["time"]["space"] = time_cost(budget, SearchSpace(400, 8, 4, max_k=32))
+    path.write_text(json.dumps(card))
+    words = served_model(Deployed("dan", "m.tflite", str(path)), hop_seconds=0.25)["time"]["words"]
+    spent = card["time"]["space"]
+    assert f"kept {spent['time']} of the {spent['memory']} architectures RAM and flash allow" in words
+    assert "(a longer hop) or on a chip" in words

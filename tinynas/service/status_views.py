@@ -20,6 +20,7 @@ from tinynas.modes import Runtime
 from tinynas.service.models import download_names
 from tinynas.service.state import Deployed
 from tinynas.study.journal import peek
+from tinynas.study.time_cost import time_cost_words
 
 TRACE_SECONDS = 4.0
 """How much signal the page shows per channel."""
@@ -125,6 +126,8 @@ def chip_time(card, hop_seconds: float) -> dict[str, Any] | None:
                f"does NOT keep the {hop_seconds:g} s hop: the chip would fall behind the stream")
     searched = (f"; searched to keep {1000 * budget:g} ms per inference" if budget is not None else
                 "; searched without a time budget")
+    spent = time_cost_words(card.time_cost(), budget)  # what keeping the hop cost the search, and what would open it
+    searched += f"; {spent}" if spent else ""
     return {"words": f"on {target}: {chip.words()} (estimated): {verdict}{searched}", "keeps_hop": keeps,
             "seconds": chip.seconds, "share_of_hop": chip.share_of_hop, "energy_uj": chip.energy_uj}
 

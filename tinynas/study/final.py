@@ -13,7 +13,8 @@ from tinynas.anomaly.classical import ClassicalScorer
 from tinynas.anomaly.classical_c import classical_c_card
 from tinynas.anomaly.metrics import report_lines
 from tinynas.card import ModelCard, read_card
-from tinynas.cost.estimate import estimate
+from tinynas.cost.budget import Budget
+from tinynas.cost.estimate import Cost, estimate
 from tinynas.cost.runtime import RUNTIME_NAMES
 from tinynas.data.windows import Windows
 from tinynas.deploy.export import write_export
@@ -27,6 +28,7 @@ from tinynas.study.journal import Journal
 from tinynas.study.outcomes import best_trial, is_final_recipe, trained_fidelity
 from tinynas.study.pool import WorkerPool
 from tinynas.study.settings import StudyError
+from tinynas.study.time_cost import time_cost
 from tinynas.training.job import JobResult
 from tinynas.trial import Fidelity, Trial, TrialState
 from tinynas.verdict import held_out, per_class
@@ -115,7 +117,7 @@ def final_stage(study: FinalInputs, strategy, journal: Journal, jobs: JobFactory
         anomaly=anomaly,
         int8_test=int8_test,
         selection=_selection(jobs, winner),
-        time=budget.time_section(cost),
+        time=_time_section(budget, cost, study),
     )
     exported = write_export(study.out_dir, winner.architecture, tflite, card.to_dict(),
                             c_prefix=study.settings.c_prefix, scorer_c=_classical_c(study, anomaly))
@@ -133,6 +135,14 @@ def final_stage(study: FinalInputs, strategy, journal: Journal, jobs: JobFactory
                          f"(float {result.float_test_accuracy:.3f}) on {len(y_test)} held-out windows; "
                          f"{RUNTIME_NAMES[budget.runtime]}: {cost.summary(len(tflite))}")
     return StudyResult(winner, card, study.out_dir, trials)
+
+
+def _time_section(budget: Budget, cost: Cost, study: FinalInputs) -> dict:
+    """The card's time: the budget, the winner's estimate and, when time was budgeted, what it cost the search
+    (`time_cost`: the page and the report say how much of the space the hop closed and what would open it)."""
+    section = budget.time_section(cost)
+    spent = time_cost(budget, study.space)
+    return {**section, "space": spent} if spent else section
 
 
 def _classical_c(study: FinalInputs, anomaly: dict | None) -> tuple[dict, tuple[str, str]] | None:

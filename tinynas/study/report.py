@@ -10,6 +10,7 @@ from tinynas.cost.budget import Budget
 from tinynas.cost.estimate import Cost
 from tinynas.cost.runtime import ACCOUNTING_NAMES, RUNTIME_NAMES
 from tinynas.folders import REPORT, TRIALS_PLOT
+from tinynas.study.time_cost import time_cost_words
 from tinynas.trial import Trial, TrialState
 from tinynas.units import kib
 
@@ -104,8 +105,9 @@ def chip_time_line(card: ModelCard) -> str:
     budget = (f"; searched to keep {1000 * latency:g} ms per inference (estimate + "
               f"{100 * ((card.time or {}).get('headroom', 1.0) - 1):.0f} % headroom)" if latency is not None
               else "; no time budget (give --latency)")
+    spent = time_cost_words(card.time_cost(), latency)
     return (f"- on the chip: {chip.words()}; {cost.instructions:,} instructions, {cost.cycles:,} cycles (estimates: "
-            f"{cost.time_basis}){budget}")
+            f"{cost.time_basis}){budget}" + (f"; {spent}" if spent else ""))
 
 
 def time_line(trials: list[Trial]) -> str:
