@@ -2,7 +2,9 @@
 worker node, their own raylets and worker processes): a node killed mid-search, its cell finished on the other node
 from the journal the driver kept (the trials finished before the kill are not trained again), the driver killed and
 `--resume`d, every journal whole, and the same grid through the local engine giving the same searches. One sweep for
-all of it: each cell is a real search, the slow tier's most costly unit."""
+all of it, its subject the engine's bookkeeping: the cell moved between nodes is a real search, the other a stand-in
+(`Sweep.command`, tests/support/stand_in_search.py: a copy of one real finished search built once), run by the same
+Ray tasks; the head starts alone, so that the stand-in takes its one CPU and the real cell the worker node's."""
 
 import contextlib
 import json
@@ -12,17 +14,35 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from devtools.machine_speed import slowdown
 from tinynas.data.synthetic import vibration
 
+SUPPORT = Path(__file__).resolve().parents[1] / "support"
+
 ray_cluster = pytest.importorskip("ray.cluster_utils")  # in the test extra: CI installs it
 
 GRID = ('[grid]\ndata = ["npz:{data}"]\nseed = [0, 1]\n'
         '[fixed]\nram = "2200"\nflash = "64k"\nmacs = "1M"\nstrategy = "fast"\nepochs = 2\nfinal_epochs = 2\n'
-        'budget = "2h"\ncandidates = 6\nworkers = "1"\nkernels = "3"\nselection = "validation"\n')
+        'budget = "2h"\ncandidates = 4\nworkers = "1"\nkernels = "3"\nselection = "validation"\n')
+
+
+FIXED = ["--ram", "2200", "--flash", "64k", "--macs", "1M", "--strategy", "fast", "--epochs", "2", "--final-epochs",
+         "2", "--budget", "2h", "--workers", "1", "--kernels", "3", "--selection", "validation"]
+DATA = "synthetic:vibration?windows_per_class=8&length=64&windows_per_recording=2"
+
+
+@pytest.fixture(scope="module")
+def finished_search(built_once):
+    """A real finished search of one candidate, the grid's other options: what the stand-in cell copies."""
+    def search(folder):
+        subprocess.run([sys.executable, "-m", "tinynas.cli", "search", "--data", DATA, *FIXED, "--candidates", "1",
+                        "--out", str(folder / "run")], check=True, capture_output=True, timeout=600 * slowdown())
+
+    return built_once("sweep-stand-in-source", search) / "run"
 
 
 def _state(out):
@@ -71,7 +91,7 @@ def _wait_for(condition, what, driver, deadline):
 
 
 @pytest.mark.slow
-def test_a_node_and_the_driver_killed_mid_sweep_lose_only_running_candidates(tmp_path):
+def test_a_node_and_the_driver_killed_mid_sweep_lose_only_running_candidates(tmp_path, finished_search):
     data = tmp_path / "windows.npz"
     vibration(windows_per_class=8, length=64, windows_per_recording=2).save(data)
     grid = tmp_path / "grid.toml"
@@ -81,12 +101,25 @@ def test_a_node_and_the_driver_killed_mid_sweep_lose_only_running_candidates(tmp
     # Node death is noticed within ~3 s (not Ray's default 30 s of missed health checks): the test's clock.
     cluster = ray_cluster.Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "_system_config": {"health_check_period_ms": 1000, "health_check_failure_threshold": 3}})
-    worker = cluster.add_node(num_cpus=1)
-    driver = None
+    driver = local = None
+    # The first cell started (on the head, its only CPU) is the stand-in, held until the other, real, cell runs on
+    # the worker node added then; a later sweep of the grid (resumed, or the local engine) stands in for that seed.
+    claim, hold = tmp_path / "stand-in.seed", tmp_path / "stand-in.hold"
+    hold.touch()
+    command = [sys.executable, str(SUPPORT / "stand_in_search.py"), "--source", str(finished_search),
+               "--claim", str(claim), "--hold", str(hold), "--"]
     try:
-        argv = [sys.executable, "-m", "tinynas.cli", "sweep", str(grid), "--out", str(out), "--engine", "ray",
-                "--address", cluster.address]
+        argv = [sys.executable, str(SUPPORT / "sweep_driver.py"), json.dumps(command), "sweep", str(grid), "--out",
+                str(out), "--engine", "ray", "--address", cluster.address]
         driver = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _wait_for(claim.exists, "the stand-in cell started on the head node", driver, deadline)
+        worker = cluster.add_node(num_cpus=1)
+
+        def real_on_worker():
+            return any(cell["node"] == worker.node_id and cell["status"] == "running" for cell in _state(out))
+
+        _wait_for(real_on_worker, "the real cell started on the worker node", driver, deadline)
+        hold.unlink()  # the stand-in finishes: the head's CPU is free for the cell the worker's death moves
 
         def on_worker():
             cells = [cell for cell in _state(out) if cell["node"] == worker.node_id and cell["status"] == "running"]
@@ -94,6 +127,7 @@ def test_a_node_and_the_driver_killed_mid_sweep_lose_only_running_candidates(tmp
 
         _wait_for(on_worker, "a cell on the worker node with a finished trial", driver, deadline)
         moved = on_worker()
+        assert str(moved["values"]["seed"]) != claim.read_text()  # the real search is the one the node's death moves
         # The data leaves the driver's disk: the cell searched again on the head node must get it from Ray.
         shipped = data.read_bytes()
         data.unlink()
@@ -112,11 +146,17 @@ def test_a_node_and_the_driver_killed_mid_sweep_lose_only_running_candidates(tmp
         os.kill(driver.pid, signal.SIGKILL)  # the driver killed outright: its tasks end with it
         driver.wait(30)
         data.write_bytes(shipped)  # a resumed driver ships the data again
+        # The same grid through the local engine (compared below), beside the resumed driver: one core each.
+        local = subprocess.Popen([sys.executable, str(SUPPORT / "sweep_driver.py"), json.dumps(command), "sweep",
+                                  str(grid), "--out", str(tmp_path / "local"), "--parallel", "2"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         resumed = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=600 * slowdown())
         assert resumed.returncode == 0, resumed.stderr[-3000:]
+        _, local_errors = local.communicate(timeout=600 * slowdown())
     finally:
-        if driver is not None and driver.poll() is None:
-            driver.kill()
+        for process in (driver, local):
+            if process is not None and process.poll() is None:
+                process.kill()
         cluster.shutdown()
 
     cells = _state(out)
@@ -132,9 +172,8 @@ def test_a_node_and_the_driver_killed_mid_sweep_lose_only_running_candidates(tmp
 
     # The same grid through the local engine: the same searches (each journal's settings: the data's digest, target,
     # seed, recipe; its split and preprocessing) with the same outputs. The spec names the node's copy of the data.
-    local = subprocess.run([sys.executable, "-m", "tinynas.cli", "sweep", str(grid), "--out", str(tmp_path / "local"),
-                            "--parallel", "2"], capture_output=True, text=True, timeout=600 * slowdown())
-    assert local.returncode == 0, local.stderr[-3000:]
+    # The real cell is searched for real there too; the stand-in's seed stands in again (a copy on either side).
+    assert local.returncode == 0, local_errors[-3000:]
     for cell in cells:
         name = f"cell-{cell['index']:03d}"
         assert _settings(out / name / "journal.sqlite") == _settings(tmp_path / "local" / name / "journal.sqlite")

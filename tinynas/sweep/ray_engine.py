@@ -25,7 +25,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import tarfile
 import tempfile
 import time
@@ -39,8 +38,7 @@ from tinynas.folders import JOURNAL, SEARCH_LOG
 from tinynas.interrupts import die_with_parent
 from tinynas.modes import CellStatus
 from tinynas.study.journal import checkpoint, finished_trials, snapshot
-from tinynas.sweep.grid import search_arguments
-from tinynas.sweep.run import Sweep, last_error
+from tinynas.sweep.run import Sweep, cell_argv, last_error
 from tinynas.sweep.state import FINISHED, Cell, one_line
 from tinynas.units import echoed
 
@@ -308,8 +306,8 @@ def _place(packed: bytes, digest: str, name: str) -> Path:
 
 
 def _search_task(index: int, options: dict[str, Any], shipped: dict[str, tuple[Any, str, str, str, str]],
-                 keeper) -> dict[str, Any]:
-    """Search one cell on this node; runs inside a Ray worker."""
+                 keeper, command: tuple[str, ...] | None) -> dict[str, Any]:
+    """Search one cell on this node with the sweep's `command` (`Sweep.command`); runs inside a Ray worker."""
     import ray
 
     node = ray.get_runtime_context().get_node_id()
@@ -333,8 +331,7 @@ def _search_task(index: int, options: dict[str, Any], shipped: dict[str, tuple[A
             _wait(keeper.keep.remote(index, attempt, copy, files, gone, (folder / SEARCH_LOG).read_bytes(),
                                      finished_trials(copy) if copy and trials else 0))
 
-        argv = [sys.executable, "-m", "tinynas.cli", "search", *search_arguments(options), "--out", str(folder),
-                *(["--resume"] if journal is not None else [])]
+        argv = cell_argv(command, options, folder, journal is not None)
         started = time.monotonic()
         with open(folder / SEARCH_LOG, "ab") as log_file:
             process = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -425,8 +422,8 @@ def run_on_ray(sweep: Sweep, address: str | None = None, progress: Callable[[str
                 ref, digest = packed[path]
                 shipped[key] = (ref, digest, path.name, prefix, suffix)
             cpus.append(cpus_of(options))
-            refs[task.options(num_cpus=cpus[-1], max_retries=MAX_RETRIES,
-                                  retry_exceptions=False).remote(cell.index, options, shipped, keeper)] = cell
+            refs[task.options(num_cpus=cpus[-1], max_retries=MAX_RETRIES, retry_exceptions=False).remote(
+                cell.index, options, shipped, keeper, sweep.command)] = cell
         at_once = max(1, int(ray.cluster_resources().get("CPU", 1)) // min(cpus, default=1))  # for the time left
         progress(f"{len(waiting)} cells sent to Ray ({len(ray.nodes())} nodes, "
                  f"{ray.cluster_resources().get('CPU', 0):.0f} CPUs)")

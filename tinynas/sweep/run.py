@@ -6,6 +6,10 @@ cell that was running is searched again with the search's own `--resume` (its jo
 finished). A cell whose search fails is recorded with its one-line error and the sweep goes on. The local engine
 runs the cells here, `parallel` at a time, each a child process (`python -m tinynas.cli search`): a cell can no more
 take the sweep down than a user's search can take their shell.
+
+The program a cell runs is `Sweep.command` (None: the real search, unless given): the one seam between the
+sweep's bookkeeping and the search. A test of that bookkeeping (resume, kills, failing cells, the table) gives a
+cheap stand-in that takes the search's arguments and leaves a search's folder, and keeps one real cell.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +33,32 @@ from tinynas.sweep.grid import Grid, search_arguments
 from tinynas.sweep.state import FINISHED, STATE, Cell, one_line, read_state, state_text
 
 log = logging.getLogger(__name__)
-__all__ = ["Cell", "FINISHED", "STATE", "Sweep", "last_error"]  # Cell and the state's names: from .state
+__all__ = ["Cell", "FINISHED", "STATE", "Sweep", "cell_argv", "last_error"]  # Cell and the state's names: .state
+
+
+def cell_argv(command: Sequence[str] | None, options: dict[str, Any], folder: Path | str, resume: bool) -> list[str]:
+    """The command line of one cell's search (either engine): `command` (None: `tinynas search` by this
+    interpreter, resolved where the cell runs: a Ray node's Python need not live where the driver's does), the
+    cell's options as `tinynas search`'s, its folder and `--resume` when it takes up a journal."""
+    program = [sys.executable, "-m", "tinynas.cli", "search"] if command is None else list(command)
+    return [*program, *search_arguments(options), "--out", str(folder), *(["--resume"] if resume else [])]
 
 
 class Sweep:
-    """The cells of `grid` under `out`; `resume` takes up a sweep begun there (with the same grid)."""
+    """The cells of `grid` under `out`; `resume` takes up a sweep begun there (with the same grid).
 
-    def __init__(self, out: str | Path, grid: Grid, resume: bool = False) -> None:
+    `command` is the program each cell runs, given `tinynas search`'s arguments (the cell's options, `--out FOLDER`,
+    `--resume`); it must leave a search's folder (journal, card) and exit 0, or exit non-zero with its one-line
+    `tinynas: error:` in its output. None: the class's `command`, itself None (the real `tinynas search`) unless a
+    program sets it for every sweep it makes (a test's driver of the real `tinynas sweep`). Both engines run it."""
+
+    command: tuple[str, ...] | None = None
+
+    def __init__(self, out: str | Path, grid: Grid, resume: bool = False,
+                 command: Sequence[str] | None = None) -> None:
         self.out, self.grid = Path(out), grid
+        chosen = type(self).command if command is None else command
+        self.command = None if chosen is None else tuple(chosen)
         if resume:
             self.cells = read_state(self.out, grid)  # checked whole before anything is written or run
         else:
@@ -107,8 +129,7 @@ class Sweep:
     def _start(self, cell: Cell) -> tuple[Cell, subprocess.Popen, float, Any]:
         folder = cell.folder(self.out)
         resume = (folder / JOURNAL).exists()
-        argv = [sys.executable, "-m", "tinynas.cli", "search", *search_arguments({**self.grid.fixed, **cell.values}),
-                "--out", str(folder), *(["--resume"] if resume else [])]
+        argv = cell_argv(self.command, {**self.grid.fixed, **cell.values}, folder, resume)
         folder.mkdir(parents=True, exist_ok=True)
         log_file = open(folder / SEARCH_LOG, "a", encoding="utf-8")
         # Its own session: a Ctrl-C at the terminal reaches the sweep, which stops its cells itself. And it dies with
