@@ -10,11 +10,13 @@ from tests.support.armband import NEW_SESSION, shifted
 from tinynas.data.spec import load_windows
 
 
-def test_the_same_recording_is_decided_the_same_way_five_times(model_dir, tmp_path):
+def test_the_same_recording_is_decided_the_same_way_three_times(model_dir, tmp_path):
     recording = tmp_path / "rewear.npz"
     shifted(load_windows(NEW_SESSION)).save(recording)  # the armband put on again: 4 repetitions per class
     outcomes = []
-    for run in range(5):
+    # Three fresh processes: issue 54's flip came from TensorFlow's thread-order reductions, which differ from one
+    # process to the next; tests/adaptation/test_recalibrate.py checks every figure twice in one process too.
+    for run in range(3):
         job = {"mode": "labelled", "source": str(model_dir), "spec": f"npz:{recording}",
                "staging": str(tmp_path / f"staging-{run}"), "result": str(tmp_path / f"result-{run}.json"),
                "epochs": 3, "learning_rate": 1e-3}
