@@ -219,6 +219,10 @@ def test_the_status_page_gets_what_it_draws_from_the_real_service(scenario):
     serving = seen["SERVING"]
     assert serving["model"]["name"].startswith("A(") and serving["model"]["flash_bytes"] > 0
     assert set(serving["classes"]) == set(PLAN_CLASSES) and serving["predictions_per_minute"] > 0
+    # Searched to keep the hop at the 48 MHz chip's clock (issue 66), and what that cost the search said beside it.
+    timed = serving["model"]["time"]
+    assert timed["keeps_hop"] and "searched to keep 250 ms per inference" in timed["words"], timed
+    assert "architectures RAM and flash allow" in timed["words"], timed
 
 
 @pytest.mark.slow
