@@ -269,6 +269,7 @@ def test_with_no_final_recipe_given_each_strategy_has_its_own(tmp_path):
     assert (paper.epochs, paper.learning_rate, paper.schedule) == (100, 0.01, "constant")  # the method's
 
 
+@pytest.mark.slow  # the resumed search trains, runs its final stage and exports for real: 40-70 s of the fast tier
 def test_a_resume_with_no_final_recipe_given_goes_on_with_the_journals(tmp_path, caplog):
     """A search started with another recipe (an older tinynas's default for fast, or another --final-epochs)
     is resumed with the journal's, not refused; a recipe given on resume must still match."""
