@@ -171,8 +171,8 @@ class ModelCard:
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
     def time_cost(self) -> dict | None:
-        """What the time budget cost the search (`tinynas.study.time_cost`: architectures RAM and flash allow, those
-        that kept the time, the budget at which all would): None when time was not budgeted."""
+        """What the time budget cost the search (`tinynas.study.time_cost`: architectures its RAM, flash and MAC
+        budgets allow, those that kept the time, the budget at which all would): None when time was not budgeted."""
         value = (self.time or {}).get("space")
         return value if isinstance(value, dict) else None
 

@@ -222,7 +222,7 @@ def test_the_status_page_gets_what_it_draws_from_the_real_service(scenario):
     # Searched to keep the hop at the 48 MHz chip's clock (issue 66), and what that cost the search said beside it.
     timed = serving["model"]["time"]
     assert timed["keeps_hop"] and "searched to keep 250 ms per inference" in timed["words"], timed
-    assert "architectures RAM and flash allow" in timed["words"], timed
+    assert "architectures its RAM, flash and MAC budgets allow" in timed["words"], timed
 
 
 @pytest.mark.slow

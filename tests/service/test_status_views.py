@@ -190,5 +190,5 @@ def test_the_page_says_what_keeping_the_hop_cost_the_search_and_what_would_open_
     path.write_text(json.dumps(card))
     words = served_model(Deployed("dan", "m.tflite", str(path)), hop_seconds=0.25)["time"]["words"]
     spent = card["time"]["space"]
-    assert f"kept {spent['time']} of the {spent['memory']} architectures RAM and flash allow" in words
+    assert f"kept {spent['time']} of the {spent['memory']} architectures its RAM, flash and MAC budgets allow" in words
     assert "(a longer hop) or on a chip" in words

@@ -38,13 +38,14 @@ def test_the_hop_closes_part_of_the_space_and_the_budget_that_opens_it_all_is_ex
     memory, kept, slowest = _whole_space(budget)
     assert (spent["memory"], spent["time"]) == (memory, kept)  # the early stop at a k that misses loses nothing
     assert 0 < kept < memory  # the case is one where the hop costs something
-    # At the budget it names, every architecture RAM and flash allow keeps the time; a little below, one does not.
+    # At the budget it names, every architecture its RAM, flash and MAC budgets allow keeps the time; a little below,
+    # one does not.
     opened = Budget.resolve(budget.target, "c", latency_seconds=spent["all_at_seconds"])
     assert time_cost(opened, SPACE)["time"] == memory
     tighter = Budget.resolve(budget.target, "c", latency_seconds=spent["all_at_seconds"] * 0.99)
     assert time_cost(tighter, SPACE)["time"] < memory
     words = time_cost_words(spent, 0.25)
-    assert f"kept {kept} of the {memory} architectures RAM and flash allow" in words
+    assert f"kept {kept} of the {memory} architectures its RAM, flash and MAC budgets allow" in words
     assert f"{spent['all_at_seconds'] / 0.25:.1f}x as fast" in words
 
 
@@ -88,4 +89,4 @@ def test_the_report_line_and_the_card_reader_carry_it(tmp_path):
             "time": {**budget.time_section(cost), "space": time_cost(budget, SPACE)}}
     (tmp_path / "card.json").write_text(json.dumps(card))
     line = chip_time_line(read_card(tmp_path))
-    assert "architectures RAM and flash allow" in line and "x as fast" in line
+    assert "architectures its RAM, flash and MAC budgets allow" in line and "x as fast" in line

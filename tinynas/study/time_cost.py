@@ -1,6 +1,6 @@
-"""What a time budget cost the search, in words a user can act on: of the architectures the chip's RAM and flash
-allow, how many keep the time per inference, and the budget (a longer hop, or a chip that many times as fast) that
-would let every one of them compete.
+"""What a time budget cost the search, in words a user can act on: of the architectures the chip's RAM, flash and
+MAC budgets allow, how many keep the time per inference, and the budget (a longer hop, or a chip that many times as
+fast) that would let every one of them compete.
 
 The latency benchmark (benchmarks/results/latency.md) measured the price: 26 signs at 10 MHz in a 0.25 s hop lost
 55 points of accuracy. The search cannot say what a refused architecture would have scored (it never trains one),
@@ -16,7 +16,7 @@ from tinynas.search.base import SearchSpace
 
 
 def time_cost(budget: Budget, space: SearchSpace) -> dict | None:
-    """{"memory": architectures RAM and flash allow, "time": those that also keep the time budget,
+    """{"memory": architectures its RAM, flash and MAC budgets allow, "time": those that also keep the time budget,
     "all_at_seconds": the time budget at which all of them would (the slowest one's estimate with the headroom)};
     None when time is not budgeted or not estimated.
 
@@ -59,8 +59,8 @@ def _last(high: int, holds: Callable[[int], bool]) -> int:
 
 
 def time_cost_words(section: dict | None, latency_seconds: float | None) -> str:
-    """'the 250 ms budget kept 133 of the 775 architectures RAM and flash allow; all of them would compete at
-    2,300 ms per inference (a longer hop) or on a chip 9.2x as fast' ('' when there is nothing to say)."""
+    """'the 250 ms budget kept 133 of the 775 architectures its RAM, flash and MAC budgets allow: all of them would
+    compete at 2,624 ms per inference (a longer hop) or on a chip 10.5x as fast' ('' when there is nothing to say)."""
     if not section or latency_seconds is None:
         return ""
     memory, kept, needed = section.get("memory"), section.get("time"), section.get("all_at_seconds")
@@ -68,7 +68,7 @@ def time_cost_words(section: dict | None, latency_seconds: float | None) -> str:
         return ""
     budget = f"the {1000 * latency_seconds:,.0f} ms budget"
     if kept >= memory:
-        return f"{budget} kept all {memory} architectures RAM and flash allow"
-    return (f"{budget} kept {kept} of the {memory} architectures RAM and flash allow: all of them would compete at "
-            f"{1000 * needed:,.0f} ms per inference (a longer hop) or on a chip {needed / latency_seconds:.1f}x "
-            f"as fast")
+        return f"{budget} kept all {memory} architectures its RAM, flash and MAC budgets allow"
+    return (f"{budget} kept {kept} of the {memory} architectures its RAM, flash and MAC budgets allow: all of them "
+            f"would compete at {1000 * needed:,.0f} ms per inference (a longer hop) or on a chip "
+            f"{needed / latency_seconds:.1f}x as fast")
