@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import shutil
-import sqlite3
 import sys
 import time
 from pathlib import Path
 
-JOURNAL = "journal.sqlite"
+from tinynas.folders import JOURNAL, SEARCH_LOG
+from tinynas.study.journal import Journal, snapshot
 
 
 def _options(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -59,15 +58,12 @@ def _stands_in(args: argparse.Namespace, search: list[str]) -> bool:
 
 def _begin(source: Path, out: Path, data: str) -> None:
     """The source's journal as this cell's, its data spec the cell's: what a search writes first (a sweep then takes
-    the cell up with `--resume`)."""
+    the cell up with `--resume`). Copied and changed through the journal's owner, then put in place whole."""
     out.mkdir(parents=True, exist_ok=True)
     staging = out / f".{JOURNAL}.stand-in"
-    with contextlib.closing(sqlite3.connect(f"file:{source / JOURNAL}?mode=ro", uri=True)) as original, \
-            contextlib.closing(sqlite3.connect(staging)) as copy:
-        original.backup(copy)
-        copy.execute("PRAGMA journal_mode=DELETE")
-        copy.execute("UPDATE meta SET value = ? WHERE key = 'data_spec'", (json.dumps(data),))
-        copy.commit()
+    staging.write_bytes(snapshot(source / JOURNAL))
+    with Journal(staging) as journal:
+        journal.set_meta("data_spec", data)
     for stale in out.glob(f"{JOURNAL}-*"):  # a killed attempt's companions: the journal is replaced whole
         stale.unlink()
     os.replace(staging, out / JOURNAL)
@@ -77,7 +73,7 @@ def _finish(source: Path, out: Path) -> None:
     """The source's other files (card, model, weights, report) copied into `out`: what a search leaves at its end."""
     for path in sorted(source.rglob("*")):
         name = path.relative_to(source)
-        if path.is_file() and not name.parts[0].startswith(JOURNAL) and name.name != "search.log":
+        if path.is_file() and not name.parts[0].startswith(JOURNAL) and name.name != SEARCH_LOG:
             (out / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, out / name)
 

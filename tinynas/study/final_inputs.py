@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,9 +16,6 @@ from tinynas.progress import Progress
 from tinynas.study.prepared import Prepared, PreparedViews
 from tinynas.study.settings import StudySettings
 from tinynas.trial import Fidelity
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass(frozen=True)

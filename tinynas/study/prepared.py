@@ -46,7 +46,6 @@ class Prepared:
     """The folds candidates are ranked on (`tinynas.study.crossval`); None: the split's validation side."""
 
 
-
 class PreparedViews:
     """What a holder of a `Prepared` (`self.prepared`: the study, the final stage's record) reads of it, by name."""
 
@@ -75,6 +74,7 @@ class PreparedViews:
     @property
     def space(self) -> SearchSpace:
         return self.prepared.space
+
 
 def prepare(windows: Windows, settings: StudySettings, test_windows: Windows | None) -> Prepared:
     """The split, preprocessing, space and final recipe of a study of `windows` under `settings`."""

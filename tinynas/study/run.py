@@ -18,7 +18,7 @@ from contextlib import nullcontext
 from dataclasses import asdict, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -43,9 +43,6 @@ from tinynas.study.pool import WorkerPool
 from tinynas.study.prepared import Prepared, PreparedViews, prepare
 from tinynas.study.settings import StudyError, StudySettings, check_resumable, fingerprint
 from tinynas.trial import Fidelity
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 
@@ -115,14 +112,6 @@ class Study(PreparedViews):
     def prepared(self) -> Prepared:
         """The split, preprocessing, search space and final recipe: made once, when first needed."""
         return prepare(self.source_windows, self.settings, self.test_windows)
-
-    @property
-    def kernels_note(self) -> str:
-        return self.prepared.kernels_note
-
-    @property
-    def augmentation_note(self) -> str:
-        return self.prepared.augmentation_note
 
     @property
     def final_fidelity(self) -> Fidelity:
