@@ -61,6 +61,15 @@ def _finished(journal):
                           "WHERE state IN ('complete', 'failed') ORDER BY number").fetchall()
 
 
+def _finished_so_far(journal):
+    """`_finished` of a journal a search may be creating this moment: its file exists before its tables do (a run
+    here read it in between: "no such table: trials"), which is no finished trial yet."""
+    try:
+        return _finished(journal)
+    except sqlite3.OperationalError:
+        return []
+
+
 def _whole(journal):
     with contextlib.closing(sqlite3.connect(f"file:{journal}?mode=ro", uri=True)) as db:
         return db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -123,7 +132,7 @@ def test_a_node_and_the_driver_killed_mid_sweep_lose_only_running_candidates(tmp
 
         def on_worker():
             cells = [cell for cell in _state(out) if cell["node"] == worker.node_id and cell["status"] == "running"]
-            return cells and _finished(out / f"cell-{cells[0]['index']:03d}" / "journal.sqlite") and cells[0]
+            return cells and _finished_so_far(out / f"cell-{cells[0]['index']:03d}" / "journal.sqlite") and cells[0]
 
         _wait_for(on_worker, "a cell on the worker node with a finished trial", driver, deadline)
         moved = on_worker()
